@@ -1,0 +1,99 @@
+"""The ``chaos`` command.
+
+Subcommands live beside the code they drive and are imported only when used, so that
+``chaos --help`` stays fast. Exit status follows Jepsen's CLI: 0 valid, 1 invalid, 2 unknown,
+254 bad arguments, 255 crash.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import click
+
+EXIT_VALID = 0
+EXIT_INVALID = 1
+EXIT_UNKNOWN = 2
+EXIT_BAD_ARGS = 254
+EXIT_CRASH = 255
+
+# name -> "module:attribute" of a click command
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("chaos.control.cli:run", "Run a test: cluster, DB, workload, nemesis, check, report."),
+    "heal": ("chaos.nemesis.cli:heal", "Heal every fault the tool may have left on the nodes."),
+    "cluster": ("chaos.cluster.cli:cluster", "Provision, inspect and remove the node cluster."),
+    "check": ("chaos.history.cli:check", "Re-check a stored run or a history file."),
+    "report": ("chaos.history.report:report", "Write the HTML report of a run directory."),
+    "serve": ("chaos.history.serve:serve", "Serve the store's runs and reports over HTTP."),
+    "analyze": ("chaos.history.gate:analyze_cmd", "Analyse runs on Spark: verdicts, latency, availability."),
+    "gate": (
+        "chaos.history.gate:gate_cmd",
+        "Release gate: run or analyse a matrix of tests, exit 0 only if all pass.",
+    ),
+}
+
+
+class BadArguments(click.UsageError):
+    """Raised by commands for bad input; exits 254 with one clear line."""
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        target = COMMANDS[cmd_name][0]
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as e:
+            if e.name and module_name.startswith(e.name):
+                return _missing(cmd_name)
+            raise
+        cmd = getattr(module, attr, None)
+        return cmd if isinstance(cmd, click.Command) else _missing(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _missing(name: str) -> click.Command:
+    @click.command(name=name, help=COMMANDS[name][1] + " (not available in this build)")
+    def cmd() -> None:
+        raise click.ClickException(f"'chaos {name}' is not available in this build")
+
+    return cmd
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="dledger-chaos")
+def cli() -> None:
+    """Jepsen-style chaos testing for real clusters."""
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Entry point; maps click's errors onto Jepsen's exit codes."""
+    try:
+        rv = cli.main(args=argv, prog_name="chaos", standalone_mode=False)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except click.UsageError as e:
+        e.show()
+        sys.exit(EXIT_BAD_ARGS)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(EXIT_BAD_ARGS if e.exit_code in (1, 2) else e.exit_code)
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,472 @@
+"""Deploying the Python DLedger server onto nodes (Jepsen's DB protocol for DLedger).
+
+Setup, per node and in parallel: upload a wheel of the ``dledger`` package built on the control node
+(once per source version, cached in ``~/.chaos/wheels/``), install it into a venv at
+``/opt/dledger/venv`` made with ``--system-site-packages`` (so the image's python3-msgpack is used and
+no network is needed), then start ``dledger server`` as a daemon (``setsid``, pidfile, log file)
+under libfaketime with a runtime-writable offset file (the clock nemesis writes it), and wait for
+its port. When every node is up, setup waits for a leader. Setup is tried 3 times; a failure raises
+:class:`~chaos.cluster.db.DBError` with the node's server-log tail. Teardown kills the server and
+wipes its data dir. ``kill`` is SIGKILL, ``pause``/``resume`` SIGSTOP/SIGCONT, all by pidfile.
+``primaries`` asks every node's METADATA from the control node.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import fcntl
+import hashlib
+import io
+import os
+import shlex
+import time
+import zipfile
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from chaos.cluster.db import DBError
+from chaos.cluster.node import Node
+
+if TYPE_CHECKING:
+    from chaos.control.ssh import Control, Remote
+
+FLUSH_MODES = ("sync", "async")
+READ_MODES = ("raft-log", "read-index", "lease", "unsafe")
+DEFAULT_PORT = 20911
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+VERSION = "0.1.0"
+
+
+# -- the wheel -----------------------------------------------------------------------------------------
+
+
+def source_hash(root: Path = PROJECT_ROOT) -> str:
+    """12 hex digits over every file of the ``dledger`` package (paths and contents)."""
+    h = hashlib.sha256()
+    pkg = root / "dledger"
+    if not pkg.is_dir():
+        raise DBError("control", f"dledger package not found at {pkg}")
+    for p in sorted(pkg.rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo"):
+            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
+
+
+def build_wheel(root: Path = PROJECT_ROOT, cache_dir: Path | None = None) -> Path:
+    """A PEP 427 wheel of the ``dledger`` package with its ``dledger`` console script.
+
+    Built directly (pure Python, no build backend or network needed), named
+    ``dledger_chaos_node-0.1.0+<source hash>-py3-none-any.whl`` and cached in ``cache_dir``
+    (default ``~/.chaos/wheels``), so one source version is built once. Safe under concurrency
+    (file lock, atomic rename).
+    """
+    from chaos.cluster.docker import chaos_home
+
+    cache_dir = cache_dir or chaos_home() / "wheels"
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    digest = source_hash(root)
+    dist = "dledger_chaos_node"
+    version = f"{VERSION}+{digest}"
+    path = cache_dir / f"{dist}-{version}-py3-none-any.whl"
+    if path.is_file():
+        return path
+    with open(cache_dir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.is_file():
+            return path
+        info = f"{dist}-{version}.dist-info"
+        files: list[tuple[str, bytes]] = []
+        for p in sorted((root / "dledger").rglob("*")):
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo"):
+                files.append((str(p.relative_to(root)).replace(os.sep, "/"), p.read_bytes()))
+        meta = (
+            f"Metadata-Version: 2.1\nName: dledger-chaos-node\nVersion: {version}\n"
+            "Summary: Python DLedger server (deployed by dledger-chaos)\nRequires-Python: >=3.11\n"
+            "Requires-Dist: msgpack>=1.0\n"
+        )
+        wheel = "Wheel-Version: 1.0\nGenerator: dledger-chaos\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        entry = "[console_scripts]\ndledger = dledger.cli:main\n"
+        files += [
+            (f"{info}/METADATA", meta.encode()),
+            (f"{info}/WHEEL", wheel.encode()),
+            (f"{info}/entry_points.txt", entry.encode()),
+        ]
+        record = io.StringIO()
+        w = csv.writer(record, lineterminator="\n")
+        for name, data in files:
+            d = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            w.writerow([name, f"sha256={d}", len(data)])
+        w.writerow([f"{info}/RECORD", "", ""])
+        files.append((f"{info}/RECORD", record.getvalue().encode()))
+        tmp = path.with_suffix(".tmp")
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+            for name, data in files:
+                zi = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
+                zi.external_attr = 0o644 << 16
+                zi.compress_type = zipfile.ZIP_DEFLATED
+                z.writestr(zi, data)
+        os.replace(tmp, path)
+    return path
+
+
+_INSTALLER = """
+import compileall, glob, os, shutil, sys, sysconfig, zipfile
+venv, whl = sys.argv[1], sys.argv[2]
+site = sysconfig.get_paths()["purelib"]
+assert site.startswith(venv), site
+shutil.rmtree(os.path.join(site, "dledger"), ignore_errors=True)
+for d in glob.glob(os.path.join(site, "dledger_chaos_node-*.dist-info")):
+    shutil.rmtree(d)
+zipfile.ZipFile(whl).extractall(site)
+# bytecode now, so the first server start after a deploy does not compile every module
+compileall.compile_dir(os.path.join(site, "dledger"), quiet=1)
+script = os.path.join(venv, "bin", "dledger")
+with open(script, "w") as f:
+    f.write("#!" + os.path.join(venv, "bin", "python3") + "\\nimport sys\\nfrom dledger.cli import main\\n"
+            "sys.exit(main())\\n")
+os.chmod(script, 0o755)
+"""
+
+
+# -- the DB --------------------------------------------------------------------------------------------
+
+
+class DLedgerDB:
+    """DLedger as the system under test (``jepsen.db/DB`` + Process + Pause + Primary + LogFiles).
+
+    ``flush``: ``sync`` | ``async`` (the server's ``--flush``); ``read_mode``: ``raft-log`` |
+    ``read-index`` | ``lease`` | ``unsafe``; ``port``: DLedger port on every node; ``server_args``:
+    extra server flags, passed through; ``group``: DLedger group; ``faketime``: run under libfaketime
+    with ``faketime_file`` as the offset source; ``tries``: setup attempts; ``start_timeout``: seconds
+    to wait for a node's port; ``leader_timeout``: seconds setup waits for a leader (0 = do not wait);
+    ``client_timeout``: DLedgerClient timeout (s) used by :meth:`client` and :meth:`primaries`.
+    """
+
+    base_dir = "/opt/dledger"
+    venv = "/opt/dledger/venv"
+    pidfile = "/var/run/dledger.pid"
+    data_dir = "/var/lib/dledger"
+    log_file = "/var/log/dledger.log"
+    faketime_file = "/var/run/dledger.faketime"
+    listing_file = "/var/log/dledger-data.txt"
+
+    def __init__(
+        self,
+        *,
+        flush: str = "sync",
+        read_mode: str = "raft-log",
+        port: int = DEFAULT_PORT,
+        server_args: Sequence[str] = (),
+        group: str = "chaos",
+        faketime: bool = True,
+        tries: int = 3,
+        start_timeout: float = 30.0,
+        leader_timeout: float = 30.0,
+        client_timeout: float = 1.0,
+        source_root: Path = PROJECT_ROOT,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        if flush not in FLUSH_MODES:
+            raise ValueError(f"flush {flush!r}: expected one of {', '.join(FLUSH_MODES)}")
+        if read_mode not in READ_MODES:
+            raise ValueError(f"read mode {read_mode!r}: expected one of {', '.join(READ_MODES)}")
+        if not isinstance(port, int) or not 1 <= port <= 65535:
+            raise ValueError(f"DLedger port {port!r}: expected an integer in 1..65535")
+        if isinstance(server_args, str):
+            server_args = shlex.split(server_args)
+        if not isinstance(tries, int) or tries < 1:
+            raise ValueError(f"setup tries {tries!r}: expected a positive integer")
+        self.flush = flush
+        self.read_mode = read_mode
+        self.port = port
+        self.server_args = [str(a) for a in server_args]
+        self.group = group
+        self.faketime = faketime
+        self.tries = tries
+        self.start_timeout = start_timeout
+        self.leader_timeout = leader_timeout
+        self.client_timeout = client_timeout
+        self.source_root = source_root
+        self.log = log or (lambda s: None)
+        self._wheel: Path | None = None
+        self._nodes: list[Node] = []
+
+    # -- peers and clients --------------------------------------------------------------------------
+
+    def peers(self, nodes: Sequence[Node]) -> str:
+        """The server's ``--peers``: ``"n1-DBHOST:PORT;n2-..."`` with each node's ``peer_host``."""
+        return ";".join(f"{_member_id(n)}-{n.peer_host}:{self.port}" for n in nodes)
+
+    def client_peers(self, nodes: Sequence[Node]) -> str:
+        """The peers string as the control node reaches the nodes (``host``, not ``db_host``)."""
+        return ";".join(f"{_member_id(n)}-{n.host}:{self.port}" for n in nodes)
+
+    def client(self, nodes: Sequence[Node], node_name: str | None = None) -> Any:
+        """A ``dledger.client.DLedgerClient`` over all nodes, talking to ``node_name`` first."""
+        from dledger.client import DLedgerClient
+
+        if node_name is not None and node_name not in {n.name for n in nodes}:
+            raise ValueError(f"client: unknown node {node_name!r}; expected one of {[n.name for n in nodes]}")
+        return DLedgerClient(
+            peers=self.client_peers(nodes), timeout=self.client_timeout, group=self.group, prefer=node_name
+        )
+
+    # -- setup / teardown ---------------------------------------------------------------------------
+
+    def wheel(self) -> Path:
+        """The wheel to deploy (built once per DB object and source version)."""
+        if self._wheel is None:
+            self._wheel = build_wheel(self.source_root)
+        return self._wheel
+
+    def setup(self, control: Control) -> None:
+        """Install and start DLedger on every node, then wait for a leader; 3 tries, DBError on failure."""
+        self._nodes = list(control.nodes)
+        wheel = self.wheel()
+        last: Exception | None = None
+        for attempt in range(1, self.tries + 1):
+            try:
+                control.on_nodes(lambda r: self._setup_node(r, wheel))
+                if self.leader_timeout > 0:
+                    self.await_leader(control, self.leader_timeout)
+                return
+            except Exception as e:  # noqa: BLE001 - every failure is retried, the last one raised
+                last = e
+                self.log(f"DLedger setup attempt {attempt}/{self.tries} failed: {e}")
+                if attempt < self.tries:
+                    try:
+                        self.teardown(control)
+                    except Exception as te:  # noqa: BLE001
+                        self.log(f"teardown after failed setup also failed: {te}")
+                    time.sleep(1.0)
+        assert last is not None
+        if isinstance(last, DBError):
+            raise last
+        node = getattr(last, "node", "cluster")
+        raise DBError(str(node), f"DLedger setup failed after {self.tries} tries: {last}") from last
+
+    def install(self, remote: Remote, wheel: Path) -> None:
+        """Upload ``wheel`` and install it into the venv (skipped when that exact wheel is installed)."""
+        marker = f"{self.base_dir}/installed"
+        want = wheel.name
+        have = remote.exec_raw(f"cat {marker} 2>/dev/null || true", sudo=True).stdout.strip()
+        if have == want and remote.exec_raw(f"test -x {self.venv}/bin/dledger", sudo=True, check=False).ok:
+            return
+        remote.exec("mkdir", "-p", f"{self.base_dir}/wheels", sudo=True)
+        target = f"{self.base_dir}/wheels/{wheel.name}"
+        remote.upload(wheel, target, sudo=True)
+        # a pure-Python wheel is installed by unpacking it into the venv's site-packages and writing
+        # the console script (what pip does); ensurepip in a fresh venv costs minutes on a busy host
+        script = (
+            f"set -e; [ -x {self.venv}/bin/python3 ] || "
+            f"python3 -m venv --system-site-packages --without-pip {self.venv}; "
+            f"{self.venv}/bin/python3 -c {shlex.quote(_INSTALLER)} {self.venv} {shlex.quote(target)}; "
+            f"echo {shlex.quote(want)} > {marker}"
+        )
+        remote.exec_raw(script, sudo=True, timeout=300)
+
+    def _setup_node(self, remote: Remote, wheel: Path) -> None:
+        self.install(remote, wheel)
+        self._stop_and_wipe(remote)
+        remote.write_file(self.faketime_file, "+0\n", sudo=True)
+        self.start(remote)
+        self.await_port(remote)
+
+    def teardown(self, control: Control) -> None:
+        """Kill the server and wipe its data dir, pidfile and log on every node (the venv stays)."""
+        control.on_nodes(self._stop_and_wipe)
+
+    def _stop_and_wipe(self, remote: Remote) -> None:
+        self.kill(remote)
+        remote.exec_raw(
+            f"rm -rf {self.data_dir} {self.log_file} {self.listing_file} {self.pidfile}; mkdir -p {self.data_dir}",
+            sudo=True,
+        )
+
+    # -- process control ----------------------------------------------------------------------------
+
+    def server_command(self, node: Node, nodes: Sequence[Node]) -> list[str]:
+        """The ``dledger server`` argv for ``node`` (without the faketime environment)."""
+        return [
+            f"{self.venv}/bin/dledger",
+            "server",
+            "--group",
+            self.group,
+            "--id",
+            _member_id(node),
+            "--peers",
+            self.peers(nodes),
+            "--store-dir",
+            self.data_dir,
+            "--flush",
+            self.flush,
+            "--read-mode",
+            self.read_mode,
+            *self.server_args,
+        ]
+
+    start_script = "/opt/dledger/start-server.sh"
+
+    def start_script_text(self, node: Node, nodes: Sequence[Node]) -> str:
+        """The node-side script that starts the server as a daemon unless it already runs."""
+        argv = shlex.join(self.server_command(node, nodes))
+        env = ""
+        if self.faketime:
+            env = (
+                "lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -n1)\n"
+                '[ -n "$lib" ] || { echo "libfaketime.so.1 not found (apt-get install libfaketime)" >&2; exit 3; }\n'
+                f"[ -f {self.faketime_file} ] || echo +0 > {self.faketime_file}\n"
+                f'export LD_PRELOAD="$lib" FAKETIME_TIMESTAMP_FILE={self.faketime_file} '
+                "FAKETIME_NO_CACHE=1 FAKETIME_DONT_FAKE_MONOTONIC=1\n"
+            )
+        return (
+            "#!/bin/sh\n# written by dledger-chaos (DLedgerDB.setup)\n"
+            f"if [ -f {self.pidfile} ] && kill -0 $(cat {self.pidfile}) 2>/dev/null; then exit 0; fi\n"
+            f"mkdir -p {self.data_dir} $(dirname {self.log_file})\ncd {self.base_dir}\n{env}"
+            f"echo \"=== start $(date -u '+%Y-%m-%dT%H:%M:%S') ===\" >> {self.log_file}\n"
+            f"PYTHONUNBUFFERED=1 setsid {argv} >> {self.log_file} 2>&1 < /dev/null &\n"
+            f"echo $! > {self.pidfile}\n"
+        )
+
+    def start(self, remote: Remote) -> None:
+        """Start the server as a daemon unless it already runs (Jepsen's ``start-daemon!``).
+
+        After :meth:`setup` (in this process) the peers are the set-up nodes; otherwise the start
+        script setup left on the node is used, so another process (``chaos heal``) can restart a
+        server. DBError if neither exists.
+        """
+        if self._nodes:
+            remote.write_file(self.start_script, self.start_script_text(remote.node, self._nodes), sudo=True)
+        res = remote.exec_raw(f"[ -f {self.start_script} ] && sh {self.start_script}", sudo=True, check=False)
+        if not res.ok:
+            why = res.stderr.strip() or f"no {self.start_script} on the node (run setup first)"
+            raise DBError(remote.node.name, f"starting dledger server failed: {why}")
+
+    def pid(self, remote: Remote) -> int | None:
+        """The server's pid if it is alive (stopped counts as alive), else None."""
+        out = remote.exec_raw(
+            f"p=$(cat {self.pidfile} 2>/dev/null) && kill -0 $p 2>/dev/null && echo $p || true", sudo=True
+        ).stdout.strip()
+        return int(out) if out.isdigit() else None
+
+    def running(self, remote: Remote) -> bool:
+        return self.pid(remote) is not None
+
+    def kill(self, remote: Remote) -> None:
+        """SIGKILL the server (by pidfile, then any leftover server of this venv) and wait until gone."""
+        remote.exec_raw(
+            f"p=$(cat {self.pidfile} 2>/dev/null); "
+            f'if [ -n "$p" ]; then kill -9 $p 2>/dev/null; fi; '
+            f"pkill -9 -f '^{self.venv}/bin/python3? {self.venv}/bin/dledger server' 2>/dev/null; "
+            f"pkill -9 -f '^{self.venv}/bin/dledger server' 2>/dev/null; "
+            f'for i in $(seq 50); do [ -n "$p" ] && kill -0 $p 2>/dev/null || break; sleep 0.1; done; '
+            f"rm -f {self.pidfile}; true",
+            sudo=True,
+        )
+
+    def pause(self, remote: Remote) -> None:
+        """SIGSTOP the server (by pidfile); DBError if it is not running."""
+        self._signal(remote, "STOP")
+
+    def resume(self, remote: Remote) -> None:
+        """SIGCONT the server (by pidfile); a no-op when it is not running."""
+        remote.exec_raw(f"p=$(cat {self.pidfile} 2>/dev/null) && kill -CONT $p 2>/dev/null; true", sudo=True)
+
+    def _signal(self, remote: Remote, sig: str) -> None:
+        res = remote.exec_raw(f"kill -{sig} $(cat {self.pidfile})", sudo=True, check=False)
+        if not res.ok:
+            raise DBError(
+                remote.node.name, f"SIGSTOP/SIGCONT failed: {res.stderr.strip() or 'no server running'}"
+            )
+
+    def await_port(self, remote: Remote, timeout: float | None = None) -> None:
+        """Wait until the server listens on its port (checked on the node); DBError with the log tail
+        if it dies or does not listen within ``timeout`` (default ``start_timeout``) seconds."""
+        timeout = self.start_timeout if timeout is None else timeout
+        host = remote.node.peer_host
+        probe = (
+            "import socket,sys\n"
+            "try:\n"
+            f"    socket.create_connection(({host!r}, {self.port}), 0.5).close()\n"
+            "except OSError:\n"
+            "    sys.exit(1)\n"
+        )
+        deadline = time.monotonic() + timeout
+        while True:
+            if not self.running(remote):
+                raise DBError(remote.node.name, "dledger server exited during startup", self.log_tail(remote))
+            if remote.exec("python3", "-c", probe, check=False).ok:
+                return
+            if time.monotonic() > deadline:
+                raise DBError(
+                    remote.node.name,
+                    f"dledger server not listening on {host}:{self.port} after {timeout:g}s",
+                    self.log_tail(remote),
+                )
+            time.sleep(0.2)
+
+    def log_tail(self, remote: Remote, lines: int = 20) -> str:
+        res = remote.exec_raw(
+            f"tail -n {int(lines)} {self.log_file} 2>/dev/null || true", sudo=True, check=False
+        )
+        return res.stdout
+
+    # -- cluster state ------------------------------------------------------------------------------
+
+    def metadata(self, nodes: Sequence[Node]) -> dict[str, Any]:
+        """Each node's own METADATA answer (``dledger.client.Result``), asked in parallel from the
+        control node, talking to that node only."""
+        from dledger.client import DLedgerClient
+
+        def ask(n: Node) -> Any:
+            c = DLedgerClient(
+                peers=f"{_member_id(n)}-{n.host}:{self.port}", timeout=self.client_timeout, group=self.group
+            )
+            try:
+                return c.metadata()
+            finally:
+                c.close()
+
+        with ThreadPoolExecutor(max_workers=max(1, len(nodes))) as pool:
+            futs = {n.name: pool.submit(ask, n) for n in nodes}
+        return {name: f.result() for name, f in futs.items()}
+
+    def primaries(self, control: Control) -> list[str]:
+        """Names of the nodes that claim leadership now (METADATA says leader_id is themselves)."""
+        out = []
+        for name, r in self.metadata(control.nodes).items():
+            if getattr(r, "outcome", None) == "ok" and getattr(r, "leader_id", None) == name:
+                out.append(name)
+        return out
+
+    def await_leader(self, control: Control, timeout: float = 30.0) -> str:
+        """Wait until some node claims leadership; returns its name, DBError after ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while True:
+            p = self.primaries(control)
+            if p:
+                return p[0]
+            if time.monotonic() > deadline:
+                raise DBError("cluster", f"no DLedger leader elected within {timeout:g}s")
+            time.sleep(0.2)
+
+    def log_files(self, remote: Remote) -> list[str]:
+        """Remote files to collect: the server log and a listing of the data dir (written now)."""
+        remote.exec_raw(
+            f"(ls -laR {self.data_dir} 2>&1; echo; du -sh {self.data_dir} 2>&1) > {self.listing_file}; true",
+            sudo=True,
+            check=False,
+        )
+        return [self.log_file, self.listing_file]
+
+
+def _member_id(n: Node) -> str:
+    if "-" in n.name:
+        raise ValueError(
+            f"node name {n.name!r}: DLedger member ids cannot contain '-' (it separates id and address)"
+        )
+    return n.name

@@ -1,0 +1,335 @@
+"""The ``docker`` node provider: n1..nN containers with sshd on a private Docker network.
+
+Each container is a Debian node (see :mod:`chaos.cluster.image`) with its own hostname (``n1``...),
+a fixed address on the cluster's network, the capabilities that iptables, tc and clock faults need,
+and the cluster's generated ed25519 public key authorised for root. The control node reaches the
+containers directly at their network addresses. The state (key pair, ``nodes.json``) lives in
+``~/.chaos/cluster/`` (``~/.chaos/cluster-<name>/`` for a non-default cluster name), so ``chaos run``
+and ``chaos cluster`` share it. Everything the provider creates carries the label ``dledger-chaos.cluster``
+so ``down`` removes exactly that.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import shutil
+import socket
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from chaos.cluster.image import LABEL, ImageError, docker_client, ensure_image
+from chaos.cluster.node import Node, nodes_from_json, nodes_to_json
+
+DEFAULT_CLUSTER = "default"
+CAPS = ["NET_ADMIN", "NET_RAW", "SYS_TIME", "SYS_PTRACE"]
+SUBNET_POOL = "10.89.0.0/16"  # /24 per cluster, the first free one
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,30}$")
+
+
+class ClusterError(RuntimeError):
+    """A provider step failed; the message is one line naming the node or resource and the cause."""
+
+
+def chaos_home() -> Path:
+    """``$CHAOS_HOME`` or ``~/.chaos``."""
+    return Path(os.environ.get("CHAOS_HOME") or Path.home() / ".chaos")
+
+
+def state_dir(name: str = DEFAULT_CLUSTER) -> Path:
+    """Where a docker cluster keeps its key pair and ``nodes.json``."""
+    return chaos_home() / ("cluster" if name == DEFAULT_CLUSTER else f"cluster-{name}")
+
+
+def load_nodes(name: str = DEFAULT_CLUSTER) -> list[Node]:
+    """The nodes of the running docker cluster ``name`` as ``up`` recorded them.
+
+    Raises ClusterError when there is no such cluster (``chaos cluster up`` first).
+    """
+    f = state_dir(name) / "nodes.json"
+    if not f.is_file():
+        raise ClusterError(f"no docker cluster {name!r} ({f} missing); run `chaos cluster up` first")
+    return nodes_from_json(f.read_text())
+
+
+def generate_keypair(directory: Path) -> Path:
+    """Write ``id_ed25519`` (OpenSSH private key, mode 600) and ``id_ed25519.pub`` unless present."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    priv = directory / "id_ed25519"
+    pub = directory / "id_ed25519.pub"
+    if priv.is_file() and pub.is_file():
+        return priv
+    key = Ed25519PrivateKey.generate()
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+    )
+    openssh_pub = key.public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    )
+    fd = os.open(priv, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(pem)
+    pub.write_bytes(openssh_pub + b" dledger-chaos\n")
+    return priv
+
+
+class DockerProvider:
+    """Provision, inspect and remove a local cluster of node containers.
+
+    ``nodes``: how many (1..32), named n1..nN. ``name``: cluster name, so that several clusters (a
+    test's and the user's) can coexist; the default cluster uses containers ``chaos-n1``... and network
+    ``chaos-net``. ``image``: node image tag (default: build/cached :func:`ensure_image`).
+    """
+
+    def __init__(
+        self,
+        nodes: int = 5,
+        *,
+        name: str = DEFAULT_CLUSTER,
+        image: str | None = None,
+        log: Callable[[str], None] = lambda s: None,
+        ssh_timeout: float = 60.0,
+    ) -> None:
+        if not isinstance(nodes, int) or not 1 <= nodes <= 32:
+            raise ValueError(f"nodes {nodes!r}: expected an integer number of nodes in 1..32")
+        if not _NAME_RE.match(name):
+            raise ValueError(f"cluster name {name!r}: expected lowercase letters, digits, '-' or '_'")
+        self.n = nodes
+        self.name = name
+        self.image = image
+        self.log = log
+        self.ssh_timeout = ssh_timeout
+        self.state_dir = state_dir(name)
+        self.prefix = "chaos-" if name == DEFAULT_CLUSTER else f"chaos-{name}-"
+        self.network_name = "chaos-net" if name == DEFAULT_CLUSTER else f"chaos-{name}-net"
+        self._client: Any = None
+
+    # -- docker plumbing ---------------------------------------------------------------------------
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            try:
+                self._client = docker_client()
+            except ImageError as e:
+                raise ClusterError(str(e)) from None
+        return self._client
+
+    def _labels(self, **extra: str) -> dict[str, str]:
+        return {LABEL: "cluster", f"{LABEL}.cluster": self.name, **extra}
+
+    def _filters(self) -> dict[str, Any]:
+        return {"label": [f"{LABEL}.cluster={self.name}"]}
+
+    def container_name(self, node: str) -> str:
+        return f"{self.prefix}{node}"
+
+    def _containers(self) -> list[Any]:
+        return list(self.client.containers.list(all=True, filters=self._filters()))
+
+    def _network(self, create: bool) -> Any:
+        nets = self.client.networks.list(names=[self.network_name], filters=self._filters())
+        nets = [n for n in nets if n.name == self.network_name]
+        if nets:
+            return nets[0]
+        if not create:
+            return None
+        import docker.types
+
+        subnet = self._free_subnet()
+        gateway = str(next(subnet.hosts()))
+        ipam = docker.types.IPAMConfig(
+            pool_configs=[docker.types.IPAMPool(subnet=str(subnet), gateway=gateway)]
+        )
+        try:
+            return self.client.networks.create(
+                self.network_name, driver="bridge", ipam=ipam, labels=self._labels(), check_duplicate=True
+            )
+        except Exception as e:  # noqa: BLE001
+            raise ClusterError(f"creating network {self.network_name} ({subnet}) failed: {e}") from None
+
+    def _free_subnet(self) -> ipaddress.IPv4Network:
+        used: list[ipaddress._BaseNetwork] = []
+        for net in self.client.networks.list():
+            net.reload()
+            for cfg in (net.attrs.get("IPAM") or {}).get("Config") or []:
+                try:
+                    used.append(ipaddress.ip_network(cfg.get("Subnet", ""), strict=False))
+                except ValueError:
+                    pass
+        for sub in ipaddress.ip_network(SUBNET_POOL).subnets(new_prefix=24):
+            if not any(sub.overlaps(u) for u in used if u.version == 4):
+                return sub  # type: ignore[return-value]
+        raise ClusterError(f"no free /24 subnet left in {SUBNET_POOL} for network {self.network_name}")
+
+    # -- provider API ------------------------------------------------------------------------------
+
+    def up(self) -> list[Node]:
+        """Start the cluster (a no-op for nodes already running) and wait for every sshd.
+
+        Returns the nodes (name n1.., host = address on the private network, key = the cluster key).
+        Raises ClusterError (engine missing, image build failure, a node whose sshd never answers).
+        """
+        try:
+            image = self.image or ensure_image(self.client, log=self.log)
+        except ImageError as e:
+            raise ClusterError(str(e)) from None
+        key = generate_keypair(self.state_dir)
+        pubkey = key.with_suffix(".pub").read_text().strip()
+        net = self._network(create=True)
+        net.reload()
+        subnet = ipaddress.ip_network(net.attrs["IPAM"]["Config"][0]["Subnet"])
+        hosts = list(subnet.hosts())
+        wanted = [f"n{i}" for i in range(1, self.n + 1)]
+        existing = {c.labels.get(f"{LABEL}.node"): c for c in self._containers()}
+        for node, c in existing.items():
+            if node not in wanted:  # the cluster shrank
+                self.log(f"removing {c.name}")
+                c.remove(force=True)
+
+        def ensure(i: int, node: str) -> Node:
+            ip = str(hosts[9 + i])  # .11, .12, ...
+            c = existing.get(node)
+            if c is not None and c.image.tags and image not in c.image.tags:
+                self.log(f"{c.name} runs an old image; replacing it")
+                c.remove(force=True)
+                c = None
+            if c is None:
+                self._create(node, ip, image, pubkey)
+            elif c.status != "running":
+                self.log(f"starting {c.name}")
+                c.start()
+            else:
+                ip = self._address(c) or ip
+            return Node(name=node, host=ip, port=22, user="root", key_path=str(key))
+
+        # containers are created in parallel: on a busy engine each create takes seconds
+        with ThreadPoolExecutor(max_workers=len(wanted)) as pool:
+            nodes = list(pool.map(ensure, range(1, len(wanted) + 1), wanted))
+        self._wait_ssh(nodes)
+        (self.state_dir / "nodes.json").write_text(nodes_to_json(nodes) + "\n")
+        return nodes
+
+    def _create(self, node: str, ip: str, image: str, pubkey: str) -> None:
+        api = self.client.api
+        name = self.container_name(node)
+        self.log(f"creating {name} ({ip})")
+        host_config = api.create_host_config(
+            cap_add=CAPS,
+            init=True,  # reaps SIGKILLed servers so their pids really disappear
+            restart_policy={"Name": "no"},
+            # a fresh /var/run so pidfiles do not survive a container restart
+            tmpfs={"/run": "rw,exec,size=16m"},
+        )
+        networking = api.create_networking_config(
+            {self.network_name: api.create_endpoint_config(ipv4_address=ip, aliases=[node])}
+        )
+        try:
+            cid = api.create_container(
+                image,
+                name=name,
+                hostname=node,
+                environment={"CHAOS_AUTHORIZED_KEY": pubkey},
+                labels=self._labels(**{f"{LABEL}.node": node}),
+                host_config=host_config,
+                networking_config=networking,
+                detach=True,
+            )
+            api.start(cid["Id"])
+        except Exception as e:  # noqa: BLE001
+            raise ClusterError(f"{node}: starting container {name} failed: {e}") from None
+
+    def _address(self, c: Any) -> str | None:
+        c.reload()
+        nets = c.attrs.get("NetworkSettings", {}).get("Networks", {})
+        addr = (nets.get(self.network_name) or {}).get("IPAddress")
+        return addr or None
+
+    def _wait_ssh(self, nodes: list[Node]) -> None:
+        from chaos.control.ssh import Control, NodeUnreachable
+
+        deadline = time.monotonic() + self.ssh_timeout
+        pending = list(nodes)
+        last: dict[str, str] = {}
+        while pending:
+            still = []
+            for n in pending:
+                try:
+                    with socket.create_connection((n.host, n.port), timeout=1.0) as s:
+                        if not s.recv(16).startswith(b"SSH-"):
+                            raise OSError("no SSH banner")
+                except OSError as e:
+                    last[n.name] = str(e)
+                    still.append(n)
+            pending = still
+            if pending:
+                if time.monotonic() > deadline:
+                    n = pending[0]
+                    raise ClusterError(
+                        f"{n.name}: sshd at {n.host}:{n.port} not answering after {self.ssh_timeout:g}s "
+                        f"({last.get(n.name)}); see `docker logs {self.container_name(n.name)}`"
+                    )
+                time.sleep(0.2)
+        ctl = Control(nodes, connect_timeout=10)
+        try:
+            ctl.connect_all()
+        except NodeUnreachable as e:
+            raise ClusterError(str(e)) from None
+        finally:
+            ctl.close()
+
+    def status(self) -> list[dict[str, Any]]:
+        """One dict per node container: ``name``, ``container``, ``state``, ``host``, ``ssh`` (bool),
+        ``hostname`` (what the node reports over SSH, or None), ``error`` (why SSH failed, or None)."""
+        from chaos.control.ssh import Remote, RemoteError
+
+        key = self.state_dir / "id_ed25519"
+        rows = []
+        for c in sorted(self._containers(), key=lambda c: _node_order(c.labels.get(f"{LABEL}.node", ""))):
+            node = c.labels.get(f"{LABEL}.node", "?")
+            addr = self._address(c) if c.status == "running" else None
+            row: dict[str, Any] = dict(
+                name=node, container=c.name, state=c.status, host=addr, ssh=False, hostname=None, error=None
+            )
+            if addr:
+                r = Remote(
+                    Node(name=node, host=addr, key_path=str(key) if key.is_file() else None),
+                    connect_timeout=3,
+                    retries=0,
+                )
+                try:
+                    row["hostname"] = r.exec("hostname", timeout=5).stdout.strip()
+                    row["ssh"] = True
+                except RemoteError as e:
+                    row["error"] = e.cause
+                finally:
+                    r.close()
+            rows.append(row)
+        return rows
+
+    def down(self) -> dict[str, list[str]]:
+        """Remove the cluster's containers, its network and its key pair and state; returns what went."""
+        removed: dict[str, list[str]] = {"containers": [], "networks": [], "files": []}
+        for c in self._containers():
+            c.remove(force=True, v=True)
+            removed["containers"].append(c.name)
+        net = self._network(create=False)
+        if net is not None:
+            net.remove()
+            removed["networks"].append(net.name)
+        if self.state_dir.exists():
+            removed["files"] = sorted(str(p) for p in self.state_dir.iterdir())
+            shutil.rmtree(self.state_dir)
+        return removed
+
+
+def _node_order(name: str) -> tuple[int, str]:
+    m = re.match(r"n(\d+)$", name)
+    return (int(m.group(1)), name) if m else (1 << 30, name)

@@ -1,0 +1,104 @@
+"""``chaos run``: one test (or ``--test-count`` tests) end to end; see chaos.control.runner."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from chaos.cli import BadArguments
+
+
+def _epilog() -> str:
+    from chaos.nemesis import NEMESES
+    from chaos.workloads import WORKLOADS
+
+    lines = ["\b", "Workloads:"]
+    lines += [f"  {k:<26} {v}" for k, v in WORKLOADS.items()]
+    lines += ["", "\b", "Nemeses (comma-separated, e.g. partition-ring,kill):"]
+    lines += [f"  {k:<26} {v}" for k, v in NEMESES.items()]
+    lines += ["", "\b", "Exit status: 0 valid, 1 invalid, 2 unknown, 254 bad arguments, 255 crash."]
+    return "\n".join(lines)
+
+
+class _RunCommand(click.Command):
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        try:
+            text = _epilog()
+        except Exception as e:  # a missing part must not break --help
+            text = f"(workload/nemesis list unavailable: {e})"
+        formatter.write_paragraph()
+        for line in text.splitlines():
+            if line != "\b":
+                formatter.write(f"{'':>{formatter.current_indent}}{line}\n")
+
+
+@click.command(cls=_RunCommand)
+@click.option("--workload", "-w", default="register", show_default=True, help="Workload name (see below).")
+@click.option("--nemesis", default="none", show_default=True, help="Comma-separated nemeses, or none.")
+@click.option(
+    "--nemesis-interval", type=float, default=10.0, show_default=True, help="Mean s between faults."
+)
+@click.option("--time-limit", type=float, default=60.0, show_default=True, help="Generator phase length (s).")
+@click.option("--concurrency", default="2n", show_default=True, help="Client threads: N, or Kn = K x nodes.")
+@click.option(
+    "--rate", type=float, default=50.0, show_default=True, help="Client ops/s in total (0: no limit)."
+)
+@click.option("--provider", type=click.Choice(["docker", "ssh"]), default="docker", show_default=True)
+@click.option("--node-count", type=int, default=5, show_default=True, help="Nodes of the docker cluster.")
+@click.option("--nodes", default=None, help="ssh provider: comma-separated nodes (name=host[:port] or host).")
+@click.option("--nodes-file", default=None, help="ssh provider: a file with one node per line.")
+@click.option("--username", default="root", show_default=True, help="ssh provider: SSH user.")
+@click.option("--ssh-private-key", default=None, help="ssh provider: private key file.")
+@click.option("--ssh-port", type=int, default=22, show_default=True, help="ssh provider: default SSH port.")
+@click.option("--strict-host-key-checking/--no-strict-host-key-checking", default=True, show_default=True)
+@click.option("--test-count", type=int, default=1, show_default=True, help="Run the test this many times.")
+@click.option("--store", default="store", show_default=True, help="Store directory for run directories.")
+@click.option("--seed", type=int, default=None, help="Seed for generator and nemesis choices.")
+@click.option("--leave-db-running", is_flag=True, help="Do not tear the DB down at the end.")
+@click.option("--flush", type=click.Choice(["sync", "async"]), default="sync", show_default=True)
+@click.option(
+    "--read-mode",
+    type=click.Choice(["raft-log", "read-index", "lease", "unsafe"]),
+    default="raft-log",
+    show_default=True,
+    help="Server read mode (unsafe: stale reads possible).",
+)
+@click.option("--server-arg", multiple=True, help="Extra DLedger server flag (repeatable).")
+@click.option("--recovery-time", type=float, default=5.0, show_default=True, help="s to wait after healing.")
+@click.option("--per-key-limit", type=int, default=100, show_default=True, help="register: ops per key.")
+@click.option("--no-live", is_flag=True, help="No live view (plain status lines).")
+def run(**kw: Any) -> int:
+    """Run a test: cluster, DB, workload, nemesis, check, report.
+
+    Provisions (or reuses) the local Docker cluster, deploys DLedger, runs the workload for
+    --time-limit seconds while the nemesis injects faults, heals, runs the final phase, checks the
+    history, writes the report under --store and exits with the verdict.
+    """
+    from rich.console import Console
+
+    from chaos.control.runner import RunAborted, run_tests
+
+    if kw["time_limit"] <= 0:
+        raise BadArguments(f"--time-limit {kw['time_limit']}: expected a positive number of seconds")
+    if kw["test_count"] < 1:
+        raise BadArguments(f"--test-count {kw['test_count']}: expected at least 1")
+    if kw["node_count"] < 1:
+        raise BadArguments(f"--node-count {kw['node_count']}: expected at least 1")
+    if kw["provider"] == "ssh" and not (kw["nodes"] or kw["nodes_file"]):
+        raise BadArguments("--provider ssh needs --nodes or --nodes-file")
+    opts = dict(kw)
+    opts["server_args"] = list(kw.pop("server_arg") or [])
+    opts.pop("server_arg", None)
+    live = not opts.pop("no_live")
+    console = Console(stderr=False)
+    try:
+        return run_tests(opts, console=console, live=live)
+    except (KeyboardInterrupt, RunAborted) as e:
+        console.print(f"[yellow]aborted[/yellow] ({e}); faults healed, history kept")
+        sys.exit(130)
+    except BadArguments:
+        raise
+    except ValueError as e:
+        raise BadArguments(str(e)) from None

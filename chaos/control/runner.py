@@ -1,0 +1,455 @@
+"""The test runner: Jepsen's lifecycle (jepsen.core/run!) for one test.
+
+connect -> OS setup (and healing of faults a previous run left behind) -> DB setup -> client and
+nemesis setup -> generator phase (workload + nemesis, ``time_limit`` s) -> heal (every fault kind's
+stop op, then the nemesis's ``heal``) and recovery wait (a leader, then ``recovery_time`` s) -> final
+phase (the workload's final generator, e.g. reads) -> history closed -> node logs downloaded ->
+DB teardown (unless ``leave_db_running``) -> check (``chaos.history.checkers.check_run``) -> report
+(``chaos.history.report.write_report``) -> exit status.
+
+On every exit path (normal, an exception, Ctrl-C / SIGTERM) every fault is healed and node logs are
+downloaded before returning. The history is written as ops happen, so even a SIGKILLed run leaves a
+readable, checkable ``history.jsonl``.
+
+Exit status (jepsen.cli): 0 valid, 1 invalid, 2 unknown, 254 bad arguments, 255 crash.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import random
+import signal
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from chaos.control import generator as gen
+from chaos.control.test import DEFAULTS, Test, parse_concurrency, run_name
+
+EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_BAD_ARGS, EXIT_CRASH = 0, 1, 2, 254, 255
+
+
+class RunAborted(Exception):
+    """The run was interrupted (Ctrl-C or SIGTERM)."""
+
+
+def exit_code(valid: Any) -> int:
+    """results.json's ``valid`` -> exit status."""
+    if valid is True:
+        return EXIT_VALID
+    if valid is False:
+        return EXIT_INVALID
+    return EXIT_UNKNOWN
+
+
+def worst(codes: list[int]) -> int:
+    """The worst of several exit statuses: crash, bad args, invalid, unknown, valid."""
+    order = [EXIT_CRASH, EXIT_BAD_ARGS, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID]
+    for c in order:
+        if c in codes:
+            return c
+    return max(codes) if codes else EXIT_VALID
+
+
+def provision(opts: dict[str, Any], log: Callable[[str], None]) -> list[Any]:
+    """The nodes: the local Docker cluster (provisioned or reused) or existing SSH hosts."""
+    provider = opts.get("provider", "docker")
+    if provider == "docker":
+        from chaos.cluster.docker import DockerProvider
+
+        return DockerProvider(nodes=int(opts.get("node_count") or 5), log=log).up()
+    if provider == "ssh":
+        from chaos.cluster.sshhosts import SSHHosts
+
+        return SSHHosts.from_options(
+            nodes=opts.get("nodes"),
+            nodes_file=opts.get("nodes_file"),
+            username=opts.get("username") or "root",
+            key_path=opts.get("ssh_private_key"),
+            port=int(opts.get("ssh_port") or 22),
+            strict_host_key_checking=bool(opts.get("strict_host_key_checking", True)),
+        ).up()
+    raise ValueError(f"--provider {provider!r}: expected docker or ssh")
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        v = version("dledger-chaos")
+    except PackageNotFoundError:
+        v = "unknown"
+    return {"dledger-chaos": v, "python": platform.python_version(), "platform": platform.platform()}
+
+
+class _Logs:
+    """Attaches chaos.log to the tool's loggers for the duration of a run."""
+
+    def __init__(self, path: Any) -> None:
+        self.handler = logging.FileHandler(path)
+        self.handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        self.loggers = [
+            logging.getLogger("chaos"),
+            logging.getLogger("dledger"),
+            logging.getLogger("paramiko"),
+        ]
+        for lg in self.loggers[:2]:
+            lg.addHandler(self.handler)
+            if lg.level == logging.NOTSET or lg.level > logging.INFO:
+                lg.setLevel(logging.INFO)
+        self.loggers[2].addHandler(self.handler)
+
+    def close(self) -> None:
+        for lg in self.loggers:
+            lg.removeHandler(self.handler)
+        self.handler.close()
+
+
+def _sigterm(signum: int, frame: Any) -> None:
+    raise RunAborted(f"signal {signum}")
+
+
+class Runner:
+    """Runs one test with ``opts`` (see ``chaos.control.test.DEFAULTS``).
+
+    ``console``: a rich Console for the live view and summary (None: quiet). ``live``: show the live
+    view. Use :meth:`run` -> exit status; the run directory is :attr:`run_dir` afterwards.
+    """
+
+    def __init__(self, opts: dict[str, Any], *, console: Any = None, live: bool = True) -> None:
+        self.opts = {**DEFAULTS, **{k: v for k, v in opts.items() if v is not None}}
+        self.console = console
+        self.live = live
+        self.run_dir: Any = None
+        self.results: dict[str, Any] | None = None
+        self.log = logging.getLogger("chaos.run")
+
+    def say(self, msg: str) -> None:
+        self.log.info("%s", msg)
+        if self.console is not None:
+            self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {msg}", highlight=False)
+
+    def prepare(self) -> tuple[Any, Any]:
+        """Validate options and build workload and nemesis (raises BadArguments for bad input)."""
+        from chaos.cli import BadArguments
+        from chaos.workloads import get as get_workload
+
+        o = self.opts
+        for k in ("time_limit", "rate", "nemesis_interval", "recovery_time"):
+            try:
+                o[k] = float(o[k])
+            except (TypeError, ValueError):
+                raise BadArguments(f"--{k.replace('_', '-')} {o[k]!r}: expected a number") from None
+            if o[k] < 0:
+                raise BadArguments(f"--{k.replace('_', '-')} {o[k]}: expected a non-negative number")
+        if o["seed"] is None:
+            o["seed"] = random.SystemRandom().randrange(2**31)
+        from chaos.cluster.dledger_db import FLUSH_MODES, READ_MODES
+
+        if o["flush"] not in FLUSH_MODES:
+            raise BadArguments(f"--flush {o['flush']!r}: expected one of {', '.join(FLUSH_MODES)}")
+        if o["read_mode"] not in READ_MODES:
+            raise BadArguments(f"--read-mode {o['read_mode']!r}: expected one of {', '.join(READ_MODES)}")
+        try:
+            workload = get_workload(o["workload"], {**o, "node_names": o.get("node_names")})
+        except ValueError as e:
+            raise BadArguments(f"--workload: {e}") from None
+        from chaos.nemesis import build
+
+        nem, nem_gen = build(o["nemesis"], o)
+        return workload, (nem, nem_gen)
+
+    def run(self) -> int:
+        """The whole lifecycle; returns the exit status (raises BadArguments / RunAborted)."""
+        from chaos.cluster.dledger_db import DLedgerDB
+        from chaos.control.interpreter import Clock, Interpreter
+        from chaos.control.ssh import Control
+        from chaos.history.store import RunDir
+
+        o = self.opts
+        self.prepare()  # fail fast on bad arguments before touching any node
+        if o.get("provider", "docker") == "docker":
+            try:
+                parse_concurrency(o["concurrency"], int(o.get("node_count") or 5))
+            except ValueError as e:
+                from chaos.cli import BadArguments
+
+                raise BadArguments(str(e)) from None
+        nodes = provision(o, self.say)
+        o["node_count"] = len(nodes)
+        o["node_names"] = [n.name for n in nodes]
+        try:
+            concurrency = parse_concurrency(o["concurrency"], len(nodes))
+        except ValueError as e:
+            from chaos.cli import BadArguments
+
+            raise BadArguments(str(e)) from None
+        workload, (nemesis, nem_gen) = self.prepare()  # again, now knowing the nodes
+        name = run_name(o)
+        run = RunDir.create(o["store"], name)
+        self.run_dir = run
+        logs = _Logs(run.log_path)
+        rng = random.Random(o["seed"])
+        db = DLedgerDB(
+            flush=o["flush"],
+            read_mode=o["read_mode"],
+            server_args=list(o.get("server_args") or []),
+            log=lambda s: self.log.info("db: %s", s),
+        )
+        control = Control(nodes)
+        test = Test(
+            name=name,
+            nodes=nodes,
+            control=control,
+            db=db,
+            rng=rng,
+            opts=o,
+            log=logging.getLogger("chaos.test"),
+            concurrency=concurrency,
+            workload=workload,
+            nemesis=nemesis,
+            run_dir=run,
+        )
+        start_wall = time.time()
+        test_doc = {
+            "name": name,
+            "workload": workload.name,
+            "checkers": workload.checkers,
+            "model": workload.model,
+            "nemesis": o["nemesis"],
+            "opts": {k: v for k, v in o.items()},
+            "nodes": [{"name": n.name, "host": n.host, "port": n.port, "user": n.user} for n in nodes],
+            "concurrency": concurrency,
+            "seed": o["seed"],
+            "start_time": start_wall,
+            "start": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(start_wall)),
+            "versions": _versions(),
+        }
+        run.write_test(test_doc)
+        old_term = signal.getsignal(signal.SIGTERM)
+        in_main = _in_main_thread()
+        if in_main:
+            signal.signal(signal.SIGTERM, _sigterm)
+        writer = None
+        interp: Any = None
+        live_view: Any = None
+        crashed: BaseException | None = None
+        self.say(f"run directory {run.path}")
+        try:
+            self.say(f"nodes {', '.join(f'{n.name}={n.host}' for n in nodes)}; seed {o['seed']}")
+            from chaos.cluster.osetup import DebianOS
+
+            DebianOS().setup(control)
+            self._heal_leftovers(test)
+            self.say(f"DLedger setup on {len(nodes)} nodes (flush {o['flush']}, read mode {o['read_mode']})")
+            db.setup(control)
+            nemesis.setup(test)
+            writer = run.writer()
+            clock = Clock()
+            test_doc["start_monotonic_ns"] = clock.start
+            interp = Interpreter(
+                test,
+                client=workload.client,
+                nemesis=nemesis,
+                nodes=[n.name for n in nodes],
+                concurrency=concurrency,
+                history=writer,
+                clock=clock,
+                rng=rng,
+                idempotent=workload.idempotent,
+            )
+            if self.live and self.console is not None:
+                from chaos.control.live import LiveView
+
+                live_view = LiveView(self.console, test, interp, o["time_limit"])
+                live_view.start()
+            client_gen: Any = workload.generator
+            if o["rate"] > 0:
+                client_gen = gen.stagger(1.0 / o["rate"], client_gen)
+            main = gen.clients(client_gen, nem_gen) if nem_gen is not None else gen.clients(client_gen)
+            self.say(
+                f"generator phase: {workload.name}, nemesis {o['nemesis']}, {o['time_limit']:g} s, "
+                f"{concurrency} clients, {o['rate']:g} ops/s"
+            )
+            if live_view is not None:
+                live_view.phase = "main"
+            interp.run(gen.time_limit(o["time_limit"], main))
+            if live_view is not None:
+                live_view.phase = "heal"
+            self._heal(test, interp)
+            self._recover(test)
+            if workload.final_generator is not None:
+                if live_view is not None:
+                    live_view.phase = "final"
+                self.say("final phase")
+                interp.run(
+                    gen.time_limit(float(o["final_time_limit"]), gen.clients(workload.final_generator))
+                )
+        except (KeyboardInterrupt, RunAborted) as e:
+            crashed = e if isinstance(e, RunAborted) else RunAborted("interrupted")
+            self.log.warning("run interrupted: %s", e)
+        except BaseException as e:
+            crashed = e
+            self.log.exception("run crashed")
+        finally:
+            if interp is not None:
+                interp.stop()
+            if live_view is not None:
+                live_view.stop()
+            self._safe("heal", lambda: self._final_heal(test))
+            if writer is not None:
+                writer.close()
+            self._safe("download node logs", lambda: self._download_logs(test))
+            if not o.get("leave_db_running"):
+                self._safe("DB teardown", lambda: db.teardown(control))
+            self._safe("nemesis teardown", lambda: nemesis.teardown(test))
+            test_doc["end_time"] = time.time()
+            if interp is not None:
+                test_doc["stats"] = {
+                    "invoked": interp.stats.invoked,
+                    "ok": interp.stats.ok,
+                    "fail": interp.stats.fail,
+                    "info": interp.stats.info,
+                }
+            if crashed is not None:
+                test_doc["crashed"] = f"{type(crashed).__name__}: {crashed}"
+            self._safe("write test.json", lambda: run.write_test(test_doc))
+            control.close()
+            if in_main:
+                signal.signal(signal.SIGTERM, old_term)
+            if crashed is not None:
+                logs.close()
+        if crashed is not None:
+            from chaos.cli import BadArguments
+
+            if isinstance(crashed, (BadArguments, RunAborted)):
+                raise crashed
+            self.say(f"[red]crashed:[/red] {type(crashed).__name__}: {crashed}")
+            return EXIT_CRASH
+        try:
+            return self._check_and_report(run)
+        finally:
+            logs.close()
+
+    # -- phases ---------------------------------------------------------------------------------------
+
+    def _safe(self, what: str, fn: Callable[[], Any]) -> None:
+        try:
+            fn()
+        except BaseException as e:  # cleanup must go on (even after a second Ctrl-C)
+            self.log.warning("%s failed: %s", what, e)
+            if self.console is not None:
+                self.console.print(f"[yellow]warning:[/yellow] {what} failed: {e}", highlight=False)
+
+    def _heal_leftovers(self, test: Test) -> None:
+        """Clear faults a killed earlier run may have left (iptables chains, qdiscs, clocks, SIGSTOP)."""
+        try:
+            from chaos.nemesis import heal_all
+
+            heal_all(test)
+        except Exception as e:
+            self.log.warning("healing leftover faults failed: %s", e)
+
+    def _heal(self, test: Test, interp: Any) -> None:
+        nem = test.nemesis
+        stops = list(getattr(nem, "final_ops", []) or [])
+        if stops:
+            self.say(f"healing: {', '.join(s['f'] for s in stops)}")
+            interp.run(gen.nemesis(stops))
+        nem.heal(test)
+
+    def _final_heal(self, test: Test) -> None:
+        if test.nemesis is not None:
+            test.nemesis.heal(test)
+
+    def _recover(self, test: Test) -> None:
+        t = float(self.opts["recovery_time"])
+        try:
+            leader = test.db.await_leader(test.control, timeout=60.0)
+            self.say(f"recovered: leader {leader}; waiting {t:g} s for followers to catch up")
+        except Exception as e:
+            self.say(f"[yellow]no leader after healing:[/yellow] {e}")
+        time.sleep(t)
+
+    def _download_logs(self, test: Test) -> None:
+        def fetch(remote: Any) -> None:
+            d = self.run_dir.nodes_dir(remote.node.name)
+            for path in test.db.log_files(remote):
+                try:
+                    remote.download(path, d / os.path.basename(path))
+                except Exception as e:
+                    self.log.warning("download %s from %s: %s", path, remote.node.name, e)
+
+        test.control.on_nodes(fetch)
+
+    def _check_and_report(self, run: Any) -> int:
+        from chaos.history.checkers import check_run
+
+        self.say("checking the history")
+        t0 = time.monotonic()
+        try:
+            results = check_run(run, time_limit=float(self.opts["check_time_limit"]))
+        except Exception as e:
+            self.log.exception("check failed")
+            results = {"valid": "unknown", "error": f"{type(e).__name__}: {e}", "checkers": {}}
+            run.write_results(results)
+        self.results = results
+        self.say(f"checked in {time.monotonic() - t0:.1f} s: valid = {results.get('valid')}")
+        try:
+            from chaos.history.report import write_report
+        except ImportError:
+            self.log.warning("chaos.history.report not available: no HTML report")
+        else:
+            try:
+                path = write_report(run.path)
+                self.say(f"report {path}")
+            except Exception as e:
+                self.log.exception("report failed")
+                self.say(f"[yellow]report failed:[/yellow] {e}")
+        if self.console is not None:
+            self.console.print(summary(results, run.history_path))
+        return exit_code(results.get("valid"))
+
+
+def _in_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def summary(results: dict[str, Any], history_path: Any) -> Any:
+    """The closing summary table (the report helper's, or a small fallback)."""
+    try:
+        from chaos.history.report import summary_table
+
+        return summary_table(results, history_path)
+    except Exception:
+        from rich.table import Table
+
+        t = Table(title=f"valid: {results.get('valid')}")
+        t.add_column("checker")
+        t.add_column("valid")
+        for name, r in (results.get("checkers") or {}).items():
+            t.add_row(name, str(r.get("valid") if isinstance(r, dict) else r))
+        return t
+
+
+def run_tests(opts: dict[str, Any], *, console: Any = None, live: bool = True) -> int:
+    """``test_count`` runs one after another; the worst exit status."""
+    n = int(opts.get("test_count") or 1)
+    codes = []
+    for i in range(n):
+        if n > 1 and console is not None:
+            console.rule(f"test {i + 1} of {n}")
+        r = Runner(dict(opts), console=console, live=live)
+        codes.append(r.run())
+        if console is not None and r.run_dir is not None:
+            console.print(f"run directory: {r.run_dir.path}", highlight=False)
+    return worst(codes)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(run_tests({}))

@@ -1,0 +1,297 @@
+"""Checkers, their composition, the stats checker, and ``results.json`` (after ``jepsen.checker``).
+
+A checker takes the test (the ``test.json`` dict), the history file and options, and returns a dict
+with at least ``valid``: ``True``, ``False`` or ``"unknown"``. :func:`compose` runs several and merges
+their verdicts worst-first (``False`` over ``"unknown"`` over ``True``, Jepsen's ``merge-valid``).
+
+Checkers that only need one pass over the history subclass :class:`StreamChecker`: they are fed op
+by op, so a composition reads the file once for all of them and a history of millions of ops is
+never held in memory as Op objects. A checker that raises is reported ``unknown`` with the error
+(Jepsen's ``check-safe``); a malformed history (HistoryError) is not a checker fault and propagates.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import time
+import traceback
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
+from chaos.history.store import HistoryError, RunDir, find_run, read_history
+
+UNKNOWN = "unknown"
+Valid = bool | str
+
+
+@runtime_checkable
+class Checker(Protocol):
+    """Jepsen's ``Checker``: ``check`` returns ``{"valid": True | False | "unknown", ...}``."""
+
+    name: str
+
+    def check(self, test: dict[str, Any], history_path: Path, opts: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class Accumulator(Protocol):
+    """The running state of a :class:`StreamChecker` over one history."""
+
+    def step(self, op: Op) -> None: ...
+
+    def finish(self) -> dict[str, Any]: ...
+
+
+class StreamChecker:
+    """A checker that needs a single pass: subclasses implement :meth:`begin`."""
+
+    name = "stream"
+
+    def begin(self, test: dict[str, Any], opts: dict[str, Any]) -> Accumulator:
+        raise NotImplementedError
+
+    def check(self, test: dict[str, Any], history_path: Path, opts: dict[str, Any]) -> dict[str, Any]:
+        acc = self.begin(test, opts)
+        for op in read_history(history_path):
+            acc.step(op)
+        return acc.finish()
+
+
+def merge_valid(values: Iterable[Any]) -> Valid:
+    """Worst-first merge: any ``False`` gives False, else any ``"unknown"`` (or other value) gives
+    ``"unknown"``, else True (also for no values). Follows ``jepsen.checker/merge-valid``."""
+    out: Valid = True
+    for v in values:
+        if v is False:
+            return False
+        if v is not True:
+            out = UNKNOWN
+    return out
+
+
+def _crashed(name: str, e: BaseException) -> dict[str, Any]:
+    tb = traceback.format_exception_only(type(e), e)[-1].strip()
+    return {"valid": UNKNOWN, "error": f"checker {name} crashed: {tb}"}
+
+
+class Compose:
+    """Several checkers run as one; the result is ``{"valid": merged, "checkers": {name: result}}``.
+
+    Stream checkers share one pass over the history; the others get the path each.
+    """
+
+    name = "compose"
+
+    def __init__(self, checkers: Mapping[str, Checker] | Iterable[Checker]):
+        if isinstance(checkers, Mapping):
+            self.checkers = dict(checkers)
+        else:
+            self.checkers = {}
+            for c in checkers:
+                if c.name in self.checkers:
+                    raise ValueError(f"two checkers named {c.name!r} in one composition")
+                self.checkers[c.name] = c
+
+    def check(self, test: dict[str, Any], history_path: Path, opts: dict[str, Any]) -> dict[str, Any]:
+        results: dict[str, dict[str, Any]] = {}
+        streams: dict[str, Accumulator] = {}
+        started: dict[str, float] = {}
+        for name, c in self.checkers.items():
+            if isinstance(c, StreamChecker):
+                started[name] = time.perf_counter()
+                try:
+                    streams[name] = c.begin(test, opts)
+                except Exception as e:
+                    results[name] = _crashed(name, e)
+        if streams:
+            t0 = time.perf_counter()
+            live = dict(streams)
+            accs = list(live.items())
+            for op in read_history(history_path):
+                dead = False
+                for name, acc in accs:
+                    try:
+                        acc.step(op)
+                    except Exception as e:
+                        results[name] = _crashed(name, e)
+                        del live[name]
+                        dead = True
+                if dead:
+                    accs = list(live.items())
+            read_s = time.perf_counter() - t0
+            del accs, streams
+            for name in list(live):
+                acc = live.pop(name)  # dropped after finishing, so the next finish has its memory
+                t1 = time.perf_counter()
+                try:
+                    results[name] = acc.finish()
+                except Exception as e:
+                    results[name] = _crashed(name, e)
+                del acc
+                results[name].setdefault("elapsed_s", round(read_s + time.perf_counter() - t1, 3))
+        for name, c in self.checkers.items():
+            if isinstance(c, StreamChecker):
+                continue
+            t1 = time.perf_counter()
+            try:
+                results[name] = c.check(test, history_path, opts)
+            except HistoryError:
+                raise
+            except Exception as e:
+                results[name] = _crashed(name, e)
+            results[name].setdefault("elapsed_s", round(time.perf_counter() - t1, 3))
+        ordered = {name: results[name] for name in self.checkers if name in results}
+        return {"valid": merge_valid(r.get("valid", UNKNOWN) for r in ordered.values()), "checkers": ordered}
+
+
+def compose(checkers: Mapping[str, Checker] | Iterable[Checker]) -> Compose:
+    """Compose checkers (a mapping name -> checker, or checkers named by their ``name``)."""
+    return Compose(checkers)
+
+
+# --------------------------------------------------------------------------------------------------
+# stats
+
+
+class _StatsAcc:
+    def __init__(self) -> None:
+        self.by_f: dict[str, dict[str, int]] = {}
+
+    def step(self, op: Op) -> None:
+        if op.process == NEMESIS or op.type == INVOKE:
+            return
+        c = self.by_f.get(op.f)
+        if c is None:
+            c = self.by_f[op.f] = {OK: 0, FAIL: 0, INFO: 0}
+        c[op.type] = c.get(op.type, 0) + 1
+
+    def finish(self) -> dict[str, Any]:
+        by_f = {}
+        for f in sorted(self.by_f):
+            c = self.by_f[f]
+            n = c[OK] + c[FAIL] + c[INFO]
+            by_f[f] = {**c, "count": n, "valid": c[OK] > 0}
+        total = {t: sum(c[t] for c in self.by_f.values()) for t in (OK, FAIL, INFO)}
+        never_ok = [f for f, c in by_f.items() if not c["valid"]]
+        out: dict[str, Any] = {
+            "valid": all(c["valid"] for c in by_f.values()),
+            "by_f": by_f,
+            **total,
+            "count": sum(total.values()),
+        }
+        if never_ok:
+            out["error"] = "no ok " + ", ".join(never_ok)
+        return out
+
+
+class StatsChecker(StreamChecker):
+    """Ok/fail/info counts of client completions per f (``jepsen.checker/stats``).
+
+    Result: ``{"valid", "by_f": {f: {"ok", "fail", "info", "count", "valid"}}, "ok", "fail", "info",
+    "count"}``; valid is False when some f never completed ok (a workload that never succeeds
+    at something tells nothing about it).
+    """
+
+    name = "stats"
+
+    def begin(self, test: dict[str, Any], opts: dict[str, Any]) -> Accumulator:
+        return _StatsAcc()
+
+
+# --------------------------------------------------------------------------------------------------
+# linearizability (the search itself is chaos.history.linear, imported lazily)
+
+
+class LinearChecker:
+    """Linearizability of the whole history under a model, per key (``chaos.history.linear``).
+
+    Needs the full history in memory (the search is not streaming). Options: ``model`` (name),
+    ``time_limit`` (seconds, None for no deadline).
+    """
+
+    name = "linear"
+
+    def __init__(self, model: str = "cas-register"):
+        self.model = model
+
+    def check(self, test: dict[str, Any], history_path: Path, opts: dict[str, Any]) -> dict[str, Any]:
+        linear = importlib.import_module("chaos.history.linear")  # the checker helper's module
+
+        model = opts.get("model") or self.model
+        ops = list(read_history(history_path))
+        result = linear.check_history(ops, model=model, time_limit=opts.get("time_limit"))
+        if not isinstance(result, dict):
+            to_dict = getattr(result, "to_dict", None)
+            result = to_dict() if callable(to_dict) else {"valid": getattr(result, "valid", UNKNOWN)}
+        result.setdefault("model", model)
+        return result
+
+
+# --------------------------------------------------------------------------------------------------
+# choosing checkers for a run
+
+
+def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str, Checker]:
+    """The checkers for a run, from ``test.json``: an explicit ``"checkers"`` list, else by ``"workload"``.
+
+    register -> linear (cas-register), stats, perf; log -> log, stats, perf; set -> set, stats, perf;
+    any other workload -> stats, perf (plus linear when ``model`` is given).
+    Raises ValueError for an unknown checker name in ``"checkers"``.
+    """
+    from chaos.history.logcheck import LogChecker, SetChecker
+    from chaos.history.perf import PerfChecker
+
+    factories: dict[str, Any] = {
+        "linear": lambda: LinearChecker(model or test.get("model") or "cas-register"),
+        "log": LogChecker,
+        "set": SetChecker,
+        "stats": StatsChecker,
+        "perf": PerfChecker,
+    }
+    names = test.get("checkers")
+    if names is None:
+        workload = test.get("workload")
+        if isinstance(workload, dict):
+            workload = workload.get("name")
+        names = {
+            "register": ["linear", "stats", "perf"],
+            "log": ["log", "stats", "perf"],
+            "set": ["set", "stats", "perf"],
+        }.get(str(workload), ["stats", "perf"])
+        if model and "linear" not in names:
+            names = ["linear", *names]
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"test.json 'checkers' must be a list of names, got {names!r}")
+    out: dict[str, Checker] = {}
+    for n in names:
+        if n not in factories:
+            raise ValueError(f"test.json names unknown checker {n!r} (known: {', '.join(sorted(factories))})")
+        out[n] = factories[n]()
+    return out
+
+
+def check_run(
+    run_dir: RunDir | str | os.PathLike[str], *, model: str | None = None, time_limit: float | None = None
+) -> dict[str, Any]:
+    """Re-check a stored run: pick checkers from ``test.json``, write ``results.json``, return it.
+
+    Args:
+        run_dir: a RunDir, or any path :func:`chaos.history.store.find_run` accepts.
+        model: a linearizability model name; overrides the workload's.
+        time_limit: seconds for the linearizability search; past it that checker says ``unknown``.
+    Raises:
+        FileNotFoundError: no run or no history.
+        HistoryError: the history is malformed.
+    """
+    run = run_dir if isinstance(run_dir, RunDir) else find_run(run_dir)
+    if not run.history_path.is_file():
+        raise FileNotFoundError(f"{run.history_path}: no history in run directory {run.path}")
+    test = run.load_test() if run.test_path.is_file() else {}
+    opts: dict[str, Any] = {"time_limit": time_limit}
+    if model:
+        opts["model"] = model
+    results = compose(checkers_for(test, model=model)).check(test, run.history_path, opts)
+    run.write_results(results)
+    return results

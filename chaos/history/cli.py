@@ -1,0 +1,197 @@
+"""Click commands of ``chaos.history``: ``check`` here; ``report``, ``serve``, ``analyze``, ``gate`` below.
+
+Keep this module small and import the heavy parts inside the commands, so ``chaos --help`` and
+``chaos check`` stay fast. Exit status as ``jepsen.cli``: 0 valid, 1 invalid, 2 unknown, 254 bad
+arguments.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import click
+
+from chaos.cli import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, BadArguments
+
+FORMATS = ("auto", "jsonl", "edn", "porcupine-etcd", "porcupine-kv")
+
+
+def exit_code(valid: Any) -> int:
+    """0 for True, 1 for False, 2 for anything else ("unknown")."""
+    return EXIT_VALID if valid is True else EXIT_INVALID if valid is False else EXIT_UNKNOWN
+
+
+def _verdict(valid: Any) -> str:
+    return "valid" if valid is True else "INVALID" if valid is False else "unknown"
+
+
+def _infer_workload(path: Path) -> str | None:
+    """The workload of a bare JSON Lines history, from the fs of its first client ops."""
+    from chaos.history.store import read_history
+
+    fs: set[str] = set()
+    for n, op in enumerate(read_history(path, validate=False)):
+        if op.process != "nemesis":
+            fs.add(op.f)
+        if n >= 2000:
+            break
+    if "append" in fs:
+        return "log"
+    if "add" in fs:
+        return "set"
+    if fs & {"acquire", "release"}:
+        return "mutex"
+    if fs & {"write", "cas"}:
+        return "register"
+    return None
+
+
+def _summary_line(name: str, r: dict[str, Any]) -> str:
+    detail = r.get("error") or ""
+    if not detail:
+        if name == "linear":
+            fails = r.get("failures") or []
+            keys = r.get("keys") or {}
+            if fails:
+                detail = f"not linearizable: key {', '.join(map(str, fails[:5]))}" + (
+                    " ..." if len(fails) > 5 else ""
+                )
+            elif r.get("unknown"):
+                detail = f"undecided: key {', '.join(map(str, r['unknown'][:5]))}"
+            else:
+                detail = f"{len(keys)} key(s), {r.get('ops', '?')} ops"
+        elif name == "perf":
+            detail = (r.get("availability") or {}).get("summary", "")
+        elif name == "stats":
+            detail = f"{r.get('ok', 0)} ok, {r.get('fail', 0)} fail, {r.get('info', 0)} info"
+        elif name in ("log", "set"):
+            detail = f"{r.get('acknowledged', r.get('acknowledged_count', 0))} acknowledged, none lost"
+    return f"  {name:<8} {_verdict(r.get('valid')):<8} {detail}".rstrip()
+
+
+def _examples(r: dict[str, Any], limit: int = 3) -> list[str]:
+    """A few anomalies of a log/set result, each with the ops involved."""
+    out = []
+    for kind in ("lost", "duplicated", "unexpected", "reordered", "divergent"):
+        for a in (r.get(kind) or [])[:limit]:
+            if not isinstance(a, dict):
+                continue
+            if kind == "divergent":
+                vals = ", ".join(f"{n}={v}" for n, v in (a.get("values") or {}).items())
+                out.append(f"    divergent at index {a.get('index')}: {vals}")
+                continue
+            ops = [f"{k} op {a[k]}" for k in ("invoke", "complete") if k in a]
+            where = f"found at {a['found']}" if a.get("found") else ""
+            why = a.get("reason", "")
+            bits = ", ".join(x for x in (*ops, where, why) if x)
+            out.append(f"    {kind} {a.get('value')!r}" + (f" ({bits})" if bits else ""))
+    return out
+
+
+def print_summary(results: dict[str, Any], where: str) -> None:
+    """One verdict line, then one line per checker, with a few anomalies of invalid log/set checks."""
+    click.echo(f"{_verdict(results.get('valid'))}: {where}")
+    checkers = results.get("checkers")
+    if isinstance(checkers, dict):
+        for name, r in checkers.items():
+            if isinstance(r, dict):
+                click.echo(_summary_line(name, r))
+                if r.get("valid") is False:
+                    for line in _examples(r):
+                        click.echo(line)
+
+
+def _check_foreign(path: Path, fmt: str, model: str | None, time_limit: float | None) -> dict[str, Any]:
+    """Linearizability of an imported history (chaos.history.formats + chaos.history.linear)."""
+    formats = importlib.import_module("chaos.history.formats")
+    linear = importlib.import_module("chaos.history.linear")
+    loaded = formats.load_history(path, format=fmt)
+    kwargs: dict[str, Any] = {"time_limit": time_limit}
+    if isinstance(loaded, tuple):  # (ops, default model name)
+        ops, default_model = loaded[0], loaded[1]
+    else:
+        ops, default_model = loaded, getattr(loaded, "model", None)
+    kwargs["model"] = model or default_model
+    result = linear.check_history(ops, **kwargs)
+    if not isinstance(result, dict):
+        to_dict = getattr(result, "to_dict", None)
+        result = to_dict() if callable(to_dict) else {"valid": getattr(result, "valid", "unknown")}
+    return {"valid": result.get("valid", "unknown"), "checkers": {"linear": result}}
+
+
+def run_check(
+    path: Path, *, model: str | None, fmt: str, time_limit: float | None
+) -> tuple[dict[str, Any], str]:
+    """Check a run directory or a history file; returns (results, description). Raises BadArguments."""
+    from chaos.history.checkers import check_run, checkers_for, compose
+    from chaos.history.store import HISTORY_FILE, TEST_FILE, HistoryError, find_run
+
+    try:
+        if model is not None:
+            importlib.import_module("chaos.history.models").get_model(model)  # a bad name fails here
+        if path.is_dir() or (path.name == HISTORY_FILE and (path.parent / TEST_FILE).is_file()):
+            run = find_run(path.parent if path.is_file() else path)
+            results = check_run(run, model=model, time_limit=time_limit)
+            return results, f"{run.path} (results in {run.results_path.name})"
+        if not path.is_file():
+            raise BadArguments(f"{path}: no such run directory or history file")
+        if fmt == "auto":
+            fmt = importlib.import_module("chaos.history.formats").detect_format(path)
+        if fmt != "jsonl":
+            return _check_foreign(path, fmt, model, time_limit), f"{path} ({fmt})"
+        workload = _infer_workload(path)
+        if workload == "mutex":
+            model = model or "mutex"
+        test: dict[str, Any] = {"workload": workload}
+        opts: dict[str, Any] = {"time_limit": time_limit, "model": model}
+        return compose(checkers_for(test, model=model)).check(
+            test, path, opts
+        ), f"{path} ({workload or 'jsonl'})"
+    except HistoryError as e:
+        raise BadArguments(f"malformed history: {e}") from None
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
+        raise BadArguments(str(e)) from None
+    except ValueError as e:  # bad test.json, unknown model or checker name, unreadable import
+        raise BadArguments(str(e)) from None
+
+
+@click.command(name="check")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option(
+    "--model",
+    default=None,
+    help="Linearizability model (register, cas-register, kv, mutex, set, append-log).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="auto",
+    show_default=True,
+    help="History file format.",
+)
+@click.option(
+    "--time-limit", type=float, default=None, help="Seconds for the linearizability search; then unknown."
+)
+@click.pass_context
+def check(ctx: click.Context, path: Path, model: str | None, fmt: str, time_limit: float | None) -> None:
+    """Re-check PATH: a run directory (store/latest, a store root) or a history file.
+
+    A run directory is checked with the checkers its test.json names and results.json is rewritten.
+    Exit status: 0 valid, 1 invalid, 2 unknown, 254 bad arguments.
+    """
+    if time_limit is not None and time_limit <= 0:
+        raise BadArguments(f"--time-limit must be a positive number of seconds, got {time_limit}")
+    results, where = run_check(path, model=model, fmt=fmt, time_limit=time_limit)
+    print_summary(results, where)
+    ctx.exit(exit_code(results.get("valid")))
+
+
+# ----------------------------------------------------------------------------------------------
+# Room for the other helpers' commands (chaos/cli.py COMMANDS points here):
+#   report, serve  -- the report helper (chaos/history/report*.py, serve.py)
+#   analyze, gate  -- the Spark helper (chaos/history/spark.py, gate.py)
+# Define each as a small click command that imports its module inside the function body.
+# ----------------------------------------------------------------------------------------------

@@ -1,0 +1,390 @@
+"""History importers: our JSON Lines, Jepsen/knossos EDN, porcupine's etcd Jepsen logs and kv logs.
+
+``load_history(path)`` gives the ops and the model spec the format implies (``chaos.history.models``).
+
+- ``jsonl``: ``chaos.history.store.read_history`` (our format, docs/design.md); model ``cas-register``.
+- ``edn``: a Jepsen ``history.edn`` or a knossos test history: one vector/list of op maps, or op maps
+  one after another. Keywords become strings (``:read`` -> ``"read"``), vectors and lists become
+  lists, ``:process :nemesis`` stays ``"nemesis"``. Op times are the op's position (knossos orders by
+  history position, not ``:time``; the original ``:time`` is kept as ``edn_time``). The implied model
+  follows knossos's tests: ``multi-register`` for ``:txn`` ops, ``mutex`` for acquire/release, else
+  ``cas-register``; all with knossos's rule that a read of nil matches any value.
+- ``porcupine-etcd``: porcupine's ``test_data/jepsen/etcd_NNN.log``, read as porcupine's
+  ``parseJepsenLog``: the line number is the time; ``:info`` lines leave the op open (crashed);
+  ``:fail :read :timed-out`` is a failed read (no information); ``:fail :cas`` is a completed cas whose
+  compare failed (``compare_failed: true``, porcupine's ``etcdModel``); other lines are ignored.
+  Model ``cas-register`` (initial value nil).
+- ``porcupine-kv``: porcupine's ``test_data/kv/cNN-*.txt``, one EDN map per line with ``:key``;
+  model ``kv`` with initial value ``""`` (porcupine's ``kvModel``).
+
+Errors are ``chaos.history.store.HistoryError`` with the file and 1-based line number.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from chaos.history.op import NEMESIS, TYPES, Op
+from chaos.history.store import HistoryError, Validator, read_history
+
+FORMATS = ("jsonl", "edn", "porcupine-etcd", "porcupine-kv")
+
+
+def load_history(path: str | os.PathLike[str], format: str = "auto") -> tuple[list[Op], str]:
+    """Read a history file (or a run directory holding ``history.jsonl``).
+
+    Args:
+        path: the file, or a run directory.
+        format: one of FORMATS, or ``auto`` (by file name, then by content).
+    Returns:
+        (ops in history order, the model spec the format implies).
+    Raises:
+        HistoryError: malformed content, naming the file and line.
+        ValueError: unknown ``format``. FileNotFoundError: no such file.
+    """
+    p = Path(path)
+    if p.is_dir():
+        p = p / "history.jsonl"
+    if format == "auto":
+        format = detect_format(p)
+    if format == "jsonl":
+        ops = list(read_history(p))
+        return ops, _jsonl_model(ops)
+    if format == "edn":
+        return load_edn(p)
+    if format == "porcupine-etcd":
+        return load_porcupine_etcd(p), "cas-register"
+    if format == "porcupine-kv":
+        return load_porcupine_kv(p), 'kv:init=""'
+    raise ValueError(f"format {format!r}: expected auto or one of {', '.join(FORMATS)}")
+
+
+def detect_format(path: Path) -> str:
+    """The format of ``path`` from its name, else from its first non-blank line."""
+    name = path.name
+    if name.endswith((".jsonl", ".json")):
+        return "jsonl"
+    if name.endswith(".edn"):
+        return "edn"
+    with open(path, encoding="utf-8", errors="replace") as f:
+        first = ""
+        for line in f:
+            if line.strip():
+                first = line.strip()
+                break
+    if not first:
+        # an empty file: porcupine's etcd_095.log is one; any format reads it as no ops
+        return "porcupine-etcd" if name.endswith(".log") else "jsonl"
+    if first.startswith("{") and first.endswith("}") and '"' in first.split(":", 1)[0]:
+        return "jsonl"
+    if "jepsen.util" in first:
+        return "porcupine-etcd"
+    if first.startswith("{:") and ":key" in first:
+        return "porcupine-kv"
+    if first.startswith(("[", "(", "{:", ";")):
+        return "edn"
+    raise HistoryError(
+        f"cannot tell the history format from the first line {first[:60]!r} "
+        f"(expected one of {', '.join(FORMATS)}; pass --format)",
+        line=1,
+        path=path,
+    )
+
+
+def _jsonl_model(ops: list[Op]) -> str:
+    fs = {op.f for op in ops if op.process != NEMESIS}
+    if "append" in fs:
+        return "append-log"
+    if "add" in fs:
+        return "set"
+    if fs & {"acquire", "release"}:
+        return "mutex"
+    return "cas-register"
+
+
+# ------------------------------------------------------------------------------------------------
+# a small EDN reader that keeps line numbers (edn_format does not, and is slow on MBs)
+
+_TOKEN = re.compile(
+    r"""(?P<ws>[\s,]+)
+    |(?P<comment>;[^\n]*)
+    |(?P<str>"(?:[^"\\]|\\.)*")
+    |(?P<open>\#\{|[\[{(])
+    |(?P<close>[\]})])
+    |(?P<disc>\#_)
+    |(?P<tag>\#[A-Za-z][^\s,;"\[\]{}()]*)
+    |(?P<atom>[^\s,;"\[\]{}()]+)
+    |(?P<bad>.)""",
+    re.X | re.S,
+)
+_INT = re.compile(r"[+-]?\d+N?$")
+_FLOAT = re.compile(r"[+-]?\d+(\.\d*)?([eE][+-]?\d+)?M?$")
+_CLOSERS = {"[": "]", "(": ")", "{": "}", "#{": "}"}
+
+
+class _Tok:
+    __slots__ = ("kind", "text", "line")
+
+    def __init__(self, kind: str, text: str, line: int):
+        self.kind = kind
+        self.text = text
+        self.line = line
+
+
+def _tokens(text: str, path: Path) -> list[_Tok]:
+    out: list[_Tok] = []
+    line = 1
+    for m in _TOKEN.finditer(text):
+        kind = m.lastgroup or "bad"
+        s = m.group()
+        if kind == "bad":
+            raise HistoryError(f"EDN: unexpected character {s!r}", line=line, path=path)
+        if kind not in ("ws", "comment"):
+            out.append(_Tok(kind, s, line))
+        line += s.count("\n")
+    return out
+
+
+def _atom(s: str, line: int, path: Path) -> Any:
+    if s == "nil":
+        return None
+    if s == "true":
+        return True
+    if s == "false":
+        return False
+    if s.startswith(":"):
+        return s[1:]
+    if _INT.match(s):
+        return int(s.rstrip("N"))
+    if _FLOAT.match(s):
+        return float(s.rstrip("M"))
+    if s.startswith("\\"):
+        return s[1:]
+    return s
+
+
+class _EdnParser:
+    def __init__(self, toks: list[_Tok], path: Path):
+        self.toks = toks
+        self.i = 0
+        self.path = path
+
+    def form(self) -> Any:
+        toks = self.toks
+        if self.i >= len(toks):
+            line = toks[-1].line if toks else 1
+            raise HistoryError(
+                "EDN: unexpected end of file (an unclosed bracket?)", line=line, path=self.path
+            )
+        t = toks[self.i]
+        self.i += 1
+        k = t.kind
+        if k == "atom":
+            return _atom(t.text, t.line, self.path)
+        if k == "str":
+            try:
+                return json.loads(t.text)
+            except ValueError:
+                return t.text[1:-1]
+        if k == "open":
+            close = _CLOSERS[t.text]
+            items = []
+            while True:
+                if self.i >= len(toks):
+                    raise HistoryError(
+                        f"EDN: {t.text!r} opened here is never closed", line=t.line, path=self.path
+                    )
+                nt = toks[self.i]
+                if nt.kind == "close":
+                    if nt.text != close:
+                        raise HistoryError(
+                            f"EDN: expected {close!r} to close {t.text!r} from line {t.line}, got {nt.text!r}",
+                            line=nt.line,
+                            path=self.path,
+                        )
+                    self.i += 1
+                    break
+                if nt.kind == "disc":
+                    self.i += 1
+                    self.form()
+                    continue
+                items.append(self.form())
+            if t.text == "{":
+                if len(items) % 2:
+                    raise HistoryError("EDN: a map with an odd number of forms", line=t.line, path=self.path)
+                return {_hashable(items[j]): items[j + 1] for j in range(0, len(items), 2)}
+            return items
+        if k == "tag":
+            return self.form()
+        if k == "disc":
+            self.form()
+            return self.form()
+        raise HistoryError(f"EDN: unexpected {t.text!r}", line=t.line, path=self.path)
+
+    def top_level(self) -> Iterator[tuple[int, Any]]:
+        """(line, form) for each op map: the elements of a top-level vector/list, or top-level maps."""
+        toks = self.toks
+        while self.i < len(toks):
+            t = toks[self.i]
+            if t.kind == "open" and t.text in ("[", "("):
+                self.i += 1
+                close = _CLOSERS[t.text]
+                while True:
+                    if self.i >= len(toks):
+                        raise HistoryError(
+                            f"EDN: {t.text!r} opened here is never closed", line=t.line, path=self.path
+                        )
+                    nt = toks[self.i]
+                    if nt.kind == "close" and nt.text == close:
+                        self.i += 1
+                        break
+                    if nt.kind == "disc":
+                        self.i += 1
+                        self.form()
+                        continue
+                    yield nt.line, self.form()
+            elif t.kind == "disc":
+                self.i += 1
+                self.form()
+            else:
+                yield t.line, self.form()
+
+
+def _hashable(v: Any) -> Any:
+    if isinstance(v, list):
+        return tuple(_hashable(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((str(k), _hashable(x)) for k, x in v.items()))
+    return v
+
+
+def _edn_ops(path: Path) -> Iterator[tuple[int, Op]]:
+    text = path.read_text(encoding="utf-8")
+    parser = _EdnParser(_tokens(text, path), path)
+    pos = 0
+    for line, form in parser.top_level():
+        if not isinstance(form, dict):
+            raise HistoryError(
+                f"EDN: expected an op map {{:process .. :type ..}}, got {form!r:.60}", line=line, path=path
+            )
+        for k in ("process", "type", "f"):
+            if k not in form:
+                raise HistoryError(f"EDN: op map without :{k}", line=line, path=path)
+        t = form["type"]
+        if t not in TYPES:
+            raise HistoryError(
+                f"EDN: unknown :type {t!r} (expected one of :{', :'.join(TYPES)})", line=line, path=path
+            )
+        proc = form["process"]
+        if not isinstance(proc, int | str) or isinstance(proc, bool):
+            raise HistoryError(
+                f"EDN: :process must be an integer or :nemesis, got {proc!r}", line=line, path=path
+            )
+        extra: dict[str, Any] = {"line": line}
+        if "time" in form:
+            extra["edn_time"] = form["time"]
+        for k, v in form.items():
+            if k not in ("process", "type", "f", "value", "time", "index", "error", "key", "node"):
+                extra[str(k)] = v
+        err = form.get("error")
+        op = Op(
+            type=t,
+            process=proc,
+            f=str(form["f"]),
+            value=form.get("value"),
+            time=pos,
+            index=pos,
+            node=form.get("node"),
+            error=None if err is None else str(err),
+            key=form.get("key"),
+            extra=extra,
+        )
+        yield line, op
+        pos += 1
+
+
+def load_edn(path: str | os.PathLike[str]) -> tuple[list[Op], str]:
+    """Ops of a Jepsen/knossos EDN history and the implied model spec (see the module docstring)."""
+    p = Path(path)
+    v = Validator(p)
+    ops: list[Op] = []
+    for line, op in _edn_ops(p):
+        v.step(op, line)
+        ops.append(op)
+    fs = {op.f for op in ops if op.process != NEMESIS}
+    if "txn" in fs:
+        model = "multi-register:init=0"
+    elif fs & {"acquire", "release"}:
+        model = "mutex"
+    else:
+        model = "cas-register:init=0,nil-read=any"
+    return ops, model
+
+
+# ------------------------------------------------------------------------------------------------
+# porcupine
+
+_ETCD = re.compile(r"^INFO\s+jepsen\.util\s+-\s+(\d+)\s+:(\w+)\s+:(\w+)\s+(.*?)\s*$")
+_NUM = re.compile(r"^\d+$")
+_PAIR = re.compile(r"^\[(\d+)\s+(\d+)\]$")
+
+
+def load_porcupine_etcd(path: str | os.PathLike[str]) -> list[Op]:
+    """Ops of porcupine's ``etcd_NNN.log`` (Jepsen 0.0.x log lines), as ``parseJepsenLog`` reads them."""
+    p = Path(path)
+    ops: list[Op] = []
+    v = Validator(p)
+    with open(p, encoding="utf-8") as f:
+        for lineno, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            m = _ETCD.match(raw)
+            if m is None:
+                raise HistoryError(
+                    "expected 'INFO  jepsen.util - <process>\\t:<type>\\t:<f>\\t<value>'", line=lineno, path=p
+                )
+            proc, typ, fn, val = int(m.group(1)), m.group(2), m.group(3), m.group(4)
+            if typ not in TYPES:
+                raise HistoryError(
+                    f"unknown type :{typ} (expected :{', :'.join(TYPES)})", line=lineno, path=p
+                )
+            value: Any
+            extra: dict[str, Any] = {"line": lineno}
+            error = None
+            if val == "nil":
+                value = None
+            elif _NUM.match(val):
+                value = int(val)
+            elif (pm := _PAIR.match(val)) is not None:
+                value = [int(pm.group(1)), int(pm.group(2))]
+            elif val.startswith(":"):
+                value = None
+                error = val[1:]
+            else:
+                raise HistoryError(
+                    f"value {val!r}: expected nil, an integer, [a b] or :keyword", line=lineno, path=p
+                )
+            if typ == "fail" and fn == "cas" and error is None:
+                extra["compare_failed"] = True
+            op = Op(typ, proc, fn, value, time=lineno, index=len(ops), error=error, extra=extra)
+            v.step(op, lineno)
+            ops.append(op)
+    return ops
+
+
+def load_porcupine_kv(path: str | os.PathLike[str]) -> list[Op]:
+    """Ops of porcupine's ``kv/cNN-*.txt`` (one EDN map per line with ``:key``)."""
+    p = Path(path)
+    v = Validator(p)
+    ops: list[Op] = []
+    for line, op in _edn_ops(p):
+        if op.key is None and op.process != NEMESIS:
+            raise HistoryError("porcupine kv: op map without :key", line=line, path=p)
+        v.step(op, line)
+        ops.append(op)
+    return ops

@@ -1,0 +1,955 @@
+"""Linearizability checker: Wing & Gong search with Lowe's improvements, as porcupine does it.
+
+The search (``checkSingle`` in porcupine's ``checker.go``; Lowe, "Testing for Linearizability",
+2017) walks a doubly linked list of call and return entries sorted by time. At a call entry it tries
+to linearize that op next: if the model accepts it and the pair (set of linearized ops, new state) is
+not in the cache, it pushes the op, lifts the op's call and return entries out of the list and starts
+again from the head. Reaching a return entry means an op that must already have happened is still
+unlinearized: backtrack (pop, restore state, unlift). An empty list means linearizable; backtracking
+past the first op means not.
+
+Made fast for CPython: entries are ints indexing flat lists (``nxt``/``prv``), the linearized set is
+an int bitset, model states are interned to small ints, every (op, state) transition is computed by
+the model once and memoised, and the cache is one ``set`` of bitsets per interned state.
+
+Beyond porcupine, each of these cuts branches without changing a verdict (tests/test_linear_checker.py
+checks them against a brute-force search):
+
+- a read of a known value (``model.observation``) that is legal in the current config is the only
+  branch tried there (it can move to the front of any linearization);
+- a crashed op is never linearized where it changes nothing (it can as well go at the very end), and
+  the search succeeds once every op with a return is linearized;
+- with ``model.extends`` (kv, append-log, set: states only grow between puts), a config is dropped as
+  soon as some read in or just past the window can no longer reach the value it observed;
+- at each new config the op whose return comes first is tried first (Lowe's JIT order).
+
+Histories are split by ``op.key`` (Jepsen ``independent``) and then by ``model.partition``
+(P-compositionality, Horn & Kroening 2015); parts are checked in this process, time-sliced, and those
+still open after ``POOL_AFTER`` seconds go to worker processes; the first invalid part cancels the
+rest. Crashed ops (``info`` completions and invocations
+that never complete) get a return at +infinity and an ``UNKNOWN`` output (knossos
+``history/preprocess``, porcupine's etcd test). ``fail`` ops are dropped (knossos), except a ``cas``
+whose completion carries ``compare_failed: true``, which is a completed cas whose compare did not
+match (porcupine's etcd model).
+"""
+
+from __future__ import annotations
+
+import bisect
+import concurrent.futures as cf
+import gc
+import multiprocessing
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from chaos.history.models import UNKNOWN, BaseModel, Call, Model, get_model
+from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
+
+VALID_UNKNOWN = "unknown"
+
+# Parts are checked in this process first; those still open after this many seconds go to a
+# pool of worker processes (forking and pickling cost more than most searches take).
+POOL_AFTER = 1.0
+# Try first, at each new config, the op whose return comes first (etcd configs 83k -> 26k; it blew
+# up kv appends until dead reads were cut).
+RETURN_FIRST = True
+# With model.extends: also check this many reads past the first pending return at each config,
+LOOKAHEAD = 2
+# ... walking at most this many list entries for them;
+LOOK_ENTRIES = 64
+# ... and every read in the list once a search has pushed this many configs (costlier per config,
+# but an invalid history then fails fast: kv/c50-bad keys 0, 7, 9 in 12-14 configs).
+LOOK_ALL_AFTER = 8192
+# ... within this many list entries (bounds the cost per config on long histories).
+LOOK_ALL_ENTRIES = 256
+# With model.resets: puts looked at per read when deciding which could still lead to its value.
+PUTS_SEEN = 32
+# Give up (unknown, cause "memory") past this many cached configurations in one search (~100 B each).
+MAX_CONFIGS = 10_000_000
+# First time slice (s) per part when several parts are checked in one process; x4 each round.
+SLICE = 0.05
+# Memoised transitions kept, in (state, op) entries, per search.
+ROW_BUDGET = 4_000_000
+# Seconds spent at most on shrinking a counterexample's window.
+WINDOW_TIME = 0.5
+# At most this many candidate start states when shrinking a window from the front.
+WINDOW_STATES = 32
+
+
+@dataclass
+class KeyResult:
+    """Result for one partition: ``valid`` True/False/"unknown", the counterexample when False.
+
+    ``configs`` is the number of (linearized set, state) configurations the search visited;
+    ``cause`` says why a result is unknown (``timeout`` or ``cancelled``).
+    """
+
+    valid: bool | str
+    ops: int = 0
+    configs: int = 0
+    seconds: float = 0.0
+    cause: str | None = None
+    counterexample: dict[str, Any] | None = None
+    # internal: longest prefix (op ids), states after each (interned objects), failing op id
+    prefix: list[int] = field(default_factory=list)
+    states: list[Any] = field(default_factory=list)
+    failing: int | None = None
+    reached: list[Any] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"valid": self.valid, "ops": self.ops, "configs": self.configs}
+        if self.cause:
+            d["cause"] = self.cause
+        if self.counterexample is not None:
+            d["counterexample"] = self.counterexample
+        return d
+
+
+class _Stop(Exception):
+    pass
+
+
+# ------------------------------------------------------------------------------------------------
+# the search
+
+
+def _search(*args: Any, **kwargs: Any) -> KeyResult:
+    """WGL search over ``calls`` (ids must be 0..n-1) from state ``init``, with the cyclic garbage
+    collector paused: the search allocates many containers and none of them form cycles."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return _wgl(*args, **kwargs)
+    finally:
+        if was:
+            gc.enable()
+
+
+def _wgl(
+    calls: Sequence[Call],
+    model: Model,
+    init: Any,
+    deadline: float | None = None,
+    stop: Any = None,
+    track: bool = True,
+) -> KeyResult:
+    """WGL search over ``calls`` (ids must be 0..n-1) from state ``init``."""
+    n = len(calls)
+    if n == 0:
+        return KeyResult(True)
+    inf = float("inf")
+    events: list[tuple[float, int, int]] = []
+    for c in calls:
+        events.append((c.call, 0, c.id))
+        events.append((inf if c.ret is None else c.ret, 1, c.id))
+    events.sort()
+    head, tail = 2 * n, 2 * n + 1
+    nxt = [0] * (2 * n + 2)
+    prv = [0] * (2 * n + 2)
+    last = head
+    for _, kind, i in events:
+        e = i if kind == 0 else n + i
+        nxt[last] = e
+        prv[e] = last
+        last = e
+    nxt[last] = tail
+    prv[tail] = last
+
+    step = model.step
+    states: list[Any] = [init]  # sid -> state
+    intern: dict[Any, int] = {init: 0}
+    caches: list[set[int]] = [set()]  # sid -> set of linearized bitsets seen with that state
+    # rows[sid][op]: the memoised transition of op from state sid: next sid, -1 illegal, -2 not yet
+    # known. Kept for at most ROW_BUDGET entries in all; past that a row lives only while its state
+    # is current (models whose states rarely repeat, such as kv strings, gain nothing from keeping).
+    rows: list[Any] = [None]
+    keep_rows = ROW_BUDGET // n
+    bits = [1 << i for i in range(n)]
+    # Crashed ops (unknown output, return +infinity) are always legal (models.py) and can take
+    # effect at the very end: they need never be linearized where they change nothing, and the
+    # search succeeds once every op with a return (``left`` of them) is linearized.
+    crashed = [c.ret is None and c.output is UNKNOWN for c in calls]
+    fin = [0 if x else 1 for x in crashed]
+    left = sum(fin)
+    if left == 0:
+        return KeyResult(True, n)
+    ro_fn = getattr(model, "readonly", None)
+    # read-only ops: once one is linearized and its subtree fails, its parent config fails too
+    ro = [bool(ro_fn(c)) for c in calls] if ro_fn is not None else [False] * n
+
+    # Identical crashed ops (same f, value and key, unknown output, return +infinity) are
+    # interchangeable: linearize them in call order only (pre[op] = bit of the previous one).
+    pre = [0] * n
+    last_same: dict[Any, int] = {}
+    for c in sorted(calls, key=lambda c: (c.call, c.id)):
+        if c.ret is None and c.output is UNKNOWN:
+            try:
+                k = (c.f, _hashable(c.value), _hashable(c.key))
+                hash(k)
+            except TypeError:
+                continue
+            if k in last_same:
+                pre[c.id] = bits[last_same[k]]
+            last_same[k] = c.id
+
+    # Reads of a known value are legal in one state only: intern that state now and fill their
+    # transitions into every new row from a template, so the model's step is never called for them.
+    template = [-2] * n
+    obs = [-3] * n  # op -> the sid it observes, or -3
+    obs_at: dict[int, list[int]] = {}
+    obs_fn = getattr(model, "observation", None)
+    if obs_fn is not None:
+        for c in calls:
+            ob = obs_fn(c)
+            if ob is None:
+                continue
+            st = ob[0]
+            sid = intern.get(st)
+            if sid is None:
+                sid = len(states)
+                intern[st] = sid
+                states.append(st)
+                caches.append(set())
+                rows.append(None)
+            template[c.id] = -1
+            obs[c.id] = sid
+            obs_at.setdefault(sid, []).append(c.id)
+
+    # Reads that can no longer be satisfied (model.extends): need[r] is the bitset of ops that could
+    # still change the state other than by growing it (a put, a cas) and might run before read r
+    # returns; once all of them are linearized the state must grow into r's observed state.
+    need: list[int] = []
+    ext_memo: dict[int, bool] = {}
+    base = len(states)
+    ext_fn = getattr(model, "extends", None)
+    if ext_fn is not None and getattr(ext_fn, "__func__", None) is BaseModel.extends:
+        ext_fn = None
+    prune = ext_fn is not None and bool(obs_at)
+    if prune:
+        mono_fn = getattr(model, "monotone", None)
+        resets_fn = getattr(model, "resets", None)
+        grow = sorted(
+            (c.call, c.id) for c in calls if not ro[c.id] and not (mono_fn is not None and mono_fn(c))
+        )
+        cum = [0]
+        for _, i in grow:
+            cum.append(cum[-1] | bits[i])
+        grow_calls = [t for t, _ in grow]
+        # a put of a value that does not extend to what read r saw cannot help r
+        # (only the last PUTS_SEEN puts called before r returns are looked at: keeping more in
+        # need[r] is always sound, and older puts are linearized by the time r matters)
+        puts: list[tuple[int, Any]] = []
+        put_calls: list[int] = []
+        if resets_fn is not None:
+            for tc, i in grow:
+                rs = resets_fn(calls[i])
+                if rs is not None:
+                    puts.append((i, rs[0]))
+                    put_calls.append(tc)
+        need = [0] * n
+        for c in calls:
+            t = obs[c.id]
+            if t >= 0:
+                if c.ret is None:
+                    nd, hi = cum[-1], len(puts)
+                else:
+                    nd = cum[bisect.bisect_right(grow_calls, c.ret)]
+                    hi = bisect.bisect_right(put_calls, c.ret)
+                for i, v in puts[max(0, hi - PUTS_SEEN) : hi]:
+                    if not ext_fn(v, states[t]):  # type: ignore[misc]
+                        nd &= ~bits[i]
+                need[c.id] = nd
+
+    def new_row(sid: int) -> list[int]:
+        r = template[:]
+        for i in obs_at.get(sid, ()):
+            r[i] = sid
+        return r
+
+    lin = 0
+    state = 0
+    row = new_row(0)
+    rows[0] = row
+    keep_rows -= 1
+    stack_e: list[int] = []
+    stack_s: list[int] = []
+    push = stack_e.append
+    push_s = stack_s.append
+    pop = stack_e.pop
+    pop_s = stack_s.pop
+    best = -1
+    best_prefix: list[int] = []
+    best_states: list[int] = []
+    failing: int | None = None
+    budget = 1024
+    pushes = 0
+    look_reads = LOOKAHEAD
+    look_entries = LOOK_ENTRIES
+
+    # e == scan: a config just entered. If a read of a known value is legal there, linearizing it
+    # first loses nothing (it can be moved to the front of any linearization), so it is the only
+    # branch tried; and if that config was already seen, this one fails too.
+    scan = tail + 1
+    e = scan
+    while True:
+        if e < n:  # a call entry: try to linearize op e next
+            ns = row[e]
+            if ns == -2:
+                ok, new = step(states[state], calls[e])
+                if ok:
+                    ns = intern.get(new, -9)
+                    if ns == -9:
+                        ns = len(states)
+                        intern[new] = ns
+                        states.append(new)
+                        caches.append(set())
+                        rows.append(None)
+                else:
+                    ns = -1
+                if ns == state and crashed[e]:
+                    ns = -1  # a crashed op with no effect here can as well go at the very end
+                row[e] = ns
+            if ns >= 0 and lin & pre[e] == pre[e]:
+                nl = lin | bits[e]
+                seen = caches[ns]
+                if nl not in seen:
+                    seen.add(nl)
+                    push(e)
+                    push_s(state)
+                    left -= fin[e]
+                    state = ns
+                    lin = nl
+                    row = rows[ns]
+                    if row is None:
+                        row = new_row(ns)
+                        if keep_rows > 0:
+                            keep_rows -= 1
+                            rows[ns] = row
+                    # lift the call and its return entry
+                    p = prv[e]
+                    q = nxt[e]
+                    nxt[p] = q
+                    prv[q] = p
+                    r = e + n
+                    p = prv[r]
+                    q = nxt[r]
+                    nxt[p] = q
+                    prv[q] = p
+                    if left == 0:
+                        break
+                    e = scan
+                    budget -= 1
+                    if budget == 0:
+                        budget = 1024
+                        pushes += 1024
+                        if pushes >= LOOK_ALL_AFTER:
+                            look_reads = n
+                            look_entries = LOOK_ALL_ENTRIES
+                        if (
+                            (deadline is not None and time.monotonic() > deadline)
+                            or (stop is not None and stop.is_set())
+                            or pushes > MAX_CONFIGS
+                        ):
+                            res = KeyResult(VALID_UNKNOWN, n, _configs(caches), cause="timeout")
+                            if stop is not None and stop.is_set():
+                                res.cause = "cancelled"
+                            elif pushes > MAX_CONFIGS:
+                                res.cause = "memory"
+                            res.prefix, res.states = _prefix(best_prefix, best_states, states)
+                            res.failing = failing
+                            return res
+                    continue
+            e = nxt[e]
+        elif e == scan:
+            f = nxt[head]
+            if prune:
+                while f < n:
+                    t = obs[f]
+                    if t == state:
+                        break
+                    if t >= 0:
+                        nd = need[f]
+                        if lin & nd == nd:
+                            mk = state * base + t
+                            reach = ext_memo.get(mk)
+                            if reach is None:
+                                reach = ext_memo[mk] = bool(ext_fn(states[state], states[t]))  # type: ignore[misc]
+                            if not reach:
+                                break
+                    f = nxt[f]
+                if f < n and obs[f] != state:
+                    e = f + n  # read f cannot be satisfied any more: as if its return were reached
+                    continue
+                if f >= n and look_reads:
+                    # the next reads past the window: they cannot run yet, but may be dead already
+                    g = f
+                    seen_reads = look_reads
+                    steps = look_entries
+                    while g != tail:
+                        steps -= 1
+                        if steps == 0:
+                            g = tail
+                            break
+                        if g < n:
+                            t = obs[g]
+                            if t >= 0:
+                                nd = need[g]
+                                if lin & nd == nd and t != state:
+                                    mk = state * base + t
+                                    reach = ext_memo.get(mk)
+                                    if reach is None:
+                                        reach = ext_memo[mk] = bool(ext_fn(states[state], states[t]))  # type: ignore[misc]
+                                    if not reach:
+                                        break
+                                seen_reads -= 1
+                                if seen_reads == 0:
+                                    g = tail
+                                    break
+                        g = nxt[g]
+                    if g != tail:
+                        e = g + n
+                        continue
+            else:
+                while f < n and obs[f] != state:
+                    f = nxt[f]
+            if f >= n and not RETURN_FIRST:
+                e = nxt[head]
+                continue
+            if f >= n:
+                # No legal read. Try first the op whose return comes first (it must be linearized
+                # soonest; valid histories then rarely need backtracking), then all candidates.
+                o = f - n
+                ns = row[o]
+                if ns == -2:
+                    ok, new = step(states[state], calls[o])
+                    if ok:
+                        ns = intern.get(new, -9)
+                        if ns == -9:
+                            ns = len(states)
+                            intern[new] = ns
+                            states.append(new)
+                            caches.append(set())
+                            rows.append(None)
+                    else:
+                        ns = -1
+                    if ns == state and crashed[o]:
+                        ns = -1
+                    row[o] = ns
+                e = nxt[head]
+                if ns < 0 or lin & pre[o] != pre[o]:
+                    continue
+                nl = lin | bits[o]
+                seen = caches[ns]
+                if nl in seen:
+                    continue
+                seen.add(nl)
+                push(~o)  # marked: on backtrack, walk this config from the head
+                push_s(state)
+                left -= fin[o]
+                state = ns
+                lin = nl
+                row = rows[ns]
+                if row is None:
+                    row = new_row(ns)
+                    if keep_rows > 0:
+                        keep_rows -= 1
+                        rows[ns] = row
+                p = prv[o]
+                q = nxt[o]
+                nxt[p] = q
+                prv[q] = p
+                p = prv[f]
+                q = nxt[f]
+                nxt[p] = q
+                prv[q] = p
+                if left == 0:
+                    break
+                e = scan
+                continue
+            nl = lin | bits[f]
+            seen = caches[state]
+            if nl in seen:
+                e = tail  # this config fails: backtrack
+                continue
+            seen.add(nl)
+            push(f)
+            push_s(state)
+            left -= 1
+            lin = nl
+            p = prv[f]
+            q = nxt[f]
+            nxt[p] = q
+            prv[q] = p
+            r = f + n
+            p = prv[r]
+            q = nxt[r]
+            nxt[p] = q
+            prv[q] = p
+            if left == 0:
+                break
+        else:  # a return entry: some op that must be linearized by now is not
+            if track and len(stack_e) > best and e != tail:
+                best = len(stack_e)
+                best_prefix = [x if x >= 0 else ~x for x in stack_e]
+                best_states = stack_s[1:]
+                if stack_e:
+                    best_states.append(state)
+                failing = e - n
+            if not stack_e:
+                res = KeyResult(False, n, _configs(caches))
+                res.prefix, res.states = _prefix(best_prefix, best_states, states)
+                res.failing = failing
+                res.reached = states
+                return res
+            e = pop()
+            first = e < 0
+            if first:
+                e = ~e
+            was = state
+            state = pop_s()
+            lin ^= bits[e]
+            left += fin[e]
+            # unlift: return entry first, then the call (reverse of lift)
+            r = e + n
+            p = prv[r]
+            q = nxt[r]
+            nxt[p] = r
+            prv[q] = r
+            p = prv[e]
+            q = nxt[e]
+            nxt[p] = e
+            prv[q] = e
+            if ro[e] and was == state:
+                e = tail  # backtrack again: the parent config fails too
+                continue
+            if was != state:
+                row = rows[state]
+                if row is None:
+                    row = new_row(state)
+                    if keep_rows > 0:
+                        keep_rows -= 1
+                        rows[state] = row
+            e = nxt[head] if first else nxt[e]
+    res = KeyResult(True, n, _configs(caches))
+    res.prefix = [x if x >= 0 else ~x for x in stack_e]
+    return res
+
+
+def _configs(caches: list[set[int]]) -> int:
+    return sum(len(c) for c in caches)
+
+
+def _prefix(prefix: list[int], sids: list[int], states: list[Any]) -> tuple[list[int], list[Any]]:
+    return list(prefix), [states[s] for s in sids]
+
+
+def check_calls(
+    calls: Sequence[Call],
+    model: Model | str,
+    deadline: float | None = None,
+    *,
+    counterexample: bool = True,
+    stop: Any = None,
+) -> KeyResult:
+    """Check one partition: is there a linearization of ``calls`` under ``model``?
+
+    Args:
+        calls: the ops of one partition; ids are renumbered here, so any ids will do. Calls the model
+            calls ``noop`` (e.g. reads of unknown output) are dropped first.
+        model: a Model or a spec string (``chaos.history.models.get_model``).
+        deadline: ``time.monotonic()`` value after which the search gives up with ``unknown``.
+        counterexample: for an invalid partition, build the counterexample (longest prefix, failing
+            op, smallest window; docs/design.md).
+        stop: an object with ``is_set()`` (a multiprocessing Event) that cancels the search.
+    Returns:
+        KeyResult with ``valid`` True, False or "unknown" (``cause`` timeout/cancelled).
+    Raises:
+        ValueError: an op the model does not understand (names the op's index and process).
+    """
+    m = get_model(model)
+    t0 = time.monotonic()
+    cs = _renumber(calls, m)
+    res = _search(cs, m, m.init(), deadline, stop)
+    if res.valid is False and counterexample:
+        res.counterexample = _counterexample(cs, m, res, deadline)
+    res.seconds = time.monotonic() - t0
+    return res
+
+
+def _renumber(calls: Iterable[Call], m: Model) -> list[Call]:
+    noop = getattr(m, "noop", None)
+    out: list[Call] = []
+    for c in calls:
+        if noop is not None and noop(c):
+            continue
+        out.append(Call(len(out), c.f, c.value, c.output, c.call, c.ret, c.process, c.index, c.key, c.type))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# counterexamples
+
+
+def _op_dict(c: Call) -> dict[str, Any]:
+    return {
+        "id": c.id,
+        "index": c.index,
+        "process": c.process,
+        "f": c.f,
+        "value": c.value,
+        "output": None if c.output is UNKNOWN else c.output,
+        "call": c.call,
+        "return": c.ret,
+        "type": "info" if c.ret is None else "ok",
+        "description": c.describe(),
+    }
+
+
+def _cut(calls: Sequence[Call], order: Sequence[int], lo: int, t: float) -> list[Call]:
+    """The sub-history of ops called at or before time ``t``, from position ``lo`` of ``order``
+    (ops sorted by call time) on, plus earlier ops still pending when op ``order[lo]`` was called.
+    Ops not returned by ``t`` become pending (return +infinity, unknown output)."""
+    start = calls[order[lo]].call if lo < len(order) else t
+    sub: list[Call] = []
+    for pos, i in enumerate(order):
+        c = calls[i]
+        if c.call > t:
+            break
+        if pos < lo and c.ret is not None and c.ret < start:
+            continue
+        if c.ret is None or c.ret > t:
+            c = Call(c.id, c.f, c.value, UNKNOWN, c.call, None, c.process, c.index, c.key, "info")
+        sub.append(c)
+    return sub
+
+
+def _invalid_from(calls: Sequence[Call], m: Model, starts: Sequence[Any], deadline: float) -> bool | None:
+    """True if ``calls`` is not linearizable from any of ``starts``; None when out of time."""
+    sub = _renumber(calls, m)
+    for s in starts:
+        r = _search(sub, m, s, deadline, track=False)
+        if r.valid is VALID_UNKNOWN:
+            return None
+        if r.valid is True:
+            return False
+    return True
+
+
+def _counterexample(calls: list[Call], m: Model, res: KeyResult, deadline: float | None) -> dict[str, Any]:
+    """Longest prefix, its states, the failing op, and a small window (docs/design.md)."""
+    describe = m.describe
+    t_end = time.monotonic() + WINDOW_TIME
+    if deadline is not None:
+        t_end = min(t_end, deadline)
+    order = sorted(range(len(calls)), key=lambda i: (calls[i].call, i))
+    times = sorted({c.call for c in calls} | {c.ret for c in calls if c.ret is not None})
+    init = m.init()
+    # 1. the earliest time cut that is already invalid (monotone: linearizability is prefix-closed)
+    lo_i, hi_i = 0, len(times) - 1
+    window = [c.id for c in calls]
+    if _invalid_from(_cut(calls, order, 0, times[hi_i]), m, [init], t_end):
+        while lo_i < hi_i:
+            mid = (lo_i + hi_i) // 2
+            r = _invalid_from(_cut(calls, order, 0, times[mid]), m, [init], t_end)
+            if r is None:
+                lo_i = hi_i
+                break
+            if r:
+                hi_i = mid
+            else:
+                lo_i = mid + 1
+        t_cut = times[hi_i]
+        window = [c.id for c in _cut(calls, order, 0, t_cut)]
+        # 2. drop ops from the front while the window stays invalid from every plausible start state
+        starts: list[Any] = list(dict.fromkeys([init, *res.states]))
+        if len(res.reached) <= WINDOW_STATES:
+            starts = list(dict.fromkeys([*starts, *res.reached]))
+        starts = starts[-WINDOW_STATES:]
+        n_in = sum(1 for i in order if calls[i].call <= t_cut)
+        a, b = 0, n_in - 1  # find the largest lo with the cut still invalid
+        while a < b and time.monotonic() < t_end:
+            mid = (a + b + 1) // 2
+            sub = _cut(calls, order, mid, t_cut)
+            r = _invalid_from(sub, m, starts, t_end)
+            if r is None:
+                break
+            if r:
+                a = mid
+                window = [c.id for c in sub]
+            else:
+                b = mid - 1
+    prefix = res.prefix
+    failing = res.failing
+    shown = set(prefix) | set(window)
+    if failing is not None:
+        shown.add(failing)
+        fc = calls[failing]
+        fret = float("inf") if fc.ret is None else fc.ret
+        for c in calls:  # ops concurrent with the failing op
+            if c.call <= fret and (c.ret is None or c.ret >= fc.call):
+                shown.add(c.id)
+    states = [describe(s) for s in res.states]
+    before = describe(res.states[len(prefix) - 1]) if prefix else describe(init)
+    return {
+        "ops": [_op_dict(calls[i]) for i in sorted(shown, key=lambda i: (calls[i].call, i))],
+        "prefix": list(prefix),
+        "states": states,
+        "failing": failing,
+        "failing_state": before,
+        "window": sorted(window, key=lambda i: (calls[i].call, i)),
+        "initial_state": describe(init),
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# histories: pairing, partitioning, parallel checking
+
+
+def history_calls(ops: Iterable[Op]) -> tuple[dict[Any, list[Call]], int]:
+    """Pair ops into calls per independent key (knossos ``history/preprocess``).
+
+    Completions pair with the last open invocation of the same process; nemesis ops are skipped;
+    ``fail`` ops are dropped unless a ``cas`` completion carries ``compare_failed: true``; ``info`` and
+    never-completed invocations get ``ret=None`` and ``output=UNKNOWN``; a None invocation value is
+    filled from the ok completion. Returns ({key: [Call]}, number of client invocations).
+
+    Raises:
+        ValueError: a completion without an open invocation, or two open invocations on one
+            process (naming the op's index).
+    """
+    open_: dict[Any, Op] = {}
+    parts: dict[Any, list[Call]] = {}
+    invokes = 0
+    pop = open_.pop
+    simple = (int, str, type(None))
+    for op in ops:
+        p = op.process
+        t = op.type
+        if t == INVOKE:
+            if p == NEMESIS:
+                continue
+            if p in open_:
+                raise ValueError(
+                    f"history: op {op.index}: process {p} invokes {op.f!r} while op "
+                    f"{open_[p].index} is still open (expected a completion first)"
+                )
+            open_[p] = op
+            invokes += 1
+            continue
+        inv = pop(p, None)
+        if inv is None:
+            if p == NEMESIS:
+                continue
+            raise ValueError(
+                f"history: op {op.index}: {t} completion on process {p} without an open invocation"
+            )
+        value = inv.value
+        if t == OK:
+            if value is None:
+                value = op.value
+            out: Any = True if inv.f == "cas" else op.value
+            c = Call(0, inv.f, value, out, inv.time, op.time, p, inv.index, inv.key, OK)
+        elif t == INFO:
+            c = Call(0, inv.f, value, UNKNOWN, inv.time, None, p, inv.index, inv.key, INFO)
+        elif t == FAIL:
+            if inv.f == "cas" and op.extra.get("compare_failed") is True:
+                c = Call(0, inv.f, value, False, inv.time, op.time, p, inv.index, inv.key, OK)
+            else:
+                continue
+        else:
+            raise ValueError(f"history: op {op.index}: unknown type {t!r} (expected invoke/ok/fail/info)")
+        k = inv.key
+        if type(k) not in simple:
+            k = _hkey(k)
+        part = parts.get(k)
+        if part is None:
+            parts[k] = [c]
+        else:
+            part.append(c)
+    for inv in open_.values():
+        c = Call(0, inv.f, inv.value, UNKNOWN, inv.time, None, inv.process, inv.index, inv.key, INFO)
+        parts.setdefault(_hkey(inv.key), []).append(c)
+    return parts, invokes
+
+
+def _hashable(v: Any) -> Any:
+    if isinstance(v, list):
+        return tuple(_hashable(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _hashable(x)) for k, x in v.items()))
+    return v
+
+
+def _hkey(k: Any) -> Any:
+    if isinstance(k, list):
+        return tuple(_hkey(x) for x in k)
+    if isinstance(k, dict):
+        return tuple(sorted(k.items()))
+    return k
+
+
+_STOP: Any = None
+
+
+def _init_worker(stop: Any) -> None:
+    global _STOP
+    _STOP = stop
+
+
+def _check_part(label: str, calls: list[Call], model: Model, deadline: float | None) -> tuple[str, KeyResult]:
+    res = check_calls(calls, model, deadline, stop=_STOP)
+    if res.valid is False and _STOP is not None:
+        _STOP.set()
+    res.reached = []
+    res.states = []
+    return label, res
+
+
+def check_history(
+    ops: Iterable[Op],
+    model: Model | str = "cas-register",
+    *,
+    time_limit: float | None = None,
+    workers: int | None = None,
+    cancel_on_failure: bool = True,
+) -> dict[str, Any]:
+    """The ``linear`` checker: is the history linearizable under ``model``, per key?
+
+    Args:
+        ops: the history (Op objects, any order of keys; times in ns or positions).
+        model: a Model or spec string such as ``"cas-register"`` / ``"cas-register:init=0"``.
+        time_limit: seconds for the whole check; keys not decided by then are ``unknown``.
+        workers: worker processes (default: CPU count; 1 = in this process). Small histories are
+            always checked in this process.
+        cancel_on_failure: stop checking other keys at the first invalid one (Jepsen/porcupine);
+            keys left unchecked are reported ``unknown`` with cause ``cancelled``.
+    Returns:
+        ``{"valid": True|False|"unknown", "model": str, "keys": {key: {"valid", "ops", "configs",
+        ["cause"], ["counterexample"]}}, "failures": [keys], "unknown": [keys], "ops": n,
+        "seconds": s}`` (docs/design.md). Keys are ``str(op.key)``; an unkeyed history is one part
+        named ``"all"`` unless the model partitions it (``"0"``, ``"1"``, ...).
+    Raises:
+        ValueError: bad model spec, malformed pairing, or an op the model does not understand.
+    """
+    t0 = time.monotonic()
+    m = get_model(model)
+    deadline = None if time_limit is None else t0 + time_limit
+    groups, invokes = history_calls(ops)
+    tasks: list[tuple[str, list[Call]]] = []
+    keyed = any(k is not None for k in groups)
+    for k in sorted(groups, key=lambda k: (k is None, str(k))):
+        calls = groups[k]
+        calls.sort(key=lambda c: (c.call, c.index))
+        parts = m.partition(calls)
+        base = str(k) if keyed else "all"
+        if len(parts) == 1:
+            tasks.append((base, parts[0]))
+        else:
+            for i, part in enumerate(parts):
+                tasks.append((f"{base}/{i}" if keyed else str(i), part))
+    nworkers = workers if workers is not None else (os.cpu_count() or 1)
+    pooled = nworkers > 1 and len(tasks) > 1
+    results = _run_sliced(tasks, m, deadline, cancel_on_failure, POOL_AFTER if pooled else None)
+    rest = [t for t in tasks if t[0] not in results]
+    if rest:
+        results.update(_run_pool(rest, m, deadline, min(nworkers, len(rest)), cancel_on_failure))
+    return _summary(results, m, invokes, time.monotonic() - t0)
+
+
+def _run_sliced(
+    tasks: list[tuple[str, list[Call]]],
+    m: Model,
+    deadline: float | None,
+    cancel: bool,
+    budget: float | None = None,
+) -> dict[str, KeyResult]:
+    """Check parts in this process, round-robin with growing time slices (restarting a part's
+    search each round), so one hard part cannot hide a quick violation in another (porcupine checks
+    parts concurrently for the same reason). With ``budget`` (seconds), parts not decided by then
+    are left out of the result (for a pool to finish)."""
+    results: dict[str, KeyResult] = {}
+    pending = list(tasks)
+    slice_ = SLICE
+    t_budget = None if budget is None else time.monotonic() + budget
+    while pending:
+        again: list[tuple[str, list[Call]]] = []
+        for label, calls in pending:
+            now = time.monotonic()
+            if t_budget is not None and now > t_budget and not (cancel and _any_invalid(results)):
+                return results  # the rest (this part, the later ones, ``again``) go to the pool
+            if deadline is not None and now > deadline:
+                results[label] = KeyResult(VALID_UNKNOWN, len(calls), cause="timeout")
+                continue
+            if cancel and _any_invalid(results):
+                results[label] = KeyResult(VALID_UNKNOWN, len(calls), cause="cancelled")
+                continue
+            last = len(pending) == 1 and not again
+            d = None if last else now + slice_
+            if deadline is not None:
+                d = deadline if d is None else min(d, deadline)
+            r = check_calls(calls, m, d, counterexample=last)
+            if r.valid is VALID_UNKNOWN and r.cause == "timeout" and d != deadline:
+                again.append((label, calls))
+                continue
+            if r.valid is False and not last:
+                r = check_calls(calls, m, deadline)
+            r.reached = []
+            results[label] = r
+        pending = again
+        slice_ *= 4
+    return results
+
+
+def _any_invalid(results: dict[str, KeyResult]) -> bool:
+    return any(r.valid is False for r in results.values())
+
+
+def _run_pool(
+    tasks: list[tuple[str, list[Call]]], m: Model, deadline: float | None, nworkers: int, cancel: bool
+) -> dict[str, KeyResult]:
+    ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else multiprocessing.get_context()
+    stop = ctx.Event()
+    results: dict[str, KeyResult] = {}
+    # biggest parts first, so one slow key does not start last
+    order = sorted(tasks, key=lambda t: -len(t[1]))
+    with cf.ProcessPoolExecutor(
+        max_workers=nworkers, mp_context=ctx, initializer=_init_worker, initargs=(stop if cancel else None,)
+    ) as ex:
+        futs = {
+            ex.submit(_check_part, label, calls, m, deadline): (label, len(calls)) for label, calls in order
+        }
+        for fut in cf.as_completed(futs):
+            label, n = futs[fut]
+            if fut.cancelled():
+                continue
+            label, r = fut.result()
+            results[label] = r
+            if r.valid is False and cancel:
+                stop.set()
+                for f2 in futs:
+                    f2.cancel()
+    for label, calls in tasks:
+        if label not in results:
+            results[label] = KeyResult(VALID_UNKNOWN, len(calls), cause="cancelled")
+    return results
+
+
+def _summary(results: dict[str, KeyResult], m: Model, invokes: int, seconds: float) -> dict[str, Any]:
+    failures = [k for k, r in results.items() if r.valid is False]
+    unknown = [k for k, r in results.items() if r.valid is VALID_UNKNOWN]
+    valid: bool | str = False if failures else (VALID_UNKNOWN if unknown else True)
+    out: dict[str, Any] = {
+        "valid": valid,
+        "model": getattr(m, "name", type(m).__name__),
+        "keys": {k: r.to_dict() for k, r in results.items()},
+        "failures": failures,
+        "unknown": unknown,
+        "ops": invokes,
+        "seconds": round(seconds, 6),
+    }
+    if any(r.cause == "timeout" for r in results.values()):
+        out["cause"] = "timeout"
+    return out

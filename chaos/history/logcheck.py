@@ -1,0 +1,436 @@
+"""Checkers for the ``log`` workload (DLedger's append log) and Jepsen's ``set`` workload.
+
+Log workload op shapes (docs/design.md): ``append`` invoked with a unique int ``v``, ok with
+``log_index`` (the DLedger index the entry got); after healing one final ``read`` per node, ok with
+``value[i]`` = the workload value at DLedger index ``i`` (``null`` for entries that are not
+workload appends), committed entries only.
+
+What the log checker demands (Raft's Log Matching and Leader Completeness, Ongaro & Ousterhout
+section 5.3-5.4; DLedger's ``DLedgerEntryPusher`` keeps followers' logs prefixes of the leader's):
+
+- **lost**: an acknowledged (ok) append is missing from the final log.
+- **duplicated**: a value occurs more than once in the final log.
+- **unexpected**: a value in the log that was never attempted, or whose append definitely failed.
+- **reordered**: an acknowledged append found at another index than the one acknowledged, or the
+  log order contradicts real time (A completed before B was invoked, yet A sits after B).
+- **divergent**: two nodes' final reads hold different values at the same index (the committed
+  logs must be prefixes of one another).
+
+``info`` and never-completed appends may or may not be present. The final log is the longest
+final read. Every anomaly names the value and the ops involved by history index
+(``invoke`` / ``complete``). Both checkers stream: per append they keep a few integers in arrays.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+from typing import Any
+
+from chaos.history.checkers import UNKNOWN, Accumulator, StreamChecker
+from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
+
+MAX_REPORTED = 1000  # anomalies listed per kind; the *_count fields give the totals
+
+_NONE, _PENDING, _OK, _FAIL, _INFO = -1, 0, 1, 2, 3
+DENSE_MIN = 1 << 20  # values below this (or below 4x the appends so far) index the arrays directly
+_STATUS = {OK: _OK, FAIL: _FAIL, INFO: _INFO}
+_NULL = -(2**63)  # stands for null in a compacted read
+
+
+def _hashable(v: Any) -> Any:
+    try:
+        hash(v)
+        return v
+    except TypeError:
+        return repr(v)
+
+
+def _compact(seq: Sequence[Any]) -> Sequence[Any]:
+    """A read's value list as array('q') when it is all ints/nulls (8 bytes an entry), else as is."""
+    try:
+        return array("q", (_NULL if x is None else x for x in seq))  # no intermediate list
+    except (TypeError, OverflowError):
+        return list(seq)
+
+
+def _val(x: Any) -> Any:
+    return None if x == _NULL else x
+
+
+class _Capped:
+    """A list keeping the first MAX_REPORTED items, counting all."""
+
+    def __init__(self) -> None:
+        self.items: list[dict[str, Any]] = []
+        self.count = 0
+
+    def add(self, item: dict[str, Any]) -> None:
+        self.count += 1
+        if len(self.items) < MAX_REPORTED:
+            self.items.append(item)
+
+
+class _LogAcc:
+    """Per attempted append, a slot in parallel arrays. Dense mode (the usual unique small ints):
+    the slot is the value itself, so no dict is needed; the first other value switches to a dict
+    value -> slot."""
+
+    def __init__(self, append_f: str, read_f: str) -> None:
+        self.append_f = append_f
+        self.read_f = read_f
+        self.slot: dict[Any, int] | None = None  # None: dense mode, slot == value
+        self.values: dict[int, Any] = {}  # slot -> value, for slots added in sparse mode
+        self.inv_idx = array("q")
+        self.inv_time = array("q")
+        self.cmp_idx = array("q")
+        self.cmp_time = array("q")
+        self.log_index = array("q")
+        self.status = array("b")
+        self.n_attempted = 0
+        self.open_appends: dict[Any, int] = {}
+        self.open_reads: dict[Any, Op] = {}
+        self.reads: dict[str, tuple[Sequence[Any], int, int]] = {}
+        self.failed_reads: list[dict[str, Any]] = []
+        self.reattempted = 0
+
+    def _grow(self, n: int) -> None:
+        k = n - len(self.status)
+        if k <= 0:
+            return
+        k = max(k, len(self.status) // 8 + 64)  # geometric (as list does), so growth is amortised O(1)
+        minus = array("q", [-1]) * k
+        for a in (self.inv_idx, self.inv_time, self.cmp_idx, self.cmp_time, self.log_index):
+            a.extend(minus)
+        self.status.extend(array("b", [_NONE]) * k)
+
+    def _new_slot(self, value: Any) -> int:
+        self.n_attempted += 1
+        if self.slot is None:
+            if type(value) is int and 0 <= value < max(DENSE_MIN, 4 * self.n_attempted):
+                if value >= len(self.status):
+                    self._grow(value + 1)
+                elif self.status[value] != _NONE:
+                    self.reattempted += 1
+                return value
+            self.slot = {s: s for s in range(len(self.status)) if self.status[s] != _NONE}
+        v = _hashable(value)
+        if v in self.slot:
+            self.reattempted += 1
+        s = len(self.status)
+        self._grow(s + 1)
+        self.slot[v] = s
+        self.values[s] = value
+        return s
+
+    def lookup(self, x: Any) -> int | None:
+        """The slot of an attempted value, or None."""
+        if self.slot is None:
+            if type(x) is int and 0 <= x < len(self.status) and self.status[x] != _NONE:
+                return x
+            return None
+        return self.slot.get(x)
+
+    def value(self, s: int) -> Any:
+        return self.values.get(s, s)
+
+    def step(self, op: Op) -> None:
+        if op.process == NEMESIS:
+            return
+        if op.f == self.append_f:
+            if op.type == INVOKE:
+                s = self._new_slot(op.value)
+                self.inv_idx[s] = op.index
+                self.inv_time[s] = op.time
+                self.cmp_idx[s] = -1
+                self.cmp_time[s] = -1
+                self.log_index[s] = -1
+                self.status[s] = _PENDING
+                self.open_appends[op.process] = s
+                return
+            s_or_none = self.open_appends.pop(op.process, None)
+            if s_or_none is None:
+                return
+            s = s_or_none
+            self.status[s] = _STATUS.get(op.type, _INFO)
+            self.cmp_idx[s] = op.index
+            self.cmp_time[s] = op.time
+            li = op.extra.get("log_index")
+            if op.type == OK and type(li) is int:
+                self.log_index[s] = li
+        elif op.f == self.read_f:
+            if op.type == INVOKE:
+                self.open_reads[op.process] = op
+                return
+            inv = self.open_reads.pop(op.process, None)
+            node = op.node or (inv.node if inv is not None else None) or f"process {op.process}"
+            inv_index = inv.index if inv is not None else -1
+            if op.type == OK and isinstance(op.value, list):
+                self.reads[str(node)] = (_compact(op.value), inv_index, op.index)
+            else:
+                self.failed_reads.append(
+                    {
+                        "node": node,
+                        "type": op.type,
+                        "error": op.error,
+                        "invoke": inv_index,
+                        "complete": op.index,
+                    }
+                )
+
+    def _ops(self, s: int) -> dict[str, Any]:
+        d: dict[str, Any] = {"value": self.value(s), "invoke": self.inv_idx[s]}
+        if self.cmp_idx[s] >= 0:
+            d["complete"] = self.cmp_idx[s]
+        d["type"] = {_PENDING: None, _OK: OK, _FAIL: FAIL, _INFO: INFO}[self.status[s]]
+        if self.log_index[s] >= 0:
+            d["log_index"] = self.log_index[s]
+        return d
+
+    def finish(self) -> dict[str, Any]:
+        st = self.status
+        out: dict[str, Any] = {
+            "attempted": self.n_attempted,
+            "acknowledged": st.count(_OK),
+            "failed": st.count(_FAIL),
+            "indeterminate": st.count(_INFO) + st.count(_PENDING),
+            "nodes_read": sorted(self.reads),
+            "failed_reads": self.failed_reads,
+        }
+        if self.reattempted:
+            out["reattempted_values"] = self.reattempted
+        if not self.reads:
+            out.update(valid=UNKNOWN, error="no final read completed ok, so the log cannot be checked")
+            for k in ("lost", "duplicated", "unexpected", "reordered", "divergent"):
+                out[k] = []
+            return out
+
+        # The final log: the longest read; ties go to the first node by name.
+        ref_node = max(sorted(self.reads), key=lambda n: len(self.reads[n][0]))
+        ref = self.reads[ref_node][0]
+        out["final_node"] = ref_node
+        out["final_length"] = len(ref)
+
+        divergent = _Capped()
+        div_at: dict[int, dict[str, Any]] = {}
+        for node in sorted(self.reads):
+            if node == ref_node:
+                continue
+            other = self.reads[node][0]
+            n = len(other)
+            prefix = ref[:n]
+            if isinstance(other, array) and isinstance(prefix, array):
+                same = other == prefix
+            else:
+                same = [_val(x) for x in other] == [_val(x) for x in prefix]
+            if same:
+                continue
+            for i in range(n):
+                if other[i] != ref[i]:
+                    div_at.setdefault(i, {ref_node: _val(ref[i])})[node] = _val(other[i])
+        for i in sorted(div_at):
+            divergent.add({"index": i, "values": div_at[i]})
+
+        found = array("q", [-1]) * len(st)
+        duplicated = _Capped()
+        unexpected = _Capped()
+        dup_at: dict[int, list[int]] = {}
+        for i, x in enumerate(ref):
+            if x is None or x == _NULL:
+                continue
+            s_or_none = self.lookup(x)
+            if s_or_none is None:
+                unexpected.add({"value": x, "reason": "never attempted", "found": [i], "node": ref_node})
+                continue
+            if found[s_or_none] >= 0:
+                dup_at.setdefault(s_or_none, [found[s_or_none]]).append(i)
+            else:
+                found[s_or_none] = i
+        for s, idxs in sorted(dup_at.items(), key=lambda kv: kv[1][0]):
+            duplicated.add({**self._ops(s), "found": idxs, "node": ref_node})
+
+        lost = _Capped()
+        reordered = _Capped()
+        present = {"info": 0, "fail": 0}
+        for s in range(len(st)):
+            status = st[s]
+            if status == _NONE:
+                continue
+            at = found[s]
+            if status == _OK:
+                if at < 0:
+                    lost.add({**self._ops(s), "reason": "acknowledged but missing from the final log"})
+                elif self.log_index[s] >= 0 and self.log_index[s] != at:
+                    reordered.add(
+                        {
+                            **self._ops(s),
+                            "found": [at],
+                            "reason": f"acknowledged at index {self.log_index[s]}, found at index {at}",
+                        }
+                    )
+            elif status == _FAIL:
+                if at >= 0:
+                    present["fail"] += 1
+                    unexpected.add(
+                        {
+                            **self._ops(s),
+                            "found": [at],
+                            "node": ref_node,
+                            "reason": "append definitely failed",
+                        }
+                    )
+            elif at >= 0:
+                present["info"] += 1
+
+        # Real-time order: scan from the end keeping the earliest completion of an ok append seen so
+        # far; an append invoked after that completion must not sit before it.
+        best_time = 2**63 - 1
+        best_slot = -1
+        for i in range(len(ref) - 1, -1, -1):
+            x = ref[i]
+            if x is None or x == _NULL:
+                continue
+            s_or_none = self.lookup(x)
+            if s_or_none is None or found[s_or_none] != i:
+                continue
+            s = s_or_none
+            if best_slot >= 0 and self.inv_time[s] > best_time:
+                reordered.add(
+                    {
+                        **self._ops(s),
+                        "found": [i],
+                        "reason": (
+                            f"invoked after append {self.value(best_slot)!r} completed ok, "
+                            f"yet placed before it (index {i} < {found[best_slot]})"
+                        ),
+                        "before": self._ops(best_slot) | {"found": [found[best_slot]]},
+                    }
+                )
+            if st[s] == _OK and self.cmp_time[s] < best_time:
+                best_time = self.cmp_time[s]
+                best_slot = s
+
+        out["indeterminate_present"] = present["info"]
+        for name, c in (
+            ("lost", lost),
+            ("duplicated", duplicated),
+            ("unexpected", unexpected),
+            ("reordered", reordered),
+            ("divergent", divergent),
+        ):
+            out[name] = c.items
+            out[f"{name}_count"] = c.count
+        bad = [n for n in ("lost", "duplicated", "unexpected", "reordered", "divergent") if out[f"{n}_count"]]
+        out["valid"] = not bad
+        if bad:
+            out["error"] = ", ".join(f"{out[f'{n}_count']} {n}" for n in bad)
+        return dict(sorted(out.items(), key=lambda kv: kv[0] != "valid"))
+
+
+class LogChecker(StreamChecker):
+    """The log workload checker (see the module docstring). Result keys: ``valid``, ``lost``,
+    ``duplicated``, ``unexpected``, ``reordered``, ``divergent`` (lists, first 1000 each, with
+    ``<kind>_count`` totals), ``attempted``, ``acknowledged``, ``failed``, ``indeterminate``,
+    ``final_node``, ``final_length``, ``nodes_read``, ``failed_reads``. ``valid`` is ``"unknown"``
+    when no final read completed ok."""
+
+    name = "log"
+
+    def __init__(self, append_f: str = "append", read_f: str = "read"):
+        self.append_f = append_f
+        self.read_f = read_f
+
+    def begin(self, test: dict[str, Any], opts: dict[str, Any]) -> Accumulator:
+        return _LogAcc(self.append_f, self.read_f)
+
+
+# --------------------------------------------------------------------------------------------------
+# set
+
+
+class _SetAcc:
+    def __init__(self, add_f: str, read_f: str) -> None:
+        self.add_f = add_f
+        self.read_f = read_f
+        self.adds: dict[Any, list[int]] = {}  # value -> [invoke index, complete index, status]
+        self.open: dict[Any, Any] = {}
+        self.read: tuple[list[Any], int] | None = None
+
+    def step(self, op: Op) -> None:
+        if op.process == NEMESIS:
+            return
+        if op.f == self.add_f:
+            if op.type == INVOKE:
+                v = _hashable(op.value)
+                self.adds[v] = [op.index, -1, _PENDING]
+                self.open[op.process] = v
+            else:
+                v = self.open.pop(op.process, None)
+                if v is not None:
+                    rec = self.adds[v]
+                    rec[1] = op.index
+                    rec[2] = _STATUS.get(op.type, _INFO)
+        elif op.f == self.read_f and op.type == OK:
+            if not isinstance(op.value, list | tuple | set | frozenset):
+                raise ValueError(
+                    f"set read at op {op.index} must return a list of elements, got {op.value!r}"
+                )
+            self.read = ([_hashable(x) for x in op.value], op.index)
+
+    def _ops(self, v: Any) -> dict[str, Any]:
+        inv, cmp_, st = self.adds[v]
+        d: dict[str, Any] = {"value": v, "invoke": inv}
+        if cmp_ >= 0:
+            d["complete"] = cmp_
+        d["type"] = {_PENDING: None, _OK: OK, _FAIL: FAIL, _INFO: INFO}[st]
+        return d
+
+    def finish(self) -> dict[str, Any]:
+        ok = {v for v, r in self.adds.items() if r[2] == _OK}
+        out: dict[str, Any] = {
+            "attempt_count": len(self.adds),
+            "acknowledged_count": len(ok),
+        }
+        if self.read is None:
+            out.update(valid=UNKNOWN, error="set was never read")
+            return out
+        elements, read_index = self.read
+        final = set(elements)
+        attempted = set(self.adds)
+        lost = sorted(ok - final, key=repr)
+        unexpected = sorted(final - attempted, key=repr)
+        recovered = sorted((final & attempted) - ok, key=repr)
+        dups = len(elements) - len(final)
+        out.update(
+            read_index=read_index,
+            ok_count=len(final & ok),
+            lost=[self._ops(v) for v in lost[:MAX_REPORTED]],
+            lost_count=len(lost),
+            unexpected=[{"value": v} for v in unexpected[:MAX_REPORTED]],
+            unexpected_count=len(unexpected),
+            recovered=[self._ops(v) for v in recovered[:MAX_REPORTED]],
+            recovered_count=len(recovered),
+            duplicated_count=dups,
+        )
+        out["valid"] = not lost and not unexpected
+        if not out["valid"]:
+            out["error"] = f"{len(lost)} lost, {len(unexpected)} unexpected"
+        return dict(sorted(out.items(), key=lambda kv: kv[0] != "valid"))
+
+
+class SetChecker(StreamChecker):
+    """Jepsen's ``checker/set``: ``add`` ops then a final ``read`` of all elements.
+
+    lost = acknowledged adds missing from the final read; unexpected = read elements never
+    attempted; recovered = elements of adds that were not acknowledged (fail/info) but are present.
+    Valid iff nothing is lost or unexpected; ``"unknown"`` when the set was never read ok.
+    """
+
+    name = "set"
+
+    def __init__(self, add_f: str = "add", read_f: str = "read"):
+        self.add_f = add_f
+        self.read_f = read_f
+
+    def begin(self, test: dict[str, Any], opts: dict[str, Any]) -> Accumulator:
+        return _SetAcc(self.add_f, self.read_f)

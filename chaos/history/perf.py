@@ -1,0 +1,394 @@
+"""Performance and availability: latency quantiles, throughput over time, unavailability windows.
+
+After ``jepsen.checker/perf`` and ``jepsen.checker.perf`` (latency-quantiles, rate), with fault
+windows taken from the nemesis ops as docs/design.md defines them: a window of kind ``<kind>`` lasts
+from the completion of ``start-<kind>`` to the completion of ``stop-<kind>``.
+
+- **latency** of each client op = completion time - invocation time, in milliseconds; p50, p95,
+  p99 (nearest rank), max, mean and count per f and completion type; again per fault window (an
+  op counts in every window active when it was invoked) and for ops invoked outside any fault.
+- **throughput**: completions per 1-second bucket, per f and type, from time 0 (the test start).
+- **availability**: the longest windows with no ok client op while clients were trying (an op was
+  in flight or invoked), each aligned with the nemesis op that preceded it, e.g. "leader n1 killed
+  at 31.2 s, first ok append 0.74 s later".
+
+The checker streams: per completion it keeps 8 bytes of latency, never the ops. It is always
+valid (performance is reported, not judged).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from array import array
+from typing import Any
+
+from chaos.history.checkers import Accumulator, StreamChecker
+from chaos.history.op import INVOKE, NEMESIS, OK, Op
+
+NS = 1_000_000_000
+QUANTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+TOP_WINDOWS = 10
+MIN_WINDOW_NS = 1_000_000  # shorter gaps between ok ops are not worth listing
+MAX_NEMESIS_LISTED = 2000
+
+_START_VERB = {
+    "kill": "killed",
+    "pause": "paused",
+    "partition": "partitioned",
+    "clock": "clock skewed",
+    "packet": "packet faults started",
+    "file": "file corrupted",
+    "leader-transfer": "leadership transferred",
+}
+_STOP_VERB = {
+    "kill": "restarted",
+    "pause": "resumed",
+    "partition": "partition healed",
+    "clock": "clocks reset",
+    "packet": "packet faults stopped",
+    "file": "file corruption stopped",
+}
+
+
+def quantiles(values: array | list[int]) -> dict[str, Any]:
+    """``{"count", "p50", "p95", "p99", "max", "mean"}`` of ns values, in ms (nearest-rank quantiles)."""
+    n = len(values)
+    if n == 0:
+        return {"count": 0}
+    s = sorted(values)
+    out: dict[str, Any] = {"count": n}
+    for name, q in QUANTILES:
+        out[name] = round(s[min(n - 1, max(0, math.ceil(q * n) - 1))] / 1e6, 3)
+    out["max"] = round(s[-1] / 1e6, 3)
+    out["mean"] = round(sum(s) / n / 1e6, 3)
+    return out
+
+
+def _nodes_of(value: Any) -> list[str]:
+    if isinstance(value, list) and all(isinstance(x, str) for x in value):
+        return list(value)
+    if isinstance(value, dict):
+        for k in ("nodes", "targets", "node", "target"):
+            v = value.get(k)
+            if isinstance(v, str):
+                return [v]
+            if isinstance(v, list) and all(isinstance(x, str) for x in v):
+                return list(v)
+        if isinstance(value.get("grudge"), dict):
+            return []
+    if isinstance(value, str) and value.startswith("n") and value[1:].isdigit():
+        return [value]
+    return []
+
+
+def _partition_phrase(value: Any) -> str:
+    if not isinstance(value, dict):
+        return f"network partitioned ({value})" if isinstance(value, str) else "network partitioned"
+    grudge = value.get("grudge")
+    if isinstance(grudge, dict) and grudge:
+        everyone = set(grudge) | {n for drops in grudge.values() if isinstance(drops, list) for n in drops}
+        alone = sorted(
+            n for n, drops in grudge.items() if isinstance(drops, list) and set(drops) == everyone - {n}
+        )
+        if alone and len(alone) < len(everyone) - 1:
+            return f"{', '.join(alone)} cut off by a partition"
+    shape = value.get("shape") or value.get("spec")
+    if isinstance(shape, str):
+        return f"network partitioned ({shape})"
+    nodes = _nodes_of(value)
+    return f"{', '.join(nodes)} partitioned" if nodes else "network partitioned"
+
+
+def describe_nemesis(f: str, value: Any) -> str:
+    """A short phrase for a nemesis op, e.g. ``"leader n1 killed"``, ``"partition healed"``.
+
+    Reads the fault from the op's value (docs/design.md): ``nodes``/``targets``/``node``, a
+    ``grudge`` for partitions, ``leader: true`` or a ``primaries`` spec for the leader.
+    """
+    if f.startswith("start-"):
+        kind, verbs, start = f[6:], _START_VERB, True
+    elif f.startswith("stop-"):
+        kind, verbs, start = f[5:], _STOP_VERB, False
+    else:
+        return f
+    if kind == "partition" and start:
+        return _partition_phrase(value)
+    nodes = _nodes_of(value)
+    leader = isinstance(value, dict) and (
+        value.get("leader") is True
+        or value.get("role") == "leader"
+        or value.get("targets") in ("primaries", "leader")
+        or value.get("spec") in ("primaries", "leader")
+    )
+    subject = ", ".join(nodes)
+    if leader:
+        subject = f"leader {subject}".strip()
+    verb = verbs.get(kind)
+    if verb is None:
+        return f"{f} {subject}".strip()
+    if kind in ("partition", "clock", "packet"):
+        return verb if not subject or not start else f"{subject} {verb}"
+    if not subject:
+        return f"{kind} fault {'started' if start else 'stopped'} ({verb})"
+    return f"{subject} {verb}"
+
+
+_OUTSIDE = ("none",)
+
+
+class _Series:
+    """Latencies (ns) of one f and completion type: all of them, per fault-window group, and the
+    completions per 1-s bucket."""
+
+    __slots__ = ("all", "groups", "counts")
+
+    def __init__(self) -> None:
+        self.all = array("q")
+        self.groups: dict[Any, array] = {}
+        self.counts: list[int] = []
+
+
+class _PerfAcc:
+    def __init__(self, top: int) -> None:
+        self.top = top
+        self.open: dict[Any, tuple[int, tuple[int, ...], str]] = {}
+        self.series: dict[tuple[str, str], _Series] = {}  # (f, type) -> latencies and counts
+        self.active: dict[str, int] = {}  # fault kind -> open window id
+        self.active_ids: tuple[int, ...] = ()  # the values of active, kept as a tuple for invokes
+        self.windows: list[dict[str, Any]] = []
+        self.nem_open: dict[str, Op] = {}
+        self.nemesis: list[dict[str, Any]] = []
+        self.nemesis_count = 0
+        self.first_invoke: int | None = None
+        self.last_ok: int | None = None
+        self.pending = 0
+        self.pending_at_ok = 0
+        self.invoked_since_ok = 0
+        self.gaps: list[tuple[int, int, int, str]] = []  # heap of (duration, start, end, f)
+        self.end_time = 0
+
+    def _nemesis(self, op: Op) -> None:
+        inv = self.nem_open.pop(op.f, None)
+        if inv is None and op.type != INVOKE:
+            self.nem_open[op.f] = op  # first info of a pair is the invocation
+            return
+        if op.type == INVOKE:
+            self.nem_open[op.f] = op
+            return
+        assert inv is not None
+        # The invocation names the fault (often a spec like "majorities-ring"); the completion
+        # usually says exactly what was done (nodes, grudge): keep both.
+        value: Any = inv.value
+        if isinstance(op.value, dict):
+            if isinstance(inv.value, dict):
+                value = {**inv.value, **op.value}
+            elif inv.value is not None:
+                value = {"spec": inv.value, **op.value}
+            else:
+                value = op.value
+        elif inv.value is None:
+            value = op.value
+        self.nemesis_count += 1
+        if len(self.nemesis) < MAX_NEMESIS_LISTED:
+            self.nemesis.append(
+                {
+                    "f": op.f,
+                    "invoke_s": inv.time / NS,
+                    "complete_s": op.time / NS,
+                    "value": value,
+                    "index": inv.index,
+                }
+            )
+        if op.f.startswith("start-"):
+            kind = op.f[6:]
+            if kind not in self.active:
+                self.active[kind] = len(self.windows)
+                self.active_ids = tuple(self.active.values())
+                self.windows.append(
+                    {"id": len(self.windows), "kind": kind, "start": op.time, "end": None, "value": value}
+                )
+        elif op.f.startswith("stop-"):
+            wid = self.active.pop(op.f[5:], None)
+            self.active_ids = tuple(self.active.values())
+            if wid is not None:
+                self.windows[wid]["end"] = op.time
+
+    def step(self, op: Op) -> None:
+        t = op.time
+        if t > self.end_time:
+            self.end_time = t
+        if op.process == NEMESIS:
+            self._nemesis(op)
+            return
+        if op.type == INVOKE:
+            self.open[op.process] = (t, self.active_ids, op.f)
+            self.pending += 1
+            self.invoked_since_ok += 1
+            if self.first_invoke is None:
+                self.first_invoke = t
+            return
+        inv = self.open.pop(op.process, None)
+        if inv is None:
+            return
+        self.pending -= 1
+        t0, wins, f = inv
+        lat = t - t0
+        typ = op.type
+        ser = self.series.get((f, typ))
+        if ser is None:
+            ser = self.series[(f, typ)] = _Series()
+        ser.all.append(lat)
+        groups = ser.groups
+        for g in wins or _OUTSIDE:
+            a = groups.get(g)
+            if a is None:
+                a = groups[g] = array("q")
+            a.append(lat)
+        b = t // NS if t > 0 else 0
+        counts = ser.counts
+        if b >= len(counts):
+            counts.extend([0] * (b + 1 - len(counts)))
+        counts[b] += 1
+        if typ == OK:
+            start = self.last_ok if self.last_ok is not None else self.first_invoke
+            tried = self.last_ok is None or self.pending_at_ok > 0 or self.invoked_since_ok > 0
+            if start is not None and tried and t - start >= MIN_WINDOW_NS:
+                item = (t - start, start, t, f)
+                if len(self.gaps) < self.top:
+                    heapq.heappush(self.gaps, item)
+                elif item > self.gaps[0]:
+                    heapq.heapreplace(self.gaps, item)
+            self.last_ok = t
+            self.pending_at_ok = self.pending
+            self.invoked_since_ok = 0
+
+    def _by_f(self, group: Any) -> dict[str, dict[str, Any]]:
+        """Quantiles per f and type for one group: "all", "none" (outside faults) or a window id."""
+        out: dict[str, dict[str, Any]] = {}
+        for (f, typ), ser in sorted(self.series.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+            a = ser.all if group == "all" else ser.groups.get(group)
+            if a is not None:
+                out.setdefault(f, {})[typ] = quantiles(a)
+        return out
+
+    def _align(self, start: int, end: int | None) -> tuple[dict[str, Any] | None, bool]:
+        """The nemesis op behind an unavailability window and whether it lies inside the window: the
+        first one completed inside it, else the last one completed before it (a fault is in place
+        once its op completes, as the fault windows count)."""
+        inside = [
+            n
+            for n in self.nemesis
+            if start / NS <= n["complete_s"] <= (end if end is not None else 2**62) / NS
+        ]
+        if inside:
+            return inside[0], True
+        before = [n for n in self.nemesis if n["complete_s"] < start / NS]
+        return (before[-1] if before else None), False
+
+    def _window(self, dur: int, start: int, end: int | None, f: str | None) -> dict[str, Any]:
+        w: dict[str, Any] = {
+            "start_s": round(start / NS, 3),
+            "end_s": round(end / NS, 3) if end is not None else None,
+            "duration_s": round(dur / NS, 3),
+            "first_ok_f": f,
+        }
+        nem, inside = self._align(start, end)
+        active = sorted(
+            {
+                x["kind"]
+                for x in self.windows
+                if x["start"] <= (end if end is not None else self.end_time)
+                and (x["end"] is None or x["end"] >= start)
+            }
+        )
+        w["faults_active"] = active
+        until = f"first ok {f} at {end / NS:.1f} s" if end is not None else "no ok op until the end"
+        if nem is not None:
+            w["nemesis"] = {
+                "f": nem["f"],
+                "value": nem["value"],
+                "time_s": round(nem["complete_s"], 3),
+                "invoke_s": round(nem["invoke_s"], 3),
+                "index": nem["index"],
+                "inside": inside,
+            }
+            what = describe_nemesis(nem["f"], nem["value"])
+            t = nem["complete_s"]
+            if not inside:
+                w["summary"] = (
+                    f"no ok op for {dur / NS:.2f} s from {start / NS:.1f} s ({until}), after {what} at {t:.1f} s"
+                )
+            elif end is None:
+                w["summary"] = (
+                    f"{what} at {t:.1f} s, no ok op until the end ({(self.end_time / NS - t):.2f} s later)"
+                )
+            else:
+                w["summary"] = f"{what} at {t:.1f} s, first ok {f} {end / NS - t:.2f} s later"
+        else:
+            w["summary"] = (
+                f"no ok op for {dur / NS:.2f} s from {start / NS:.1f} s ({until}), no fault before it"
+            )
+        return w
+
+    def finish(self) -> dict[str, Any]:
+        gaps = list(self.gaps)
+        windows_out = []
+        for dur, start, end, f in sorted(gaps, reverse=True):
+            windows_out.append(self._window(dur, start, end, f))
+        # Still unavailable at the end of the history.
+        t_last = self.last_ok if self.last_ok is not None else self.first_invoke
+        if t_last is not None and (self.pending > 0 or self.invoked_since_ok > 0) and self.end_time > t_last:
+            tail = self._window(self.end_time - t_last, t_last, None, None)
+            windows_out.append(tail)
+            windows_out.sort(key=lambda w: -w["duration_s"])
+            windows_out = windows_out[: self.top]
+        faults = []
+        for w in self.windows:
+            faults.append(
+                {
+                    "id": w["id"],
+                    "kind": w["kind"],
+                    "start_s": round(w["start"] / NS, 3),
+                    "end_s": round(w["end"] / NS, 3) if w["end"] is not None else None,
+                    "value": w["value"],
+                    "latency": self._by_f(w["id"]),
+                }
+            )
+        throughput = [
+            {"f": f, "type": typ, "bucket_s": 1, "start_s": 0, "counts": counts}
+            for (f, typ), counts in sorted((k, v.counts) for k, v in self.series.items())
+        ]
+        ok_total = sum(sum(v.counts) for (_, typ), v in self.series.items() if typ == OK)
+        duration = self.end_time / NS
+        return {
+            "valid": True,
+            "duration_s": round(duration, 3),
+            "latency": {"by_f": self._by_f("all"), "outside_faults": self._by_f("none"), "faults": faults},
+            "throughput": throughput,
+            "ok_rate": round(ok_total / duration, 3) if duration > 0 else None,
+            "availability": {
+                "windows": windows_out,
+                "longest_s": windows_out[0]["duration_s"] if windows_out else 0.0,
+                "summary": windows_out[0]["summary"] if windows_out else "no unavailability",
+            },
+            "nemesis": self.nemesis,
+            "nemesis_count": self.nemesis_count,
+        }
+
+
+class PerfChecker(StreamChecker):
+    """Latency, throughput and availability (see the module docstring); always ``valid: true``.
+
+    Options: ``top_windows`` (int, default 10): how many unavailability windows to list.
+    Result: ``{"valid", "duration_s", "latency": {"by_f", "outside_faults", "faults"}, "throughput",
+    "ok_rate", "availability": {"windows", "longest_s", "summary"}, "nemesis", "nemesis_count"}``.
+    """
+
+    name = "perf"
+
+    def begin(self, test: dict[str, Any], opts: dict[str, Any]) -> Accumulator:
+        top = opts.get("top_windows", TOP_WINDOWS)
+        if not isinstance(top, int) or top < 1:
+            raise ValueError(f"option top_windows must be a positive integer, got {top!r}")
+        return _PerfAcc(top)

@@ -1,0 +1,236 @@
+"""Nemeses: the faults a test injects, and their schedule (``jepsen.nemesis.combined``).
+
+``build(names, opts) -> (nemesis, generator)`` turns ``--nemesis partition-ring,kill,pause`` into one
+combined nemesis (:class:`chaos.nemesis.base.Compose`) and a generator for the nemesis thread:
+every fault kind flip-flops start/stop on its own staggered schedule (mean gap
+``opts["nemesis_interval"]`` seconds, default 10; each gap uniform in 0..2x). Names of the same kind
+share one nemesis: ``kill,kill-leader`` gives one ``kill`` schedule whose targets include the leader.
+
+The combined nemesis also carries ``final_ops``: the stop op of every kind, for the runner's final
+(healing) phase. ``heal`` is idempotent and is what ``chaos heal`` runs.
+
+Options read from ``opts`` (all optional): ``nemesis_interval`` (s), ``kill_targets``,
+``pause_targets``, ``restart_targets``, ``clock_max_offset_ms`` (default 240000), ``clock_modes``
+(``bump``/``strobe``), ``packet_targets``, ``packet_loss`` (probability), ``packet_delay_ms``,
+``packet_delay_jitter_ms``, ``packet_rate_kbit``, ``packet_duplicate``, ``packet_reorder``,
+``file_targets``, ``lose_unfsynced_targets`` (default ``["all"]``), ``truncate_bytes``,
+``bitflip_count``, ``bitflip_region`` (``tail``/``anywhere``).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from chaos.nemesis.base import Compose, Nemesis, Schedule
+
+# name -> one-line description (for `chaos run --help`)
+NEMESES: dict[str, str] = {
+    "none": "no faults",
+    "partition-random-halves": "cut the network into a random minority and majority",
+    "partition-random-node": "isolate one random node",
+    "partition-majorities-ring": "every node sees a majority, no two the same majority",
+    "partition-ring": "alias of partition-majorities-ring",
+    "partition-halves": "cut the network into the first and second half of the node list",
+    "bridge": "two halves joined only through one bridge node",
+    "partition-leader": "isolate the node the DB reports as leader",
+    "partition-asymmetric": "one half's packets never reach the other half (one direction only)",
+    "kill": "SIGKILL the server on one node, a minority or all; restart on stop",
+    "kill-leader": "SIGKILL the leader's server; restart on stop",
+    "pause": "SIGSTOP the server on one node, a minority or all; SIGCONT on stop",
+    "pause-leader": "SIGSTOP the leader's server; SIGCONT on stop",
+    "restart": "clean restart (SIGTERM, then start) of one node, a minority or all",
+    "clock-skew": "bump or strobe the server's wall clock (libfaketime offset file)",
+    "packet-loss": "drop a fraction of DB packets (netem, else iptables statistic)",
+    "packet-delay": "delay DB packets (netem, else an NFQUEUE delayer on the node)",
+    "packet-rate": "limit the DB traffic rate (htb)",
+    "packet-duplicate": "duplicate DB packets (netem, else the NFQUEUE delayer re-sends copies)",
+    "packet-reorder": "reorder DB packets (netem, else NFQUEUE verdicts out of order)",
+    "truncate": "kill, drop the tail of the newest data segment (torn write), restart on stop",
+    "bitflip": "kill, flip bits in the data files' tail (or anywhere), restart on stop",
+    "lose-unfsynced": "kill every server, cut data files back to the last fsync, restart on stop",
+    "leader-transfer": "ask the leader to hand leadership to a random node",
+}
+
+_PARTITION_SHAPES = {
+    "partition-random-halves": "random-halves",
+    "partition-random-node": "random-node",
+    "partition-majorities-ring": "majorities-ring",
+    "partition-ring": "majorities-ring",
+    "partition-halves": "halves",
+    "bridge": "bridge",
+    "partition-leader": "leader",
+    "partition-asymmetric": "asymmetric",
+}
+_PACKET = {
+    "packet-loss": "loss",
+    "packet-delay": "delay",
+    "packet-rate": "rate",
+    "packet-duplicate": "duplicate",
+    "packet-reorder": "reorder",
+}
+_FILE = ("truncate", "bitflip", "lose-unfsynced")
+_DEFAULT_TARGETS = ["one", "minority", "all"]
+
+
+def parse_names(names: str | Iterable[str]) -> list[str]:
+    """``"a,b"`` or ``["a", "b,c"]`` -> ``["a", "b", "c"]``, checked against :data:`NEMESES`.
+    Raises :class:`chaos.cli.BadArguments` naming the unknown names."""
+    from chaos.cli import BadArguments
+
+    raw = [names] if isinstance(names, str) else list(names)
+    out: list[str] = []
+    for item in raw:
+        for n in str(item).split(","):
+            n = n.strip()
+            if n and n not in out:
+                out.append(n)
+    unknown = [n for n in out if n not in NEMESES]
+    if unknown:
+        raise BadArguments(
+            f"--nemesis: unknown nemesis {', '.join(unknown)}; expected some of {', '.join(NEMESES)}"
+        )
+    return [n for n in out if n != "none"]
+
+
+def _opt(opts: Mapping[str, Any], key: str, default: Any) -> Any:
+    v = opts.get(key)
+    return default if v is None else v
+
+
+def build(names: str | Iterable[str], opts: Mapping[str, Any] | None = None) -> tuple[Nemesis, Any]:
+    """The combined nemesis and its nemesis-thread generator for the named faults.
+
+    Raises :class:`chaos.cli.BadArguments` for unknown names or bad options. Faults a node cannot
+    do (packet faults without a mechanism) are detected in the nemesis's ``setup``, before the
+    run's generator starts.
+    """
+    from chaos.cli import BadArguments
+    from chaos.control import generator as gen
+    from chaos.nemesis.clock import ClockNemesis
+    from chaos.nemesis.dledger import LeaderTransferNemesis
+    from chaos.nemesis.files import FileNemesis
+    from chaos.nemesis.packet import DEFAULTS, PacketNemesis
+    from chaos.nemesis.partition import PartitionNemesis
+    from chaos.nemesis.process import KillNemesis, PauseNemesis, RestartNemesis
+
+    opts = dict(opts or {})
+    chosen = parse_names(names)
+    interval = float(_opt(opts, "nemesis_interval", 10.0))
+    if interval <= 0:
+        raise BadArguments(f"--nemesis-interval {interval}: expected a positive number of seconds")
+
+    parts: list[Any] = []
+    schedules: list[Schedule] = []
+
+    def add(nem: Any, start: Any, stop: Any = lambda rng: None) -> None:
+        parts.append(nem)
+        schedules.append(Schedule(nem.kind, start, stop, interval))
+
+    def pick(choices: list[Any]) -> Any:
+        return lambda rng: rng.choice(choices)
+
+    try:
+        shapes = sorted({_PARTITION_SHAPES[n] for n in chosen if n in _PARTITION_SHAPES})
+        if shapes:
+            add(PartitionNemesis(shapes), pick(shapes))
+        for kind, cls, leader_name in (
+            ("kill", KillNemesis, "kill-leader"),
+            ("pause", PauseNemesis, "pause-leader"),
+        ):
+            targets: list[str] = []
+            if kind in chosen:
+                targets += list(_opt(opts, f"{kind}_targets", _DEFAULT_TARGETS))
+            if leader_name in chosen:
+                targets.append("leader")
+            if targets:
+                targets = list(dict.fromkeys(targets))
+                add(cls(targets), pick(targets))
+        if "restart" in chosen:
+            rt = list(_opt(opts, "restart_targets", _DEFAULT_TARGETS))
+            add(RestartNemesis(rt), pick(rt))
+        if "clock-skew" in chosen:
+            clock = ClockNemesis(
+                modes=list(_opt(opts, "clock_modes", ["bump", "strobe"])),
+                max_offset_ms=float(_opt(opts, "clock_max_offset_ms", 240_000)),
+            )
+            add(clock, lambda rng: None)
+        behaviours: dict[str, Any] = {}
+        for n in chosen:
+            if n in _PACKET:
+                b = _PACKET[n]
+                behaviours[b] = DEFAULTS[b]
+        if behaviours:
+            if "packet_loss" in opts:
+                behaviours["loss"] = opts["packet_loss"]
+            if "delay" in behaviours and "packet_delay_ms" in opts:
+                behaviours["delay"] = {
+                    "ms": opts["packet_delay_ms"],
+                    "jitter_ms": _opt(opts, "packet_delay_jitter_ms", 0),
+                }
+            if "rate" in behaviours and "packet_rate_kbit" in opts:
+                behaviours["rate"] = {"kbit": opts["packet_rate_kbit"]}
+            for b in ("duplicate", "reorder"):
+                if b in behaviours and f"packet_{b}" in opts:
+                    behaviours[b] = opts[f"packet_{b}"]
+            packet_targets = list(_opt(opts, "packet_targets", ["one", "minority", "majority", "all"]))
+            packet = PacketNemesis({k: behaviours[k] for k in behaviours if k in behaviours}, packet_targets)
+            bnames = sorted(packet.behaviours)
+            add(
+                packet,
+                lambda rng: {
+                    "behaviour": {(b := rng.choice(bnames)): packet.behaviours[b]},
+                    "targets": rng.choice(packet_targets),
+                },
+            )
+        faults = [n for n in _FILE if n in chosen]
+        if faults:
+            file_targets = list(_opt(opts, "file_targets", ["one", "minority"]))
+            lu_targets = list(_opt(opts, "lose_unfsynced_targets", ["all"]))
+            files = FileNemesis(
+                faults,
+                targets=file_targets,
+                lose_unfsynced_targets=lu_targets,
+                truncate_bytes=int(_opt(opts, "truncate_bytes", 64)),
+                bitflip_count=int(_opt(opts, "bitflip_count", 1)),
+                bitflip_region=str(_opt(opts, "bitflip_region", "tail")),
+            )
+
+            def file_value(rng: Any) -> dict[str, Any]:
+                f = rng.choice(faults)
+                return {
+                    "fault": f,
+                    "targets": rng.choice(lu_targets if f == "lose-unfsynced" else file_targets),
+                }
+
+            add(files, file_value)
+        if "leader-transfer" in chosen:
+            add(LeaderTransferNemesis(), lambda rng: None)
+    except ValueError as e:
+        raise BadArguments(f"--nemesis: {e}") from e
+
+    nemesis = Compose(parts)
+    nemesis.final_ops = [s.stop_op() for s in schedules]
+    nemesis.schedules = schedules
+    if not schedules:
+        return nemesis, None
+    # Each kind's first fault comes after its own random gap (uniform 0..2x interval), so kinds
+    # do not all start together at time 0 and the workload gets a fault-free start.
+    first = random.Random(opts.get("seed"))
+    gens = [s.generator(first_s=first.uniform(0, 2 * interval)) for s in schedules]
+    # on the nemesis thread only (wrapping again in gen.nemesis is harmless)
+    generator = gen.nemesis(gen.any_gen(*gens))
+    return nemesis, generator
+
+
+def heal_all(test: Any) -> None:
+    """Heal every fault kind the tool knows on every node of ``test`` (what ``chaos heal`` does):
+    partition and packet iptables chains, the tool's qdiscs, clock offsets and strobe loops,
+    paused servers (SIGCONT). Killed servers are not restarted."""
+    from chaos.nemesis.cli import heal_nodes
+
+    heal_nodes(test)
+
+
+__all__ = ["NEMESES", "build", "parse_names", "heal_all", "Compose", "Nemesis", "Schedule"]

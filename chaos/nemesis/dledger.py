@@ -1,0 +1,54 @@
+"""DLedger-aware faults: leadership transfer (DLedger's ``LEADERSHIP_TRANSFER`` request, see
+``DLedgerServer.handleLeadershipTransfer``).
+
+``kill-leader``, ``pause-leader`` and ``partition-leader`` are the kill, pause and partition
+nemeses aimed at the node the DB reports as leader (``DLedgerDB.primaries``); see
+:mod:`chaos.nemesis.process` and :mod:`chaos.nemesis.partition`.
+
+``start-leader-transfer``: ask the current leader to hand leadership to another node (random, or
+``{"to": "n3"}``); completion ``{"from": leader, "to": node, "outcome": "ok"|"fail"|"info",
+"code": DLedger response code, "error": text}`` or ``{"from": null, "error": "no leader"}``.
+``stop-leader-transfer`` does nothing (a transfer is instantaneous) and completes with the leader the
+DB reports then: ``{"leader": node | null}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chaos.history.op import Op
+from chaos.nemesis.base import NoState, complete, node_names
+
+
+class LeaderTransferNemesis(NoState):
+    """Leadership transfer through ``DLedgerClient.leadership_transfer``."""
+
+    kind = "leader-transfer"
+
+    def fs(self) -> set[str]:
+        return {"start-leader-transfer", "stop-leader-transfer"}
+
+    def invoke(self, test: Any, op: Op) -> Op:
+        primaries = list(test.db.primaries(test.control))
+        leader = primaries[0] if primaries else None
+        if op.f == "stop-leader-transfer":
+            return complete(op, {"leader": leader})
+        if op.f != "start-leader-transfer":
+            raise ValueError(f"leader-transfer nemesis: unexpected f {op.f!r}")
+        names = node_names(test)
+        if leader is None:
+            return complete(op, {"from": None, "to": None, "error": "no leader"})
+        to = op.value.get("to") if isinstance(op.value, dict) else None
+        if to is None:
+            others = [n for n in names if n != leader]
+            to = test.rng.choice(others) if others else leader
+        elif to not in names:
+            raise ValueError(f"leader-transfer target {to!r}: expected one of {names}")
+        client = test.db.client(test.nodes, leader)
+        try:
+            r = client.leadership_transfer(to)
+        finally:
+            client.close()
+        return complete(
+            op, {"from": leader, "to": to, "outcome": r.outcome, "code": r.code, "error": r.error}
+        )

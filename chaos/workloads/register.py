@@ -1,0 +1,117 @@
+"""The register workload (Jepsen's linearizable-register, with independent keys).
+
+Keys are ints taken in order; client threads work in groups of ``threads_per_key`` (default: the
+node count), each group on one key at a time, for about ``per_key_limit`` ops (default 100, scaled
+by a random 0.9..1.0 so keys do not end together on a fault boundary). Per key, a random mix of
+``read`` (value None; ok value int or None), ``write`` (value 0..4) and ``cas`` (value
+``[expected, new]``; ok = applied, fail = not applied), through the DLedger KV state machine
+(``DLedgerClient.kv_get/kv_put/kv_cas``, key ``"r<key>"``). Checked for linearizability per key with
+the cas-register model (initial value None).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from chaos.control import generator as gen
+from chaos.history.op import FAIL, INFO, OK, Op
+from chaos.workloads import Workload
+
+VALUES = 5
+
+
+def kv_key(key: Any) -> str:
+    return f"r{key}"
+
+
+def outcome_completion(op: Op, r: Any, value: Any = None, **fields: Any) -> Op:
+    """The completion of ``op`` for a DLedger ``Result`` ``r`` (ok / fail / info, error, node)."""
+    outcome = getattr(r, "outcome", None)
+    if outcome not in (OK, FAIL, INFO):
+        return op.completion(INFO, error=f"indeterminate: client result without outcome: {r!r}")
+    comp = op.completion(outcome, value if outcome == OK else op.value, **fields)
+    err = getattr(r, "error", None)
+    if outcome != OK and err:
+        comp.error = str(err)
+    node = getattr(r, "node", None)
+    if node:
+        comp.node = node
+    return comp
+
+
+class RegisterClient:
+    """One DLedger client per worker, talking to its node first."""
+
+    def __init__(self, c: Any = None, node: str | None = None) -> None:
+        self.c = c
+        self.node = node
+
+    def open(self, test: Any, node: str) -> RegisterClient:
+        return RegisterClient(test.db.client(test.nodes, node), node)
+
+    def invoke(self, test: Any, op: Op) -> Op:
+        k = kv_key(op.key)
+        if op.f == "read":
+            r = self.c.kv_get(k)
+            return outcome_completion(op, r, getattr(r, "value", None))
+        if op.f == "write":
+            r = self.c.kv_put(k, op.value)
+            return outcome_completion(op, r, op.value)
+        if op.f == "cas":
+            expected, new = op.value
+            r = self.c.kv_cas(k, expected, new)
+            if r.outcome == OK and not getattr(r, "applied", False):
+                # a definite compare failure: the checker may use it as a completed cas that returned false
+                return op.completion(
+                    FAIL,
+                    op.value,
+                    error="cas: expected value did not match",
+                    node=r.node,
+                    compare_failed=True,
+                )
+            return outcome_completion(op, r, op.value)
+        raise ValueError(f"register client: unknown f {op.f!r}; expected read, write or cas")
+
+    def close(self, test: Any) -> None:
+        if self.c is not None:
+            self.c.close()
+
+
+def _read(test: Any, ctx: gen.Context) -> dict[str, Any]:
+    return {"f": "read", "value": None}
+
+
+def _write(test: Any, ctx: gen.Context) -> dict[str, Any]:
+    return {"f": "write", "value": ctx.rng.randrange(VALUES)}
+
+
+def _cas(test: Any, ctx: gen.Context) -> dict[str, Any]:
+    return {"f": "cas", "value": [ctx.rng.randrange(VALUES), ctx.rng.randrange(VALUES)]}
+
+
+def workload(opts: dict[str, Any]) -> Workload:
+    """Options: ``nodes`` (count), ``per_key_limit`` (ops per key), ``threads_per_key``, ``seed``."""
+    import random
+
+    n_nodes = int(opts.get("node_count") or 5)
+    per_key = int(opts.get("per_key_limit") or 100)
+    tpk = int(opts.get("threads_per_key") or n_nodes)
+    if per_key < 1 or tpk < 1:
+        raise ValueError(f"register: per_key_limit and threads_per_key must be >= 1, got {per_key}, {tpk}")
+    krng = random.Random(opts.get("seed", 0))
+    limits = {}
+
+    def per_key_gen(k: Any) -> Any:
+        limits[k] = max(1, int(per_key * krng.uniform(0.9, 1.0)))
+        return gen.limit(limits[k], gen.mix([_read, _write, _cas]))
+
+    return Workload(
+        name="register",
+        client=RegisterClient(),
+        generator=gen.independent_concurrent(tpk, itertools.count(), per_key_gen),
+        final_generator=None,
+        checkers=["linear", "stats", "perf"],
+        model="cas-register",
+        idempotent=frozenset({"read"}),
+    )

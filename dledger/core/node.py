@@ -1,0 +1,1171 @@
+"""The sans-IO consensus core of one DLedger member.
+
+Messages, client proposals and clock ticks go in (:meth:`Core.step`, :meth:`Core.propose`,
+:meth:`Core.tick`, with ``now`` in milliseconds of the caller's clock); messages to send, the
+term/vote to persist, a sync request, read confirmations and the commitIndex come out of
+:meth:`Core.ready`. The core writes entries into the injected :class:`~dledger.store.LogStore` but
+never syncs it, opens a socket, starts a thread or reads a clock.
+
+Sources: DLedgerLeaderElector (election, heartbeats, lease step-down), DLedgerEntryPusher
+(EntryDispatcher COMPARE/TRUNCATE/APPEND, EntryHandler, QuorumAckChecker), MemberState, and the Raft
+paper (section 5.4.2: only entries of the current term are committed by counting replicas, so a new
+leader appends a no-op entry; section 6.4: read index).
+
+The runtime contract of :class:`Ready`: persist ``hard_state`` before sending anything; when
+``need_sync`` is set and the flush policy is sync, sync the store before sending the messages (the
+follower's push answers are acknowledgements); then report the durable end with
+:meth:`Core.on_synced` (the leader counts its own entries for the quorum only from there).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from dledger.core.config import CoreConfig
+from dledger.protocol import (
+    Code,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    Message,
+    ParseResult,
+    PushRequest,
+    PushResponse,
+    PushType,
+    TakeLeadershipRequest,
+    TakeLeadershipResponse,
+    VoteRequest,
+    VoteResponse,
+    VoteResult,
+)
+from dledger.store import MAGIC_NOOP, MAGIC_NORMAL, Entry, LogStore, StoreError
+
+log = logging.getLogger("dledger.core")
+
+
+class Role:
+    """MemberState.Role."""
+
+    CANDIDATE = "CANDIDATE"
+    FOLLOWER = "FOLLOWER"
+    LEADER = "LEADER"
+
+
+@dataclass
+class Ready:
+    """What the runtime must do after the core was stepped (see the module docstring for order).
+
+    ``hard_state`` is ``(currTerm, votedFor)`` or None when unchanged; ``reads`` are
+    ``(read_id, read_index)`` pairs that may be answered once the state machine applied
+    ``read_index``; ``read_failures`` and ``transfers`` are ``(id, Code)`` pairs;
+    ``snapshot_install`` is ``(lastIncludedIndex, lastIncludedTerm, data)`` received from the leader:
+    load it into the state machine (applied index = lastIncludedIndex) before applying further.
+    """
+
+    messages: list[Message] = field(default_factory=list)
+    hard_state: tuple[int, str | None] | None = None
+    need_sync: bool = False
+    commit_index: int = -1
+    reads: list[tuple[int, int]] = field(default_factory=list)
+    read_failures: list[tuple[int, int]] = field(default_factory=list)
+    transfers: list[tuple[int, int]] = field(default_factory=list)
+    snapshot_install: tuple[int, int, bytes] | None = None
+
+
+class _Progress:
+    """EntryDispatcher state for one follower, on the leader."""
+
+    __slots__ = (
+        "peer",
+        "state",
+        "epoch",
+        "compare_index",
+        "truncate_index",
+        "next_index",
+        "match",
+        "inflight",
+        "waiting_since",
+        "sent_commit",
+        "last_send",
+        "probing",
+    )
+
+    def __init__(self, peer: str, end_index: int, now: int) -> None:
+        self.peer = peer
+        self.state = PushType.COMPARE
+        self.epoch = 0
+        self.compare_index = end_index
+        self.truncate_index = -1
+        self.next_index = end_index + 1
+        self.match = -1
+        self.inflight: deque[tuple[int, int]] = deque()  # (last index, send time) of APPEND batches
+        self.waiting_since = -1  # send time of the outstanding COMPARE/TRUNCATE, -1 when none
+        self.sent_commit = -1
+        self.last_send = now
+        self.probing = False  # after a timeout: one push in flight until the follower answers
+
+    def reset(self, state: str) -> None:
+        self.state = state
+        self.epoch += 1
+        self.inflight.clear()
+        self.waiting_since = -1
+
+
+class Core:
+    """One member's consensus state machine (MemberState + elector + pusher), without IO.
+
+    ``store`` holds the log; ``term``/``vote_for`` are the persisted currTerm/votedFor; ``rng``
+    draws vote intervals (seed it for deterministic tests); ``now`` is the start time in ms.
+    """
+
+    def __init__(
+        self,
+        cfg: CoreConfig,
+        store: LogStore,
+        *,
+        term: int = 0,
+        vote_for: str | None = None,
+        rng: random.Random | None = None,
+        now: int = 0,
+        commit_index: int = -1,
+    ) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.rng = rng or random.Random()
+        self.id = cfg.self_id
+        self.others = [p for p in cfg.peers if p != cfg.self_id]
+        self.role = Role.CANDIDATE
+        self.leader_id: str | None = None
+        self.term = term
+        self.vote_for = vote_for
+        self.known_max_term = term
+        self.need_increase_term = False
+        self.last_parse_result = ParseResult.WAIT_TO_REVOTE
+        self.next_vote_time = now + self._vote_interval()
+        self.commit_index = min(commit_index, store.end_index)
+        self.durable_index = store.end_index
+        self.verified_index = -1  # highest index known to match the current leader's log (follower)
+        self.last_leader_seen = now
+        # candidate's vote round
+        self._vote_round = 0
+        self._vote_term = -1
+        self._vote_deadline = -1
+        self._votes: dict[str, VoteResponse] | None = None
+        # leader's heartbeat rounds
+        self._hb_round = 0
+        self._hb_start = 0
+        self._hb_last_send = -(10**12)
+        self._hb_resp: dict[str, HeartbeatResponse] = {}
+        self._hb_open = False
+        self._hb_resend = False
+        self.last_succ_heartbeat = now
+        self.lease_start = -(10**12)  # start time of the newest heartbeat round a quorum acked
+        self.live_peers: set[str] = set()
+        self._progress: dict[str, _Progress] = {}
+        self._reads: list[tuple[int, int, int]] = []  # (read_id, read_index, round needed)
+        # leadership transfer
+        self.transferee: str | None = None
+        self.term_to_take_leadership = -1
+        self._take_from: tuple[str, int, int, int] | None = None  # (old leader, term, index, deadline)
+        self._transfer_id: int | None = None
+        self._last_preferred_check = now
+        self._transfer_started = -1
+        # outputs
+        self._out: list[Message] = []
+        self._hard_dirty = False
+        self._need_sync = False
+        self._read_ready: list[tuple[int, int]] = []
+        self._read_failed: list[tuple[int, int]] = []
+        self._transfers: list[tuple[int, int]] = []
+        self.now = now
+        self.snapshot: tuple[int, int, bytes] | None = None
+        self._installed: tuple[int, int, bytes] | None = None
+
+    def set_snapshot(self, index: int, term: int, data: bytes) -> None:
+        """The newest state machine snapshot (covering entries up to ``index``, whose term is
+        ``term``); the leader sends it with INSTALL_SNAPSHOT to followers that need compacted entries."""
+        if self.snapshot is None or index > self.snapshot[0]:
+            self.snapshot = (index, term, data)
+
+    # ------------------------------------------------------------ helpers
+
+    def _quorum(self, n: int) -> bool:
+        return n >= len(self.cfg.peers) // 2 + 1
+
+    def _vote_interval(self) -> int:
+        return self.rng.randrange(self.cfg.min_vote_interval_ms, self.cfg.max_vote_interval_ms)
+
+    def _send(self, msg: Message) -> None:
+        self._out.append(msg)
+
+    def _set_vote(self, vote_for: str | None) -> None:
+        self.vote_for = vote_for
+        self._hard_dirty = True
+
+    def _entry(self, index: int) -> Entry | None:
+        if self.store.begin_index <= index <= self.store.end_index:
+            return self.store.get(index)
+        return None
+
+    def has_ready(self) -> bool:
+        return bool(
+            self._out
+            or self._hard_dirty
+            or self._need_sync
+            or self._read_ready
+            or self._read_failed
+            or self._transfers
+            or self._installed is not None
+        )
+
+    # ------------------------------------------------------------ role changes (MemberState)
+
+    def change_to_candidate(self, term: int) -> None:
+        """MemberState.changeToCandidate: role CANDIDATE, forget the leader, remember a bigger term."""
+        if self.role != Role.CANDIDATE or self.leader_id is not None:
+            log.info(
+                "%s: %s -> CANDIDATE at term %d (known max term %d)",
+                self.id,
+                self.role,
+                self.term,
+                max(self.known_max_term, term),
+            )
+        was_leader = self.role == Role.LEADER
+        self.known_max_term = max(self.known_max_term, term)
+        self.role = Role.CANDIDATE
+        self.leader_id = None
+        self.transferee = None
+        self._votes = None
+        if was_leader:
+            self._progress.clear()
+            for read_id, _, _ in self._reads:
+                self._read_failed.append((read_id, Code.NOT_LEADER))
+            self._reads.clear()
+            self.lease_start = -(10**12)
+
+    def next_term(self) -> int:
+        """MemberState.nextTerm: the only place the term grows; persists (term, voteFor=None)."""
+        self.term = self.known_max_term if self.known_max_term > self.term else self.term + 1
+        self.known_max_term = max(self.known_max_term, self.term)
+        self._set_vote(None)
+        return self.term
+
+    def _become_follower(self, leader: str, now: int) -> None:
+        if self.role != Role.FOLLOWER or self.leader_id != leader:
+            log.info("%s: %s -> FOLLOWER of %s at term %d", self.id, self.role, leader, self.term)
+            self.verified_index = -1
+        if self.role == Role.LEADER:
+            self.change_to_candidate(self.term)
+        self.role = Role.FOLLOWER
+        self.leader_id = leader
+        self.last_leader_seen = now
+        self._votes = None
+        if self.term_to_take_leadership != -1:
+            self._finish_take(Code.TAKE_LEADERSHIP_FAILED)
+
+    def _become_leader(self, now: int) -> None:
+        log.info(
+            "%s: CANDIDATE -> LEADER at term %d (ledgerEndIndex %d, ledgerEndTerm %d)",
+            self.id,
+            self.term,
+            self.store.end_index,
+            self.store.end_term,
+        )
+        self.role = Role.LEADER
+        self.leader_id = self.id
+        self._votes = None
+        self.transferee = None
+        self.last_succ_heartbeat = now
+        self.lease_start = -(10**12)
+        # Raft 5.4.2: commit the previous terms' entries through an entry of this term
+        self._append_local(b"", MAGIC_NOOP)
+        self._progress = {p: _Progress(p, self.store.end_index, now) for p in self.others}
+        self._hb_last_send = -(10**12)  # heartbeat at once
+        self._hb_open = False
+        if self.term_to_take_leadership != -1:
+            self._finish_take(Code.SUCCESS)
+
+    # ------------------------------------------------------------ inputs
+
+    def tick(self, now: int) -> None:
+        """Advance the clock to ``now`` (ms) and run the maintainer for the current role."""
+        self.now = now
+        if self.role == Role.LEADER:
+            self._maintain_leader(now)
+        elif self.role == Role.FOLLOWER:
+            if now - self.last_leader_seen > self.cfg.lease_ms:
+                log.info(
+                    "%s: no heartbeat from leader %s for %d ms",
+                    self.id,
+                    self.leader_id,
+                    now - self.last_leader_seen,
+                )
+                self.change_to_candidate(self.term)
+                self.next_vote_time = now  # first round at the old term only sounds out the peers
+        else:
+            self._maintain_candidate(now)
+        if self._take_from is not None and self.role != Role.LEADER:
+            self._maintain_take(now)
+
+    def step(self, msg: Message, now: int) -> None:
+        """Handle one message from a peer (a request or the answer to one we sent)."""
+        self.now = now
+        if msg.dst != self.id or msg.group != self.cfg.group:
+            log.warning("%s: dropping %s for %s/%s", self.id, msg.KIND, msg.group, msg.dst)
+            return
+        if msg.src not in self.cfg.peers or msg.src == self.id:
+            log.warning("%s: dropping %s from unknown member %r", self.id, msg.KIND, msg.src)
+            return
+        if isinstance(msg, VoteRequest):
+            res, term = self.handle_vote(msg)
+            self._send(VoteResponse(self.cfg.group, self.id, msg.src, term, result=res, round=msg.round))
+        elif isinstance(msg, VoteResponse):
+            self._on_vote_response(msg, now)
+        elif isinstance(msg, HeartbeatRequest):
+            code = self._check_leader(msg, now)
+            self._send(
+                HeartbeatResponse(self.cfg.group, self.id, msg.src, self.term, code=code, round=msg.round)
+            )
+        elif isinstance(msg, HeartbeatResponse):
+            self._on_heartbeat_response(msg, now)
+        elif isinstance(msg, PushRequest):
+            resp = self._handle_push(msg, now)
+            if resp is not None:
+                self._send(resp)
+        elif isinstance(msg, PushResponse):
+            self._on_push_response(msg, now)
+        elif isinstance(msg, TakeLeadershipRequest):
+            self._handle_take(msg, now)
+        elif isinstance(msg, TakeLeadershipResponse):
+            self._on_take_response(msg)
+
+    def propose(self, body: bytes, now: int) -> tuple[int, Entry | None]:
+        """appendAsLeader: append ``body`` at ledgerEndIndex+1 in the current term.
+
+        Returns ``(Code.SUCCESS, entry)``, or ``(Code.NOT_LEADER | LEADER_TRANSFERRING | DISK_ERROR,
+        None)``. The entry is committed once ``commit_index >= entry.index`` with the same term there.
+        """
+        self.now = now
+        if self.role != Role.LEADER:
+            return Code.NOT_LEADER, None
+        if self.transferee is not None:
+            return Code.LEADER_TRANSFERRING, None
+        try:
+            return Code.SUCCESS, self._append_local(body, MAGIC_NORMAL)
+        except StoreError as e:
+            log.error("%s: append failed: %s", self.id, e)
+            return Code.DISK_ERROR, None
+
+    def read_index(self, read_id: int, now: int, *, lease: bool = False) -> int:
+        """Start a linearizable read (Raft section 6.4); the answer arrives in ``Ready.reads``.
+
+        ``lease=True`` skips the heartbeat round while the leader lease holds (safe only while
+        clocks advance at the same rate). Returns Code.SUCCESS when accepted, NOT_LEADER or
+        LEADER_NOT_READY (no entry of the current term committed yet) otherwise.
+        """
+        self.now = now
+        if self.role != Role.LEADER:
+            return Code.NOT_LEADER
+        if self.commit_index < 0 or self.store.term_at(self.commit_index) != self.term:
+            return Code.LEADER_NOT_READY
+        # followers wait lease_ms after their last heartbeat before electing; keep a heartbeat of margin
+        if lease and now < self.lease_start + self.cfg.lease_ms - self.cfg.heartbeat_ms:
+            self._read_ready.append((read_id, self.commit_index))
+            return Code.SUCCESS
+        if len(self.cfg.peers) == 1:
+            self._read_ready.append((read_id, self.commit_index))
+            return Code.SUCCESS
+        self._reads.append((read_id, self.commit_index, self._hb_round + 1))
+        if self._hb_open:
+            self._hb_resend = True  # the next round starts when the open one ends
+        else:
+            self._start_heartbeat_round(now)
+        return Code.SUCCESS
+
+    def on_synced(self, index: int, now: int) -> None:
+        """The store is durable up to ``index``: the leader may count its own copy for the quorum."""
+        self.now = now
+        self.durable_index = min(index, self.store.end_index)
+        if self.role == Role.LEADER:
+            self._advance_commit()
+
+    def ready(self, now: int) -> Ready:
+        """Collect the outputs accumulated since the last call (replicating first if leader)."""
+        self.now = now
+        if self.role == Role.LEADER:
+            self._replicate(now)
+            self._advance_commit()
+        rd = Ready(
+            messages=self._out,
+            hard_state=(self.term, self.vote_for) if self._hard_dirty else None,
+            need_sync=self._need_sync,
+            commit_index=self.commit_index,
+            reads=self._read_ready,
+            read_failures=self._read_failed,
+            transfers=self._transfers,
+            snapshot_install=self._installed,
+        )
+        self._installed = None
+        self._out, self._hard_dirty, self._need_sync = [], False, False
+        self._read_ready, self._read_failed, self._transfers = [], [], []
+        return rd
+
+    # ------------------------------------------------------------ election (DLedgerLeaderElector)
+
+    def handle_vote(self, req: VoteRequest) -> tuple[str, int]:
+        """handleVote: the vote result and the term to answer with (first matching rule wins)."""
+        local = req.src == self.id
+        if req.src not in self.cfg.peers:
+            return VoteResult.REJECT_UNKNOWN_LEADER, self.term
+        if not local and req.src == self.id:
+            return VoteResult.REJECT_UNEXPECTED_LEADER, self.term
+        end_index, end_term = self.store.end_index, self.store.end_term
+        # log checks before term checks: a stale node's big term is never adopted
+        if req.ledger_end_term < end_term:
+            return VoteResult.REJECT_EXPIRED_LEDGER_TERM, self.term
+        if req.ledger_end_term == end_term and req.ledger_end_index < end_index:
+            return VoteResult.REJECT_SMALL_LEDGER_END_INDEX, self.term
+        if req.term < self.term:
+            return VoteResult.REJECT_EXPIRED_VOTE_TERM, self.term
+        if req.term == self.term:
+            if self.vote_for is not None and self.vote_for != req.src:
+                if self.leader_id is not None:
+                    return VoteResult.REJECT_ALREADY_HAS_LEADER, self.term
+                return VoteResult.REJECT_ALREADY_VOTED, self.term
+        else:
+            self.change_to_candidate(req.term)
+            self.need_increase_term = True
+            return VoteResult.REJECT_TERM_NOT_READY, self.term
+        if req.term < end_term:
+            return VoteResult.REJECT_TERM_SMALL_THAN_LEDGER, end_term
+        if (
+            not local
+            and self.term_to_take_leadership != -1
+            and req.ledger_end_term == end_term
+            and end_index >= req.ledger_end_index
+        ):
+            return VoteResult.REJECT_TAKING_LEADERSHIP, self.term
+        if self.vote_for != req.src:
+            self._set_vote(req.src)
+        return VoteResult.ACCEPT, self.term
+
+    def _maintain_candidate(self, now: int) -> None:
+        if self._votes is not None:
+            if now >= self._vote_deadline:
+                self._decide_vote(now)
+            return
+        if now < self.next_vote_time and not self.need_increase_term:
+            return
+        if self.last_parse_result == ParseResult.WAIT_TO_VOTE_NEXT or self.need_increase_term:
+            prev = self.term
+            self.next_term()
+            self.last_parse_result = ParseResult.WAIT_TO_REVOTE
+            log.info("%s: term %d -> %d", self.id, prev, self.term)
+        if self.need_increase_term:
+            self.need_increase_term = False
+            self.next_vote_time = now + self._vote_interval()
+            return
+        self._vote_round += 1
+        self._vote_term = self.term
+        self._vote_deadline = now + self.cfg.vote_timeout_ms
+        req = VoteRequest(
+            self.cfg.group,
+            self.id,
+            self.id,
+            self.term,
+            ledger_end_index=self.store.end_index,
+            ledger_end_term=self.store.end_term,
+            round=self._vote_round,
+        )
+        res, t = self.handle_vote(req)
+        self._votes = {
+            self.id: VoteResponse(self.cfg.group, self.id, self.id, t, result=res, round=self._vote_round)
+        }
+        for p in self.others:
+            self._send(
+                VoteRequest(
+                    self.cfg.group,
+                    self.id,
+                    p,
+                    self.term,
+                    ledger_end_index=self.store.end_index,
+                    ledger_end_term=self.store.end_term,
+                    round=self._vote_round,
+                )
+            )
+        self._maybe_decide_early(now)
+
+    def _on_vote_response(self, resp: VoteResponse, now: int) -> None:
+        if self._votes is None or resp.round != self._vote_round or self.role != Role.CANDIDATE:
+            return
+        self._votes[resp.src] = resp
+        self._maybe_decide_early(now)
+
+    def _maybe_decide_early(self, now: int) -> None:
+        assert self._votes is not None
+        results = [r.result for r in self._votes.values()]
+        accepted = results.count(VoteResult.ACCEPT)
+        not_ready = results.count(VoteResult.REJECT_TERM_NOT_READY)
+        if (
+            VoteResult.REJECT_ALREADY_HAS_LEADER in results
+            or self._quorum(accepted)
+            or self._quorum(accepted + not_ready)
+            or len(self._votes) == len(self.cfg.peers)
+        ):
+            self._decide_vote(now)
+
+    def _decide_vote(self, now: int) -> None:
+        """The parse of DLedgerLeaderElector.maintainAsCandidate after the votes came in."""
+        votes = self._votes or {}
+        self._votes = None
+        term = self._vote_term
+        if self.term != term or self.role != Role.CANDIDATE:
+            return
+        valid = accepted = not_ready = bigger_ledger = 0
+        has_leader = False
+        known_max = -1
+        for r in votes.values():
+            if r.result != VoteResult.UNKNOWN:
+                valid += 1
+            if r.result == VoteResult.ACCEPT:
+                accepted += 1
+            elif r.result == VoteResult.REJECT_TERM_NOT_READY:
+                not_ready += 1
+            elif r.result in (
+                VoteResult.REJECT_EXPIRED_LEDGER_TERM,
+                VoteResult.REJECT_SMALL_LEDGER_END_INDEX,
+            ):
+                bigger_ledger += 1
+            elif r.result == VoteResult.REJECT_ALREADY_HAS_LEADER:
+                has_leader = True
+            elif r.result in (VoteResult.REJECT_EXPIRED_VOTE_TERM, VoteResult.REJECT_TERM_SMALL_THAN_LEDGER):
+                known_max = max(known_max, r.term)
+        interval = self._vote_interval()
+        if known_max > term:
+            result = ParseResult.WAIT_TO_VOTE_NEXT
+            self.next_vote_time = now + interval
+            self.change_to_candidate(known_max)
+        elif has_leader:
+            result = ParseResult.WAIT_TO_REVOTE
+            self.next_vote_time = now + interval + self.cfg.lease_ms
+        elif not self._quorum(valid):
+            result = ParseResult.WAIT_TO_REVOTE
+            self.next_vote_time = now + interval
+        elif not self._quorum(valid - bigger_ledger):
+            result = ParseResult.WAIT_TO_REVOTE
+            self.next_vote_time = now + interval + self.cfg.heartbeat_ms * 5
+        elif self._quorum(accepted):
+            result = ParseResult.PASSED
+        elif self._quorum(accepted + not_ready):
+            result = ParseResult.REVOTE_IMMEDIATELY
+        else:
+            result = ParseResult.WAIT_TO_VOTE_NEXT
+            self.next_vote_time = now + interval
+        log.log(
+            logging.INFO if result == ParseResult.PASSED else logging.DEBUG,
+            "%s: vote term %d: %s (valid %d, accepted %d, not ready %d, bigger ledger %d, has leader %s)",
+            self.id,
+            term,
+            result,
+            valid,
+            accepted,
+            not_ready,
+            bigger_ledger,
+            has_leader,
+        )
+        self.last_parse_result = result
+        if result == ParseResult.PASSED:
+            self._become_leader(now)
+
+    # ------------------------------------------------------------ heartbeats
+
+    def _check_leader(self, msg: Message, now: int) -> int:
+        """handleHeartBeat's checks, shared by pushes: the code to answer a message from a leader."""
+        if msg.term < self.term:
+            return Code.EXPIRED_TERM
+        if msg.term > self.term:
+            self.change_to_candidate(msg.term)
+            self.need_increase_term = True
+            return Code.TERM_NOT_READY
+        if self.role == Role.LEADER:
+            return Code.INCONSISTENT_LEADER
+        if self.leader_id is None or self.leader_id == msg.src:
+            self._become_follower(msg.src, now)
+            return Code.SUCCESS
+        return Code.INCONSISTENT_LEADER
+
+    def _maintain_leader(self, now: int) -> None:
+        if self._hb_open and now - self._hb_start >= self.cfg.heartbeat_ms:
+            self._end_heartbeat_round(now)
+            if self.role != Role.LEADER:
+                return
+        if not self._hb_open and (self._hb_resend or now - self._hb_last_send >= self.cfg.heartbeat_ms):
+            self._start_heartbeat_round(now)
+        if self.role == Role.LEADER:
+            self._maybe_preferred_transfer(now)
+
+    def _start_heartbeat_round(self, now: int) -> None:
+        self._hb_resend = False
+        self._hb_round += 1
+        self._hb_start = now
+        self._hb_last_send = now
+        self._hb_open = True
+        self._hb_resp = {}
+        for p in self.others:
+            self._send(HeartbeatRequest(self.cfg.group, self.id, p, self.term, round=self._hb_round))
+        if not self.others:
+            self._end_heartbeat_round(now)
+
+    def _on_heartbeat_response(self, resp: HeartbeatResponse, now: int) -> None:
+        if self.role != Role.LEADER or not self._hb_open or resp.round != self._hb_round:
+            return
+        self._hb_resp[resp.src] = resp
+        if resp.code == Code.SUCCESS:
+            if resp.src not in self.live_peers:
+                self._peer_back(resp.src, now)
+            self.live_peers.add(resp.src)
+        if len(self._hb_resp) == len(self.others):
+            self._end_heartbeat_round(now)
+
+    def _peer_back(self, peer: str, now: int) -> None:
+        """A follower answers heartbeats again (restarted, or back from a partition): what was in
+        flight to it is probably lost, so resend now instead of after the push timeout, and tell it
+        the commitIndex at once (a restarted follower only knows its last checkpoint)."""
+        p = self._progress.get(peer)
+        if p is None:
+            return
+        p.sent_commit = -1
+        p.last_send = min(p.last_send, now - self.cfg.heartbeat_ms * 5)
+        if p.state == PushType.APPEND and p.inflight:
+            p.reset(PushType.APPEND)
+            p.next_index = p.match + 1
+            p.probing = True
+        elif p.state in (PushType.COMPARE, PushType.TRUNCATE):
+            p.waiting_since = -1
+
+    def _end_heartbeat_round(self, now: int) -> None:
+        self._hb_open = False
+        resps = self._hb_resp.values()
+        succ = 1 + sum(1 for r in resps if r.code == Code.SUCCESS)
+        not_ready = sum(1 for r in resps if r.code == Code.TERM_NOT_READY)
+        max_term = max((r.term for r in resps if r.code == Code.EXPIRED_TERM), default=-1)
+        inconsistent = any(r.code == Code.INCONSISTENT_LEADER for r in resps)
+        self.live_peers = {r.src for r in resps if r.code == Code.SUCCESS}
+        if max_term > self.term:
+            # DLedger master (#247): a bigger term deposes the leader even with a quorum
+            log.info("%s: heartbeat found term %d > %d, stepping down", self.id, max_term, self.term)
+            self.change_to_candidate(max_term)
+            self.next_vote_time = now + self._vote_interval()
+            return
+        if self._quorum(succ):
+            self.last_succ_heartbeat = now
+            self.lease_start = max(self.lease_start, self._hb_start)
+            done = [r for r in self._reads if r[2] <= self._hb_round]
+            if done:
+                self._reads = [r for r in self._reads if r[2] > self._hb_round]
+                self._read_ready.extend((rid, idx) for rid, idx, _ in done)
+            if self._reads and self._hb_resend:
+                self._start_heartbeat_round(now)  # reads registered during this round
+            return
+        if self._quorum(succ + not_ready):
+            self._hb_resend = True
+        elif inconsistent:
+            log.info("%s: heartbeat found another leader at term %d, stepping down", self.id, self.term)
+            self.change_to_candidate(self.term)
+            self.next_vote_time = now + self._vote_interval()
+        elif now - self.last_succ_heartbeat > self.cfg.lease_ms:
+            log.info(
+                "%s: leader lease expired (no quorum of heartbeats for %d ms), stepping down at term %d",
+                self.id,
+                now - self.last_succ_heartbeat,
+                self.term,
+            )
+            self.change_to_candidate(self.term)
+            self.next_vote_time = now + self._vote_interval()
+
+    # ------------------------------------------------------------ replication, leader side
+
+    def _append_local(self, body: bytes, magic: int) -> Entry:
+        entry = self.store.append(Entry(self.store.end_index + 1, self.term, body, magic))
+        self._need_sync = True
+        return entry
+
+    def _push(
+        self, p: _Progress, typ: str, index: int, entries: list[Entry], now: int, prev_term: int = -1
+    ) -> None:
+        p.last_send = now
+        if typ in (PushType.COMPARE, PushType.TRUNCATE):
+            p.waiting_since = now
+        p.sent_commit = max(p.sent_commit, self.commit_index)
+        self._send(self._push_request(p, typ, index, prev_term, entries=entries))
+
+    def _push_request(self, p: _Progress, typ: str, index: int, prev_term: int, **fields: Any) -> PushRequest:
+        """A PushRequest from this leader to ``p.peer`` at the current term, commitIndex and the
+        peer's dispatcher epoch; ``fields`` are the type-specific ones (entries, snapshot, ...)."""
+        return PushRequest(
+            self.cfg.group,
+            self.id,
+            p.peer,
+            self.term,
+            type=typ,
+            index=index,
+            prev_term=prev_term,
+            commit_index=self.commit_index,
+            epoch=p.epoch,
+            **fields,
+        )
+
+    def _replicate(self, now: int) -> None:
+        end = self.store.end_index
+        begin = self.store.begin_index
+        for p in self._progress.values():
+            if p.state == PushType.COMPARE:
+                if p.waiting_since >= 0 and now - p.waiting_since < self.cfg.push_timeout_ms:
+                    continue
+                if end < begin:
+                    continue  # empty leader stays in COMPARE
+                if p.compare_index > end:
+                    p.compare_index = end
+                if p.compare_index < begin:
+                    self._below_begin(p)
+                    continue
+                self._push(p, PushType.COMPARE, p.compare_index, [self.store.get(p.compare_index)], now)
+            if p.state == PushType.INSTALL_SNAPSHOT:
+                if p.waiting_since >= 0 and now - p.waiting_since < self.cfg.push_timeout_ms * 10:
+                    continue
+                if self.snapshot is None:
+                    p.reset(PushType.COMPARE)
+                    continue
+                s_index, s_term, data = self.snapshot
+                nxt = s_index + 1
+                if begin <= nxt <= end:
+                    next_pos = self.store.get(nxt).pos
+                elif nxt == end + 1 and end >= begin:
+                    last = self.store.get(end)
+                    next_pos = last.pos + last.size
+                else:
+                    p.reset(PushType.COMPARE)  # the snapshot does not meet the log; wait for a newer one
+                    continue
+                p.last_send = now
+                p.waiting_since = now
+                chain_at = getattr(self.store, "chain_at", None)
+                chain = chain_at(s_index) if chain_at is not None and s_index >= begin else -1
+                self._send(
+                    self._push_request(
+                        p,
+                        PushType.INSTALL_SNAPSHOT,
+                        s_index,
+                        s_term,
+                        snapshot=data,
+                        next_pos=next_pos,
+                        chain_crc=chain,
+                    )
+                )
+                continue
+            if p.state == PushType.TRUNCATE:
+                if p.waiting_since >= 0 and now - p.waiting_since < self.cfg.push_timeout_ms:
+                    continue
+                self._push(p, PushType.TRUNCATE, p.truncate_index, [self.store.get(p.truncate_index)], now)
+                continue
+            if p.state != PushType.APPEND:
+                continue
+            if p.inflight and now - p.inflight[0][1] > self.cfg.push_timeout_ms:
+                # the oldest push went unanswered: resend from the follower's watermark
+                p.reset(PushType.APPEND)
+                p.next_index = p.match + 1
+                p.probing = True
+            limit = 1 if p.probing else self.cfg.max_inflight_pushes
+            while len(p.inflight) < limit and p.next_index <= end:
+                first = p.next_index
+                batch: list[Entry] = []
+                size = 0
+                i = first
+                while i <= end and len(batch) < self.cfg.max_push_batch_entries:
+                    e = self.store.get(i)
+                    if batch and size + e.size > self.cfg.max_push_batch_bytes:
+                        break
+                    batch.append(e)
+                    size += e.size
+                    i += 1
+                prev_term = self._term_before(first)
+                self._push(p, PushType.APPEND, first, batch, now, prev_term)
+                p.inflight.append((i - 1, now))
+                p.next_index = i
+            if (
+                not p.inflight
+                and p.next_index > end
+                and (
+                    (p.sent_commit < self.commit_index and now - p.last_send >= self.cfg.commit_delay_ms)
+                    or now - p.last_send >= self.cfg.heartbeat_ms * 5
+                )
+            ):
+                # fire-and-forget (DLedger); it names our watermark and its term so the follower can
+                # verify its prefix, and answers only when it does not hold that entry any more
+                self._push(p, PushType.COMMIT, p.match, [], now, self._term_before(p.match + 1))
+
+    def _on_push_response(self, resp: PushResponse, now: int) -> None:
+        if self.role != Role.LEADER:
+            return
+        if resp.term > self.term:
+            log.info(
+                "%s: push answer from %s has term %d > %d, stepping down",
+                self.id,
+                resp.src,
+                resp.term,
+                self.term,
+            )
+            self.change_to_candidate(resp.term)
+            self.next_vote_time = now + self._vote_interval()
+            return
+        p = self._progress.get(resp.src)
+        if p is None or resp.epoch != p.epoch or resp.term != self.term:
+            return
+        begin, end = self.store.begin_index, self.store.end_index
+        if resp.type == PushType.COMMIT:
+            if p.state == PushType.APPEND:
+                # the follower lost entries it had acknowledged (wiped or unsynced disk): re-COMPARE
+                log.info(
+                    "%s: follower %s now ends at %d below its watermark %d",
+                    self.id,
+                    resp.src,
+                    resp.end_index,
+                    p.match,
+                )
+                p.reset(PushType.COMPARE)
+                p.compare_index = min(end, resp.end_index)
+            return
+        if resp.code not in (Code.SUCCESS, Code.INCONSISTENT_STATE):
+            # not (yet) our follower, or a disk error: start over after a pause
+            p.reset(PushType.COMPARE)
+            p.compare_index = end
+            p.waiting_since = now
+            return
+        if resp.type == PushType.COMPARE and p.state == PushType.COMPARE:
+            cmp = p.compare_index
+            p.waiting_since = -1
+            if resp.code == Code.SUCCESS:
+                if resp.end_index == cmp:
+                    self._to_append(p, cmp)
+                else:
+                    p.reset(PushType.TRUNCATE)
+                    p.truncate_index = cmp
+            else:
+                if resp.end_index < begin or resp.begin_index > end:
+                    self._below_begin(p)
+                    return
+                cmp = resp.end_index if cmp > resp.end_index else cmp - 1
+                if cmp < begin:
+                    self._below_begin(p)
+                else:
+                    p.compare_index = cmp
+        elif resp.type == PushType.INSTALL_SNAPSHOT and p.state == PushType.INSTALL_SNAPSHOT:
+            p.waiting_since = -1
+            if resp.code == Code.SUCCESS:
+                log.info("%s: follower %s installed the snapshot at %d", self.id, resp.src, resp.index)
+                self._to_append(p, resp.index)
+            else:
+                p.reset(PushType.COMPARE)
+                p.compare_index = min(end, resp.end_index)
+                p.waiting_since = now
+        elif resp.type == PushType.TRUNCATE and p.state == PushType.TRUNCATE:
+            p.waiting_since = -1
+            if resp.code == Code.SUCCESS:
+                self._to_append(p, p.truncate_index)
+            else:
+                p.reset(PushType.COMPARE)
+                p.compare_index = min(end, resp.end_index)
+        elif resp.type == PushType.APPEND and p.state == PushType.APPEND:
+            if resp.code == Code.SUCCESS:
+                p.probing = False
+                p.match = max(p.match, resp.index)
+                while p.inflight and p.inflight[0][0] <= resp.index:
+                    p.inflight.popleft()
+                self._advance_commit()
+            else:
+                log.info("%s: follower %s inconsistent at %d, back to COMPARE", self.id, resp.src, resp.index)
+                p.reset(PushType.COMPARE)
+                p.compare_index = min(end, resp.end_index)
+
+    def _term_before(self, first: int) -> int:
+        """Term of entry ``first - 1`` (from the snapshot when compacted away; -1 if unknown)."""
+        if first - 1 >= self.store.begin_index:
+            return self.store.term_at(first - 1)
+        if self.snapshot is not None and self.snapshot[0] == first - 1:
+            return self.snapshot[1]
+        return -1
+
+    def _below_begin(self, p: _Progress) -> None:
+        """The follower needs entries before our ledgerBeginIndex: TRUNCATE at 0 when nothing was
+        compacted, else INSTALL_SNAPSHOT (DLedger master), since the entry before begin is gone."""
+        begin = self.store.begin_index
+        if begin == 0:
+            p.reset(PushType.TRUNCATE)
+            p.truncate_index = 0
+        elif self.snapshot is not None and self.snapshot[0] >= begin - 1:
+            log.info(
+                "%s: follower %s needs compacted entries, sending the snapshot at %d",
+                self.id,
+                p.peer,
+                self.snapshot[0],
+            )
+            p.reset(PushType.INSTALL_SNAPSHOT)
+        else:
+            log.warning(
+                "%s: follower %s needs entries before %d and no snapshot covers them", self.id, p.peer, begin
+            )
+            p.reset(PushType.COMPARE)
+            p.compare_index = self.store.end_index
+            p.waiting_since = self.now
+
+    def _to_append(self, p: _Progress, match: int) -> None:
+        p.reset(PushType.APPEND)
+        p.match = match
+        p.next_index = match + 1
+        self._advance_commit()
+
+    def _advance_commit(self) -> None:
+        """QuorumAckChecker with Raft's current-term rule (section 5.4.2)."""
+        if self.role != Role.LEADER:
+            return
+        marks = sorted([self.durable_index] + [p.match for p in self._progress.values()], reverse=True)
+        q = marks[len(self.cfg.peers) // 2]
+        if q > self.commit_index and q >= self.store.begin_index and self.store.term_at(q) == self.term:
+            self.commit_index = q
+
+    def match_index(self, peer: str) -> int:
+        """The leader's watermark for ``peer`` (-1 when unknown or not leader)."""
+        p = self._progress.get(peer)
+        if peer == self.id:
+            return self.durable_index
+        return p.match if p else -1
+
+    # ------------------------------------------------------------ replication, follower side (EntryHandler)
+
+    def _handle_push(self, req: PushRequest, now: int) -> PushResponse | None:
+        code = self._check_leader(req, now)
+        resp = PushResponse(
+            self.cfg.group,
+            self.id,
+            req.src,
+            self.term,
+            type=req.type,
+            code=code,
+            index=req.index,
+            epoch=req.epoch,
+        )
+        if code == Code.SUCCESS:
+            try:
+                resp.code, resp.index = self._apply_push(req)
+            except StoreError as e:
+                log.error("%s: push %s at %d failed: %s", self.id, req.type, req.index, e)
+                resp.code = Code.DISK_ERROR
+            except IndexError as e:
+                log.warning("%s: push %s at %d: %s", self.id, req.type, req.index, e)
+                resp.code = Code.INCONSISTENT_STATE
+            if resp.code == Code.SUCCESS:
+                new_commit = min(req.commit_index, self.verified_index, self.store.end_index)
+                if new_commit > self.commit_index:
+                    self.commit_index = new_commit
+        resp.term = self.term
+        resp.begin_index = self.store.begin_index
+        resp.end_index = self.store.end_index
+        if req.type == PushType.COMMIT and resp.code == Code.SUCCESS:
+            return None  # a COMMIT is answered only when something is wrong
+        return resp
+
+    def _apply_push(self, req: PushRequest) -> tuple[int, int]:
+        st = self.store
+        if req.type == PushType.COMMIT:
+            if st.begin_index <= req.index <= st.end_index and st.term_at(req.index) == req.prev_term:
+                self.verified_index = max(self.verified_index, req.index)
+            elif req.index > st.end_index or (
+                req.index >= st.begin_index and st.term_at(req.index) != req.prev_term
+            ):
+                return Code.INCONSISTENT_STATE, req.index  # we lost or never had the leader's watermark
+            return Code.SUCCESS, req.index
+        if req.type == PushType.INSTALL_SNAPSHOT:
+            return self._install_snapshot(req)
+        if req.type == PushType.COMPARE:
+            if len(req.entries) != 1:
+                return Code.UNEXPECTED_ARGUMENT, req.index
+            local = self._entry(req.index)
+            if local is not None and local.same(req.entries[0]):
+                self.verified_index = max(self.verified_index, req.index)
+                return Code.SUCCESS, req.index
+            return Code.INCONSISTENT_STATE, req.index
+        if req.type == PushType.TRUNCATE:
+            if len(req.entries) != 1 or req.entries[0].index != req.index:
+                return Code.UNEXPECTED_ARGUMENT, req.index
+            i = req.index
+            if i > st.end_index + 1 or i < st.begin_index:
+                return Code.INCONSISTENT_STATE, i
+            local = self._entry(i)
+            if local is not None and local.same(req.entries[0]):
+                if i < self.commit_index:
+                    log.error(
+                        "%s: refusing to truncate below commitIndex %d (at %d)", self.id, self.commit_index, i
+                    )
+                    return Code.INCONSISTENT_STATE, i
+                st.truncate_suffix(i)
+            else:
+                if i <= self.commit_index:
+                    log.error(
+                        "%s: refusing to overwrite committed entry %d (commitIndex %d)",
+                        self.id,
+                        i,
+                        self.commit_index,
+                    )
+                    return Code.INCONSISTENT_STATE, i
+                if st.end_index >= i:
+                    log.info("%s: truncating log after %d (was up to %d)", self.id, i - 1, st.end_index)
+                st.truncate_suffix(i - 1)
+                st.append(req.entries[0])
+            self._need_sync = True
+            self.verified_index = i
+            return Code.SUCCESS, i
+        if req.type == PushType.APPEND:
+            if not req.entries:
+                return Code.REQUEST_WITH_EMPTY_BODYS, req.index
+            first = req.index
+            if first > st.end_index + 1 or first < st.begin_index:
+                return Code.INCONSISTENT_STATE, first
+            if first - 1 >= st.begin_index and st.term_at(first - 1) != req.prev_term:
+                return Code.INCONSISTENT_STATE, first
+            for k, e in enumerate(req.entries):
+                if e.index != first + k:
+                    return Code.UNEXPECTED_ARGUMENT, first
+                if e.index <= st.end_index:
+                    if st.get(e.index).same(e):
+                        continue
+                    if e.index <= self.commit_index:
+                        log.error("%s: leader's entry %d differs from the committed one", self.id, e.index)
+                        return Code.INCONSISTENT_STATE, e.index
+                    log.info("%s: truncating conflicting log after %d", self.id, e.index - 1)
+                    st.truncate_suffix(e.index - 1)
+                st.append(e)
+                self._need_sync = True
+            last = first + len(req.entries) - 1
+            self.verified_index = max(self.verified_index, last)
+            return Code.SUCCESS, last
+        return Code.UNSUPPORTED, req.index
+
+    def _install_snapshot(self, req: PushRequest) -> tuple[int, int]:
+        st = self.store
+        s_index, s_term = req.index, req.prev_term
+        if st.begin_index <= s_index <= st.end_index and st.term_at(s_index) == s_term:
+            self.verified_index = max(self.verified_index, s_index)  # we hold it already
+            return Code.SUCCESS, s_index
+        reset = getattr(st, "reset", None)
+        if reset is None:
+            log.error(
+                "%s: the log store cannot start over at %d; INSTALL_SNAPSHOT refused", self.id, s_index + 1
+            )
+            return Code.UNSUPPORTED, s_index
+        if s_index < self.commit_index:
+            log.error("%s: snapshot at %d is below commitIndex %d", self.id, s_index, self.commit_index)
+            return Code.INCONSISTENT_STATE, s_index
+        log.info(
+            "%s: installing snapshot at %d (term %d); log restarts at %d",
+            self.id,
+            s_index,
+            s_term,
+            s_index + 1,
+        )
+        reset(s_index + 1, req.next_pos, s_term, req.chain_crc)
+        self._need_sync = True
+        self.commit_index = s_index
+        self.verified_index = s_index
+        self._installed = (s_index, s_term, req.snapshot)
+        self.set_snapshot(s_index, s_term, req.snapshot)
+        return Code.SUCCESS, s_index
+
+    # ------------------------------------------------------------ leadership transfer (DLedgerServer)
+
+    def transfer(self, transferee: str, transfer_id: int, now: int, term: int | None = None) -> int:
+        """handleLeadershipTransfer on the leader: Code.SUCCESS when started (the result comes in
+        ``Ready.transfers`` as ``(transfer_id, code)``), else the rejecting code
+        (UNKNOWN_MEMBER, INCONSISTENT_TERM, NOT_LEADER, FALL_BEHIND_TOO_MUCH, LEADER_TRANSFERRING)."""
+        if transferee not in self.cfg.peers:
+            return Code.UNKNOWN_MEMBER
+        if self.role != Role.LEADER:
+            return Code.NOT_LEADER
+        if term is not None and term != self.term:
+            return Code.INCONSISTENT_TERM
+        if transferee == self.id:
+            self._transfers.append((transfer_id, Code.SUCCESS))
+            return Code.SUCCESS
+        if self.transferee is not None:
+            return Code.LEADER_TRANSFERRING
+        if self.store.end_index - self.match_index(transferee) > self.cfg.max_transfer_lag:
+            return Code.FALL_BEHIND_TOO_MUCH
+        log.info("%s: transferring leadership to %s at term %d", self.id, transferee, self.term)
+        self.transferee = transferee
+        self._transfer_id = transfer_id
+        self._transfer_started = now
+        self._send(
+            TakeLeadershipRequest(
+                self.cfg.group, self.id, transferee, self.term, take_leadership_index=self.store.end_index
+            )
+        )
+        return Code.SUCCESS
+
+    def _handle_take(self, req: TakeLeadershipRequest, now: int) -> None:
+        if req.term != self.term or self.leader_id != req.src or self.role != Role.FOLLOWER:
+            code = Code.EXPIRED_TERM if req.term < self.term else Code.INCONSISTENT_LEADER
+            self._send(TakeLeadershipResponse(self.cfg.group, self.id, req.src, self.term, code=code))
+            return
+        self._take_from = (req.src, req.term, req.take_leadership_index, now + self.cfg.transfer_timeout_ms)
+        self._maintain_take(now)
+
+    def _maintain_take(self, now: int) -> None:
+        assert self._take_from is not None
+        src, term, index, deadline = self._take_from
+        if now > deadline:
+            self._finish_take(Code.TAKE_LEADERSHIP_FAILED)
+        elif self.term_to_take_leadership != -1:
+            return  # campaigning; the role change answers
+        elif self.store.end_index >= index:
+            log.info("%s: taking leadership from %s, campaigning at term %d", self.id, src, term + 1)
+            self.term_to_take_leadership = term + 1
+            self.change_to_candidate(term + 1)
+            self.need_increase_term = True
+            self._maintain_candidate(now)  # bumps the term
+            self.next_vote_time = now  # and votes at once
+            self._take_from = (src, term, index, now + self.cfg.transfer_timeout_ms * 3)
+
+    def _finish_take(self, code: int) -> None:
+        if self._take_from is not None:
+            src, _, _, _ = self._take_from
+            self._send(TakeLeadershipResponse(self.cfg.group, self.id, src, self.term, code=code))
+            log.info("%s: take leadership finished: %s", self.id, Code(code).name)
+        self._take_from = None
+        self.term_to_take_leadership = -1
+
+    def _on_take_response(self, resp: TakeLeadershipResponse) -> None:
+        if self._transfer_id is not None:
+            self._transfers.append((self._transfer_id, resp.code))
+            self._transfer_id = None
+        if resp.code != Code.SUCCESS:
+            self.transferee = None
+
+    def _maybe_preferred_transfer(self, now: int) -> None:
+        prefs = self.cfg.preferred_leaders
+        if self.transferee is not None and now - self._transfer_started > self.cfg.transfer_timeout_ms * 3:
+            self.transferee = None  # the transfer died; accept appends again
+            if self._transfer_id is not None:
+                self._transfers.append((self._transfer_id, Code.TAKE_LEADERSHIP_FAILED))
+                self._transfer_id = None
+        if not prefs or self.id in prefs or self.transferee is not None:
+            return
+        if now - self._last_preferred_check < self.cfg.preferred_check_ms:
+            return
+        self._last_preferred_check = now
+        live = [p for p in prefs if p in self.live_peers]
+        if not live:
+            return
+        best = min(live, key=lambda p: self.store.end_index - self.match_index(p))
+        if self.store.end_index - self.match_index(best) < self.cfg.max_transfer_lag:
+            self.transfer(best, -1, now)

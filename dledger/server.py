@@ -1,0 +1,932 @@
+"""The asyncio runtime of a DLedger member: sockets, timers, flush policy and the state machine caller.
+
+One TCP port serves peers and clients (as DLedgerRpcNettyService does). Peer messages travel one
+way over the sender's outgoing connection; a client request is answered on its own connection with
+the request's opaque. The consensus itself is :class:`dledger.core.Core`; this module feeds it
+frames and ticks and carries out its :class:`~dledger.core.Ready` output in order: persist
+currTerm/votedFor, sync the log (``--flush sync``: group commit, one fsync per event-loop batch),
+send, apply committed entries to the state machine (DLedger's StateMachineCaller), answer clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dledger.core import Core, CoreConfig, Role
+from dledger.protocol import (
+    Code,
+    DecodeError,
+    Message,
+    PushRequest,
+    PushResponse,
+    PushType,
+    RequestCode,
+    from_wire,
+    parse_peers,
+    to_wire,
+)
+from dledger.snapshot import SnapshotStore
+from dledger.statemachine import KVStateMachine, encode_kv
+from dledger.store import CorruptionError, LogStore, StoreError
+from dledger.transport import DEFAULT_MAX_FRAME, FrameDecoder, FrameError, decode_payload, encode_frame
+
+log = logging.getLogger("dledger.server")
+
+READ_MODES = ("raft-log", "read-index", "lease", "unsafe")
+FLUSH_MODES = ("sync", "async")
+
+_KIND_CODE = {
+    "vote": RequestCode.VOTE,
+    "vote_r": RequestCode.VOTE,
+    "hb": RequestCode.HEART_BEAT,
+    "hb_r": RequestCode.HEART_BEAT,
+    "push": RequestCode.PUSH,
+    "push_r": RequestCode.PUSH,
+    "take": RequestCode.LEADERSHIP_TRANSFER,
+    "take_r": RequestCode.LEADERSHIP_TRANSFER,
+}
+
+
+@dataclass
+class ServerConfig:
+    """Everything ``dledger server`` takes; times in ms.
+
+    ``peers`` is DLedger's ``"n0-host:port;n1-host:port"``. ``store_dir`` None keeps the log in
+    memory (tests); otherwise the log and currterm live in ``<store_dir>/dledger-<id>/``.
+    Raises ValueError naming a bad field.
+    """
+
+    self_id: str
+    peers: str
+    group: str = "default"
+    store_dir: str | None = None
+    flush: str = "sync"
+    read_mode: str = "raft-log"
+    bind: str | None = None
+    heartbeat_ms: int = CoreConfig.heartbeat_ms  # the core's default
+    max_heartbeat_leak: int = CoreConfig.max_heartbeat_leak
+    min_vote_interval_ms: int = CoreConfig.min_vote_interval_ms
+    max_vote_interval_ms: int = CoreConfig.max_vote_interval_ms
+    tick_ms: int = 10
+    flush_interval_ms: int = 10
+    max_wait_ack_ms: int = 2500
+    max_pending: int = CoreConfig.max_pending
+    max_frame: int = DEFAULT_MAX_FRAME
+    preferred_leaders: list[str] = field(default_factory=list)
+    data_file_size: int | None = None
+    seed: int | None = None
+    snapshot_every: int = 0
+    snapshot_keep: int = 3
+
+    def __post_init__(self) -> None:
+        self.peer_map = parse_peers(self.peers)
+        if self.self_id not in self.peer_map:
+            raise ValueError(f"--id {self.self_id!r}: not among the peers {list(self.peer_map)}")
+        if self.flush not in FLUSH_MODES:
+            raise ValueError(f"--flush {self.flush!r}: expected one of {FLUSH_MODES}")
+        if self.read_mode not in READ_MODES:
+            raise ValueError(f"--read-mode {self.read_mode!r}: expected one of {READ_MODES}")
+        for name in ("heartbeat_ms", "tick_ms", "flush_interval_ms", "max_wait_ack_ms", "max_frame"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}={getattr(self, name)}: expected > 0")
+
+    def core_config(self) -> CoreConfig:
+        return CoreConfig(
+            self_id=self.self_id,
+            peers=list(self.peer_map),
+            group=self.group,
+            heartbeat_ms=self.heartbeat_ms,
+            max_heartbeat_leak=self.max_heartbeat_leak,
+            min_vote_interval_ms=self.min_vote_interval_ms,
+            max_vote_interval_ms=self.max_vote_interval_ms,
+            vote_timeout_ms=max(2 * self.heartbeat_ms, 50),
+            push_timeout_ms=max(5 * self.heartbeat_ms, 200),
+            max_pending=self.max_pending,
+            transfer_timeout_ms=max(10 * self.heartbeat_ms, 1000),
+            preferred_leaders=list(self.preferred_leaders),
+        )
+
+
+class MemoryHardState:
+    """currTerm/votedFor kept in memory (with MemoryLogStore)."""
+
+    def __init__(self) -> None:
+        self.term: int = 0
+        self.vote: str | None = None
+
+    def load(self) -> tuple[int, str | None]:
+        return self.term, self.vote
+
+    def save(self, term: int, vote: str | None) -> None:
+        self.term, self.vote = term, vote
+
+
+class FileHardState:
+    """Adapter over :class:`dledger.store.hardstate.HardState` (temp file, fsync, rename)."""
+
+    def __init__(self, directory: Path) -> None:
+        from dledger.store.hardstate import HardState
+
+        self._hs = HardState(directory)
+
+    def load(self) -> tuple[int, str | None]:
+        tv = self._hs.load()
+        return tv.curr_term, tv.voted_for
+
+    def save(self, term: int, vote: str | None) -> None:
+        self._hs.save(term, vote)
+
+
+def open_store(cfg: ServerConfig) -> tuple[LogStore, Any, int]:
+    """The adapter point: ``(log store, hard state, committed index from the checkpoint)``."""
+    if cfg.store_dir is None:
+        from dledger.sim import SimLogStore  # not imported on a node: every import costs FUSE lookups
+
+        return SimLogStore(), MemoryHardState(), -1
+    from dledger.store.file import FileLogStore
+
+    directory = Path(cfg.store_dir) / f"dledger-{cfg.self_id}"
+    kwargs: dict[str, Any] = {}
+    if cfg.data_file_size:
+        kwargs["data_file_size"] = cfg.data_file_size
+    # verify every record from the file holding the checkpoint's committed entry on (DLedger: the
+    # newest 3 files); older ones come from the index, and reads check bodyCrc anyway
+    store = FileLogStore(directory, verify_files=1, **kwargs)
+    rec = store.recovery
+    if getattr(rec, "cut_reason", None):
+        log.warning("%s: recovery cut the log: %s", cfg.self_id, rec.describe())
+    log.info(
+        "%s: store %s recovered: entries [%d, %d], committed %d",
+        cfg.self_id,
+        directory,
+        store.begin_index,
+        store.end_index,
+        store.committed_index,
+    )
+    return store, FileHardState(directory), store.committed_index
+
+
+class _Conn(asyncio.Protocol):
+    """One TCP connection (incoming, or outgoing to a peer); frames go to the server."""
+
+    def __init__(self, server: Server, peer: str | None = None) -> None:
+        self.server = server
+        self.peer = peer
+        self.decoder = FrameDecoder(server.cfg.max_frame)
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.out: list[bytes] = []  # frames queued in this event-loop pass, written together
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        try:
+            for payload in self.decoder.feed(data):
+                self.server.on_frame(self, payload)
+        except (FrameError, DecodeError) as e:
+            log.warning("%s: closing connection from %s: %s", self.server.id, self._addr(), e)
+            self.close()
+
+    def _addr(self) -> str:
+        if self.transport is None:
+            return "?"
+        return str(self.transport.get_extra_info("peername"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.on_conn_lost(self)
+
+    def send(self, frame: bytes) -> bool:
+        """Queue ``frame``; every connection's queue is written with one ``write`` (one send
+        syscall) after the current event-loop pass, so answers and pushes produced together
+        share a syscall."""
+        if self.closed or self.transport is None or self.transport.is_closing():
+            return False
+        if not self.out:
+            self.server._queue_flush(self)
+        self.out.append(frame)
+        return True
+
+    def flush(self) -> None:
+        out, self.out = self.out, []
+        if not out or self.closed or self.transport is None or self.transport.is_closing():
+            return
+        self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+@dataclass
+class _Waiter:
+    kind: str  # "append", "kv", "read"
+    conn: _Conn
+    opaque: int
+    code: int
+    term: int
+    deadline: float
+    key: str | None = None
+    index: int = -1
+
+
+class Server:
+    """A DLedger member on asyncio. ``await start()``, then ``await wait_closed()``; ``stop()`` shuts
+    down cleanly (sync, close store, close sockets)."""
+
+    def __init__(self, cfg: ServerConfig) -> None:
+        self.cfg = cfg
+        self.id = cfg.self_id
+        # recovery can take seconds; the process age shows what interpreter start and imports took
+        log.info("%s: opening the store (pid %d, %s)", cfg.self_id, os.getpid(), _process_age())
+        self.store, self.hard, committed = open_store(cfg)
+        term, vote = self.hard.load()
+        self.sm = KVStateMachine()
+        self.last_applied = self.store.begin_index - 1
+        self._snapshots: SnapshotStore | None = None
+        snap: tuple[int, int, bytes] | None = None
+        if cfg.store_dir is not None:
+            self._snapshots = SnapshotStore(
+                Path(cfg.store_dir) / f"dledger-{cfg.self_id}" / "snapshot", cfg.snapshot_keep
+            )
+            snap = self._snapshots.load_newest()
+        if snap is not None:
+            # a restart resumes from the newest snapshot instead of re-applying from index 0
+            self.sm.on_snapshot_load(snap[2])
+            self.last_applied = snap[0]
+            committed = max(committed, min(snap[0], self.store.end_index))
+            log.info("%s: loaded snapshot at %d (term %d)", cfg.self_id, snap[0], snap[1])
+        if self.store.begin_index > (snap[0] + 1 if snap is not None else 0):
+            raise StoreError(
+                f"log starts at {self.store.begin_index} but no snapshot covers the entries before it "
+                f"(newest snapshot: {snap[0] if snap is not None else 'none'})"
+            )
+        self._snap_index = self.last_applied
+        self._replay(min(committed, self.store.end_index))
+        self._t0 = time.monotonic()
+        self.core = Core(
+            cfg.core_config(),
+            self.store,
+            term=term,
+            vote_for=vote,
+            rng=random.Random(cfg.seed),
+            now=self._now(),
+            commit_index=committed,
+        )
+        if snap is not None:
+            self.core.set_snapshot(*snap)
+        log.info(
+            "%s: starting at term %d (voted for %s), ledgerEndIndex %d",
+            self.id,
+            term,
+            vote,
+            self.store.end_index,
+        )
+        self._links: dict[str, _Conn | None] = {p: None for p in cfg.peer_map if p != self.id}
+        self._connecting: set[str] = set()
+        self._last_stall_check = 0.0
+        self._last_connect: dict[str, float] = {}
+        self._conns: set[_Conn] = set()
+        self._waiters: dict[int, _Waiter] = {}  # by log index
+        self._reads: dict[int, _Waiter] = {}  # by read id
+        self._ready_reads: list[tuple[int, _Waiter]] = []  # (read index, waiter)
+        self._transfers: dict[int, _Waiter] = {}
+        self._next_id = 1
+        self._drain_scheduled = False
+        self._server: asyncio.base_events.Server | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopped = asyncio.Event()
+        self._role = self.core.role
+        self._last_checkpoint = 0.0
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"dledger-io-{self.id}")
+        self._sync_running = False
+        self._sync_wanted = False
+        self._held: list[Message] = []
+        self._to_flush: list[_Conn] = []
+        self._flush_writes = getattr(self.store, "flush_writes", None)
+
+    def _replay(self, committed: int) -> None:
+        """Rebuild the state machine from the committed log before serving (a restart): entries
+        (lastApplied, committed] in batches read with one pread per data file. Damage found here is
+        inside the committed prefix: CorruptionError, so the node does not start."""
+        t0 = time.monotonic()
+        first = self.last_applied + 1
+        get_range = getattr(self.store, "get_range", None)
+        try:
+            while self.last_applied < committed:
+                hi = min(committed, self.last_applied + 4096)
+                lo = self.last_applied + 1
+                if get_range is not None:
+                    entries = get_range(lo, hi)
+                else:
+                    entries = [self.store.get(i) for i in range(lo, hi + 1)]
+                self.sm.on_apply(entries)
+                self.last_applied = hi
+        except CorruptionError as e:
+            raise CorruptionError(
+                f"{e}; the entry is inside the committed prefix (checkpoint committedIndex={committed}): "
+                "refusing to serve a damaged log, repair or restore the store"
+            ) from e
+        if committed >= first:
+            log.info(
+                "%s: replayed entries [%d, %d] in %.3fs", self.id, first, committed, time.monotonic() - t0
+            )
+
+    def _now(self) -> int:
+        return int((time.monotonic() - self._t0) * 1000)
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        host, port = self.cfg.peer_map[self.id]
+        bind = self.cfg.bind or host
+        self._server = await self.loop.create_server(lambda: self._accept(), bind, port, reuse_address=True)
+        log.info(
+            "%s: listening on %s:%d (group %s, flush %s, read mode %s)",
+            self.id,
+            bind,
+            port,
+            self.cfg.group,
+            self.cfg.flush,
+            self.cfg.read_mode,
+        )
+        self._tasks.append(asyncio.create_task(self._ticker()))
+        if self.cfg.flush == "async":
+            self._tasks.append(asyncio.create_task(self._flusher()))
+
+    def _queue_flush(self, conn: _Conn) -> None:
+        if not self._to_flush and self.loop is not None:
+            self.loop.call_soon(self._flush_conns)
+        self._to_flush.append(conn)
+
+    def _flush_conns(self) -> None:
+        conns, self._to_flush = self._to_flush, []
+        for c in conns:
+            c.flush()
+
+    def _accept(self) -> _Conn:
+        c = _Conn(self)
+        self._conns.add(c)
+        return c
+
+    async def wait_closed(self) -> None:
+        await self._stopped.wait()
+
+    async def stop(self) -> None:
+        if self._stopped.is_set():
+            return
+        log.info("%s: shutting down", self.id)
+        for t in self._tasks:
+            t.cancel()
+        if self._server is not None:
+            self._server.close()
+        for c in list(self._conns):
+            c.close()
+        for link in self._links.values():
+            if link is not None:
+                link.close()
+        self._io.shutdown(wait=True)
+        try:
+            self.store.sync()
+            self._checkpoint_job(self.core.commit_index)
+            self.store.close()
+        except StoreError as e:
+            log.error("%s: closing the store failed: %s", self.id, e)
+        self.sm.on_shutdown()
+        self._stopped.set()
+
+    async def _ticker(self) -> None:
+        while True:
+            await asyncio.sleep(self.cfg.tick_ms / 1000)
+            try:
+                self.core.tick(self._now())
+                self._expire(time.monotonic())
+                self._check_stalled_links(time.monotonic())
+                self._drain()
+                if time.monotonic() - self._last_checkpoint > 1.0:
+                    self._last_checkpoint = time.monotonic()
+                    self._io.submit(self._checkpoint_job, self.core.commit_index)
+            except StoreError as e:
+                log.critical("%s: store failure, stopping: %s", self.id, e)
+                await self.stop()
+                return
+            except Exception:
+                log.exception("%s: tick failed", self.id)
+
+    async def _flusher(self) -> None:
+        """--flush async: DLedger's FlushDataService, in the IO thread so the loop never blocks."""
+        assert self.loop is not None
+        while True:
+            await asyncio.sleep(self.cfg.flush_interval_ms / 1000)
+            await self.loop.run_in_executor(self._io, self.store.sync)
+
+    def _checkpoint_job(self, commit_index: int) -> None:
+        save = getattr(self.store, "save_checkpoint", None)
+        if save is not None:
+            try:
+                save(commit_index)
+            except (StoreError, OSError) as e:
+                log.error("%s: checkpoint failed: %s", self.id, e)
+
+    # ------------------------------------------------------------ group commit (--flush sync)
+
+    def _kick_sync(self) -> None:
+        """Start one fsync in the IO thread covering everything appended so far; the push answers
+        held for it are sent when it completes (a follower acknowledges only durable entries)."""
+        if self._sync_running or not self._sync_wanted or self._stopped.is_set():
+            return
+        assert self.loop is not None
+        self._sync_running, self._sync_wanted = True, False
+        held, self._held = self._held, []
+        fut = self.loop.run_in_executor(self._io, self.store.sync)
+        fut.add_done_callback(lambda f: self._sync_done(f, held))
+
+    def _sync_done(self, fut: asyncio.Future[int], held: list[Message]) -> None:
+        self._sync_running = False
+        if self._stopped.is_set():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            log.critical("%s: fsync failed, stopping: %s", self.id, exc)
+            assert self.loop is not None
+            self.loop.create_task(self.stop())
+            return
+        self.core.on_synced(fut.result(), self._now())
+        for m in held:
+            self._send_peer(m)
+        self._kick_sync()
+        self._schedule_drain()
+
+    # ------------------------------------------------------------ peer links
+
+    def _send_peer(self, msg: Message) -> None:
+        link = self._links.get(msg.dst)
+        frame = encode_frame(_KIND_CODE[msg.KIND], 0, to_wire(msg))
+        if link is not None and not link.closed and link.transport is not None:
+            if link.transport.get_write_buffer_size() < 4 * 1024 * 1024:
+                link.send(frame)
+            return  # dropped when backed up: the core resends
+        self._connect(msg.dst)
+
+    def _connect(self, peer: str) -> None:
+        now = time.monotonic()
+        if peer in self._connecting or now - self._last_connect.get(peer, 0.0) < 0.05:
+            return
+        self._connecting.add(peer)
+        self._last_connect[peer] = now
+        assert self.loop is not None
+        self.loop.create_task(self._do_connect(peer))
+
+    async def _do_connect(self, peer: str) -> None:
+        host, port = self.cfg.peer_map[peer]
+        assert self.loop is not None
+        try:
+            own = self.cfg.bind or self.cfg.peer_map[self.id][0]
+            # leave from our own address so per-address faults (iptables) hit peer traffic as meant
+            local = (own, 0) if _is_ip(own) and own not in ("0.0.0.0", "::") else None
+            _, conn = await asyncio.wait_for(
+                self.loop.create_connection(lambda: _Conn(self, peer), host, port, local_addr=local),
+                timeout=1.0,
+            )
+            sock = conn.transport.get_extra_info("socket") if conn.transport else None
+            if sock is not None:
+                import socket
+
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._links[peer] = conn
+            log.debug("%s: connected to %s", self.id, peer)
+        except (TimeoutError, OSError) as e:
+            log.debug("%s: cannot connect to %s: %s", self.id, peer, e)
+        finally:
+            self._connecting.discard(peer)
+
+    def _check_stalled_links(self, mono: float) -> None:
+        """Abort a peer connection whose retransmission timer backed off 3 times (about 1.4 s
+        without an acknowledgement: a partition). After a heal a fresh connection works at once,
+        while the old one may wait out TCP's exponential back-off for tens of seconds."""
+        if mono - self._last_stall_check < 0.2:
+            return
+        self._last_stall_check = mono
+        for peer, link in self._links.items():
+            if link is None or link.transport is None or link.closed:
+                continue
+            backoff = _tcp_backoff(link.transport)
+            if backoff >= 3:
+                log.info(
+                    "%s: connection to %s stalled (TCP back-off %d), reconnecting", self.id, peer, backoff
+                )
+                link.closed = True
+                link.transport.abort()
+
+    def on_conn_lost(self, conn: _Conn) -> None:
+        self._conns.discard(conn)
+        if conn.peer is not None and self._links.get(conn.peer) is conn:
+            self._links[conn.peer] = None
+
+    # ------------------------------------------------------------ frames
+
+    def on_frame(self, conn: _Conn, payload: bytes) -> None:
+        code, opaque, is_resp, body = decode_payload(payload)
+        if "k" in body:
+            msg = from_wire(body)
+            if (
+                type(msg) is PushRequest
+                and msg.type == PushType.INSTALL_SNAPSHOT
+                and not self._snapshot_first(msg)
+            ):
+                return
+            self.core.step(msg, self._now())
+        elif not is_resp:
+            try:
+                self._handle_client(conn, code, opaque, body)
+            except StoreError:
+                raise
+            except Exception as e:  # a handler bug must not kill the server
+                log.exception("%s: client request %d failed", self.id, code)
+                self._reply(conn, code, opaque, Code.INTERNAL_ERROR, error=str(e))
+        self._schedule_drain()
+
+    def _snapshot_first(self, msg: PushRequest) -> bool:
+        """Before the core restarts the log for an INSTALL_SNAPSHOT, make the snapshot durable, so
+        a crash in between never leaves a log that begins after the newest snapshot. False (the
+        request is dropped; the leader resends) when it cannot be saved."""
+        if self._snapshots is None or msg.index <= max(self._snap_index, self.core.commit_index):
+            return True
+        try:
+            self._snapshots.save(msg.index, msg.prev_term, msg.snapshot)
+        except OSError as e:
+            log.error("%s: cannot save the installed snapshot at %d: %s", self.id, msg.index, e)
+            return False
+        return True
+
+    def _schedule_drain(self) -> None:
+        if not self._drain_scheduled and self.loop is not None:
+            self._drain_scheduled = True
+            self.loop.call_soon(self._drain_cb)
+
+    def _drain_cb(self) -> None:
+        try:
+            self._drain()
+        except StoreError as e:
+            log.critical("%s: store failure, stopping: %s", self.id, e)
+            assert self.loop is not None
+            self.loop.create_task(self.stop())
+
+    def _drain(self) -> None:
+        """Carry out the core's output (see dledger.core.node's module docstring for the order)."""
+        self._drain_scheduled = False
+        flush_writes = self._flush_writes
+        for _ in range(8):
+            now = self._now()
+            rd = self.core.ready(now)
+            if flush_writes is not None:
+                flush_writes()  # appended records reach the page cache before anyone hears of them
+            if rd.hard_state is not None:
+                self.hard.save(*rd.hard_state)
+            if self.cfg.flush == "sync":
+                if rd.need_sync:
+                    self._sync_wanted = True
+                    for m in rd.messages:
+                        (self._held.append if isinstance(m, PushResponse) else self._send_peer)(m)
+                    self._kick_sync()
+                else:
+                    for m in rd.messages:
+                        self._send_peer(m)
+            else:
+                self.core.on_synced(self.store.end_index, now)  # DLedger: acks never wait for disk
+                for m in rd.messages:
+                    self._send_peer(m)
+            for read_id, idx in rd.reads:
+                w = self._reads.pop(read_id, None)
+                if w is not None:
+                    self._ready_reads.append((idx, w))
+            for read_id, code in rd.read_failures:
+                w = self._reads.pop(read_id, None)
+                if w is not None:
+                    self._answer(w, code)
+            if rd.snapshot_install is not None:
+                s_index, s_term, data = rd.snapshot_install
+                self.sm.on_snapshot_load(data)
+                self.last_applied = s_index
+                self._snap_index = s_index
+                if self._snapshots is not None:
+                    self._io.submit(self._snapshots.save, s_index, s_term, data)
+            for tid, code in rd.transfers:
+                w = self._transfers.pop(tid, None)
+                if w is not None:
+                    self._answer(w, code)
+            self._apply()
+            if self.core.role != self._role:
+                self._on_role_change(self._role, self.core.role)
+                self._role = self.core.role
+            if not self.core.has_ready() and self.core.commit_index <= self.last_applied:
+                break
+
+    def _on_role_change(self, old: str, new: str) -> None:
+        if old == Role.LEADER:
+            # reads waiting for a confirmation from this leader cannot be confirmed any more
+            for w in self._reads.values():
+                self._answer(w, Code.NOT_LEADER)
+            self._reads.clear()
+
+    def _maybe_snapshot(self) -> None:
+        """Every ``snapshot_every`` applied entries: save the state machine, keep the newest few,
+        drop the log prefix before the snapshot index (DLedger master's snapshotThreshold)."""
+        if not self.cfg.snapshot_every or self.last_applied - self._snap_index < self.cfg.snapshot_every:
+            return
+        index = self.last_applied
+        term = self.store.term_at(index)
+        data = self.sm.on_snapshot_save()
+        self._snap_index = index
+        self.core.set_snapshot(index, term, data)
+        if self._snapshots is None:
+            self._compact(index, term, len(data))
+            return
+        assert self.loop is not None
+        fut = self.loop.run_in_executor(self._io, self._snapshots.save, index, term, data)
+
+        def done(f: asyncio.Future[Path]) -> None:
+            if f.exception() is not None:
+                log.error("%s: saving the snapshot at %d failed: %s", self.id, index, f.exception())
+            elif not self._stopped.is_set():
+                self._compact(index, term, len(data))  # only once the snapshot is durable
+
+        fut.add_done_callback(done)
+
+    def _compact(self, index: int, term: int, size: int) -> None:
+        compact = getattr(self.store, "compact_prefix", None)
+        begin = compact(index) if compact is not None else self.store.begin_index
+        log.info(
+            "%s: snapshot at %d (term %d, %d bytes); log begins at %d", self.id, index, term, size, begin
+        )
+
+    def _apply(self) -> None:
+        """StateMachineCaller: apply (lastApplied, commitIndex] in order, then complete waiters."""
+        self._apply_entries()
+        self._maybe_snapshot()
+
+    def _apply_entries(self) -> None:
+        commit = self.core.commit_index
+        while self.last_applied < commit:
+            hi = min(commit, self.last_applied + 1000)
+            get_range = getattr(self.store, "get_range", None)
+            if get_range is not None:
+                entries = get_range(self.last_applied + 1, hi)
+            else:
+                entries = [self.store.get(i) for i in range(self.last_applied + 1, hi + 1)]
+            results = self.sm.on_apply(entries)
+            self.last_applied = hi
+            if self._waiters:
+                for e, res in zip(entries, results, strict=True):
+                    w = self._waiters.pop(e.index, None)
+                    if w is None:
+                        continue
+                    if e.term != w.term:
+                        self._answer(
+                            w, Code.TERM_CHANGED, error=f"entry {e.index} was replaced by term {e.term}"
+                        )
+                    elif w.kind == "append":
+                        self._answer(w, Code.SUCCESS, index=e.index, pos=e.pos)
+                    elif w.kind == "kv:cas":
+                        self._answer(w, Code.SUCCESS, index=e.index, applied=bool(res))
+                    elif w.kind == "kv:get":
+                        self._answer(w, Code.SUCCESS, index=e.index, value=res)
+                    else:
+                        self._answer(w, Code.SUCCESS, index=e.index, result=res)
+        if self._ready_reads:
+            keep = []
+            for idx, w in self._ready_reads:
+                if idx <= self.last_applied:
+                    self._answer(w, Code.SUCCESS, value=self.sm.get(w.key or ""))
+                else:
+                    keep.append((idx, w))
+            self._ready_reads = keep
+
+    def _expire(self, mono: float) -> None:
+        for table in (self._waiters, self._reads, self._transfers):
+            if not table:
+                continue
+            dead = [k for k, w in table.items() if w.deadline <= mono]
+            for k in dead:
+                w = table.pop(k)
+                code = Code.WAIT_QUORUM_ACK_TIMEOUT if w.kind != "transfer" else Code.TAKE_LEADERSHIP_FAILED
+                self._answer(w, code, error="timed out waiting for the quorum")
+        if self._ready_reads:
+            live = [(i, w) for i, w in self._ready_reads if w.deadline > mono]
+            for _, w in self._ready_reads:
+                if w.deadline <= mono:
+                    self._answer(w, Code.WAIT_QUORUM_ACK_TIMEOUT, error="timed out waiting for apply")
+            self._ready_reads = live
+
+    # ------------------------------------------------------------ client requests
+
+    def _base(self, code: int) -> dict[str, Any]:
+        return {"code": int(code), "leaderId": self.core.leader_id, "term": self.core.term, "node": self.id}
+
+    def _reply(self, conn: _Conn, req_code: int, opaque: int, code: int, **fields: Any) -> None:
+        body = self._base(code)
+        body.update(fields)
+        conn.send(encode_frame(req_code, opaque, body, response=True))
+
+    def _answer(self, w: _Waiter, code: int, **fields: Any) -> None:
+        self._reply(w.conn, w.code, w.opaque, code, **fields)
+
+    def _waiter(self, kind: str, conn: _Conn, req_code: int, opaque: int, key: str | None = None) -> _Waiter:
+        return _Waiter(
+            kind=kind,
+            conn=conn,
+            opaque=opaque,
+            code=req_code,
+            term=self.core.term,
+            deadline=time.monotonic() + self.cfg.max_wait_ack_ms / 1000,
+            key=key,
+        )
+
+    def _handle_client(self, conn: _Conn, code: int, opaque: int, body: dict[str, Any]) -> None:
+        group = body.get("group")
+        if group is not None and group != self.cfg.group:
+            self._reply(
+                conn, code, opaque, Code.UNKNOWN_GROUP, error=f"group {group!r}: this is {self.cfg.group!r}"
+            )
+            return
+        if code == RequestCode.METADATA:
+            self._reply(
+                conn,
+                code,
+                opaque,
+                Code.SUCCESS,
+                role=self.core.role,
+                peers=self.cfg.peers,
+                commitIndex=self.core.commit_index,
+                ledgerBeginIndex=self.store.begin_index,
+                ledgerEndIndex=self.store.end_index,
+                ledgerEndTerm=self.store.end_term,
+                appliedIndex=self.last_applied,
+            )
+        elif code == RequestCode.APPEND:
+            data = body.get("body")
+            if not isinstance(data, bytes):
+                self._reply(conn, code, opaque, Code.UNEXPECTED_ARGUMENT, error="body: expected bytes")
+                return
+            self._propose(conn, code, opaque, data, "append")
+        elif code == RequestCode.GET:
+            index = body.get("index")
+            if type(index) is not int:
+                self._reply(conn, code, opaque, Code.UNEXPECTED_ARGUMENT, error="index: expected an int")
+                return
+            if index < self.store.begin_index:
+                self._reply(conn, code, opaque, Code.INDEX_LESS_THAN_LOCAL_BEGIN)
+            elif index > self.core.commit_index:
+                self._reply(conn, code, opaque, Code.INDEX_OUT_OF_RANGE, commitIndex=self.core.commit_index)
+            else:
+                e = self.store.get(index)
+                self._reply(
+                    conn,
+                    code,
+                    opaque,
+                    Code.SUCCESS,
+                    index=e.index,
+                    entryTerm=e.term,
+                    body=e.body,
+                    magic=e.magic,
+                    pos=e.pos,
+                )
+        elif code == RequestCode.USER_DEFINE:
+            self._handle_kv(conn, code, opaque, body)
+        elif code == RequestCode.LEADERSHIP_TRANSFER:
+            to = body.get("to")
+            term = body.get("term")
+            if not isinstance(to, str) or (term is not None and type(term) is not int):
+                self._reply(conn, code, opaque, Code.UNEXPECTED_ARGUMENT, error="to: expected a member id")
+                return
+            tid = self._new_id()
+            rc = self.core.transfer(to, tid, self._now(), term)
+            if rc != Code.SUCCESS:
+                self._reply(conn, code, opaque, rc)
+                return
+            w = self._waiter("transfer", conn, code, opaque)
+            w.deadline = time.monotonic() + max(3.0, self.cfg.max_wait_ack_ms / 1000)
+            self._transfers[tid] = w
+        else:
+            self._reply(conn, code, opaque, Code.UNSUPPORTED, error=f"request code {code} is not supported")
+
+    def _new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    def _propose(
+        self, conn: _Conn, code: int, opaque: int, data: bytes, kind: str, key: str | None = None
+    ) -> None:
+        if len(self._waiters) >= self.cfg.max_pending:
+            self._reply(conn, code, opaque, Code.LEADER_PENDING_FULL)
+            return
+        rc, entry = self.core.propose(data, self._now())
+        if rc != Code.SUCCESS or entry is None:
+            self._reply(conn, code, opaque, rc)
+            return
+        w = self._waiter(kind, conn, code, opaque, key)
+        w.term = entry.term
+        w.index = entry.index
+        self._waiters[entry.index] = w
+
+    def _handle_kv(self, conn: _Conn, code: int, opaque: int, body: dict[str, Any]) -> None:
+        op, key = body.get("op"), body.get("key")
+        if not isinstance(key, str):
+            self._reply(conn, code, opaque, Code.UNEXPECTED_ARGUMENT, error="key: expected a string")
+            return
+        if op == "get":
+            mode = body.get("readMode") or self.cfg.read_mode
+            if mode not in READ_MODES:
+                self._reply(
+                    conn,
+                    code,
+                    opaque,
+                    Code.UNEXPECTED_ARGUMENT,
+                    error=f"readMode {mode!r}: expected one of {READ_MODES}",
+                )
+                return
+            if mode == "unsafe":
+                self._reply(conn, code, opaque, Code.SUCCESS, value=self.sm.get(key))
+            elif mode == "raft-log":
+                self._propose(conn, code, opaque, encode_kv("get", key), "kv:get", key)
+            else:
+                rid = self._new_id()
+                rc = self.core.read_index(rid, self._now(), lease=mode == "lease")
+                if rc != Code.SUCCESS:
+                    self._reply(conn, code, opaque, rc)
+                    return
+                self._reads[rid] = self._waiter("read", conn, code, opaque, key)
+            return
+        if op == "put":
+            data = encode_kv("put", key, body.get("value"))
+        elif op == "cas":
+            data = encode_kv("cas", key, body.get("expected"), body.get("new"))
+        elif op == "delete":
+            data = encode_kv("delete", key)
+        else:
+            self._reply(
+                conn, code, opaque, Code.UNEXPECTED_ARGUMENT, error=f"op {op!r}: expected put|get|cas|delete"
+            )
+            return
+        self._propose(conn, code, opaque, data, f"kv:{op}", key)
+
+
+def _process_age() -> str:
+    """``"started 0.312s ago"`` from /proc (Linux), or ``"age unknown"``."""
+    try:
+        start_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return f"started {uptime - start_ticks / os.sysconf('SC_CLK_TCK'):.3f}s ago"
+    except (OSError, ValueError, IndexError):
+        return "age unknown"
+
+
+def _tcp_backoff(transport: asyncio.Transport) -> int:
+    """``tcpi_backoff`` of the connection (Linux TCP_INFO byte 4; 0 when unavailable)."""
+    import socket
+
+    sock = transport.get_extra_info("socket")
+    opt = getattr(socket, "TCP_INFO", None)
+    if sock is None or opt is None:
+        return 0
+    try:
+        return int(sock.getsockopt(socket.IPPROTO_TCP, opt, 8)[4])
+    except (OSError, IndexError):
+        return 0
+
+
+def _is_ip(host: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False
+
+
+async def run_server(cfg: ServerConfig) -> None:
+    """Run until SIGTERM/SIGINT, then shut down cleanly."""
+    server = Server(cfg)
+    await server.start()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda: loop.create_task(server.stop()))
+    await server.wait_closed()
+    log.info("%s: stopped (pid %d)", cfg.self_id, os.getpid())

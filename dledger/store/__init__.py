@@ -1,0 +1,159 @@
+"""The ledger store: the replicated log of entries, and the node's persisted term and vote.
+
+Follows DLedger's ``DLedgerStore`` (``MemoryStore`` / ``DLedgerMmapFileStore``): entries are numbered
+from 0, ``end_index`` is ledgerEndIndex (-1 when empty), ``end_term`` is ledgerEndTerm (the term of the
+last entry, -1 when empty; DLedger issue #52), ``begin_index`` is ledgerBeginIndex (the first index
+still held; it grows when a prefix is compacted away).
+
+Writes are not durable until :meth:`LogStore.sync` returns; the server decides when to sync
+(``--flush sync``: before acknowledging; ``--flush async``: periodically).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+MAGIC_NORMAL = 1
+MAGIC_NOOP = 2  # DLedger master's NOOP entry type; appended by a new leader (Raft section 5.4.2)
+
+
+class StoreError(Exception):
+    """A write that breaks the log's invariants (wrong next index, wrong pos, disk error)."""
+
+
+class CorruptionError(StoreError):
+    """Data that fails its checks inside the committed prefix; the node must not serve it."""
+
+
+@dataclass(slots=True)
+class Entry:
+    """One log entry (DLedgerEntry).
+
+    Fields: ``index`` (0-based), ``term``, ``body`` (bytes), ``magic`` (1 normal, 2 no-op),
+    ``pos`` (absolute byte offset of the record in the data log; -1 until stored), ``channel`` (0).
+    """
+
+    index: int
+    term: int
+    body: bytes
+    magic: int = MAGIC_NORMAL
+    pos: int = -1
+    channel: int = 0
+
+    @property
+    def size(self) -> int:
+        """Size of the on-disk record in bytes: 48-byte header plus body."""
+        return 48 + len(self.body)
+
+    def same(self, other: Entry) -> bool:
+        """DLedger's entry equality for COMPARE/TRUNCATE: index, term, magic, pos, channel, body."""
+        return (
+            self.index == other.index
+            and self.term == other.term
+            and self.magic == other.magic
+            and self.pos == other.pos
+            and self.channel == other.channel
+            and self.body == other.body
+        )
+
+
+class LogStore(Protocol):
+    """What the consensus core needs from a log store. All indexes are entry indexes."""
+
+    @property
+    def begin_index(self) -> int: ...
+
+    @property
+    def end_index(self) -> int: ...
+
+    @property
+    def end_term(self) -> int: ...
+
+    def append(self, entry: Entry) -> Entry:
+        """Append ``entry`` at ``end_index + 1`` and return it with ``pos`` set.
+
+        A follower passes the leader's ``pos``: when ``entry.pos >= 0`` it must equal the local
+        next position (so replicas' data files are byte-identical), else StoreError.
+        Raises StoreError when ``entry.index != end_index + 1``.
+        """
+        ...
+
+    def get(self, index: int) -> Entry:
+        """The entry at ``index``; IndexError outside ``[begin_index, end_index]``."""
+        ...
+
+    def term_at(self, index: int) -> int:
+        """Term of the entry at ``index``; -1 for index -1; IndexError outside the held range."""
+        ...
+
+    def truncate_suffix(self, index: int) -> None:
+        """Remove every entry with an index greater than ``index`` (``index`` itself stays)."""
+        ...
+
+    def sync(self) -> int:
+        """Make every appended entry durable (fsync); return the highest durable index."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class MemoryLogStore:
+    """An in-memory LogStore (DLedger's MemoryStore), for the deterministic simulation and tests.
+
+    ``pos`` is computed as in the file store without padding: the running sum of record sizes.
+    """
+
+    def __init__(self) -> None:
+        self._entries: list[Entry] = []
+        self._begin = 0
+        self._next_pos = 0
+        self.synced_index = -1
+
+    @property
+    def begin_index(self) -> int:
+        return self._begin
+
+    @property
+    def end_index(self) -> int:
+        return self._begin + len(self._entries) - 1
+
+    @property
+    def end_term(self) -> int:
+        return self._entries[-1].term if self._entries else -1
+
+    def append(self, entry: Entry) -> Entry:
+        if entry.index != self.end_index + 1:
+            raise StoreError(f"append at index {entry.index}, expected {self.end_index + 1}")
+        if entry.pos >= 0 and entry.pos != self._next_pos:
+            raise StoreError(f"append at pos {entry.pos}, expected {self._next_pos}")
+        stored = Entry(entry.index, entry.term, entry.body, entry.magic, self._next_pos, entry.channel)
+        self._entries.append(stored)
+        self._next_pos += stored.size
+        return stored
+
+    def get(self, index: int) -> Entry:
+        if index < self._begin or index > self.end_index:
+            raise IndexError(f"index {index} outside [{self._begin}, {self.end_index}]")
+        return self._entries[index - self._begin]
+
+    def term_at(self, index: int) -> int:
+        if index == -1:
+            return -1
+        return self.get(index).term
+
+    def truncate_suffix(self, index: int) -> None:
+        if index >= self.end_index:
+            return
+        keep = max(index + 1 - self._begin, 0)
+        del self._entries[keep:]
+        last = self._entries[-1] if self._entries else None
+        self._next_pos = last.pos + last.size if last else 0
+        self.synced_index = min(self.synced_index, self.end_index)
+
+    def sync(self) -> int:
+        self.synced_index = self.end_index
+        return self.synced_index
+
+    def close(self) -> None:
+        pass

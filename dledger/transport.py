@@ -1,0 +1,79 @@
+"""Length-prefixed msgpack frames: the wire format between members and between client and server.
+
+A frame is a 4-byte big-endian length followed by that many bytes of msgpack, a map
+``{"c": request code, "o": opaque (request id), "r": 0 request | 1 response, "b": body map}``
+(the fields of RocketMQ's remoting header that DLedger uses). Frames larger than ``max_frame``
+bytes are refused: :class:`FrameDecoder` raises :class:`FrameError`, and the server closes that
+connection.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import msgpack
+
+DEFAULT_MAX_FRAME = 16 * 1024 * 1024
+_LEN = struct.Struct(">I")
+
+
+class FrameError(ValueError):
+    """A frame that is oversized or not a valid msgpack header map."""
+
+
+def encode_frame(code: int, opaque: int, body: dict[str, Any], response: bool = False) -> bytes:
+    """One frame for ``body`` (a msgpack-able map)."""
+    payload = msgpack.packb({"c": code, "o": opaque, "r": 1 if response else 0, "b": body}, use_bin_type=True)
+    return _LEN.pack(len(payload)) + payload
+
+
+def decode_payload(payload: bytes) -> tuple[int, int, bool, dict[str, Any]]:
+    """``(code, opaque, is_response, body)`` of one frame payload; FrameError when malformed."""
+    try:
+        obj = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+    except Exception as e:
+        raise FrameError(f"frame payload is not msgpack: {e}") from None
+    if not isinstance(obj, dict):
+        raise FrameError(f"frame payload: expected a map, got {type(obj).__name__}")
+    code, opaque, resp, body = obj.get("c"), obj.get("o"), obj.get("r"), obj.get("b")
+    if type(code) is not int or type(opaque) is not int or resp not in (0, 1) or not isinstance(body, dict):
+        raise FrameError("frame header: expected c:int, o:int, r:0|1, b:map")
+    return code, opaque, bool(resp), body
+
+
+class FrameDecoder:
+    """Incremental decoder: :meth:`feed` bytes, get complete payloads back.
+
+    Memory is bounded by ``max_frame`` plus one read: a length above it raises FrameError at once,
+    before the frame's bytes are buffered.
+    """
+
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        if max_frame <= 0:
+            raise ValueError(f"max_frame {max_frame}: expected > 0")
+        self.max_frame = max_frame
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[bytes]:
+        self._buf += data
+        out: list[bytes] = []
+        pos = 0
+        buf = self._buf
+        while len(buf) - pos >= 4:
+            (n,) = _LEN.unpack_from(buf, pos)
+            if n > self.max_frame:
+                self._buf = bytearray()
+                raise FrameError(f"frame of {n} bytes exceeds the maximum frame size {self.max_frame}")
+            if len(buf) - pos - 4 < n:
+                break
+            out.append(bytes(buf[pos + 4 : pos + 4 + n]))
+            pos += 4 + n
+        if pos:
+            del self._buf[:pos]
+        return out
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held waiting for the rest of a frame."""
+        return len(self._buf)

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs dledger-chaos and what it needs on a fresh Debian machine (run as root, or with sudo).
+#   ./install.sh          the tool (Debian packages for building the node image, Python packages)
+#   ./install.sh --test   also what the test suite needs (browser, Spark, pytest), and the node image
+set -euo pipefail
+cd "$(dirname "$0")"
+TEST=0
+[ "${1:-}" = "--test" ] && TEST=1
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO="sudo"
+PY="${PYTHON:-python3}"
+
+pkgs="debootstrap openssh-client iptables iproute2"
+[ "$TEST" = 1 ] && pkgs="$pkgs chromium chromium-driver faketime default-jre-headless"
+missing=""
+for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if [ -n "$missing" ]; then
+  $SUDO apt-get -o DPkg::Lock::Timeout=300 update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends $missing
+fi
+
+if [ "$TEST" = 1 ]; then
+  "$PY" -m pip install -q --disable-pip-version-check -e '.[test]'
+  # the node image: built once from a debootstrap rootfs and cached in the local Docker engine
+  chaos cluster image
+else
+  "$PY" -m pip install -q --disable-pip-version-check -e .
+fi

@@ -1,0 +1,164 @@
+"""Pure-logic tests of the cluster layer: node validation, host entries, the wheel, peers, errors."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from chaos.cluster.dledger_db import PROJECT_ROOT, DLedgerDB, build_wheel, source_hash
+from chaos.cluster.image import debian_mirror, image_tag, recipe_hash
+from chaos.cluster.node import Node, check_unique, nodes_from_json, nodes_to_json
+from chaos.cluster.sshhosts import SSHHosts, parse_entry, read_nodes_file
+from chaos.control.ssh import Control, NodeUnreachable, Remote, RemoteError
+
+
+def test_node_validation_names_the_bad_input() -> None:
+    with pytest.raises(ValueError, match="node name"):
+        Node(name="", host="h")
+    with pytest.raises(ValueError, match="n1: SSH port 0"):
+        Node(name="n1", host="h", port=0)
+    with pytest.raises(ValueError, match="n1: host"):
+        Node(name="n1", host=" ")
+    with pytest.raises(ValueError, match="appears twice"):
+        check_unique([Node("n1", "a"), Node("n1", "b")])
+    n = Node("n1", "10.0.0.2", db_host="n1.internal")
+    assert n.peer_host == "n1.internal" and Node("n2", "h").peer_host == "h"
+    assert nodes_from_json(nodes_to_json([n])) == [n]
+    with pytest.raises(ValueError, match="unknown fields"):
+        Node.from_dict({"name": "n1", "host": "h", "colour": "red"})
+
+
+@pytest.mark.parametrize(
+    "entry, expected",
+    [
+        ("db1", ("db1", "db1", 22)),
+        ("db-1.example.com:2222", ("db_1.example.com", "db-1.example.com", 2222)),
+        ("n3=10.0.0.3", ("n3", "10.0.0.3", 22)),
+        ("n4=[fe80::1]:2200", ("n4", "fe80::1", 2200)),
+    ],
+)
+def test_parse_entry(entry: str, expected: tuple[str, str, int]) -> None:
+    assert parse_entry(entry) == expected
+
+
+def test_parse_entry_and_nodes_file_errors(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="expected host, host:port"):
+        parse_entry("a b")
+    with pytest.raises(ValueError, match="outside 1..65535"):
+        parse_entry("h:70000")
+    f = tmp_path / "nodes"
+    f.write_text("# cluster\nn1=10.0.0.1\n\n10.0.0.2:2022  # second\n")
+    assert read_nodes_file(f) == ["n1=10.0.0.1", "10.0.0.2:2022"]
+    hosts = SSHHosts.from_options(nodes="n0=h0", nodes_file=str(f), username="admin")
+    assert [(n.name, n.host, n.port, n.user, n.strict_host_key_checking) for n in hosts.up()] == [
+        ("n0", "h0", 22, "admin", True),
+        ("n1", "10.0.0.1", 22, "admin", True),
+        ("10.0.0.2", "10.0.0.2", 2022, "admin", True),
+    ]
+    (tmp_path / "empty").write_text("# nothing\n")
+    with pytest.raises(ValueError, match="no node entries"):
+        read_nodes_file(tmp_path / "empty")
+
+
+def test_remote_error_is_one_line_with_stderr_tail() -> None:
+    e = RemoteError("n2", "ls /nope", 2, "", "line1\nls: cannot access '/nope': No such file or directory\n")
+    assert (
+        str(e) == "n2: `ls /nope` exit status 2: line1 | ls: cannot access '/nope': No such file or directory"
+    )
+    e2 = pickle.loads(pickle.dumps(e))
+    assert (e2.node, e2.exit_code, e2.stderr) == ("n2", 2, e.stderr)
+    u = pickle.loads(pickle.dumps(NodeUnreachable("n3", "root@h:22: unreachable (Connection refused)")))
+    assert str(u) == "n3: root@h:22: unreachable (Connection refused)" and u.exit_code is None
+
+
+def test_sudo_wrapping_only_for_non_root() -> None:
+    assert Remote(Node("n1", "h")).wrap("echo 'x'", sudo=True) == "echo 'x'"
+    assert (
+        Remote(Node("n1", "h", user="admin")).wrap("echo 'x'", sudo=True)
+        == "sudo -n -- sh -c 'echo '\"'\"'x'\"'\"''"
+    )
+    assert Remote(Node("n1", "h", user="admin")).wrap("ls", sudo=False) == "ls"
+
+
+def test_control_rejects_bad_input() -> None:
+    with pytest.raises(ValueError, match="at least one node"):
+        Control([])
+    c = Control([Node("n1", "h")])
+    with pytest.raises(ValueError, match="unknown node 'n7'; expected one of n1"):
+        c.remote("n7")
+    with pytest.raises(ValueError, match="non-empty string"):
+        c.remote("n1").exec_raw("  ")
+    with pytest.raises(ValueError, match="timeout"):
+        c.remote("n1").exec("true", timeout=0)
+
+
+def test_missing_key_file_is_a_clear_error() -> None:
+    r = Remote(Node("n1", "127.0.0.1", port=1, key_path="/nonexistent/key"))
+    with pytest.raises(NodeUnreachable, match="n1: private key /nonexistent/key does not exist"):
+        r.exec("true")
+
+
+def test_unreachable_loopback_port_is_one_line() -> None:
+    r = Remote(Node("n1", "127.0.0.1", port=1), connect_timeout=2)
+    with pytest.raises(NodeUnreachable) as ei:
+        r.exec("true")
+    assert str(ei.value) == "n1: root@127.0.0.1:1: unreachable (Connection refused)"
+
+
+def test_peers_and_db_options() -> None:
+    db = DLedgerDB(port=20999)
+    nodes = [Node("n1", "10.0.0.2"), Node("n2", "10.0.0.3", db_host="n2")]
+    assert db.peers(nodes) == "n1-10.0.0.2:20999;n2-n2:20999"
+    assert db.client_peers(nodes) == "n1-10.0.0.2:20999;n2-10.0.0.3:20999"
+    cmd = DLedgerDB(flush="async", read_mode="lease", server_args="--heartbeat-ms 50").server_command(
+        nodes[0], nodes
+    )
+    assert cmd[:3] == ["/opt/dledger/venv/bin/dledger", "server", "--group"]
+    assert cmd[-6:] == ["--flush", "async", "--read-mode", "lease", "--heartbeat-ms", "50"]
+    with pytest.raises(ValueError, match="cannot contain '-'"):
+        db.peers([Node("db-1", "h")])
+    with pytest.raises(ValueError, match="flush 'fast'"):
+        DLedgerDB(flush="fast")
+    with pytest.raises(ValueError, match="read mode 'x'"):
+        DLedgerDB(read_mode="x")
+    with pytest.raises(ValueError, match="port"):
+        DLedgerDB(port=0)
+
+
+def test_wheel_is_installable_and_cached(tmp_path: Path) -> None:
+    w = build_wheel(PROJECT_ROOT, tmp_path / "cache")
+    assert w.name == f"dledger_chaos_node-0.1.0+{source_hash()}-py3-none-any.whl"
+    assert build_wheel(PROJECT_ROOT, tmp_path / "cache") == w  # cached
+    with zipfile.ZipFile(w) as z:
+        names = z.namelist()
+        assert "dledger/__init__.py" in names and not any(n.startswith("chaos/") for n in names)
+        record = z.read(next(n for n in names if n.endswith("/RECORD"))).decode()
+        assert "dledger/__init__.py,sha256=" in record
+    # a real venv install of the wheel, without network, exposes the dledger package
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = subprocess.run(
+        [str(venv / "bin/python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    zipfile.ZipFile(w).extractall(site)
+    out = subprocess.run(
+        [str(venv / "bin/python"), "-c", "import dledger, os; print(os.path.dirname(dledger.__file__))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    ).stdout.strip()
+    assert out.startswith(site)
+
+
+def test_image_recipe_tag_and_mirror() -> None:
+    assert image_tag() == f"dledger-chaos-node:{recipe_hash()}" and len(recipe_hash()) == 12
+    assert debian_mirror().startswith("http")

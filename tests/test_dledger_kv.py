@@ -1,0 +1,188 @@
+"""KV state machine on 3 real members: read modes, cas exactly once, leadership transfer, and stale
+``unsafe`` reads from a partitioned old leader (real iptables rules on loopback addresses)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_dledger_cluster import Cluster
+
+MODES = ["raft-log", "read-index", "lease", "unsafe"]
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(tmp_path, 3)
+    c.start_all()
+    yield c
+    for n in list(c.procs):
+        c.kill(n)
+
+
+@pytest.mark.slow
+def test_values_written_through_a_follower_read_back_in_every_mode(cluster: Cluster) -> None:
+    ld = cluster.leader()
+    follower = next(n for n in cluster.ids if n != ld)
+    with cluster.client(prefer=follower) as w, cluster.client(prefer=ld) as r:
+        for i, mode in enumerate(MODES):
+            assert w.kv_put(f"key-{mode}", {"v": i, "mode": mode}).ok
+            got = r.kv_get(f"key-{mode}", read_mode=mode)
+            assert got.ok, got
+            assert got.value == {"v": i, "mode": mode}, mode
+            assert got.node == ld
+        absent = r.kv_get("never-written")
+        assert absent.ok and absent.value is None
+        assert w.kv_delete("key-unsafe").ok
+        assert r.kv_get("key-unsafe").value is None
+
+
+@pytest.mark.slow
+def test_cas_applies_exactly_once(cluster: Cluster) -> None:
+    cluster.leader()
+    with cluster.client() as c:
+        assert c.kv_cas("reg", None, 0).applied is True  # None = absent
+        assert c.kv_cas("reg", None, 0).applied is False
+    results: list[bool | None] = []
+
+    def worker(i: int) -> None:
+        with cluster.client(prefer=cluster.ids[i % 3], timeout=3.0) as cl:
+            r = cl.kv_cas("reg", 0, 100 + i)
+            assert r.ok, r
+            results.append(r.applied)
+
+    ts = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert sorted(results, key=bool) == [False] * 7 + [True]
+    with cluster.client() as c:
+        v = c.kv_get("reg").value
+        assert isinstance(v, int) and 100 <= v < 108
+
+
+@pytest.mark.slow
+def test_leadership_transfer_moves_leadership_within_a_few_heartbeats(cluster: Cluster) -> None:
+    ld = cluster.leader()
+    target = next(n for n in cluster.ids if n != ld)
+    with cluster.client() as c:
+        for i in range(20):
+            assert c.append(f"t{i}".encode()).ok
+        t0 = time.monotonic()
+        r = c.leadership_transfer(target)
+        assert r.ok, r
+        took = time.monotonic() - t0
+    assert cluster.leader() == target
+    assert took < 1.0, took
+    with cluster.client() as c:
+        assert c.append(b"after-transfer").ok
+        assert c.leader == target
+
+
+def _iptables(*args: str) -> None:
+    subprocess.run(["iptables", "-w", *args], check=True, capture_output=True)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("iptables") is None, reason="needs root and iptables")
+def test_unsafe_reads_are_stale_on_a_partitioned_old_leader(tmp_path: Path) -> None:
+    """Real processes, real iptables: isolate the leader from its peers (clients still reach it)."""
+    c = Cluster(tmp_path, 3, first_ip=2)  # 127.0.0.2-4, so the client's 127.0.0.1 is not cut off
+    c.start_all()
+    rules: list[list[str]] = []
+    try:
+        old = c.leader()
+        with c.client() as cl:
+            assert cl.kv_put("x", 1).ok
+        c.wait_caught_up()
+        others = [n for n in c.ids if n != old]
+        for o in others:
+            for src, dst in ((c.ips[old], c.ips[o]), (c.ips[o], c.ips[old])):
+                rule = ["INPUT", "-p", "tcp", "-s", src, "-d", dst, "--dport", str(c.port), "-j", "DROP"]
+                _iptables("-I", *rule)
+                rules.append(rule)
+        new = c.leader(exclude=old, timeout=10)
+        with c.client(prefer=new) as cl:
+            assert cl.kv_put("x", 2).ok  # acknowledged before the reads below start
+        with c.client(prefer=old, timeout=1.0) as cl:
+            stale = cl.kv_get("x", read_mode="unsafe")
+            assert stale.ok and stale.node == old
+            assert stale.value == 1, "the unsafe read should be stale"
+            for mode in ("raft-log", "read-index"):
+                r = cl.kv_get("x", read_mode=mode)
+                # either refused/redirected or the fresh value, never the stale one
+                assert not (r.ok and r.value == 1), (mode, r)
+                if r.ok:
+                    assert r.value == 2 and r.node == new
+    finally:
+        for rule in rules:
+            _iptables("-D", *rule)
+        for n in list(c.procs):
+            c.kill(n)
+
+
+@pytest.mark.slow
+def test_preferred_leader_takes_over(tmp_path: Path) -> None:
+    c = Cluster(tmp_path, 3, "--preferred-leader", "n2")
+    c.start_all()
+    try:
+        c.leader()
+        deadline = time.monotonic() + 15
+        while c.leader() != "n2":
+            assert time.monotonic() < deadline, "n2 never became leader"
+            time.sleep(0.2)
+        c.kill("n2")
+        other = c.leader(exclude="n2")  # without n2 another member leads
+        c.start("n2")
+        deadline = time.monotonic() + 20
+        while c.leader() != "n2":  # and n2 takes over again once it is back and caught up
+            assert time.monotonic() < deadline, f"n2 did not take leadership back from {other}"
+            time.sleep(0.2)
+    finally:
+        for n in list(c.procs):
+            c.kill(n)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("iptables") is None, reason="needs root and iptables")
+def test_partitioned_follower_catches_up_promptly_after_heal(tmp_path: Path) -> None:
+    """A long iptables DROP backs TCP's retransmission timer off; stalled links are replaced."""
+    c = Cluster(tmp_path, 3, first_ip=5)  # 127.0.0.5-7
+    c.start_all()
+    rules: list[list[str]] = []
+    try:
+        ld = c.leader()
+        f = next(n for n in c.ids if n != ld)
+        with c.client(prefer=ld) as cl:
+            assert cl.append(b"before").ok
+        c.wait_caught_up()
+        term = c.meta(ld)["term"]
+        for o in (n for n in c.ids if n != f):
+            for src, dst in ((c.ips[f], c.ips[o]), (c.ips[o], c.ips[f])):
+                rule = ["INPUT", "-p", "tcp", "-s", src, "-d", dst, "--dport", str(c.port), "-j", "DROP"]
+                _iptables("-I", *rule)
+                rules.append(rule)
+        with c.client(prefer=ld) as cl:
+            for i in range(60):
+                assert cl.append(f"during-{i}".encode()).ok
+                time.sleep(0.1)
+        for rule in rules:
+            _iptables("-D", *rule)
+        rules.clear()
+        t0 = time.monotonic()
+        c.wait_caught_up(timeout=10)
+        took = time.monotonic() - t0
+        assert took < 4.0, f"caught up only after {took:.1f} s"
+        assert c.leader() == ld and c.meta(ld)["term"] == term  # the rejoining member did not depose it
+    finally:
+        for rule in rules:
+            _iptables("-D", *rule)
+        for n in list(c.procs):
+            c.kill(n)

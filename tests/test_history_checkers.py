@@ -1,0 +1,142 @@
+"""Composition, merge_valid, the stats checker, checker choice from test.json, check_run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_history_util import Builder
+
+from chaos.history.checkers import (
+    Checker,
+    StatsChecker,
+    StreamChecker,
+    check_run,
+    checkers_for,
+    compose,
+    merge_valid,
+)
+from chaos.history.store import HistoryError, RunDir
+
+
+@pytest.mark.parametrize(
+    ("values", "merged"),
+    [
+        ([], True),
+        ([True, True], True),
+        ([True, "unknown"], "unknown"),
+        (["unknown", False, True], False),
+        ([True, None], "unknown"),
+        ([False, "unknown"], False),
+    ],
+)
+def test_merge_valid_worst_first(values: list[Any], merged: Any) -> None:
+    assert merge_valid(values) == merged
+
+
+class _Fixed:
+    def __init__(self, name: str, valid: Any) -> None:
+        self.name = name
+        self.valid = valid
+
+    def check(self, test: dict[str, Any], history_path: Path, opts: dict[str, Any]) -> dict[str, Any]:
+        return {"valid": self.valid}
+
+
+class _Boom:
+    name = "boom"
+
+    def check(self, test: dict[str, Any], history_path: Path, opts: dict[str, Any]) -> dict[str, Any]:
+        raise RuntimeError("kaboom")
+
+
+def _log_history(tmp_path: Path, lost: bool = False) -> Path:
+    b = Builder()
+    b.nemesis("start-kill", {"nodes": ["n1"]})
+    for v in range(3):
+        b.append(v, v, log_index=v)
+    b.nemesis("stop-kill", {"nodes": ["n1"]})
+    b.op("invoke", 9, "cas", [1, 2])
+    b.op("fail", 9, "cas", [1, 2])
+    b.read(10, "n1", [0, 1] if lost else [0, 1, 2])
+    return b.write(tmp_path / "history.jsonl")
+
+
+def test_compose_merges_and_reports_crashes_as_unknown(tmp_path: Path) -> None:
+    path = _log_history(tmp_path)
+    checkers: list[Checker] = [_Fixed("a", True), _Boom(), StatsChecker()]
+    r = compose(checkers).check({}, path, {})
+    assert r["valid"] is False  # stats: cas never ok
+    assert list(r["checkers"]) == ["a", "boom", "stats"]
+    assert r["checkers"]["boom"]["valid"] == "unknown"
+    assert r["checkers"]["boom"]["error"] == "checker boom crashed: RuntimeError: kaboom"
+    st = r["checkers"]["stats"]
+    assert st["by_f"]["append"] == {"ok": 3, "fail": 0, "info": 0, "count": 3, "valid": True}
+    assert st["by_f"]["cas"]["valid"] is False and st["error"] == "no ok cas"
+    assert (st["ok"], st["fail"], st["count"]) == (4, 1, 5)  # nemesis ops are not counted
+    assert compose([_Fixed("a", True), _Boom()]).check({}, path, {})["valid"] == "unknown"
+    with pytest.raises(ValueError, match="two checkers named 'a'"):
+        compose([_Fixed("a", True), _Fixed("a", False)])
+
+
+def test_a_malformed_history_is_not_a_checker_crash(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    path.write_text('{"index":0,"type":"ok","process":0,"f":"read","time":1}\n')
+    with pytest.raises(HistoryError, match="line 1: ok completion of 'read' on process 0 without"):
+        compose([StatsChecker()]).check({}, path, {})
+
+
+def test_checkers_for_workloads() -> None:
+    assert list(checkers_for({"workload": "log"})) == ["log", "stats", "perf"]
+    assert list(checkers_for({"workload": "set"})) == ["set", "stats", "perf"]
+    assert list(checkers_for({"workload": "register"})) == ["linear", "stats", "perf"]
+    assert list(checkers_for({"workload": "bank"})) == ["stats", "perf"]
+    assert list(checkers_for({"workload": "bank"}, model="register")) == ["linear", "stats", "perf"]
+    assert list(checkers_for({"workload": "log", "checkers": ["perf"]})) == ["perf"]
+    with pytest.raises(ValueError, match="unknown checker 'nope'"):
+        checkers_for({"checkers": ["nope"]})
+
+
+def test_check_run_writes_results_json(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path / "store", "log-kill")
+    run.write_test({"workload": "log", "checkers": ["log", "perf"]})
+    _log_history(run.path, lost=True)
+    r = check_run(tmp_path / "store")
+    assert r["valid"] is False
+    assert set(r["checkers"]) == {"log", "perf"}
+    assert r["checkers"]["log"]["lost"][0]["value"] == 2
+    assert run.load_results() == r
+    with pytest.raises(FileNotFoundError, match="no history"):
+        empty = RunDir.create(tmp_path / "store", "empty")
+        empty.write_test({"workload": "log"})
+        check_run(empty)
+
+
+class _CrashOnThird:
+    n = 0
+
+    def step(self, op: Any) -> None:
+        self.n += 1
+        if self.n == 3:
+            raise KeyError("third")
+
+    def finish(self) -> dict[str, Any]:
+        return {"valid": True}
+
+
+class _StepBoom(StreamChecker):
+    """A stream checker that crashes on its third op; the others must still see every op."""
+
+    name = "stepboom"
+
+    def begin(self, test: dict[str, Any], opts: dict[str, Any]) -> Any:
+        return _CrashOnThird()
+
+
+def test_a_stream_checker_crashing_midway_leaves_the_others(tmp_path: Path) -> None:
+    path = _log_history(tmp_path)
+    r = compose([_StepBoom(), StatsChecker()]).check({}, path, {})
+    assert r["checkers"]["stepboom"]["error"] == "checker stepboom crashed: KeyError: 'third'"
+    assert r["checkers"]["stats"]["count"] == 5
+    assert r["valid"] is False

@@ -1,0 +1,129 @@
+"""``chaos check`` as a real subprocess: exit status 0/1/2/254 and the printed verdict."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_history_util import Builder
+
+from chaos.history.store import RunDir
+
+
+def _chaos(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("chaos")
+    argv = [exe] if exe else [sys.executable, "-m", "chaos.cli"]
+    return subprocess.run([*argv, "check", *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def _log(path: Path, final: list[int] | None) -> Path:
+    b = Builder()
+    for v in range(4):
+        b.append(v % 2, v, log_index=v)
+    if final is not None:
+        b.read(5, "n1", final)
+    return b.write(path)
+
+
+def test_valid_history_file_exits_0(tmp_path: Path) -> None:
+    r = _chaos(_log(tmp_path / "h.jsonl", [0, 1, 2, 3]))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"valid: {tmp_path / 'h.jsonl'} (log)"
+    assert lines[1].split()[:2] == ["log", "valid"]
+
+
+def test_invalid_history_file_exits_1(tmp_path: Path) -> None:
+    r = _chaos(_log(tmp_path / "h.jsonl", [0, 1, 3]))
+    assert r.returncode == 1, r.stderr
+    assert r.stdout.startswith("INVALID: ")
+    assert "log      INVALID  1 lost" in r.stdout
+    assert "    lost 2 (invoke op 4, complete op 5, acknowledged but missing from the final log)" in r.stdout
+
+
+def test_unknown_history_file_exits_2(tmp_path: Path) -> None:
+    r = _chaos(_log(tmp_path / "h.jsonl", None))
+    assert r.returncode == 2, r.stderr
+    assert r.stdout.startswith("unknown: ")
+
+
+def test_malformed_history_file_exits_254_with_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "h.jsonl"
+    rows = [
+        {"index": 0, "type": "invoke", "process": 0, "f": "append", "value": 1, "time": 1},
+        {"index": 1, "type": "ok", "process": 0, "f": "append", "value": 1, "time": 2},
+        {"index": 2, "type": "invoke", "process": 0, "f": "append", "value": 2, "time": 3},
+        {"index": 3, "type": "invoke", "process": 0, "f": "append", "value": 3, "time": 4},
+    ]
+    path.write_text("".join(json.dumps(x) + "\n" for x in rows))
+    r = _chaos(path)
+    assert r.returncode == 254
+    errors = [x for x in r.stderr.splitlines() if x.startswith("Error:")]
+    assert errors == [
+        f"Error: malformed history: {path}: line 4: two open invocations on process 0: 'append' invoked "
+        "while 'append' (op 2) has not completed"
+    ]
+    assert r.stdout == ""
+
+
+def test_run_directory_is_rechecked_and_results_rewritten(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    run = RunDir.create(store, "log-kill")
+    run.write_test({"workload": "log"})
+    _log(run.history_path, [0, 1, 2, 3, 3])
+    r = _chaos(store / "latest")
+    assert r.returncode == 1, r.stderr
+    res = run.load_results()
+    assert res["valid"] is False and res["checkers"]["log"]["duplicated"][0]["value"] == 3
+    assert set(res["checkers"]) == {"log", "stats", "perf"}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--format", "xml", "h.jsonl"], "Invalid value for '--format'"),
+        (["missing.jsonl"], "no such run directory or history file"),
+        (["--time-limit", "0", "h.jsonl"], "--time-limit must be a positive number"),
+        (["--model", "nope", "h.jsonl"], "unknown model 'nope'"),
+    ],
+)
+def test_bad_arguments_exit_254(tmp_path: Path, args: list[str], message: str) -> None:
+    _log(tmp_path / "h.jsonl", [0, 1, 2, 3])
+    r = _chaos(*[str(tmp_path / a) if a.endswith(".jsonl") else a for a in args])
+    assert r.returncode == 254
+    assert message in r.stderr
+
+
+def test_porcupine_and_knossos_files(shared_data: Path) -> None:
+    etcd = shared_data / "porcupine" / "test_data" / "jepsen"
+    ok = _chaos(etcd / "etcd_002.log")
+    assert ok.returncode == 0, ok.stderr + ok.stdout
+    bad = _chaos("--format", "porcupine-etcd", etcd / "etcd_000.log")
+    assert bad.returncode == 1 and "linear   INVALID  not linearizable: key all" in bad.stdout
+    slow = _chaos("--time-limit", "0.0001", etcd / "etcd_002.log")
+    assert slow.returncode == 2
+    knossos = _chaos(shared_data / "knossos" / "data" / "cas-register" / "bad" / "bad-analysis.edn")
+    assert knossos.returncode == 1
+
+
+def test_register_history_without_test_json_is_checked_linearizable(tmp_path: Path) -> None:
+    def hist(read_value: int) -> Path:
+        b = Builder()
+        b.op("invoke", 0, "write", 1, key=7)
+        b.op("ok", 0, "write", 1, key=7)
+        b.op("invoke", 2, "cas", [1, 3], key=7)
+        b.op("ok", 2, "cas", [1, 3], key=7)
+        b.op("invoke", 1, "read", None, key=7)
+        b.op("ok", 1, "read", read_value, key=7)
+        return b.write(tmp_path / f"r{read_value}.jsonl")
+
+    ok = _chaos(hist(3))
+    assert ok.returncode == 0, ok.stdout
+    assert "(register)" in ok.stdout.splitlines()[0]
+    assert "linear   valid" in ok.stdout
+    bad = _chaos(hist(2))
+    assert bad.returncode == 1 and "linear   INVALID  not linearizable: key 7" in bad.stdout

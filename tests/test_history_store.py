@@ -1,0 +1,244 @@
+"""History store: writer, streaming reader, validation rules, torn last lines, run directories."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from test_history_util import Builder
+
+from chaos.history.op import Op
+from chaos.history.store import (
+    HistoryError,
+    HistoryWriter,
+    RunDir,
+    find_run,
+    pair,
+    read_history,
+    validate,
+)
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_writer_assigns_indexes_and_writes_extra_fields_flat(tmp_path: Path) -> None:
+    p = tmp_path / "h.jsonl"
+    with HistoryWriter(p) as w:
+        a = w.write(Op("invoke", 0, "append", 7, time=5))
+        b = w.write(Op("ok", 0, "append", 7, time=9, node="n2", extra={"log_index": 3}))
+    assert (a.index, b.index) == (0, 1)
+    rows = _lines(p)
+    assert rows[1] == {
+        "index": 1,
+        "type": "ok",
+        "process": 0,
+        "f": "append",
+        "value": 7,
+        "time": 9,
+        "node": "n2",
+        "log_index": 3,
+    }
+    back = list(read_history(p))
+    assert back[1].extra == {"log_index": 3} and back[1].node == "n2" and back[0].time == 5
+
+
+def test_writer_is_thread_safe(tmp_path: Path) -> None:
+    p = tmp_path / "h.jsonl"
+    w = HistoryWriter(p)
+
+    def worker(proc: int) -> None:
+        for i in range(500):
+            w.write(Op("invoke", proc, "append", proc * 1000 + i))
+            w.write(Op("ok", proc, "append", proc * 1000 + i))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    w.close()
+    ops = list(read_history(p))  # validates pairing per process
+    assert [o.index for o in ops] == list(range(8000))
+    with pytest.raises(ValueError, match="closed"):
+        w.write(Op("invoke", 0, "read"))
+
+
+def test_writer_reopen_cuts_torn_tail_and_continues_indexes(tmp_path: Path) -> None:
+    p = tmp_path / "h.jsonl"
+    with HistoryWriter(p) as w:
+        w.write(Op("invoke", 0, "read"))
+    with open(p, "ab") as f:
+        f.write(b'{"index":1,"type":"ok","proc')
+    with HistoryWriter(p) as w:
+        assert w.count == 1
+        assert w.write(Op("ok", 0, "read", 3)).index == 1
+    assert [o.type for o in read_history(p)] == ["invoke", "ok"]
+
+
+def test_torn_last_line_is_tolerated(tmp_path: Path) -> None:
+    p = Builder()
+    p.append(0, 1, log_index=0)
+    path = p.write(tmp_path / "h.jsonl")
+    with open(path, "ab") as f:
+        f.write(b'{"index":2,"type":"invoke","process":1,"f":"app')
+    assert len(list(read_history(path))) == 2
+
+
+def test_torn_line_in_the_middle_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "h.jsonl"
+    path.write_text(
+        '{"index":0,"type":"invoke","process":0,"f":"read","time":1}\n{"index":1,"ty\n{"index":2}\n'
+    )
+    with pytest.raises(HistoryError) as e:
+        list(read_history(path))
+    assert e.value.line == 2
+    assert f"{path}: line 2: not valid JSON" in str(e.value)
+
+
+_WRITER = r"""
+import sys
+from chaos.history.op import Op
+from chaos.history.store import HistoryWriter
+w = HistoryWriter(sys.argv[1])
+i = 0
+payload = "x" * 3000
+while True:
+    w.write(Op("invoke", i % 4, "append", i, time=i))
+    w.write(Op("ok", i % 4, "append", i, time=i, extra={"log_index": i, "pad": payload}))
+    i += 1
+    if i == 200:
+        print("ready", flush=True)
+"""
+
+
+def test_sigkilled_writer_leaves_a_readable_history(tmp_path: Path) -> None:
+    path = tmp_path / "h.jsonl"
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(path)], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=10)
+    assert proc.returncode == -signal.SIGKILL
+    ops = list(read_history(path))
+    assert len(ops) >= 400
+    assert [o.index for o in ops] == list(range(len(ops)))
+    # Whatever the kill left, cutting the file anywhere inside the last line is still readable.
+    data = path.read_bytes()
+    cut = data[: len(data) - 17]
+    path.write_bytes(cut)
+    assert len(list(read_history(path))) in (len(ops) - 1, len(ops))
+
+
+def _hist(tmp_path: Path, rows: list[dict]) -> Path:
+    path = tmp_path / "bad.jsonl"
+    path.write_text("".join(json.dumps({"index": i, **r}) + "\n" for i, r in enumerate(rows)))
+    return path
+
+
+INV = {"type": "invoke", "process": 0, "f": "write", "value": 1}
+OKW = {"type": "ok", "process": 0, "f": "write", "value": 1}
+
+
+@pytest.mark.parametrize(
+    ("rows", "line", "reason"),
+    [
+        (
+            [{**INV, "time": 1}, {**OKW, "time": 2}, {**OKW, "time": 3}],
+            3,
+            "ok completion of 'write' on process 0 without an open invocation",
+        ),
+        ([{**INV, "time": 1}, {**INV, "f": "read", "time": 2}], 2, "two open invocations on process 0"),
+        ([{**INV, "time": 1}, {**OKW, "type": "done", "time": 2}], 2, "unknown type 'done'"),
+        ([{**INV, "time": 5}, {**OKW, "time": 4}], 2, "time goes backwards: 4 ns after 5 ns"),
+        ([{**INV, "time": 1}, {**OKW, "f": "read", "time": 2}], 2, "does not match its invocation 'write'"),
+        ([{**INV, "time": 1}, {"type": "ok", "f": "write", "time": 2}], 2, "missing field 'process'"),
+        ([{**INV, "time": "soon"}], 1, "field 'time' must be integer nanoseconds"),
+    ],
+    ids=[
+        "completion-without-invoke",
+        "two-open-invokes",
+        "unknown-type",
+        "time-backwards",
+        "f-mismatch",
+        "missing-field",
+        "bad-time",
+    ],
+)
+def test_malformed_histories_name_line_and_reason(
+    tmp_path: Path, rows: list[dict], line: int, reason: str
+) -> None:
+    path = _hist(tmp_path, rows)
+    with pytest.raises(HistoryError) as e:
+        list(read_history(path))
+    msg = str(e.value)
+    assert e.value.line == line
+    assert msg.startswith(f"{path}: line {line}: ")
+    assert reason in msg
+    assert "\n" not in msg
+    # Without validation only the structural errors remain.
+    if "missing field" not in reason and "time' must" not in reason:
+        assert len(list(read_history(path, validate=False))) == len(rows)
+
+
+def test_validate_on_op_iterables_and_nemesis_pairs() -> None:
+    b = Builder()
+    b.op("invoke", 0, "read")
+    b.nemesis("start-kill", {"nodes": ["n1"]})
+    b.op("ok", 0, "read", 1)
+    b.op("info", "nemesis", "stop-kill")
+    assert len(list(validate(b.ops))) == 5
+    with pytest.raises(HistoryError, match="line 2: two open invocations on process 0"):
+        list(validate([Op("invoke", 0, "read", time=1), Op("invoke", 0, "read", time=2)]))
+
+
+def test_pair_yields_completions_then_open_invocations() -> None:
+    b = Builder()
+    i0 = b.op("invoke", 0, "write", 1)
+    i1 = b.op("invoke", 1, "read")
+    n0, n1 = b.nemesis("start-pause", {"nodes": ["n2"]})
+    c1 = b.op("ok", 1, "read", 0)
+    i2 = b.op("invoke", 1, "read")
+    c0 = b.op("info", 0, "write", 1)
+    got = [(a.index, c.index if c else None) for a, c in pair(b.ops)]
+    assert got == [(n0.index, n1.index), (i1.index, c1.index), (i0.index, c0.index), (i2.index, None)]
+
+
+def test_run_dir_layout_symlinks_and_find_run(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    r1 = RunDir.create(store, "log-kill")
+    r1.write_test({"workload": "log", "nodes": ["n1"]})
+    r2 = RunDir.create(store, "register")
+    r2.write_test({"workload": "register"})
+    with r2.writer() as w:
+        w.write(Op("invoke", 0, "read"))
+    assert r1.path.parent == store / "log-kill" and len(r1.name) == len("20260101T000000.000")
+    assert (store / "latest").resolve() == r2.path.resolve()
+    assert (store / "log-kill" / "latest").resolve() == r1.path.resolve()
+    assert os.readlink(store / "latest") == f"register/{r2.name}"  # relative: the store can move
+    assert r1.nodes_dir("n1").is_dir()
+    assert find_run(store).path == r2.path.resolve()
+    assert find_run(store / "latest").path == r2.path.resolve()
+    assert find_run(store / "log-kill").path == r1.path.resolve()
+    assert find_run(r1.path).load_test() == {"workload": "log", "nodes": ["n1"]}
+    r1.write_results({"valid": True})
+    assert r1.load_results() == {"valid": True}
+    (store / "latest").unlink()
+    assert find_run(store).path.name in (r1.name, r2.name)
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        find_run(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="no run directory"):
+        find_run(tmp_path / "empty")
+    with pytest.raises(ValueError, match="test name"):
+        RunDir.create(store, "a/b")

@@ -1,0 +1,87 @@
+"""``chaos heal`` on real node containers: after a "crashed" control node left partitions, packet
+shaping, clock skew (with a strobe loop) and a paused process behind, ``chaos heal`` removes all of
+it and exits 0; a node it cannot reach is bad input, not a silent success."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from test_nemesis_support import make_test, node_cluster, reachability
+
+from chaos.nemesis.base import nemesis_op
+from chaos.nemesis.cli import residue
+from chaos.nemesis.clock import ClockNemesis
+from chaos.nemesis.packet import PacketNemesis
+from chaos.nemesis.partition import PartitionNemesis
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+CLUSTER = os.environ.get("CHAOS_NEMESIS_CLUSTER", "nemtest")
+
+
+@pytest.fixture(scope="module")
+def env() -> Iterator[Any]:
+    with node_cluster(CLUSTER) as (nodes, control):
+        yield make_test(nodes, control)
+
+
+def test_chaos_heal_removes_every_fault(env: Any) -> None:
+    control = env.control
+    PartitionNemesis(["majorities-ring"]).invoke(env, nemesis_op("start-partition", "majorities-ring"))
+    packet = PacketNemesis({"loss": 0.3, "rate": {"kbit": 800}})
+    packet.probe(env)
+    packet.invoke(env, nemesis_op("start-packet", {"behaviour": {"loss": 0.3}, "nodes": ["n1", "n2"]}))
+    packet.invoke(env, nemesis_op("start-packet", {"behaviour": {"rate": {"kbit": 800}}, "nodes": ["n3"]}))
+    clock = ClockNemesis()
+    clock.invoke(env, nemesis_op("start-clock", {"mode": "bump", "offsets_ms": {"n4": 90_000}}))
+    clock.invoke(
+        env,
+        nemesis_op("start-clock", {"mode": "strobe", "nodes": ["n5"], "delta_ms": 5000, "period_ms": 100}),
+    )
+    # a stopped process that looks like the server (its argv names dledger)
+    control.remote("n2").exec_raw(
+        "setsid nohup bash -c 'exec -a dledger-server-standin sleep 600' >/dev/null 2>&1 </dev/null & "
+        "echo $! > /tmp/standin.pid; sleep 0.2; kill -STOP $(cat /tmp/standin.pid)",
+        sudo=True,
+    )
+    before = control.on_nodes(residue)
+    assert all(before[n] for n in ("n1", "n2", "n3", "n4", "n5")), before
+    assert any("paused process" in x for x in before["n2"])
+    assert any("qdisc" in x for x in before["n3"])
+
+    nodes = ",".join(f"{n.name}={n.host}" for n in env.nodes)
+    key = env.nodes[0].key_path
+    res = subprocess.run(
+        ["chaos", "heal", "--provider", "ssh", "--nodes", nodes, "--ssh-private-key", key],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.count("healed") == 5
+    assert control.on_nodes(residue) == {n.name: [] for n in env.nodes}
+    st = control.remote("n2").exec_raw("ps -o stat= -p $(cat /tmp/standin.pid)", sudo=True).stdout.strip()
+    assert not st.startswith("T")
+    control.remote("n2").exec_raw("kill $(cat /tmp/standin.pid); true", sudo=True)
+    after = reachability(control, env.nodes, port=20990)
+    assert all(after["tcp"][a][b] for a in after["tcp"] for b in after["tcp"][a])
+
+    # the docker provider (the default) reaches the same nodes by cluster name
+    res = subprocess.run(
+        ["chaos", "heal", "--cluster-name", CLUSTER], capture_output=True, text=True, timeout=300
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_chaos_heal_bad_arguments() -> None:
+    res = subprocess.run(
+        ["chaos", "heal", "--cluster-name", "no-such-cluster-xyz"], capture_output=True, text=True, timeout=60
+    )
+    assert res.returncode == 254
+    assert "no-such-cluster-xyz" in res.stderr
+    res = subprocess.run(["chaos", "heal", "--provider", "ssh"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 254 and "--nodes" in res.stderr

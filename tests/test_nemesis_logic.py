@@ -1,0 +1,217 @@
+"""Pure-logic tests of the nemeses: grudges, registry, schedules, op values (no nodes needed)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from types import SimpleNamespace
+
+import pytest
+
+from chaos.cli import BadArguments
+from chaos.control import generator as gen
+from chaos.nemesis import NEMESES, build, parse_names
+from chaos.nemesis.base import Compose, choose_nodes
+from chaos.nemesis.clock import fmt_offset, random_offset_ms
+from chaos.nemesis.packet import mechanism, netem_args, parse_probe, shape_script
+from chaos.nemesis.partition import (
+    asymmetric,
+    bridge,
+    check_grudge,
+    complete_grudge,
+    expected_connect,
+    expected_delivery,
+    majorities_ring,
+    random_halves,
+    random_node,
+    visible,
+)
+
+N5 = ["n1", "n2", "n3", "n4", "n5"]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_majorities_ring_5_nodes_distinct_majorities(seed: int) -> None:
+    g = majorities_ring(N5, random.Random(seed))
+    views = [frozenset(visible(g, n)) for n in N5]
+    assert all(len(v) == 3 for v in views)  # a majority of 5, itself included
+    assert all(n in visible(g, n) for n in N5)
+    assert len(set(views)) == 5
+    # symmetric: a drops b iff b drops a
+    for a, b in itertools.permutations(N5, 2):
+        assert (b in g[a]) == (a in g[b])
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 6, 7, 9])
+def test_majorities_ring_every_node_sees_a_majority(n: int) -> None:
+    nodes = [f"n{i}" for i in range(1, n + 1)]
+    g = majorities_ring(nodes, random.Random(1))
+    views = {frozenset(visible(g, x)) for x in nodes}
+    assert all(len(visible(g, x)) >= n // 2 + 1 for x in nodes)
+    assert len(views) == n
+    # no node sees everyone (otherwise it is not a partition)
+    assert all(g[x] for x in nodes)
+
+
+def test_majorities_ring_needs_three_nodes() -> None:
+    with pytest.raises(ValueError, match="at least 3 nodes"):
+        majorities_ring(["n1", "n2"])
+
+
+def test_bridge_shape() -> None:
+    g = bridge(N5)
+    # halves [n1 n2] and [n3 n4 n5]; n3 is the bridge
+    assert g["n3"] == []
+    assert g["n1"] == ["n4", "n5"] and g["n2"] == ["n4", "n5"]
+    assert g["n4"] == ["n1", "n2"] and g["n5"] == ["n1", "n2"]
+    conn = expected_connect(g)
+    assert all(conn["n3"][x] for x in N5 if x != "n3")
+    assert not conn["n1"]["n4"]
+
+
+def test_random_halves_and_node() -> None:
+    rng = random.Random(3)
+    g = random_halves(N5, rng)
+    sizes = sorted(len(visible(g, n)) for n in N5)
+    assert sizes == [2, 2, 3, 3, 3]
+    g = random_node(N5, rng)
+    alone = [n for n in N5 if len(g[n]) == 4]
+    assert len(alone) == 1
+    assert all(g[n] == alone for n in N5 if n != alone[0])
+
+
+def test_asymmetric_is_one_directional() -> None:
+    g = asymmetric(N5, random.Random(5))
+    d = expected_delivery(g)
+    one_way = [(a, b) for a, b in itertools.permutations(N5, 2) if d[a][b] and not d[b][a]]
+    assert one_way
+    assert not any(not d[a][b] and not d[b][a] for a, b in itertools.permutations(N5, 2))
+
+
+def test_complete_grudge_and_check() -> None:
+    g = complete_grudge([["n1"], ["n2", "n3"]])
+    assert g == {"n1": ["n2", "n3"], "n2": ["n1"], "n3": ["n1"]}
+    with pytest.raises(ValueError, match="two components"):
+        complete_grudge([["n1"], ["n1"]])
+    with pytest.raises(ValueError, match="unknown nodes"):
+        check_grudge({"n9": []}, N5)
+    with pytest.raises(ValueError, match="expected a list"):
+        check_grudge({"n1": "n2"}, N5)
+    assert check_grudge({"n1": ["n2", "n1"]}, ["n1", "n2"]) == {"n1": ["n2"], "n2": []}
+
+
+def fake_test(seed: int = 0, leader: str | None = "n2") -> SimpleNamespace:
+    nodes = [SimpleNamespace(name=n, peer_host=f"10.0.0.{i}") for i, n in enumerate(N5, 1)]
+    db = SimpleNamespace(primaries=lambda control: [leader] if leader else [])
+    return SimpleNamespace(nodes=nodes, rng=random.Random(seed), db=db, control=None)
+
+
+def test_choose_nodes_specs() -> None:
+    t = fake_test()
+    assert len(choose_nodes(t, "one")) == 1
+    for _ in range(20):
+        assert 1 <= len(choose_nodes(t, "minority")) <= 2
+    assert len(choose_nodes(t, "majority")) == 3
+    assert choose_nodes(t, "all") == N5
+    assert choose_nodes(t, "leader") == ["n2"]
+    assert choose_nodes(fake_test(leader=None), "leader") == []
+    assert choose_nodes(t, ["n3", "n1"]) == ["n1", "n3"]
+    with pytest.raises(ValueError, match="node spec 'most'"):
+        choose_nodes(t, "most")
+    with pytest.raises(ValueError, match="unknown nodes"):
+        choose_nodes(t, ["n7"])
+
+
+def test_registry_and_parse_names() -> None:
+    assert "partition-ring" in NEMESES and "lose-unfsynced" in NEMESES
+    assert all(isinstance(v, str) and v for v in NEMESES.values())
+    assert parse_names("partition-ring, kill,pause") == ["partition-ring", "kill", "pause"]
+    assert parse_names("none") == []
+    with pytest.raises(BadArguments, match="unknown nemesis partition-rung"):
+        parse_names("partition-rung,kill")
+
+
+def test_build_groups_names_by_kind() -> None:
+    nem, g = build("partition-ring,bridge,kill,kill-leader,pause,clock-skew", {"nemesis_interval": 5})
+    assert isinstance(nem, Compose)
+    assert nem.fs() == {
+        "start-partition",
+        "stop-partition",
+        "start-kill",
+        "stop-kill",
+        "start-pause",
+        "stop-pause",
+        "start-clock",
+        "stop-clock",
+    }
+    assert {op["f"] for op in nem.final_ops} == {"stop-partition", "stop-kill", "stop-pause", "stop-clock"}
+    kill = nem.routes["start-kill"]
+    assert "leader" in kill.targets  # type: ignore[attr-defined]
+    assert g is not None
+    with pytest.raises(BadArguments, match="nemesis-interval"):
+        build("kill", {"nemesis_interval": 0})
+    assert build("none", {})[1] is None
+
+
+def test_schedule_each_kind_flip_flops_staggered() -> None:
+    _, g = build("partition-ring,kill,pause", {"nemesis_interval": 10})
+    hist = gen.simulate(gen.time_limit(600, g), concurrency=1, seed=7)
+    invokes = [op for op in hist if op.type == "invoke" and op.process == "nemesis"]
+    assert invokes
+    by_kind: dict[str, list[str]] = {}
+    for op in invokes:
+        kind = op.f.split("-", 1)[1]
+        by_kind.setdefault(kind, []).append(op.f.split("-", 1)[0])
+    assert set(by_kind) == {"partition", "kill", "pause"}
+    for kind, seq in by_kind.items():
+        # each kind alternates start, stop, start, ... on its own schedule
+        assert seq == [("start", "stop")[i % 2] for i in range(len(seq))], kind
+    # three kinds at a mean gap of 10 s each: roughly 3 * 600 / 10 ops, never one per 10 s total
+    assert 100 < len(invokes) < 260
+    # each kind's first fault after its own random gap, not all at time 0
+    firsts = {k: next(op.time for op in invokes if op.f == f"start-{k}") for k in by_kind}
+    assert len(set(firsts.values())) == 3 and all(0 < t <= 20 * 10**9 for t in firsts.values())
+    starts = [op.value for op in invokes if op.f == "start-partition"]
+    assert set(starts) == {"majorities-ring"}
+    kills = {op.value for op in invokes if op.f == "start-kill"}
+    assert kills <= {"one", "minority", "all"} and len(kills) > 1
+
+
+def test_packet_mechanisms_and_scripts() -> None:
+    caps = parse_probe("netem=no\nhtb=yes\nstatistic=yes\nnfqueue=no\n")
+    assert caps == {"netem": False, "htb": True, "statistic": True, "nfqueue": False}
+    assert mechanism("loss", caps) == "iptables-statistic"
+    assert mechanism("rate", caps) == "htb"
+    assert mechanism("delay", caps) is None
+    assert mechanism("duplicate", caps) is None
+    assert mechanism("delay", {"netem": True}) == "netem"
+    assert mechanism("delay", {"nfqueue": True}) == "nfqueue"
+    s = shape_script(["10.0.0.2"], {"loss": 0.3}, {"loss": "iptables-statistic"})
+    assert "--probability 0.3000" in s and "CHAOS-PACKET" in s and "tc qdisc add" not in s
+    s = shape_script(["10.0.0.2"], {"rate": {"kbit": 500}}, {"rate": "htb"})
+    assert "rate 500kbit" in s and "u32 match ip dst" in s
+    assert netem_args({"reorder": 0.2})[:2] == ["delay", "10ms"]
+
+
+def test_packet_setup_rejects_unsupported_before_run() -> None:
+    from chaos.nemesis.packet import PacketNemesis, Unsupported
+
+    nem = PacketNemesis({"delay": {"ms": 50, "jitter_ms": 0}, "loss": 0.1})
+    nem.caps = {"n1": parse_probe("netem=no\nhtb=yes\nstatistic=yes\nnfqueue=no")}
+    nem.probe = lambda test: nem.caps  # type: ignore[method-assign]
+    with pytest.raises(Unsupported, match="packet-delay on n1: tc netem is missing"):
+        nem.setup(SimpleNamespace())
+    with pytest.raises(ValueError, match="probability"):
+        PacketNemesis({"loss": 2})
+
+
+def test_clock_offsets() -> None:
+    assert fmt_offset(1500) == "+1.500"
+    assert fmt_offset(-90000) == "-90.000"
+    with pytest.raises(ValueError, match="finite"):
+        fmt_offset(float("nan"))
+    rng = random.Random(1)
+    offs = [random_offset_ms(rng, 240_000) for _ in range(500)]
+    assert all(10 <= abs(o) <= 240_000 for o in offs)
+    assert any(o < 0 for o in offs) and any(o > 0 for o in offs)
+    assert max(abs(o) for o in offs) > 60_000  # minutes are reachable

@@ -1,0 +1,250 @@
+"""Open real reports in headless Chromium (Debian's chromium + chromedriver, through selenium).
+
+For a valid register run, an invalid register run and an invalid log run: the banner's verdict, the
+counterexample section for the invalid key, no JavaScript errors in the browser log, a screenshot
+``report.png`` in the run directory. A 100,000-op history's report must load in under 5 s, timed
+with the page's own load-complete marker; HTML in history values must render as text.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_report_fixtures import (
+    XSS,
+    XSS2,
+    make_big_run,
+    make_invalid_log_run,
+    make_invalid_register_run,
+    make_valid_register_run,
+    make_xss_run,
+)
+
+from chaos.history.report import write_report
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+LOAD_BOUND_S = 5.0
+
+pytestmark = pytest.mark.skipif(
+    not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists() and shutil.which("chromedriver")),
+    reason="needs Debian's chromium and chromedriver",
+)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for a in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+        "--enable-unsafe-swiftshader",
+        "--allow-file-access-from-files",
+    ):
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def open_report(driver: Any, run_dir: Path, screenshot: bool = True) -> dict[str, Any]:
+    """Write and open the run's report; wait for its ready marker; return timings and the console log."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    index = write_report(run_dir)
+    driver.get_log("browser")  # drop earlier pages' messages
+    start = time.monotonic()
+    driver.get(index.as_uri())
+    WebDriverWait(driver, 30, poll_frequency=0.05).until(
+        lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-report-ready")
+    )
+    wall = time.monotonic() - start
+    ready_ms = float(driver.find_element(By.TAG_NAME, "body").get_attribute("data-report-ready"))
+    if screenshot:
+        _full_page_screenshot(driver, run_dir / "report.png")
+    log = driver.get_log("browser")
+    return {"wall_s": wall, "ready_ms": ready_ms, "log": log}
+
+
+def _full_page_screenshot(driver: Any, path: Path) -> None:
+    height = driver.execute_script("return Math.min(document.documentElement.scrollHeight, 6000)")
+    driver.set_window_size(1400, max(int(height) + 40, 1000))
+    time.sleep(0.4)  # let plotly's responsive resize settle
+    driver.save_screenshot(str(path))
+    driver.set_window_size(1400, 1000)
+
+
+def js_errors(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in log if e.get("level") == "SEVERE"]
+
+
+def banner(driver: Any) -> tuple[str, list[str]]:
+    from selenium.webdriver.common.by import By
+
+    verdict = driver.find_element(By.ID, "verdict").text.strip()
+    chips = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "#checkers li")]
+    return verdict, chips
+
+
+def test_valid_register_report(browser: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    d = make_valid_register_run(tmp_path)
+    r = open_report(browser, d)
+    assert js_errors(r["log"]) == []
+    verdict, chips = banner(browser)
+    assert verdict == "VALID"
+    assert browser.find_element(By.TAG_NAME, "body").get_attribute("data-verdict") == "valid"
+    assert chips and all("valid" in c for c in chips)
+    assert browser.find_elements(By.CSS_SELECTOR, "#counterexample-list .ce") == []
+    # plots drawn with the partition window shaded
+    assert browser.execute_script("return document.getElementById('latency-plot').data.length") > 0
+    shapes = browser.execute_script(
+        "return document.getElementById('rate-plot').layout.shapes.filter(s => s.type === 'rect').length"
+    )
+    assert shapes == 1
+    assert (d / "report.png").stat().st_size > 10_000
+    # hovering an op on the canvas timeline shows it
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    browser.execute_script("document.getElementById('timeline').scrollIntoView()")
+    m = browser.execute_script("return window.__report.timeline.byIndex(0)")
+    pt = browser.execute_script(f"return window.__report.timeline.pointOf({m})")
+    canvas = browser.find_element(By.ID, "timeline-canvas")
+    rect = browser.execute_script("return arguments[0].getBoundingClientRect().toJSON()", canvas)
+    off_x = pt["x"] - (rect["left"] + rect["width"] / 2)
+    off_y = pt["y"] - (rect["top"] + rect["height"] / 2)
+    ActionChains(browser).move_to_element_with_offset(canvas, int(off_x), int(off_y)).perform()
+    tip = browser.find_element(By.ID, "tooltip").text
+    assert "invoke #0 at" in tip and "process" in tip
+
+
+def test_invalid_register_report_has_counterexample(browser: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    d = make_invalid_register_run(tmp_path)
+    r = open_report(browser, d)
+    assert js_errors(r["log"]) == []
+    verdict, chips = banner(browser)
+    assert verdict == "INVALID"
+    assert chips[0].startswith("linear") and "invalid" in chips[0]  # failing checker first
+    ce = browser.find_element(By.ID, "counterexample-key-1")
+    assert "Key 1 is not linearizable" in ce.text
+    boxes = ce.find_elements(By.CSS_SELECTOR, "g.ce-op")
+    assert len(boxes) == 4
+    failing = ce.find_element(By.CSS_SELECTOR, 'g.ce-op[data-op="3"] rect')
+    assert failing.get_attribute("stroke") == "#d7191c"
+    prefix_op = ce.find_element(By.CSS_SELECTOR, 'g.ce-op[data-op="1"] rect')
+    assert prefix_op.get_attribute("fill") == "#c7e9c0"
+    # hover shows the model state before and after
+    browser.execute_script("arguments[0].scrollIntoView({block:'center'})", prefix_op)
+    ActionChains(browser).move_to_element(prefix_op).perform()
+    tip = browser.find_element(By.ID, "tooltip")
+    assert "state before: 1" in tip.text and "state after:  2" in tip.text
+    ActionChains(browser).move_to_element(failing).perform()
+    assert "cannot be placed" in tip.text and "state before: 2" in tip.text
+    # an availability row zooms the plots and the timeline to its window
+    row = browser.find_element(By.CSS_SELECTOR, "#availability-table tbody tr.clickable")
+    assert "kill n1" in row.text
+    browser.execute_script("arguments[0].scrollIntoView({block:'center'})", row)
+    row.click()
+    WebDriverWait(browser, 10).until(
+        lambda d: d.execute_script("return document.getElementById('rate-plot').layout.xaxis.range[1]") < 4.5
+    )
+    assert "Showing 1.7" in browser.find_element(By.ID, "timeline-status").text
+    assert (d / "report.png").stat().st_size > 10_000
+
+
+def test_invalid_log_report_lists_anomalies(browser: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    d = make_invalid_log_run(tmp_path)
+    r = open_report(browser, d)
+    assert js_errors(r["log"]) == []
+    verdict, chips = banner(browser)
+    assert verdict == "INVALID"
+    assert chips[0].startswith("log")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#log-table tbody tr")
+    kinds = [row.find_element(By.TAG_NAME, "td").text for row in rows]
+    assert kinds == ["lost", "duplicated", "unexpected"]
+    lost = rows[0].text
+    assert "7" in lost and "@index 8" in lost
+    # clicking the writer op selects it on the timeline
+    jump = rows[0].find_element(By.CSS_SELECTOR, ".jump")
+    browser.execute_script("arguments[0].scrollIntoView({block:'center'})", jump)
+    jump.click()
+    status = browser.find_element(By.ID, "timeline-status").text
+    assert "Showing" in status and "Showing 0.000" not in status
+    # node logs and raw history are linked
+    links = [a.get_attribute("href") for a in browser.find_elements(By.CSS_SELECTOR, "#file-list a")]
+    assert any(h.endswith("history.jsonl") for h in links)
+    assert any(h.endswith("nodes/n1/dledger.log") for h in links)
+    assert (d / "report.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_100k_op_report_loads_under_5s(browser: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    d = make_big_run(tmp_path, 100_000)
+    # warm the browser (process start-up, GPU process) on another, small report: the big one is measured
+    # on its first load
+    open_report(browser, make_invalid_log_run(tmp_path / "warm"), screenshot=False)
+    r = open_report(browser, d)
+    assert js_errors(r["log"]) == []
+    assert (
+        browser.execute_script("return document.getElementById('report-data').textContent.length") > 1_000_000
+    )
+    n = browser.execute_script(
+        "return JSON.parse(document.getElementById('report-data').textContent).ops.p.length"
+    )
+    assert n == 100_000
+    # one canvas for the timeline, not one DOM node per op
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#timeline canvas")) == 1
+    assert browser.execute_script("return document.getElementsByTagName('*').length") < 20_000
+    print(f"100k-op report: ready at {r['ready_ms']:.0f} ms after navigation, {r['wall_s']:.2f} s wall")
+    assert r["ready_ms"] < LOAD_BOUND_S * 1000
+
+
+def test_html_in_values_renders_as_text(browser: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    d = make_xss_run(tmp_path)
+    r = open_report(browser, d, screenshot=False)
+    assert browser.execute_script("return window.__pwned") is None
+    assert js_errors(r["log"]) == []
+    assert browser.find_elements(By.CSS_SELECTOR, "img") == []
+    body = browser.find_element(By.TAG_NAME, "body").text
+    assert XSS in body  # shown as text: the test name, checker names, log table
+    assert XSS2 in browser.find_element(By.ID, "log-table").text
+    ce = browser.find_element(By.CSS_SELECTOR, "#counterexample-list .ce")
+    assert XSS2 in ce.text
+    box = ce.find_element(By.CSS_SELECTOR, 'g.ce-op[data-op="0"] rect')
+    browser.execute_script("arguments[0].scrollIntoView({block:'center'})", box)
+    ActionChains(browser).move_to_element(box).perform()
+    assert XSS in browser.find_element(By.ID, "tooltip").text
+    # plotly reads a subset of HTML in labels: the f name and fault kind show literally there too
+    legend = browser.execute_script("return document.querySelector('#latency-plot .legend').textContent")
+    assert XSS + " fail" in legend
+    notes = browser.execute_script("return document.querySelector('#rate-plot .annotation').textContent")
+    assert XSS in notes
+    assert browser.execute_script("return window.__pwned") is None

@@ -1,0 +1,269 @@
+"""The SSH control layer against real containers with real sshd (no mocks)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from chaos.cluster.docker import DockerProvider, generate_keypair
+from chaos.cluster.node import Node
+from chaos.control.ssh import CommandTimeout, Control, NodeUnreachable, Remote, RemoteError
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory: pytest.TempPathFactory):
+    home = tmp_path_factory.mktemp("chaos-home")
+    old = os.environ.get("CHAOS_HOME")
+    os.environ["CHAOS_HOME"] = str(home)
+    p = DockerProvider(5, name="tssh")
+    try:
+        yield p.up()
+    finally:
+        p.down()
+        if old is None:
+            os.environ.pop("CHAOS_HOME", None)
+        else:
+            os.environ["CHAOS_HOME"] = old
+
+
+@pytest.fixture()
+def control(nodes):
+    c = Control(nodes)
+    yield c
+    c.close()
+
+
+def test_command_on_all_nodes_returns_per_node_output(control: Control) -> None:
+    out = control.on_nodes(lambda r: r.exec("hostname").stdout.strip())
+    assert out == {f"n{i}": f"n{i}" for i in range(1, 6)}
+    # a subset, and a function of the remote
+    sub = control.on_nodes(
+        lambda r: r.node.name + ":" + r.exec_raw("echo $((6*7))").stdout.strip(), ["n2", "n4"]
+    )
+    assert sub == {"n2": "n2:42", "n4": "n4:42"}
+
+
+def test_exec_quotes_arguments_and_exec_raw_does_not(control: Control) -> None:
+    r = control.remote("n1")
+    tricky = "a b; echo INJECTED $HOME 'q' \"d\""
+    assert r.exec("printf", "%s", tricky).stdout == tricky
+    assert r.exec_raw("echo $((1+2)) | tr 3 x").stdout == "x\n"
+    assert r.exec("cat", stdin="from stdin\n").stdout == "from stdin\n"
+    assert r.exec_raw("exit 7", check=False).exit_code == 7
+
+
+def test_failing_command_raises_with_stderr(control: Control) -> None:
+    r = control.remote("n3")
+    with pytest.raises(RemoteError) as ei:
+        r.exec_raw("echo partial; echo 'boom: no such thing' >&2; exit 3")
+    e = ei.value
+    assert (e.node, e.exit_code) == ("n3", 3)
+    assert e.stdout == "partial\n" and e.stderr == "boom: no such thing\n"
+    assert "exit 3" in e.cmd
+    msg = str(e)
+    assert (
+        "\n" not in msg and msg.startswith("n3:") and "exit status 3" in msg and "boom: no such thing" in msg
+    )
+
+
+def test_on_nodes_raises_the_failing_nodes_error(control: Control) -> None:
+    def fn(r: Remote) -> str:
+        return r.exec_raw("[ $(hostname) != n2 ] || { echo bad n2 >&2; exit 1; }; hostname").stdout
+
+    with pytest.raises(RemoteError) as ei:
+        control.on_nodes(fn)
+    assert ei.value.node == "n2" and "bad n2" in str(ei.value)
+
+
+def test_command_timeout(control: Control) -> None:
+    r = control.remote("n2")
+    t0 = time.monotonic()
+    with pytest.raises(CommandTimeout) as ei:
+        r.exec_raw("echo started; sleep 20", timeout=1.0)
+    assert time.monotonic() - t0 < 5
+    assert ei.value.exit_code is None and "timed out" in str(ei.value) and ei.value.stdout == "started\n"
+    # the connection is still usable
+    assert r.exec("echo", "after").stdout == "after\n"
+
+
+def test_killed_sshd_session_is_reestablished_transparently(nodes: list[Node]) -> None:
+    victim = Remote(nodes[0])
+    killer = Remote(nodes[0])
+    try:
+        session_pid = int(victim.exec_raw("echo $PPID").stdout)  # the sshd process serving this connection
+        assert "sshd" in killer.exec_raw(f"cat /proc/{session_pid}/cmdline | tr '\\0' ' '").stdout
+        before = victim.reconnects
+        killer.exec("kill", "-9", str(session_pid))
+        # the next command runs on a new connection, no error surfaces
+        assert victim.exec("hostname").stdout.strip() == "n1"
+        assert victim.reconnects > before
+        new_pid = int(victim.exec_raw("echo $PPID").stdout)
+        assert new_pid != session_pid
+        assert killer.exec("kill", "-0", str(session_pid), check=False).exit_code != 0
+
+        # dropped under a running command: the command is re-run on a new connection
+        import threading
+
+        result: list[str] = []
+        t = threading.Thread(
+            target=lambda: result.append(victim.exec_raw("sleep 1.5; hostname").stdout.strip())
+        )
+        t.start()
+        time.sleep(0.5)
+        killer.exec("kill", "-9", str(new_pid))
+        t.join(30)
+        assert result == ["n1"]
+        assert int(victim.exec_raw("echo $PPID").stdout) not in (session_pid, new_pid)
+    finally:
+        victim.close()
+        killer.close()
+
+
+def test_upload_and_download_roundtrip(control: Control, tmp_path: Path) -> None:
+    data = os.urandom(300_000)
+    src = tmp_path / "blob.bin"
+    src.write_bytes(data)
+    r = control.remote("n5")
+    r.upload(src, "/tmp/blob.bin")
+    assert r.exec("sha256sum", "/tmp/blob.bin").stdout.split()[0] == hashlib.sha256(data).hexdigest()
+    back = tmp_path / "sub" / "back.bin"
+    r.download("/tmp/blob.bin", back)
+    assert back.read_bytes() == data
+    with pytest.raises(RemoteError) as ei:
+        r.download("/nonexistent/file", tmp_path / "x")
+    assert ei.value.node == "n5"
+    with pytest.raises(FileNotFoundError):
+        r.upload(tmp_path / "missing", "/tmp/x")
+
+
+def test_write_file(control: Control) -> None:
+    r = control.remote("n4")
+    r.write_file("/tmp/deep/dir/f.txt", "+1h\n")
+    assert r.exec("cat", "/tmp/deep/dir/f.txt").stdout == "+1h\n"
+
+
+def test_parallel_commands_share_one_connection(control: Control) -> None:
+    r = control.remote("n1")
+    r.exec("true")
+    client_before = r._client
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(8) as pool:
+        outs = list(pool.map(lambda i: r.exec("echo", str(i)).stdout.strip(), range(32)))
+    assert outs == [str(i) for i in range(32)]
+    assert r._client is client_before
+
+
+def test_unreachable_port_wrong_key_and_unknown_host_key_are_one_clear_line(
+    nodes: list[Node], tmp_path: Path
+) -> None:
+    n1 = nodes[0]
+    refused = Remote(Node(name="n1", host=n1.host, port=2222, key_path=n1.key_path), connect_timeout=3)
+    with pytest.raises(NodeUnreachable) as ei:
+        refused.exec("true")
+    assert str(ei.value).startswith("n1:") and "unreachable" in str(ei.value) and "\n" not in str(ei.value)
+
+    other_key = generate_keypair(tmp_path / "other")
+    wrong = Remote(Node(name="n1", host=n1.host, key_path=str(other_key)), connect_timeout=3)
+    with pytest.raises(NodeUnreachable) as ei:
+        wrong.exec("true")
+    assert "authentication failed" in str(ei.value) and str(other_key) in str(ei.value)
+
+    strict = Remote(Node(name="n1", host=n1.host, key_path=n1.key_path, strict_host_key_checking=True))
+    with pytest.raises(NodeUnreachable) as ei:
+        strict.exec("true")
+    assert "host key unknown" in str(ei.value)
+
+    free = n1.host.rsplit(".", 1)[0] + ".250"  # in the test cluster's own subnet, no container there
+    gone = Remote(Node(name="n9", host=free, key_path=n1.key_path), connect_timeout=1.5)
+    t0 = time.monotonic()
+    with pytest.raises(NodeUnreachable) as ei:
+        gone.exec("true")
+    assert time.monotonic() - t0 < 10
+    assert str(ei.value).startswith("n9:") and "unreachable" in str(ei.value)
+
+
+def test_ssh_provider_cli_on_existing_hosts(nodes: list[Node], tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    key = nodes[0].key_path
+    assert key is not None
+    hosts = ",".join(f"{n.name}={n.host}" for n in nodes[:3])
+    env = {**os.environ, "HOME": str(tmp_path), "CHAOS_HOME": str(tmp_path / "chaos")}
+
+    def chaos(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "chaos.cli", "cluster", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+
+    # strict host key checking is on by default for existing hosts: unknown keys are refused
+    r = chaos("up", "--nodes", hosts, "--ssh-private-key", key)
+    assert r.returncode == 255
+    assert len(r.stderr.strip().splitlines()) == 1 and "host key unknown" in r.stderr and "n1" in r.stderr
+
+    # known_hosts filled (as an operator would), strict checking passes; OS setup runs
+    (tmp_path / ".ssh").mkdir()
+    lines = []
+    for n in nodes[:3]:
+        pub = Remote(n).exec("cat", "/etc/ssh/ssh_host_ed25519_key.pub").stdout.split()
+        lines.append(f"{n.host} {pub[0]} {pub[1]}")
+    (tmp_path / ".ssh" / "known_hosts").write_text("\n".join(lines) + "\n")
+    r = chaos("up", "--nodes", hosts, "--ssh-private-key", key)
+    assert r.returncode == 0, r.stderr
+    assert [ln.split("hostname=")[1] for ln in r.stdout.splitlines()] == ["n1", "n2", "n3"]
+    r = chaos("exec", "--nodes", hosts, "--ssh-private-key", key, "--", "cat /var/run/dledger.faketime")
+    assert r.returncode == 0 and r.stdout.count("+0") == 3
+
+
+def test_os_setup_checks_packages_and_heals_the_baseline(control: Control) -> None:
+    from chaos.cluster.osetup import DebianOS, OSSetupError
+
+    r = control.remote("n2")
+    r.exec_raw(
+        "iptables -w -N CHAOS-TEST && iptables -w -A CHAOS-TEST -s 10.0.0.9 -j DROP && "
+        "iptables -w -I INPUT 1 -j CHAOS-TEST && "
+        "tc qdisc add dev eth0 root tbf rate 1mbit burst 32kbit latency 400ms && "
+        "echo +1h > /var/run/dledger.faketime"
+    )
+    DebianOS().setup(control)  # every node, in parallel
+    assert r.exec("cat", "/var/run/dledger.faketime").stdout.strip() == "+0"
+    rules = r.exec_raw("iptables -w -S").stdout
+    assert "CHAOS-TEST" not in rules
+    assert "tbf" not in r.exec("tc", "qdisc", "show", "dev", "eth0").stdout
+    DebianOS().setup(control)  # idempotent
+
+    with pytest.raises(OSSetupError) as ei:
+        DebianOS(packages=["iptables", "no-such-package-xyz"]).setup_node(r)
+    assert str(ei.value).startswith("n2:") and "missing packages no-such-package-xyz" in str(ei.value)
+
+
+def test_non_root_user_and_sudo_wrapping(nodes: list[Node], control: Control) -> None:
+    root = control.remote("n3")
+    root.exec_raw(
+        "id chaosuser >/dev/null 2>&1 || useradd -m -s /bin/sh chaosuser; usermod -p '*' chaosuser; "
+        "mkdir -p /home/chaosuser/.ssh && cp /root/.ssh/authorized_keys /home/chaosuser/.ssh/ && "
+        "chown -R chaosuser /home/chaosuser/.ssh"
+    )
+    n3 = nodes[2]
+    user = Remote(Node(name="n3", host=n3.host, user="chaosuser", key_path=n3.key_path))
+    try:
+        assert user.exec("whoami").stdout.strip() == "chaosuser"
+        # sudo=True goes through `sudo -n`; this image has no sudo, so the error says so, naming the node
+        with pytest.raises(RemoteError) as ei:
+            user.exec("whoami", sudo=True)
+        assert (
+            ei.value.node == "n3" and ei.value.cmd.startswith("sudo -n -- sh -c ") and "sudo" in str(ei.value)
+        )
+    finally:
+        user.close()
