@@ -6,7 +6,15 @@ from __future__ import annotations
 import pytest
 
 from dledger.core import Core, CoreConfig, Role
-from dledger.protocol import Code, ParseResult, PushRequest, VoteRequest, VoteResponse, VoteResult
+from dledger.protocol import (
+    Code,
+    ParseResult,
+    PushRequest,
+    PushResponse,
+    VoteRequest,
+    VoteResponse,
+    VoteResult,
+)
 from dledger.sim import SafetyViolation, Sim
 from dledger.store import Entry, MemoryLogStore
 
@@ -437,3 +445,67 @@ def test_sim_restarted_follower_learns_the_commit_index_within_a_heartbeat_round
 
         assert sim.run(250, caught_up), f"round {rnd}"
     sim.check_all()
+
+
+def test_sim_leadership_transfer_wins_over_slow_links() -> None:
+    # The transferee campaigns at term+1; the members its vote request bumps to that term must not
+    # campaign before its immediate revote arrives, or the election splits and the transfer fails
+    # (TAKE_LEADERSHIP_FAILED, 418). Links of 5-60 ms each way, 5 members.
+    failed = []
+    for seed in range(30):
+        sim = Sim(5, seed, latency=(5, 60))
+        sim.run(3000)
+        assert sim.run(5000, lambda: sim.leader() is not None)
+        ld = sim.leader()
+        assert ld is not None
+        to = [i for i in sim.ids if i != ld][seed % 4]
+        assert sim.nodes[ld].transfer(to, 1, sim.local(ld)) == Code.SUCCESS
+        sim._process(ld)
+        if not sim.run(3000, lambda t=to: sim.leader() == t):
+            failed.append(seed)
+    assert failed == []
+
+
+def test_leader_ignores_the_answer_to_an_earlier_compare() -> None:
+    # Two COMPAREs to one follower are in flight when the leader resends after _peer_back; the answer
+    # to the older one must not move the descent, or the leader ends up asking the follower to
+    # truncate below its commitIndex.
+    sim = Sim(3, 1)
+    assert sim.run(3000, lambda: sim.leader() is not None)
+    for k in range(3):
+        sim.propose(f"v{k}".encode())
+    sim.run(500)
+    ld = sim.leader()
+    assert ld is not None
+    core = sim.nodes[ld]
+    follower = next(i for i in sim.ids if i != ld)
+    p = core._progress[follower]
+    end = sim.stores[ld].end_index
+    p.reset("COMPARE")
+    p.compare_index = end - 1  # the descent already moved down from ``end``
+    stale = PushResponse(
+        "default",
+        follower,
+        ld,
+        core.term,
+        type="COMPARE",
+        code=Code.INCONSISTENT_STATE,
+        index=end,
+        end_index=end - 1,
+        epoch=p.epoch,
+    )
+    core.step(stale, sim.local(ld))
+    assert p.state == "COMPARE" and p.compare_index == end - 1
+    fresh = PushResponse(
+        "default",
+        follower,
+        ld,
+        core.term,
+        type="COMPARE",
+        code=Code.SUCCESS,
+        index=end - 1,
+        end_index=end - 1,
+        epoch=p.epoch,
+    )
+    core.step(fresh, sim.local(ld))
+    assert p.state == "APPEND"

@@ -143,6 +143,7 @@ class Core:
         self.vote_for = vote_for
         self.known_max_term = term
         self.need_increase_term = False
+        self._yield_vote = False  # the term bump came from another candidate's vote request
         self.last_parse_result = ParseResult.WAIT_TO_REVOTE
         self.next_vote_time = now + self._vote_interval()
         self.commit_index = min(commit_index, store.end_index)
@@ -438,6 +439,7 @@ class Core:
         else:
             self.change_to_candidate(req.term)
             self.need_increase_term = True
+            self._yield_vote = True
             return VoteResult.REJECT_TERM_NOT_READY, self.term
         if req.term < end_term:
             return VoteResult.REJECT_TERM_SMALL_THAN_LEDGER, end_term
@@ -467,6 +469,11 @@ class Core:
         if self.need_increase_term:
             self.need_increase_term = False
             self.next_vote_time = now + self._vote_interval()
+            if self._yield_vote:
+                # another member campaigns at this term (a transferee, or the first to time out): give
+                # its revote one round before competing, or slow links make every such election split
+                self.next_vote_time += self.cfg.vote_timeout_ms
+            self._yield_vote = False
             return
         self._vote_round += 1
         self._vote_term = self.term
@@ -845,6 +852,8 @@ class Core:
             return
         if resp.type == PushType.COMPARE and p.state == PushType.COMPARE:
             cmp = p.compare_index
+            if resp.index != cmp:
+                return  # answers an earlier COMPARE (resent after _peer_back); the descent moved on
             p.waiting_since = -1
             if resp.code == Code.SUCCESS:
                 if resp.end_index == cmp:
@@ -871,6 +880,8 @@ class Core:
                 p.compare_index = min(end, resp.end_index)
                 p.waiting_since = now
         elif resp.type == PushType.TRUNCATE and p.state == PushType.TRUNCATE:
+            if resp.index != p.truncate_index:
+                return
             p.waiting_since = -1
             if resp.code == Code.SUCCESS:
                 self._to_append(p, p.truncate_index)
