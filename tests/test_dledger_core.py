@@ -455,13 +455,13 @@ def test_sim_leadership_transfer_wins_over_slow_links() -> None:
     for seed in range(30):
         sim = Sim(5, seed, latency=(5, 60))
         sim.run(3000)
-        assert sim.run(5000, lambda: sim.leader() is not None)
+        assert sim.run(5000, lambda s=sim: s.leader() is not None)
         ld = sim.leader()
         assert ld is not None
         to = [i for i in sim.ids if i != ld][seed % 4]
         assert sim.nodes[ld].transfer(to, 1, sim.local(ld)) == Code.SUCCESS
         sim._process(ld)
-        if not sim.run(3000, lambda t=to: sim.leader() == t):
+        if not sim.run(3000, lambda s=sim, t=to: s.leader() == t):
             failed.append(seed)
     assert failed == []
 
