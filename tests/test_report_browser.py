@@ -175,6 +175,7 @@ def test_invalid_register_report_has_counterexample(browser: Any, tmp_path: Path
 
 def test_invalid_log_report_lists_anomalies(browser: Any, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     d = make_invalid_log_run(tmp_path)
     r = open_report(browser, d)
@@ -191,8 +192,11 @@ def test_invalid_log_report_lists_anomalies(browser: Any, tmp_path: Path) -> Non
     jump = rows[0].find_element(By.CSS_SELECTOR, ".jump")
     browser.execute_script("arguments[0].scrollIntoView({block:'center'})", jump)
     jump.click()
-    status = browser.find_element(By.ID, "timeline-status").text
-    assert "Showing" in status and "Showing 0.000" not in status
+    # the timeline redraws (and rewrites its status) on the next animation frame
+    status = WebDriverWait(browser, 5).until(
+        lambda b: (t := b.find_element(By.ID, "timeline-status").text) and "Showing 0.000" not in t and t
+    )
+    assert "Showing" in status
     # node logs and raw history are linked
     links = [a.get_attribute("href") for a in browser.find_elements(By.CSS_SELECTOR, "#file-list a")]
     assert any(h.endswith("history.jsonl") for h in links)
