@@ -5,7 +5,8 @@ hosts (``--provider ssh`` or any ``--nodes`` that is a host list). ``image`` bui
 ``exec`` runs a command on every node. Bad input exits 254 (:class:`chaos.cli.BadArguments`); a node,
 engine or image failure prints one line naming the node and the cause and exits 255.
 
-:func:`node_options` and :func:`resolve_nodes` are shared with ``chaos run``.
+:func:`node_options` adds the node-selection options to a command; its handler passes them on as
+``**node`` to :func:`resolve_nodes`.
 """
 
 from __future__ import annotations
@@ -174,30 +175,10 @@ def cluster() -> None:
     "--os-setup/--no-os-setup", default=True, show_default=True, help="Check packages, heal faults."
 )
 @_errors_to_one_line
-def up(
-    provider,
-    nodes,
-    nodes_file,
-    username,
-    ssh_private_key,
-    ssh_port,
-    strict_host_key_checking,
-    cluster_name,
-    os_setup,
-):
+def up(os_setup: bool, **node: Any) -> None:
     """Start the cluster (docker) or check the hosts (ssh); a no-op on a live cluster."""
     t0 = time.monotonic()
-    ns = resolve_nodes(
-        provider,
-        nodes,
-        nodes_file,
-        username,
-        ssh_private_key,
-        ssh_port,
-        strict_host_key_checking,
-        cluster_name,
-        log=_err,
-    )
+    ns = resolve_nodes(**node, log=_err)
     with Control(ns) as ctl:
         hostnames = ctl.on_nodes(lambda r: r.exec("hostname").stdout.strip())
         if os_setup:
@@ -280,33 +261,14 @@ def image(force, remove):
 @click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds per command.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @_errors_to_one_line
-def exec_(
-    provider,
-    nodes,
-    nodes_file,
-    username,
-    ssh_private_key,
-    ssh_port,
-    strict_host_key_checking,
-    cluster_name,
-    sudo,
-    timeout,
-    command,
-):
+def exec_(sudo: bool, timeout: float, command: tuple[str, ...], **node: Any) -> None:
     """Run COMMAND (one shell command line) on every node in parallel; print per-node output."""
     if timeout <= 0:
         raise BadArguments(f"--timeout {timeout}: expected a positive number of seconds")
-    kind = _provider_of(provider, nodes, nodes_file)
+    kind = _provider_of(node["provider"], node["nodes"], node["nodes_file"])
+    # docker: --nodes is a count, which only ``up`` uses; exec reaches the recorded nodes
     ns = resolve_nodes(
-        kind,
-        nodes if kind == "ssh" else None,
-        nodes_file,
-        username,
-        ssh_private_key,
-        ssh_port,
-        strict_host_key_checking,
-        cluster_name,
-        up=False,
+        **{**node, "provider": kind, "nodes": node["nodes"] if kind == "ssh" else None}, up=False
     )
     line = " ".join(command)
     failed = 0
