@@ -161,6 +161,15 @@ class Sim:
         self._process(node)
         return code
 
+    def transfer(self, to: str) -> int:
+        """Ask the current leader to hand leadership to ``to``; the leader's answer code (SUCCESS when
+        the transfer started). Raises AssertionError when there is no leader."""
+        ld = self.leader()
+        assert ld is not None, "no leader to transfer from"
+        code = self.nodes[ld].transfer(to, 1, self.local(ld))
+        self._process(ld)
+        return code
+
     def propose(self, body: bytes) -> Entry | None:
         """Propose ``body`` at the current leader; None when there is none."""
         ld = self.leader()

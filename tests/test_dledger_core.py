@@ -459,8 +459,7 @@ def test_sim_leadership_transfer_wins_over_slow_links() -> None:
         ld = sim.leader()
         assert ld is not None
         to = [i for i in sim.ids if i != ld][seed % 4]
-        assert sim.nodes[ld].transfer(to, 1, sim.local(ld)) == Code.SUCCESS
-        sim._process(ld)
+        assert sim.transfer(to) == Code.SUCCESS
         if not sim.run(3000, lambda s=sim, t=to: s.leader() == t):
             failed.append(seed)
     assert failed == []

@@ -193,10 +193,11 @@ def test_invalid_log_report_lists_anomalies(browser: Any, tmp_path: Path) -> Non
     browser.execute_script("arguments[0].scrollIntoView({block:'center'})", jump)
     jump.click()
     # the timeline redraws (and rewrites its status) on the next animation frame
-    status = WebDriverWait(browser, 5).until(
-        lambda b: (t := b.find_element(By.ID, "timeline-status").text) and "Showing 0.000" not in t and t
+    WebDriverWait(browser, 5).until(
+        lambda b: "Showing 0.000" not in b.find_element(By.ID, "timeline-status").text
     )
-    assert "Showing" in status
+    status = browser.find_element(By.ID, "timeline-status").text
+    assert "Showing" in status and "Showing 0.000" not in status
     # node logs and raw history are linked
     links = [a.get_attribute("href") for a in browser.find_elements(By.CSS_SELECTOR, "#file-list a")]
     assert any(h.endswith("history.jsonl") for h in links)

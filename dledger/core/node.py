@@ -143,7 +143,6 @@ class Core:
         self.vote_for = vote_for
         self.known_max_term = term
         self.need_increase_term = False
-        self._yield_vote = False  # the term bump came from another candidate's vote request
         self.last_parse_result = ParseResult.WAIT_TO_REVOTE
         self.next_vote_time = now + self._vote_interval()
         self.commit_index = min(commit_index, store.end_index)
@@ -439,7 +438,6 @@ class Core:
         else:
             self.change_to_candidate(req.term)
             self.need_increase_term = True
-            self._yield_vote = True
             return VoteResult.REJECT_TERM_NOT_READY, self.term
         if req.term < end_term:
             return VoteResult.REJECT_TERM_SMALL_THAN_LEDGER, end_term
@@ -468,12 +466,10 @@ class Core:
             log.info("%s: term %d -> %d", self.id, prev, self.term)
         if self.need_increase_term:
             self.need_increase_term = False
-            self.next_vote_time = now + self._vote_interval()
-            if self._yield_vote:
-                # another member campaigns at this term (a transferee, or the first to time out): give
-                # its revote one round before competing, or slow links make every such election split
-                self.next_vote_time += self.cfg.vote_timeout_ms
-            self._yield_vote = False
+            # another member raised our term: a candidate (a transferee, or the first to time out)
+            # whose immediate revote must win before we compete, or slow links split every such
+            # election; or a leader, whose next heartbeat makes us its follower anyway
+            self.next_vote_time = now + self._vote_interval() + self.cfg.vote_timeout_ms
             return
         self._vote_round += 1
         self._vote_term = self.term
