@@ -156,3 +156,15 @@ def test_bad_input_is_named():
         g.time_limit(-1, {"f": "x"})
     with pytest.raises(RuntimeError, match="pending"):
         g.simulate({"f": "x", "process": "nemesis"}, concurrency=1, nemesis=False)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0, True, "5"])
+def test_durations_must_be_finite_non_negative_seconds(bad: object) -> None:
+    for make, what in (
+        (lambda s: g.time_limit(s, {"f": "read"}), "time limit"),
+        (lambda s: g.stagger(s, {"f": "read"}), "stagger interval"),
+        (lambda s: g.delay(s, {"f": "read"}), "delay"),
+        (g.sleep, "sleep"),
+    ):
+        with pytest.raises(ValueError, match=what):
+            make(bad)

@@ -45,6 +45,7 @@ Example (a register workload under a nemesis schedule, 60 s)::
 from __future__ import annotations
 
 import inspect
+import math
 import random
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Final
@@ -886,8 +887,14 @@ def _g(x: Any) -> Generator:
 
 
 def _ns(seconds: float, what: str) -> int:
-    if not isinstance(seconds, (int, float)) or seconds < 0:
-        raise ValueError(f"{what} must be a non-negative number of seconds, got {seconds!r}")
+    """``seconds`` as integer ns; ValueError naming ``what`` unless a finite number >= 0."""
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float))
+        or not math.isfinite(seconds)
+        or seconds < 0
+    ):
+        raise ValueError(f"{what} must be a finite, non-negative number of seconds, got {seconds!r}")
     return int(seconds * NS)
 
 

@@ -21,6 +21,18 @@ on as process ``p + concurrency`` with a freshly opened client. An exception fro
 ``info`` becomes ``fail``: a read that timed out changed nothing. Opening a client that fails makes the
 op ``fail`` with ``error="no-client: ..."``. ``sleep`` ops hold a thread and ``log`` ops are logged;
 neither is recorded.
+
+Waiting: completions reach the scheduler through a :class:`_Mailbox` (a deque under a
+``threading.Condition``), never ``queue.SimpleQueue.get(timeout=...)``: in CPython 3.11 that call can
+recompute a negative remaining timeout after taking its internal lock and then block forever, which
+hung a run whose workers were all idle. Every wait of the scheduler is bounded (at most
+:data:`_TICK_S`), so it can always look at the watchdog and at :meth:`Interpreter.stop`.
+
+Watchdog: an op in flight longer than its bound (client ops ``stall_timeout`` s, nemesis ops
+``nemesis_stall_timeout`` s, sleeps their length plus ``stall_timeout``) means the workers stopped
+making progress; :meth:`Interpreter.run` then raises :class:`Stalled` (the runner turns that into a
+crash, exit 255, after healing the nodes and closing the history). The stuck op stays open in the
+history, as any op abandoned by a crashed run.
 """
 
 from __future__ import annotations
@@ -40,6 +52,66 @@ from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
 log = logging.getLogger("chaos.interpreter")
 
 _POLL_S = 0.005  # how often a pending generator is asked again (time may have moved on)
+_TICK_S = 0.25  # the longest the scheduler sleeps without looking at the watchdog and stop()
+_WATCH_NS = 1_000_000_000  # how often the scheduler scans the in-flight ops for the watchdog
+
+STALL_MIN_S = 300.0
+"""Least bound (s) on a client op in flight before the run counts as stalled. Large because one op
+may legitimately make many calls (the log workload's final read fetches every entry)."""
+STALL_CLIENT_TIMEOUTS = 100
+"""The client-op bound is at least this many client timeouts (``test.db.client_timeout``)."""
+NEMESIS_STALL_MIN_S = 900.0
+"""Least bound (s) on a nemesis op: faults run remote commands with their own timeouts of up to 300 s."""
+
+
+class Stalled(RuntimeError):
+    """The run stopped making progress: an op stayed in flight past its watchdog bound."""
+
+
+def stall_bounds(test: Any) -> tuple[float, float]:
+    """(client, nemesis) watchdog bounds in seconds for ``test``: ``test.opts["stall_timeout"]`` if
+    set, else the larger of :data:`STALL_MIN_S` and :data:`STALL_CLIENT_TIMEOUTS` x the DB client's
+    timeout; the nemesis bound is at least :data:`NEMESIS_STALL_MIN_S` and 3 x the client bound."""
+    opts = getattr(test, "opts", None)
+    given = opts.get("stall_timeout") if isinstance(opts, dict) else None
+    if given is not None:
+        client = float(given)
+    else:
+        per_call = getattr(getattr(test, "db", None), "client_timeout", None)
+        client = STALL_MIN_S
+        if isinstance(per_call, (int, float)) and per_call > 0:
+            client = max(client, STALL_CLIENT_TIMEOUTS * float(per_call))
+    return client, max(NEMESIS_STALL_MIN_S, 3 * client)
+
+
+class _Mailbox:
+    """Completions for the scheduler: many producers, one consumer; ``get`` waits on a Condition,
+    whose timed wait is correct (see the module docstring)."""
+
+    __slots__ = ("_items", "_cv")
+
+    def __init__(self) -> None:
+        self._items: deque[Any] = deque()
+        self._cv = threading.Condition(threading.Lock())
+
+    def put(self, item: Any) -> None:
+        with self._cv:
+            self._items.append(item)
+            self._cv.notify()
+
+    def empty(self) -> bool:
+        return not self._items
+
+    def pop(self) -> Any:
+        """The oldest item; only the consumer calls this, and only after ``empty()`` said False."""
+        return self._items.popleft()
+
+    def get(self, timeout: float) -> Any:
+        """The oldest item, waiting at most ``timeout`` s (<= 0: no wait); None when there is none."""
+        with self._cv:
+            if not self._items and timeout > 0:
+                self._cv.wait(timeout)
+            return self._items.popleft() if self._items else None
 
 
 class Client(Protocol):
@@ -123,13 +195,17 @@ class Stats:
 
 
 class _Worker:
-    __slots__ = ("thread", "node", "inbox", "client", "opened", "t", "run")
+    __slots__ = ("thread", "node", "inbox", "client", "opened", "t", "run", "since", "bound", "what")
 
     def __init__(self, thread: Thread, node: str | None, run: int = 0) -> None:
         self.thread = thread
         self.node = node
         self.run = run  # the Interpreter.run() call this worker belongs to
+        # only an untimed get() is ever used on the inbox: that one is correct in every CPython
         self.inbox: queue.SimpleQueue[Op | dict[str, Any] | None] = queue.SimpleQueue()
+        self.since = 0  # time.monotonic_ns() when the op in flight was handed over
+        self.bound = 0  # ns that op may take before the watchdog calls the run stalled
+        self.what = ""
         self.client: Any = None
         self.opened = False
         self.t: threading.Thread | None = None
@@ -160,8 +236,12 @@ class Interpreter:
         idempotent: fs whose ``info`` completions are recorded as ``fail``.
         on_op: called with each recorded op, one call at a time, in history order (from the scheduler
             or from the worker thread doing the scheduler's step).
+        stall_timeout: s a client op may stay in flight before :meth:`run` raises :class:`Stalled`
+            (None: :func:`stall_bounds` of ``test``).
+        nemesis_stall_timeout: the same for nemesis ops (None: :func:`stall_bounds` of ``test``).
     Raises:
-        ValueError: concurrency < 1, or a client without nodes.
+        ValueError: concurrency < 1, a client without nodes, or a stall timeout that is not a
+            positive finite number.
     """
 
     def __init__(
@@ -177,13 +257,26 @@ class Interpreter:
         rng: Any = None,
         idempotent: Iterable[str] = ("read",),
         on_op: Callable[[Op], None] | None = None,
+        stall_timeout: float | None = None,
+        nemesis_stall_timeout: float | None = None,
     ) -> None:
+        import math
         import random
 
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         if client is not None and not nodes:
             raise ValueError("clients need at least one node")
+        client_bound, nemesis_bound = stall_bounds(test)
+        if stall_timeout is not None:
+            client_bound = stall_timeout
+        if nemesis_stall_timeout is not None:
+            nemesis_bound = nemesis_stall_timeout
+        for what, b in (("stall_timeout", client_bound), ("nemesis_stall_timeout", nemesis_bound)):
+            if isinstance(b, bool) or not isinstance(b, (int, float)) or not math.isfinite(b) or b <= 0:
+                raise ValueError(f"{what} {b!r}: expected a positive finite number of seconds")
+        self._client_bound_ns = int(client_bound * 1e9)
+        self._nemesis_bound_ns = int(nemesis_bound * 1e9)
         self.test = test
         self.client = client
         self.nemesis = nemesis
@@ -196,7 +289,7 @@ class Interpreter:
         self.on_op = on_op
         self.stats = Stats()
         self._stop = threading.Event()
-        self._done: queue.SimpleQueue[Any] = queue.SimpleQueue()  # (worker, op | None, time) | _NUDGE
+        self._done = _Mailbox()  # (worker, op | None, time) | _NUDGE
         self.last_time = 0
         self._procs: dict[Thread, Any] = {}
         # scheduler state, guarded by _lock (see the module docstring)
@@ -434,9 +527,10 @@ class Interpreter:
             target = self._nemesis_loop if w.thread == NEMESIS_THREAD else self._client_loop
             w.t = threading.Thread(target=target, args=(w,), name=f"chaos-worker-{w.thread}", daemon=True)
             w.t.start()
-        done_empty, done_get = done.empty, done.get
+        done_empty, done_pop, done_get = done.empty, done.pop, done.get
         stopped = self._stop.is_set
         item: Any = None
+        next_watch = time.monotonic_ns() + _WATCH_NS
         try:
             while True:
                 with lock:
@@ -445,7 +539,7 @@ class Interpreter:
                             self._handle(*item)
                         if done_empty():
                             break
-                        item = done_get()
+                        item = done_pop()
                     item = None
                     if self._error is not None:
                         raise self._error
@@ -454,13 +548,15 @@ class Interpreter:
                     wait = self._pump()
                     if wait is _EXIT:
                         break
-                # unlocked: workers may do scheduler steps meanwhile, and nudge us when they cannot
-                if wait is _BUSY:
-                    wait = _POLL_S * 20  # a completion wakes us; the timeout only checks stop()
-                try:
-                    item = done_get() if wait is None else done_get(timeout=wait)
-                except queue.Empty:
-                    pass
+                    now_ns = time.monotonic_ns()
+                    if now_ns >= next_watch:
+                        next_watch = now_ns + _WATCH_NS
+                        self._watch(now_ns)
+                # unlocked: workers may do scheduler steps meanwhile, and nudge us when they cannot;
+                # every wait is bounded so that stop() and the watchdog are looked at
+                if wait is _BUSY or wait is None or wait > _TICK_S:
+                    wait = _TICK_S
+                item = done_get(wait)
         finally:
             with lock:
                 self._running = False
@@ -475,6 +571,16 @@ class Interpreter:
                 if w.t is not None:
                     w.t.join(timeout=max(0.0, deadline - time.monotonic()))
 
+    def _watch(self, now_ns: int) -> None:
+        """Raise :class:`Stalled` if an op has been in flight past its bound (lock held)."""
+        free = self._free
+        for t, w in self._workers.items():
+            if t not in free and w.since and now_ns - w.since > w.bound:
+                raise Stalled(
+                    f"thread {t} ({w.node or 'nemesis'}): op {w.what} in flight for "
+                    f"{(now_ns - w.since) / 1e9:.0f} s, over the watchdog bound of {w.bound / 1e9:.0f} s"
+                )
+
     def _dispatch(self, op: dict[str, Any]) -> Op | None:
         p = op["process"]
         thread: Thread = NEMESIS_THREAD if p == NEMESIS_THREAD else int(p) % self.concurrency
@@ -484,9 +590,14 @@ class Interpreter:
         self._free_fs = None
         self._outstanding += 1
         self._version += 1
+        w.since = time.monotonic_ns()
         if typ == "sleep":
+            w.bound = self._client_bound_ns + int(max(0.0, float(op["value"])) * 1e9)
+            w.what = f"sleep {op['value']!r}"
             w.inbox.put(op)
             return None
+        w.bound = self._nemesis_bound_ns if thread == NEMESIS_THREAD else self._client_bound_ns
+        w.what = op["f"]
         if typ != INVOKE:
             raise ValueError(f"generator produced an op of type {typ!r}; expected invoke, sleep or log")
         # op has type, process, f, time and maybe value/key: anything beyond is a workload field
