@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chaos.control import generator as gen
-from chaos.control.test import DEFAULTS, Test, parse_concurrency, run_name
+from chaos.control.test import DEFAULTS, ConfigError, Test, parse_concurrency, run_name, validate_options
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_BAD_ARGS, EXIT_CRASH = 0, 1, 2, 254, 255
 
@@ -133,37 +133,33 @@ class Runner:
             self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {msg}", highlight=False)
 
     def prepare(self) -> tuple[Any, Any]:
-        """Validate options and build workload and nemesis (raises BadArguments for bad input)."""
-        from chaos.cli import BadArguments
+        """Validate options (:func:`chaos.control.test.validate_options`) and build workload and
+        nemesis. Touches no node. Raises ConfigError (a ValueError) naming the option for bad input."""
         from chaos.workloads import get as get_workload
 
         o = self.opts
-        for k in ("time_limit", "rate", "nemesis_interval", "recovery_time"):
-            try:
-                o[k] = float(o[k])
-            except (TypeError, ValueError):
-                raise BadArguments(f"--{k.replace('_', '-')} {o[k]!r}: expected a number") from None
-            if o[k] < 0:
-                raise BadArguments(f"--{k.replace('_', '-')} {o[k]}: expected a non-negative number")
+        validate_options(o)
         if o["seed"] is None:
             o["seed"] = random.SystemRandom().randrange(2**31)
         from chaos.cluster.dledger_db import FLUSH_MODES, READ_MODES
 
         if o["flush"] not in FLUSH_MODES:
-            raise BadArguments(f"--flush {o['flush']!r}: expected one of {', '.join(FLUSH_MODES)}")
+            raise ConfigError(f"--flush {o['flush']!r}: expected one of {', '.join(FLUSH_MODES)}")
         if o["read_mode"] not in READ_MODES:
-            raise BadArguments(f"--read-mode {o['read_mode']!r}: expected one of {', '.join(READ_MODES)}")
+            raise ConfigError(f"--read-mode {o['read_mode']!r}: expected one of {', '.join(READ_MODES)}")
         try:
             workload = get_workload(o["workload"], {**o, "node_names": o.get("node_names")})
         except ValueError as e:
-            raise BadArguments(f"--workload: {e}") from None
+            raise ConfigError(f"--workload: {e}") from None
         from chaos.nemesis import build
 
         nem, nem_gen = build(o["nemesis"], o)
         return workload, (nem, nem_gen)
 
     def run(self) -> int:
-        """The whole lifecycle; returns the exit status (raises BadArguments / RunAborted)."""
+        """The whole lifecycle; returns the exit status. Before a run directory exists: raises
+        ConfigError for bad options and ``chaos.control.ssh.NodeUnreachable`` when a node cannot be
+        reached (nothing is written then); later failures are crashes (255); raises RunAborted."""
         from chaos.cluster.dledger_db import DLedgerDB
         from chaos.control.interpreter import Clock, Interpreter
         from chaos.control.ssh import Control
@@ -172,22 +168,17 @@ class Runner:
         o = self.opts
         self.prepare()  # fail fast on bad arguments before touching any node
         if o.get("provider", "docker") == "docker":
-            try:
-                parse_concurrency(o["concurrency"], int(o.get("node_count") or 5))
-            except ValueError as e:
-                from chaos.cli import BadArguments
-
-                raise BadArguments(str(e)) from None
+            parse_concurrency(o["concurrency"], int(o.get("node_count") or 5))
         nodes = provision(o, self.say)
         o["node_count"] = len(nodes)
         o["node_names"] = [n.name for n in nodes]
-        try:
-            concurrency = parse_concurrency(o["concurrency"], len(nodes))
-        except ValueError as e:
-            from chaos.cli import BadArguments
-
-            raise BadArguments(str(e)) from None
+        concurrency = parse_concurrency(o["concurrency"], len(nodes))
         workload, (nemesis, nem_gen) = self.prepare()  # again, now knowing the nodes
+        probe = Control(nodes)
+        try:
+            probe.connect_all()  # a run that cannot reach its nodes leaves no run directory behind
+        finally:
+            probe.close()
         name = run_name(o)
         run = RunDir.create(o["store"], name)
         self.run_dir = run
