@@ -49,7 +49,8 @@ class SimLogStore(MemoryLogStore):
 
 
 class SafetyViolation(AssertionError):
-    """Two leaders in one term, or two different entries committed at one index."""
+    """Two leaders in one term (or one member leading twice in a term), two votes by one member in
+    one term, or two different entries committed at one index."""
 
 
 class Sim:
@@ -72,6 +73,9 @@ class Sim:
         self._queue: list[tuple[int, int, Message]] = []
         self._seq = 0
         self.leaders: dict[int, str] = {}  # term -> leader (election safety)
+        self._leading: dict[str, bool] = {}  # node -> leader at its last check
+        self._stints: set[tuple[str, int]] = set()  # (node, term) of every leadership stint
+        self.votes: dict[tuple[str, int], str] = {}  # (voter, term) -> the member it voted for
         self.committed: dict[int, tuple[int, bytes]] = {}  # index -> (term, body) (state machine safety)
         self.max_term_seen = 0
         self._checked: dict[str, int] = {}
@@ -93,6 +97,7 @@ class Sim:
         )
         self.nodes[node] = core
         self._checked[node] = -1
+        self._leading[node] = False
         return core
 
     def crash(self, node: str) -> None:
@@ -186,6 +191,11 @@ class Sim:
             self.reads[node].extend(rd.reads)
             if rd.hard_state is not None:
                 self.hard[node] = rd.hard_state
+                term, vote = rd.hard_state
+                if vote is not None and self.votes.setdefault((node, term), vote) != vote:
+                    raise SafetyViolation(
+                        f"{node} voted twice in term {term}: {self.votes[(node, term)]} and {vote}"
+                    )
             if rd.snapshot_install is not None:
                 self.installed[node].append(rd.snapshot_install)
             if rd.need_sync:
@@ -206,10 +216,16 @@ class Sim:
     def _check(self, node: str) -> None:
         core = self.nodes[node]
         self.max_term_seen = max(self.max_term_seen, core.term)
-        if core.role == Role.LEADER:
+        leading = core.role == Role.LEADER
+        if leading:
             other = self.leaders.setdefault(core.term, node)
             if other != node:
                 raise SafetyViolation(f"two leaders in term {core.term}: {other} and {node}")
+            if not self._leading.get(node):
+                if (node, core.term) in self._stints:
+                    raise SafetyViolation(f"{node} became leader twice in term {core.term}")
+                self._stints.add((node, core.term))
+        self._leading[node] = leading
         st = self.stores[node]
         start = max(st.begin_index, self._checked[node] + 1)
         self._checked[node] = max(self._checked[node], core.commit_index)

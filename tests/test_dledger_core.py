@@ -15,7 +15,7 @@ from dledger.protocol import (
     VoteResponse,
     VoteResult,
 )
-from dledger.sim import SafetyViolation, Sim
+from dledger.sim import Sim
 from dledger.store import Entry, MemoryLogStore
 
 PEERS = ["n0", "n1", "n2"]
@@ -299,44 +299,130 @@ def test_sim_figure8_committed_entry_never_lost() -> None:
     sim.check_all()  # no member ever committed the overwritten entry
 
 
+def random_fault_schedule(sim: Sim) -> bool:
+    """40 rounds of a random partition, crash/restart or heal, each with 10 proposals; then heal,
+    restart everyone and propose once more. True when all logs converged."""
+    rng = sim.rng
+    k = 0
+    for _ in range(40):
+        r = rng.random()
+        if r < 0.3:
+            ids = sim.ids[:]
+            rng.shuffle(ids)
+            cut = rng.randint(1, 4)
+            sim.partition(ids[:cut], ids[cut:])
+        elif r < 0.5:
+            down = [i for i in sim.ids if i not in sim.nodes]
+            if down:
+                sim.start(rng.choice(down))
+            else:
+                sim.crash(rng.choice(list(sim.nodes)))
+        else:
+            sim.heal()
+        for _ in range(10):
+            sim.propose(f"x{k}".encode())
+            k += 1
+            sim.run(rng.randint(5, 60))
+    sim.heal()
+    for i in sim.ids:
+        if i not in sim.nodes:
+            sim.start(i)
+    sim.propose(b"final")
+    converged = sim.run(10_000, lambda: len({tuple(lg) for lg in sim.logs().values()}) == 1)
+    sim.check_all()
+    return converged
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_sim_random_faults_keep_safety(seed: int) -> None:
     """Random partitions and crashes with a client; election and state machine safety are checked
     on every step by the simulation."""
-    sim = Sim(5, 100 + seed)
-    rng = sim.rng
-    k = 0
-    try:
-        for _ in range(40):
-            r = rng.random()
-            if r < 0.3:
-                ids = sim.ids[:]
-                rng.shuffle(ids)
-                cut = rng.randint(1, 4)
-                sim.partition(ids[:cut], ids[cut:])
-            elif r < 0.5:
-                down = [i for i in sim.ids if i not in sim.nodes]
-                if down:
-                    sim.start(rng.choice(down))
-                elif len(sim.nodes) > 3:
-                    sim.crash(rng.choice(list(sim.nodes)))
-                else:
-                    sim.crash(rng.choice(list(sim.nodes)))
-            else:
-                sim.heal()
-            for _ in range(10):
-                sim.propose(f"x{k}".encode())
-                k += 1
-                sim.run(rng.randint(5, 60))
-        sim.heal()
-        for i in sim.ids:
-            if i not in sim.nodes:
-                sim.start(i)
-        sim.propose(b"final")
-        assert sim.run(10_000, lambda: len({tuple(lg) for lg in sim.logs().values()}) == 1)
-        sim.check_all()
-    except SafetyViolation:
-        raise
+    assert random_fault_schedule(Sim(5, 100 + seed))
+
+
+@pytest.mark.parametrize("seed", [16, 27, 35, 38])
+def test_leader_never_truncates_below_a_followers_commit_index(
+    seed: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 14 regressions. On the earlier core these schedules made a leader send a TRUNCATE below
+    a follower's commitIndex (refused by the follower's guard): an APPEND overtaken by a later one
+    sent the COMPARE descent below the follower's end, and the COMPARE answer there was taken as a
+    reason to truncate; seed 16 (and 35) also elected one member twice within one term."""
+    caplog.set_level("ERROR", logger="dledger.core")
+    assert random_fault_schedule(Sim(5, 100 + seed))  # raises SafetyViolation on a second stint
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
+
+
+def test_deposed_leader_campaigns_at_a_new_term() -> None:
+    sim = Sim(3, 1)
+    assert sim.run(3000, lambda: sim.leader() is not None)
+    ld = sim.leader()
+    assert ld is not None
+    term = sim.nodes[ld].term
+    sim.isolate(ld)
+    assert sim.run(3000, lambda: sim.nodes[ld].role != Role.LEADER)
+    assert sim.nodes[ld].term == term
+    assert sim.nodes[ld].last_parse_result == ParseResult.WAIT_TO_VOTE_NEXT
+    sim.run(1000)
+    assert sim.nodes[ld].term > term  # its next round asked for votes at a bigger term
+
+
+def test_member_that_voted_for_itself_campaigns_at_a_new_term_after_restart() -> None:
+    c = core_with([1], term=3, vote="n0")
+    assert c.last_parse_result == ParseResult.WAIT_TO_VOTE_NEXT
+    c.tick(10**6)
+    votes = [m for m in c.ready(10**6).messages if isinstance(m, VoteRequest)]
+    assert votes and {m.term for m in votes} == {4}
+    assert core_with([1], term=3, vote="n1").last_parse_result == ParseResult.WAIT_TO_REVOTE
+
+
+def test_compare_answer_from_a_longer_follower_compares_higher_instead_of_truncating() -> None:
+    # An APPEND overtaken by a later one sends the descent to the follower's end as it was then;
+    # by the time that COMPARE is answered the earlier APPEND has landed and the follower is longer.
+    sim = Sim(3, 1)
+    assert sim.run(3000, lambda: sim.leader() is not None)
+    ld = sim.leader()
+    assert ld is not None
+    for k in range(5):
+        sim.propose(f"v{k}".encode())
+    sim.run(500)
+    core = sim.nodes[ld]
+    follower = next(i for i in sim.ids if i != ld)
+    end = sim.stores[ld].end_index
+    p = core._progress[follower]
+    p.reset("COMPARE")
+    p.compare_index = end - 3
+    answer = PushResponse(
+        "default",
+        follower,
+        ld,
+        core.term,
+        type="COMPARE",
+        code=Code.SUCCESS,
+        index=end - 3,
+        end_index=end,
+        epoch=p.epoch,
+    )
+    core.step(answer, sim.local(ld))
+    assert p.state == "COMPARE" and p.compare_index == end
+
+
+def test_follower_drops_pushes_of_an_earlier_dispatcher_epoch() -> None:
+    c = core_with([1, 1], term=2)
+    c.role, c.leader_id = Role.FOLLOWER, "n1"
+
+    def push(typ: str, index: int, epoch: int, entries: list[Entry]) -> list[object]:
+        c.step(
+            PushRequest(
+                "default", "n1", "n0", 2, type=typ, index=index, prev_term=1, entries=entries, epoch=epoch
+            ),
+            0,
+        )
+        return c.ready(0).messages
+
+    assert push("COMPARE", 1, 3, [Entry(1, 1, b"e1")])  # answered
+    assert push("APPEND", 2, 2, [Entry(2, 2, b"late")]) == []  # sent before the COMPARE: dropped
+    assert c.store.end_index == 1
 
 
 def test_sim_lagging_follower_rejoins_through_install_snapshot() -> None:

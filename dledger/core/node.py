@@ -91,6 +91,7 @@ class _Progress:
         "sent_commit",
         "last_send",
         "probing",
+        "known_diff",
     )
 
     def __init__(self, peer: str, end_index: int, now: int) -> None:
@@ -106,12 +107,16 @@ class _Progress:
         self.sent_commit = -1
         self.last_send = now
         self.probing = False  # after a timeout: one push in flight until the follower answers
+        # an index where a COMPARE found the follower holding a different entry (-1 when none);
+        # a TRUNCATE at i is sent only when i + 1 is known to differ, never on a guess
+        self.known_diff = -1
 
     def reset(self, state: str) -> None:
         self.state = state
         self.epoch += 1
         self.inflight.clear()
         self.waiting_since = -1
+        self.known_diff = -1
 
 
 class Core:
@@ -143,11 +148,18 @@ class Core:
         self.vote_for = vote_for
         self.known_max_term = term
         self.need_increase_term = False
-        self.last_parse_result = ParseResult.WAIT_TO_REVOTE
+        # a member campaigns at most once per term as the winner: one that voted for itself before a
+        # restart may have led this term already, so its next campaign is at a new term
+        self.last_parse_result = (
+            ParseResult.WAIT_TO_VOTE_NEXT if vote_for == cfg.self_id else ParseResult.WAIT_TO_REVOTE
+        )
         self.next_vote_time = now + self._vote_interval()
         self.commit_index = min(commit_index, store.end_index)
         self.durable_index = store.end_index
         self.verified_index = -1  # highest index known to match the current leader's log (follower)
+        # (term, epoch) of the newest push from the current leader: pushes of an older dispatcher
+        # epoch are stale (sent before the leader restarted its COMPARE) and are dropped
+        self.push_fence: tuple[int, int] = (-1, -1)
         self.last_leader_seen = now
         # candidate's vote round
         self._vote_round = 0
@@ -240,6 +252,10 @@ class Core:
         self.transferee = None
         self._votes = None
         if was_leader:
+            # never lead twice in one term: the next campaign is at a new term (Raft 5.2 gives each
+            # term at most one leader; a second stint in the same term restarts the dispatcher epochs
+            # its followers have already seen)
+            self.last_parse_result = ParseResult.WAIT_TO_VOTE_NEXT
             self._progress.clear()
             for read_id, _, _ in self._reads:
                 self._read_failed.append((read_id, Code.NOT_LEADER))
@@ -257,6 +273,7 @@ class Core:
         if self.role != Role.FOLLOWER or self.leader_id != leader:
             log.info("%s: %s -> FOLLOWER of %s at term %d", self.id, self.role, leader, self.term)
             self.verified_index = -1
+            self.push_fence = (-1, -1)
         if self.role == Role.LEADER:
             self.change_to_candidate(self.term)
         self.role = Role.FOLLOWER
@@ -854,13 +871,20 @@ class Core:
             if resp.code == Code.SUCCESS:
                 if resp.end_index == cmp:
                     self._to_append(p, cmp)
-                else:
+                elif cmp >= end or p.known_diff == cmp + 1:
+                    # the follower's entries after cmp are beyond our log or known to differ
                     p.reset(PushType.TRUNCATE)
                     p.truncate_index = cmp
+                else:
+                    # the follower is longer than we assumed (pushes arrived after the answer that
+                    # sent us down here): compare higher up instead of truncating what may match
+                    p.compare_index = min(end, resp.end_index)
+                    p.known_diff = -1
             else:
                 if resp.end_index < begin or resp.begin_index > end:
                     self._below_begin(p)
                     return
+                p.known_diff = cmp if resp.end_index >= cmp else -1
                 cmp = resp.end_index if cmp > resp.end_index else cmp - 1
                 if cmp < begin:
                     self._below_begin(p)
@@ -964,6 +988,10 @@ class Core:
             epoch=req.epoch,
         )
         if code == Code.SUCCESS:
+            fence_term, fence_epoch = self.push_fence
+            if req.term == fence_term and req.epoch < fence_epoch:
+                return None  # stale: the leader restarted this follower's dispatcher since
+            self.push_fence = (req.term, req.epoch)
             try:
                 resp.code, resp.index = self._apply_push(req)
             except StoreError as e:
