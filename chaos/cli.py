@@ -8,7 +8,9 @@ Subcommands live beside the code they drive and are imported only when used, so 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+import traceback
 from typing import Any
 
 import click
@@ -77,21 +79,39 @@ def cli() -> None:
     """Jepsen-style chaos testing for real clusters."""
 
 
+def error_line(message: Any) -> None:
+    """Print ``chaos: <message>`` to stderr as one line (newlines inside become spaces)."""
+    click.echo(f"chaos: {' '.join(str(message).split())}", err=True)
+
+
 def main(argv: list[str] | None = None) -> Any:
-    """Entry point; maps click's errors onto Jepsen's exit codes."""
+    """Entry point; maps errors onto Jepsen's exit codes: bad arguments (click's usage errors,
+    ``BadArguments``, a library's ``ConfigError``) print one line and exit 254; an exception no
+    command handled prints one line (the traceback too when ``CHAOS_TRACEBACK`` is set) and exits
+    255; Ctrl-C exits 130."""
+    from chaos.control.test import ConfigError
+
     try:
         rv = cli.main(args=argv, prog_name="chaos", standalone_mode=False)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
-    except click.exceptions.Abort:
-        click.echo("Aborted.", err=True)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        error_line("aborted")
         sys.exit(130)
     except click.UsageError as e:
-        e.show()
+        error_line(e.format_message())
         sys.exit(EXIT_BAD_ARGS)
     except click.ClickException as e:
-        e.show()
+        error_line(e.format_message())
         sys.exit(EXIT_BAD_ARGS if e.exit_code in (1, 2) else e.exit_code)
+    except ConfigError as e:
+        error_line(e)
+        sys.exit(EXIT_BAD_ARGS)
+    except Exception as e:
+        if os.environ.get("CHAOS_TRACEBACK"):
+            traceback.print_exc()
+        error_line(f"crashed: {type(e).__name__}: {e}")
+        sys.exit(EXIT_CRASH)
     sys.exit(rv if isinstance(rv, int) else 0)
 
 

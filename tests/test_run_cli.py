@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from chaos.control.runner import exit_code, worst
-from chaos.control.test import parse_concurrency, run_name
+from chaos.control.test import ConfigError, check_number, parse_concurrency, run_name
 
 
 def chaos(*args: str) -> subprocess.CompletedProcess[str]:
@@ -32,24 +32,128 @@ def test_help_lists_workloads_and_nemeses_one_line_each() -> None:
         (["--workload", "nope"], "workload"),
         (["--nemesis", "partition-ring,bogus"], "bogus"),
         (["--concurrency", "xn"], "--concurrency"),
+        (["--concurrency", "0"], "--concurrency"),
         (["--time-limit", "0"], "--time-limit"),
+        (["--time-limit", "nan"], "--time-limit nan"),
+        (["--time-limit", "inf"], "--time-limit inf"),
+        (["--time-limit", "-5"], "--time-limit"),
+        (["--recovery-time", "nan"], "--recovery-time nan"),
+        (["--recovery-time", "-1"], "--recovery-time"),
+        (["--rate", "nan"], "--rate nan"),
+        (["--rate", "-1"], "--rate"),
+        (["--nemesis-interval", "nan"], "--nemesis-interval nan"),
+        (["--nemesis-interval", "-2"], "--nemesis-interval"),
+        (["--nemesis-interval", "0"], "--nemesis-interval"),
+        (["--per-key-limit", "0"], "--per-key-limit 0"),
+        (["--test-count", "0"], "--test-count"),
+        (["--node-count", "0"], "--node-count"),
+        (["--provider", "ssh", "--nodes", "n1=10.0.0.1", "--ssh-port", "0"], "--ssh-port 0"),
+        (["--provider", "ssh", "--nodes", "n1=10.0.0.1", "--ssh-port", "65536"], "--ssh-port"),
         (["--read-mode", "dirty"], "read-mode"),
+        (["--provider", "ssh"], "--nodes"),
+        (["--bogus-option"], "--bogus-option"),
+    ],
+)
+def test_bad_arguments_exit_254_with_one_clear_line(args: list[str], needle: str, tmp_path) -> None:
+    r = chaos("run", "--store", str(tmp_path), "--no-live", *args)
+    assert r.returncode == 254, r.stdout + r.stderr
+    assert needle in r.stderr
+    assert r.stdout == "" and len(r.stderr.splitlines()) == 1, r.stderr  # no Usage:, no Try -h
+    assert "Traceback" not in r.stderr
+    assert not any(tmp_path.iterdir())  # nothing was run
+
+
+def test_a_binary_nodes_file_is_bad_input_naming_the_file(tmp_path) -> None:
+    f = tmp_path / "nodes.bin"
+    f.write_bytes(b"n1=10.0.0.1\n\x00\xff\xfe\x89PNG")
+    store = tmp_path / "store"
+    r = chaos("run", "--store", str(store), "--no-live", "--provider", "ssh", "--nodes-file", str(f))
+    assert r.returncode == 254, r.stdout + r.stderr
+    assert r.stderr.strip() == f"chaos: --nodes-file {f}: line 2: not a text file (binary or not UTF-8)"
+    assert not store.exists()
+
+
+def test_store_that_is_a_file_is_bad_input_before_any_node_is_touched(tmp_path) -> None:
+    f = tmp_path / "store-file"
+    f.write_text("not a directory\n")
+    for store in (f, f / "sub"):
+        # the docker provider would provision the cluster first: this must fail before that
+        r = chaos("run", "--store", str(store), "--no-live", "--time-limit", "5")
+        assert r.returncode == 254, r.stdout + r.stderr
+        assert r.stderr.startswith(f"chaos: --store {store}: ") and len(r.stderr.splitlines()) == 1
+        assert "Traceback" not in r.stderr
+    assert f.read_text() == "not a directory\n"
+
+
+def test_unreachable_nodes_leave_no_run_directory_and_keep_latest(tmp_path) -> None:
+    store = tmp_path / "store"
+    old = store / "register-none" / "20260101T000000.000"
+    old.mkdir(parents=True)
+    (store / "latest").symlink_to(old)
+    # port 1 on loopback refuses at once: a real connection attempt, nothing listening
+    r = chaos(
+        "run",
+        "--store",
+        str(store),
+        "--no-live",
+        "--provider",
+        "ssh",
+        "--nodes",
+        "n1=127.0.0.1:1,n2=127.0.0.1:1",
+        "--no-strict-host-key-checking",
+        "--time-limit",
+        "5",
+    )
+    assert r.returncode == 255, r.stdout + r.stderr
+    assert "cannot reach the nodes: n1" in r.stderr and "Traceback" not in r.stderr
+    assert sorted(p.name for p in (store / "register-none").iterdir()) == [old.name]
+    assert (store / "latest").resolve() == old.resolve()
+
+
+def test_heal_reports_each_unreachable_node_without_a_traceback() -> None:
+    r = chaos("heal", "--provider", "ssh", "--nodes", "n1=127.0.0.1:1,n2=127.0.0.1:1")
+    assert r.returncode == 255, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["n1", "n2"]
+    assert all("not healed: NodeUnreachable" in line for line in lines)
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--provider", "ssh", "--nodes", "n1=10.0.0.1", "--ssh-port", "0"], "--ssh-port 0"),
         (["--provider", "ssh"], "--nodes"),
     ],
 )
-def test_bad_arguments_exit_254_with_a_clear_line(args: list[str], needle: str, tmp_path) -> None:
-    r = chaos("run", "--store", str(tmp_path), "--no-live", *args)
-    assert r.returncode == 254, r.stdout + r.stderr
-    assert needle in (r.stdout + r.stderr)
-    assert not any(tmp_path.iterdir())  # nothing was run
+def test_heal_bad_arguments_are_one_line(args: list[str], needle: str) -> None:
+    r = chaos("heal", *args)
+    assert r.returncode == 254 and needle in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
 
 
 def test_concurrency_forms() -> None:
     assert parse_concurrency("2n", 5) == 10
     assert parse_concurrency("7", 5) == 7
     assert parse_concurrency(3, 5) == 3
-    with pytest.raises(ValueError, match="concurrency"):
+    with pytest.raises(ConfigError, match="--concurrency"):
         parse_concurrency("0n", 5)
+
+
+def test_check_number_rejects_non_finite_and_out_of_range_values() -> None:
+    assert check_number("rate", "0") == 0.0
+    assert check_number("ssh_port", 22) == 22
+    for key, bad in [
+        ("time_limit", "nan"),
+        ("time_limit", float("inf")),
+        ("time_limit", 0),
+        ("recovery_time", -0.5),
+        ("per_key_limit", 0),
+        ("per_key_limit", "1.5"),
+        ("ssh_port", 65536),
+        ("test_count", True),
+    ]:
+        with pytest.raises(ConfigError, match="^--" + key.replace("_", "-")):
+            check_number(key, bad)
 
 
 def test_exit_codes_and_worst() -> None:

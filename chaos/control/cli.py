@@ -18,7 +18,12 @@ def _epilog() -> str:
     lines += [f"  {k:<26} {v}" for k, v in WORKLOADS.items()]
     lines += ["", "\b", "Nemeses (comma-separated, e.g. partition-ring,kill):"]
     lines += [f"  {k:<26} {v}" for k, v in NEMESES.items()]
-    lines += ["", "\b", "Exit status: 0 valid, 1 invalid, 2 unknown, 254 bad arguments, 255 crash."]
+    lines += [
+        "",
+        "\b",
+        "Exit status: 0 valid, 1 invalid, 2 unknown, 254 bad arguments, 255 crash; interrupted: 130 (SIGINT),",
+        "143 (SIGTERM).",
+    ]
     return "\n".join(lines)
 
 
@@ -68,7 +73,7 @@ class _RunCommand(click.Command):
 @click.option("--server-arg", multiple=True, help="Extra DLedger server flag (repeatable).")
 @click.option("--recovery-time", type=float, default=5.0, show_default=True, help="s to wait after healing.")
 @click.option("--per-key-limit", type=int, default=100, show_default=True, help="register: ops per key.")
-@click.option("--no-live", is_flag=True, help="No live view (plain status lines).")
+@click.option("--no-live", is_flag=True, help="Plain status lines every 10 s instead of the live view.")
 def run(**kw: Any) -> int:
     """Run a test: cluster, DB, workload, nemesis, check, report.
 
@@ -76,29 +81,43 @@ def run(**kw: Any) -> int:
     --time-limit seconds while the nemesis injects faults, heals, runs the final phase, checks the
     history, writes the report under --store and exits with the verdict.
     """
+    import signal
+
     from rich.console import Console
 
     from chaos.control.runner import RunAborted, run_tests
+    from chaos.control.test import ConfigError, validate_options
 
-    if kw["time_limit"] <= 0:
-        raise BadArguments(f"--time-limit {kw['time_limit']}: expected a positive number of seconds")
-    if kw["test_count"] < 1:
-        raise BadArguments(f"--test-count {kw['test_count']}: expected at least 1")
-    if kw["node_count"] < 1:
-        raise BadArguments(f"--node-count {kw['node_count']}: expected at least 1")
-    if kw["provider"] == "ssh" and not (kw["nodes"] or kw["nodes_file"]):
-        raise BadArguments("--provider ssh needs --nodes or --nodes-file")
     opts = dict(kw)
-    opts["server_args"] = list(kw.pop("server_arg") or [])
-    opts.pop("server_arg", None)
-    live = not opts.pop("no_live")
-    console = Console(stderr=False)
+    opts["server_args"] = list(opts.pop("server_arg") or [])
+    plain = opts.pop("no_live")
     try:
-        return run_tests(opts, console=console, live=live)
-    except (KeyboardInterrupt, RunAborted) as e:
-        console.print(f"[yellow]aborted[/yellow] ({e}); faults healed, history kept")
-        sys.exit(130)
-    except BadArguments:
-        raise
-    except ValueError as e:
+        validate_options(opts)
+        if opts["provider"] == "ssh" and not (opts["nodes"] or opts["nodes_file"]):
+            raise ConfigError("--provider ssh needs --nodes or --nodes-file")
+    except ConfigError as e:
         raise BadArguments(str(e)) from None
+    # --no-live: the live view's plain form, one status line every 10 s
+    console = Console(stderr=False, force_terminal=False if plain else None)
+    try:
+        return run_tests(opts, console=console, live=True)
+    except (KeyboardInterrupt, RunAborted) as e:
+        console.print(f"aborted ({e}); faults healed, history kept", highlight=False)
+        sys.exit(EXIT_SIGTERM if str(e) == f"signal {int(signal.SIGTERM)}" else EXIT_SIGINT)
+    except ValueError as e:  # ConfigError and the providers' bad node entries
+        raise BadArguments(str(e)) from None
+    except Exception as e:
+        from chaos.control.ssh import RemoteError
+
+        if isinstance(e, RemoteError):
+            # raised before a run directory exists: nothing was written
+            from chaos.cli import error_line
+
+            error_line(f"cannot reach the nodes: {e}")
+            sys.exit(EXIT_CRASH)
+        raise
+
+
+EXIT_SIGINT = 130  # 128 + SIGINT, as a shell reports a process Ctrl-C ended
+EXIT_SIGTERM = 143  # 128 + SIGTERM
+EXIT_CRASH = 255

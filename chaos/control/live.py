@@ -1,6 +1,7 @@
 """The live view of a running test (rich): elapsed / limit, ops ok / fail / info, ops/s, current faults,
 the leader. Refreshed a few times a second from a background thread; the leader is polled every 2 s
-through ``db.primaries``. On a console that is not a terminal it prints one status line every 10 s.
+through ``db.primaries``. On a console that is not a terminal (``chaos run --no-live`` makes one with
+``force_terminal=False``) it prints one plain status line every ``every_s`` s (default 10) instead.
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ from rich.table import Table
 class LiveView:
     """``start()`` / ``stop()`` around the generator phases; ``phase`` names the current one."""
 
-    def __init__(self, console: Console, test: Any, interp: Any, time_limit: float) -> None:
+    def __init__(
+        self, console: Console, test: Any, interp: Any, time_limit: float, every_s: float = 10.0
+    ) -> None:
         self.console = console
+        self.every_s = every_s
         self.test = test
         self.interp = interp
         self.time_limit = time_limit
@@ -70,7 +74,7 @@ class LiveView:
                 while not self._stop.wait(0.25):
                     live.update(self.render())
         else:
-            while not self._stop.wait(10.0):
+            while not self._stop.wait(self.every_s):
                 self.console.print(self.line(), highlight=False)
 
     def start(self) -> None:

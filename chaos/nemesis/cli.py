@@ -7,7 +7,8 @@ Per node, idempotently: delete the tool's iptables chains (``CHAOS-PARTITION``, 
 (that needs the DB's options; ``chaos run`` restarts what its nemeses killed).
 
 Afterwards every node is checked for leftovers (:func:`residue`); the exit status is 0 when every
-node is clean, 1 when something remains, 254 for bad arguments.
+node is clean, 255 when a node could not be reached or something remains (each node's status is
+printed), 254 for bad arguments.
 """
 
 from __future__ import annotations
@@ -111,8 +112,12 @@ def _nodes(provider: str, cluster: str, nodes: str | None, nodes_file: str | Non
             raise BadArguments(str(e)) from e
     if provider == "ssh":
         from chaos.cluster.sshhosts import SSHHosts
+        from chaos.control.test import check_number, check_text_file
 
         try:
+            check_number("ssh_port", ssh.get("port"))
+            if nodes_file:
+                check_text_file(nodes_file, "--nodes-file")
             return SSHHosts.from_options(nodes=nodes, nodes_file=nodes_file, **ssh).up()
         except ValueError as e:
             raise BadArguments(str(e)) from e
@@ -158,7 +163,8 @@ def heal(
     faketime_file: str,
 ) -> int:
     """Heal every fault the tool may have left on every node: partitions, packet shaping, clock
-    offsets, paused servers. Exit 0 when every node is clean afterwards, 1 otherwise."""
+    offsets, paused servers. Prints one status line per node; exit 0 when every node is clean
+    afterwards, 255 when a node could not be reached or healed, or still has faults."""
     from chaos.control.ssh import Control
 
     node_list = _nodes(
@@ -171,19 +177,37 @@ def heal(
         port=port,
         strict_host_key_checking=strict_host_key_checking,
     )
+    script = heal_script(pidfile, faketime_file)
+
+    def one(remote: Any) -> tuple[str, list[str]]:
+        # every node is healed on its own: one unreachable node must not stop the others
+        try:
+            remote.exec_raw(script, sudo=True, check=False)
+            return "ok", residue(remote, faketime_file)
+        except Exception as e:
+            return "error", [f"{type(e).__name__}: {e}"]
+
     control = Control(node_list)
     try:
-        left = heal_control(control, pidfile, faketime_file)
+        status = control.on_nodes(one)
     finally:
         control.close()
     clean = True
-    for name in sorted(left):
-        if left[name]:
+    for name in sorted(status):
+        kind, lines = status[name]
+        if kind == "error":
             clean = False
-            for line in left[name]:
+            click.echo(f"{name}: not healed: {' '.join(lines[0].split())}")
+        elif lines:
+            clean = False
+            for line in lines:
                 click.echo(f"{name}: still present: {line}")
         else:
             click.echo(f"{name}: healed")
     if not clean:
-        sys.exit(1)
+        sys.exit(EXIT_NOT_HEALED)
     return 0
+
+
+EXIT_NOT_HEALED = 255
+"""``chaos heal``'s status when some node is unreachable or keeps a fault (1 would read as *invalid*)."""
