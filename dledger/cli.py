@@ -64,7 +64,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--flush-interval-ms", type=int, default=10, help="async flush period")
     s.add_argument("--max-wait-ack-ms", type=int, default=2500)
     s.add_argument("--max-pending", type=int, default=10000)
-    s.add_argument("--max-frame", type=int, default=16 * 1024 * 1024)
+    s.add_argument("--max-frame", type=int, default=16 * 1024 * 1024, help="bytes per frame")
+    s.add_argument("--max-buffered", type=int, default=64 * 1024 * 1024, help="bytes of unfinished frames")
+    s.add_argument("--max-connections", type=int, default=1000, help="incoming connections in all")
+    s.add_argument("--max-connections-per-host", type=int, default=500)
+    s.add_argument("--frame-timeout-ms", type=int, default=30_000, help="first to last byte of a frame")
+    s.add_argument("--idle-timeout-ms", type=int, default=120_000, help="close after no frame this long")
+    s.add_argument("--max-write-buffer", type=int, default=1024 * 1024, help="unread answer bytes")
     s.add_argument("--preferred-leader", "--preferred-leader-id", dest="preferred", default="")
     s.add_argument("--data-file-size", type=int, default=None, help="bytes per data segment file")
     s.add_argument("--snapshot-every", type=int, default=0, help="snapshot every N applied entries (0: off)")
@@ -205,6 +211,12 @@ def _server(ns: argparse.Namespace) -> int:
             max_wait_ack_ms=ns.max_wait_ack_ms,
             max_pending=ns.max_pending,
             max_frame=ns.max_frame,
+            max_buffered=ns.max_buffered,
+            max_connections=ns.max_connections,
+            max_connections_per_host=ns.max_connections_per_host,
+            frame_timeout_ms=ns.frame_timeout_ms,
+            idle_timeout_ms=ns.idle_timeout_ms,
+            max_write_buffer=ns.max_write_buffer,
             preferred_leaders=[p for p in ns.preferred.split(";") if p],
             data_file_size=ns.data_file_size,
             snapshot_every=ns.snapshot_every,

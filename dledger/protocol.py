@@ -3,7 +3,14 @@
 Follows ``io.openmessaging.storage.dledger.protocol`` (DLedgerRequestCode, DLedgerResponseCode,
 VoteResponse.RESULT / ParseResult, PushEntryRequest.Type) of openmessaging/dledger 0.2.x. The peer
 messages are plain dataclasses; :func:`to_wire` / :func:`from_wire` turn them into msgpack-able
-dicts and back, validating every field (a bad field raises :class:`DecodeError`).
+dicts and back, validating every field's type and range (a bad field raises :class:`DecodeError`).
+
+Ranges follow DLedger's Java types: terms, indexes and positions are longs (int64) and never
+negative except the -1 that means "none"; codes and the entry channel are ints (int32); ids are
+short strings. A forged ``term = 2**64 - 1`` used to be adopted, persisted and then break the entry
+codec for good; now it is refused here. A term inside the int64 range but more than
+:data:`MAX_TERM_STEP` above the receiver's own is dropped by the server (see there), so forged
+terms cannot walk the group to the end of the range either.
 """
 
 from __future__ import annotations
@@ -240,17 +247,65 @@ def entry_to_wire(e: Entry) -> list[Any]:
     return [e.index, e.term, e.body, e.magic, e.pos, e.channel]
 
 
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+MAX_TERM = INT64_MAX
+"""The largest term accepted from the wire (DLedger's long)."""
+MAX_INDEX = INT64_MAX
+"""The largest index or position accepted from the wire (DLedger's long)."""
+MAX_TERM_STEP = 2**20
+"""How far above its own term a member lets a peer message take it; the server drops messages
+beyond (an extension over DLedger). Raft's terms grow by one per election, so honest members never
+differ by this much, while 2**43 forged messages would be needed to exhaust the int64 range."""
+MAX_ID_LEN = 256
+"""Longest group or member id accepted from the wire (characters)."""
+
+# (lowest, highest) allowed for every int field of a peer message; -1 means "none" where allowed
+_INT_RANGES: dict[str, tuple[int, int]] = {
+    "term": (0, MAX_TERM),
+    "ledger_end_index": (-1, MAX_INDEX),
+    "ledger_end_term": (-1, MAX_TERM),
+    "round": (INT64_MIN, INT64_MAX),
+    "epoch": (INT64_MIN, INT64_MAX),
+    "code": (INT32_MIN, INT32_MAX),
+    "index": (-1, MAX_INDEX),
+    "prev_term": (-1, MAX_TERM),
+    "commit_index": (-1, MAX_INDEX),
+    "begin_index": (-1, MAX_INDEX),
+    "end_index": (-1, MAX_INDEX),
+    "take_leadership_index": (-1, MAX_INDEX),
+    "next_pos": (-1, INT64_MAX),
+    "chain_crc": (-1, 2**32 - 1),
+}
+_ENTRY_RANGES: tuple[tuple[str, int, int], ...] = (
+    ("index", 0, MAX_INDEX),
+    ("term", 0, MAX_TERM),
+    ("magic", 1, 2),  # MAGIC_NORMAL, MAGIC_NOOP
+    ("pos", -1, INT64_MAX),
+    ("channel", INT32_MIN, INT32_MAX),
+)
+
+
+def _check_int(where: str, v: Any, lo: int, hi: int) -> int:
+    if type(v) is not int:
+        raise DecodeError(f"{where}: expected an int, got {type(v).__name__}")
+    if not lo <= v <= hi:
+        raise DecodeError(f"{where}: {v} outside {lo}..{hi}")
+    return v
+
+
 def entry_from_wire(raw: Any) -> Entry:
-    """Inverse of :func:`entry_to_wire`; DecodeError for anything else."""
+    """Inverse of :func:`entry_to_wire`; DecodeError for anything else (wrong shape, type or range:
+    index 0..MAX_INDEX, term 0..MAX_TERM, magic 1|2, pos -1..int64, channel int32)."""
     if not isinstance(raw, (list, tuple)) or len(raw) != 6:
         raise DecodeError(f"entry: expected a list of 6 fields, got {type(raw).__name__}")
-    index, term, body, magic, pos, channel = raw
-    for name, v in (("index", index), ("term", term), ("magic", magic), ("pos", pos), ("channel", channel)):
-        if type(v) is not int:
-            raise DecodeError(f"entry.{name}: expected an int, got {type(v).__name__}")
+    body = raw[2]
+    fields = (raw[0], raw[1], raw[3], raw[4], raw[5])
+    for (name, lo, hi), v in zip(_ENTRY_RANGES, fields, strict=True):
+        _check_int(f"entry.{name}", v, lo, hi)
     if not isinstance(body, bytes):
         raise DecodeError(f"entry.body: expected bytes, got {type(body).__name__}")
-    return Entry(index, term, body, magic, pos, channel)
+    return Entry(raw[0], raw[1], body, raw[3], raw[4], raw[5])
 
 
 def to_wire(msg: Message) -> dict[str, Any]:
@@ -265,13 +320,14 @@ def to_wire(msg: Message) -> dict[str, Any]:
 
 
 def from_wire(raw: Any) -> Message:
-    """Decode a dict made by :func:`to_wire`; DecodeError names the bad field."""
+    """Decode a dict made by :func:`to_wire`; DecodeError names the bad field and the expected type
+    or range (see the module docstring). Nothing outside those ranges reaches the core."""
     if not isinstance(raw, dict):
         raise DecodeError(f"message: expected a map, got {type(raw).__name__}")
     kind = raw.get("k")
     cls = MESSAGE_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
-        raise DecodeError(f"message kind {kind!r}: expected one of {sorted(MESSAGE_TYPES)}")
+        raise DecodeError(f"message kind {str(kind)[:40]!r}: expected one of {sorted(MESSAGE_TYPES)}")
     kwargs: dict[str, Any] = {}
     for name, typ in _FIELD_TYPES[cls]:
         if name not in raw:
@@ -279,14 +335,16 @@ def from_wire(raw: Any) -> Message:
         v = raw[name]
         if name == "entries":
             if not isinstance(v, list):
-                raise DecodeError(f"{kind}.entries: expected a list")
+                raise DecodeError(f"{kind}.entries: expected a list, got {type(v).__name__}")
             v = [entry_from_wire(e) for e in v]
         elif typ == "int":
-            if type(v) is not int:
-                raise DecodeError(f"{kind}.{name}: expected an int, got {type(v).__name__}")
+            lo, hi = _INT_RANGES[name]
+            _check_int(f"{kind}.{name}", v, lo, hi)
         elif typ == "str":
             if not isinstance(v, str):
                 raise DecodeError(f"{kind}.{name}: expected a string, got {type(v).__name__}")
+            if len(v) > MAX_ID_LEN:
+                raise DecodeError(f"{kind}.{name}: string of {len(v)} characters, at most {MAX_ID_LEN}")
         elif typ == "bytes":
             if not isinstance(v, bytes):
                 raise DecodeError(f"{kind}.{name}: expected bytes, got {type(v).__name__}")

@@ -23,6 +23,7 @@ from typing import Any
 
 from dledger.core import Core, CoreConfig, Role
 from dledger.protocol import (
+    MAX_TERM_STEP,
     Code,
     DecodeError,
     Message,
@@ -35,7 +36,7 @@ from dledger.protocol import (
     to_wire,
 )
 from dledger.snapshot import SnapshotStore
-from dledger.statemachine import KVStateMachine, encode_kv
+from dledger.statemachine import KV_ARGS, KVStateMachine, encode_kv
 from dledger.store import CorruptionError, LogStore, StoreError
 from dledger.transport import DEFAULT_MAX_FRAME, FrameDecoder, FrameError, decode_payload, encode_frame
 
@@ -62,6 +63,12 @@ class ServerConfig:
 
     ``peers`` is DLedger's ``"n0-host:port;n1-host:port"``. ``store_dir`` None keeps the log in
     memory (tests); otherwise the log and currterm live in ``<store_dir>/dledger-<id>/``.
+    Resource bounds (see dledger/README.md, "Resource bounds"): ``max_frame`` bytes per frame,
+    ``max_buffered`` bytes of unfinished frames over all connections, ``max_connections`` incoming
+    connections in all (connections from a member's address are exempt) and
+    ``max_connections_per_host`` from one address, ``frame_timeout_ms`` for a frame from its first
+    byte to its last, ``idle_timeout_ms`` without a complete frame, ``max_write_buffer`` bytes of
+    answers a client has not read before the server stops reading its requests.
     Raises ValueError naming a bad field.
     """
 
@@ -81,6 +88,12 @@ class ServerConfig:
     max_wait_ack_ms: int = 2500
     max_pending: int = CoreConfig.max_pending
     max_frame: int = DEFAULT_MAX_FRAME
+    max_buffered: int = 64 * 1024 * 1024
+    max_connections: int = 1000
+    max_connections_per_host: int = 500
+    frame_timeout_ms: int = 30_000
+    idle_timeout_ms: int = 120_000
+    max_write_buffer: int = 1024 * 1024
     preferred_leaders: list[str] = field(default_factory=list)
     data_file_size: int | None = None
     seed: int | None = None
@@ -95,7 +108,23 @@ class ServerConfig:
             raise ValueError(f"--flush {self.flush!r}: expected one of {FLUSH_MODES}")
         if self.read_mode not in READ_MODES:
             raise ValueError(f"--read-mode {self.read_mode!r}: expected one of {READ_MODES}")
-        for name in ("heartbeat_ms", "tick_ms", "flush_interval_ms", "max_wait_ack_ms", "max_frame"):
+        if self.max_buffered < self.max_frame:
+            raise ValueError(
+                f"max_buffered={self.max_buffered}: expected >= max_frame ({self.max_frame}), "
+                "or no frame of the maximum size could ever be received"
+            )
+        for name in (
+            "heartbeat_ms",
+            "tick_ms",
+            "flush_interval_ms",
+            "max_wait_ack_ms",
+            "max_frame",
+            "max_connections",
+            "max_connections_per_host",
+            "frame_timeout_ms",
+            "idle_timeout_ms",
+            "max_write_buffer",
+        ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}={getattr(self, name)}: expected > 0")
 
@@ -176,7 +205,13 @@ def open_store(cfg: ServerConfig) -> tuple[LogStore, Any, int]:
 
 
 class _Conn(asyncio.Protocol):
-    """One TCP connection (incoming, or outgoing to a peer); frames go to the server."""
+    """One TCP connection (incoming, or outgoing to a peer); frames go to the server.
+
+    Incoming connections are admitted against the connection limits, pause reading while more
+    than ``max_write_buffer`` bytes of answers wait for the client, and are closed by the server's
+    sweep when a frame takes longer than ``frame_timeout_ms`` or no frame came for
+    ``idle_timeout_ms``. Bytes of unfinished frames count against the server's ``max_buffered``.
+    """
 
     def __init__(self, server: Server, peer: str | None = None) -> None:
         self.server = server
@@ -185,20 +220,65 @@ class _Conn(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.out: list[bytes] = []  # frames queued in this event-loop pass, written together
+        self.host = ""  # remote address of an incoming connection
+        self.buffered = 0  # bytes of an unfinished frame, as counted in server.buffered
+        self.last_frame = time.monotonic()  # last complete frame (or the connect)
+        self.frame_start = 0.0  # when the unfinished frame's first byte came (0: none)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        if self.peer is None:
+            name = transport.get_extra_info("peername")
+            self.host = str(name[0]) if isinstance(name, tuple) and name else "?"
+            if not self.server.admit(self):
+                self.closed = True
+                transport.abort()
+                return
+            transport.set_write_buffer_limits(high=self.server.cfg.max_write_buffer)
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
         try:
-            for payload in self.decoder.feed(data):
+            payloads = self.decoder.feed(data)
+        except FrameError as e:
+            log.warning("%s: closing connection from %s: %s", self.server.id, self._addr(), e)
+            self.abort()
+            return
+        now = time.monotonic()
+        if payloads:
+            self.last_frame = now
+            self.frame_start = now if self.decoder.buffered else 0.0
+        elif not self.frame_start and self.decoder.buffered:
+            self.frame_start = now
+        self._account(self.decoder.buffered)
+        try:
+            for payload in payloads:
+                if self.closed:
+                    return
                 self.server.on_frame(self, payload)
         except (FrameError, DecodeError) as e:
             log.warning("%s: closing connection from %s: %s", self.server.id, self._addr(), e)
-            self.close()
+            self.abort()
+        except StoreError as e:
+            self.server.store_failed(e)
+
+    def _account(self, buffered: int) -> None:
+        server = self.server
+        server.buffered += buffered - self.buffered
+        self.buffered = buffered
+        if server.buffered > server.cfg.max_buffered:
+            server.shed_buffered()
+
+    def pause_writing(self) -> None:
+        # a client that does not read its answers: stop reading its requests (backpressure)
+        if self.peer is None and self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.peer is None and self.transport is not None and not self.closed:
+            self.transport.resume_reading()
 
     def _addr(self) -> str:
         if self.transport is None:
@@ -207,7 +287,14 @@ class _Conn(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._release()
         self.server.on_conn_lost(self)
+
+    def _release(self) -> None:
+        if self.buffered:
+            self.server.buffered -= self.buffered
+            self.buffered = 0
+        self.decoder = FrameDecoder(self.decoder.max_frame)  # drop the partial frame now
 
     def send(self, frame: bytes) -> bool:
         """Queue ``frame``; every connection's queue is written with one ``write`` (one send
@@ -228,8 +315,17 @@ class _Conn(asyncio.Protocol):
 
     def close(self) -> None:
         self.closed = True
+        self._release()
         if self.transport is not None:
             self.transport.close()
+
+    def abort(self) -> None:
+        """Close at once, dropping unsent answers (a client that does not read would keep a
+        closing transport and its buffers alive)."""
+        self.closed = True
+        self._release()
+        if self.transport is not None:
+            self.transport.abort()
 
 
 @dataclass
@@ -319,6 +415,13 @@ class Server:
         self._held: list[Message] = []
         self._to_flush: list[_Conn] = []
         self._flush_writes = getattr(self.store, "flush_writes", None)
+        self.buffered = 0  # bytes of unfinished frames over all connections (max_buffered)
+        self._per_host: dict[str, int] = {}  # admitted incoming connections by remote address
+        self._member_hosts = {h for p, (h, _) in cfg.peer_map.items() if p != cfg.self_id}
+        self._max_connections = cfg.max_connections
+        self._last_sweep = 0.0
+        self._refused = 0  # connections refused so far
+        self._refused_terms = 0  # peer messages dropped for a term jump beyond MAX_TERM_STEP
 
     def _replay(self, committed: int) -> None:
         """Rebuild the state machine from the committed log before serving (a restart): entries
@@ -352,8 +455,34 @@ class Server:
 
     # ------------------------------------------------------------ lifecycle
 
+    def _fit_fd_limit(self) -> None:
+        """Raise the soft RLIMIT_NOFILE towards the hard one so ``max_connections`` can be met;
+        when it cannot, admit fewer (keeping 64 descriptors for the store and peer links), so a
+        flood ends in refused connections, not in EMFILE for the store or the listening socket."""
+        import resource
+
+        want = self.cfg.max_connections + 64
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and soft < want:
+            new_soft = want if hard == resource.RLIM_INFINITY else min(want, hard)
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (new_soft, hard))
+                soft = new_soft
+            except (ValueError, OSError):
+                pass
+        if soft != resource.RLIM_INFINITY and soft < want:
+            self._max_connections = max(soft - 64, 1)
+            log.warning(
+                "%s: RLIMIT_NOFILE %d: admitting at most %d connections instead of %d",
+                self.id,
+                soft,
+                self._max_connections,
+                self.cfg.max_connections,
+            )
+
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
+        self._fit_fd_limit()
         host, port = self.cfg.peer_map[self.id]
         bind = self.cfg.bind or host
         self._server = await self.loop.create_server(lambda: self._accept(), bind, port, reuse_address=True)
@@ -381,9 +510,78 @@ class Server:
             c.flush()
 
     def _accept(self) -> _Conn:
-        c = _Conn(self)
-        self._conns.add(c)
-        return c
+        return _Conn(self)
+
+    def admit(self, conn: _Conn) -> bool:
+        """Whether an incoming connection fits the limits (False: the caller aborts it). Members'
+        addresses are exempt from the total, so a flood from elsewhere cannot cut the group apart;
+        every address, members' too, is held to the per-host limit."""
+        host = conn.host
+        n = self._per_host.get(host, 0)
+        member = host in self._member_hosts
+        if n >= self.cfg.max_connections_per_host or (
+            not member and len(self._conns) >= self._max_connections
+        ):
+            self._refused += 1
+            if self._refused == 1 or self._refused % 1000 == 0:
+                log.warning(
+                    "%s: refusing connections (%d refused; %d open, %d from %s; limits %d in all, %d per host)",
+                    self.id,
+                    self._refused,
+                    len(self._conns),
+                    n,
+                    host,
+                    self._max_connections,
+                    self.cfg.max_connections_per_host,
+                )
+            return False
+        self._per_host[host] = n + 1
+        self._conns.add(conn)
+        return True
+
+    def shed_buffered(self) -> None:
+        """Over ``max_buffered``: abort the connections whose unfinished frame is oldest (a frame
+        from a live member or client completes within moments) until the total fits again."""
+        over = sorted((c for c in self._conns if c.buffered), key=lambda c: c.frame_start)
+        for c in over:
+            if self.buffered <= self.cfg.max_buffered:
+                break
+            log.warning(
+                "%s: %d bytes of unfinished frames over the limit %d: closing %s (%d bytes, frame started %.1fs ago)",
+                self.id,
+                self.buffered,
+                self.cfg.max_buffered,
+                c._addr(),
+                c.buffered,
+                time.monotonic() - c.frame_start,
+            )
+            c.abort()
+
+    def _sweep_conns(self, mono: float) -> None:
+        """Abort incoming connections whose frame outlived ``frame_timeout_ms`` (slowloris) or that
+        sent no frame for ``idle_timeout_ms``; every 0.25 s, O(connections)."""
+        if mono - self._last_sweep < 0.25:
+            return
+        self._last_sweep = mono
+        frame_limit = self.cfg.frame_timeout_ms / 1000
+        idle_limit = self.cfg.idle_timeout_ms / 1000
+        slow = idle = 0
+        for c in list(self._conns):
+            if c.frame_start and mono - c.frame_start > frame_limit:
+                slow += 1
+                c.abort()
+            elif mono - c.last_frame > idle_limit and not c.frame_start:
+                idle += 1
+                c.abort()
+        if slow or idle:
+            log.info(
+                "%s: closed %d connections whose frame took over %d ms and %d idle for %d ms",
+                self.id,
+                slow,
+                self.cfg.frame_timeout_ms,
+                idle,
+                self.cfg.idle_timeout_ms,
+            )
 
     async def wait_closed(self) -> None:
         await self._stopped.wait()
@@ -418,6 +616,7 @@ class Server:
                 self.core.tick(self._now())
                 self._expire(time.monotonic())
                 self._check_stalled_links(time.monotonic())
+                self._sweep_conns(time.monotonic())
                 self._drain()
                 if time.monotonic() - self._last_checkpoint > 1.0:
                     self._last_checkpoint = time.monotonic()
@@ -535,23 +734,60 @@ class Server:
                 link.transport.abort()
 
     def on_conn_lost(self, conn: _Conn) -> None:
-        self._conns.discard(conn)
+        if conn in self._conns:
+            self._conns.discard(conn)
+            n = self._per_host.get(conn.host, 1) - 1
+            if n > 0:
+                self._per_host[conn.host] = n
+            else:
+                self._per_host.pop(conn.host, None)
         if conn.peer is not None and self._links.get(conn.peer) is conn:
             self._links[conn.peer] = None
 
     # ------------------------------------------------------------ frames
 
+    def store_failed(self, e: StoreError) -> None:
+        """Stop the member: it cannot persist what it would act on."""
+        log.critical("%s: store failure, stopping: %s", self.id, e)
+        assert self.loop is not None
+        self.loop.create_task(self.stop())
+
     def on_frame(self, conn: _Conn, payload: bytes) -> None:
+        """One frame: a peer message goes to the core (FrameError/DecodeError for a malformed one:
+        the caller drops it and closes the connection), a client request is answered (a bad
+        argument with UNEXPECTED_ARGUMENT). A handler that raises is logged and its connection
+        closed; a StoreError stops the member (a store it cannot write must not serve)."""
         code, opaque, is_resp, body = decode_payload(payload)
         if "k" in body:
             msg = from_wire(body)
+            if msg.term > self.core.term + MAX_TERM_STEP:
+                # dropping is always safe in Raft; adopting would let forged terms exhaust int64
+                self._refused_terms += 1
+                if self._refused_terms == 1 or self._refused_terms % 1000 == 0:
+                    log.warning(
+                        "%s: dropping %s from %s: term %d is more than %d above ours (%d; %d dropped)",
+                        self.id,
+                        msg.KIND,
+                        msg.src,
+                        msg.term,
+                        MAX_TERM_STEP,
+                        self.core.term,
+                        self._refused_terms,
+                    )
+                return
             if (
                 type(msg) is PushRequest
                 and msg.type == PushType.INSTALL_SNAPSHOT
                 and not self._snapshot_first(msg)
             ):
                 return
-            self.core.step(msg, self._now())
+            try:
+                self.core.step(msg, self._now())
+            except StoreError:
+                raise
+            except Exception:  # a handler bug must not kill the server; the sender resends
+                log.exception("%s: %s from %s failed", self.id, msg.KIND, msg.src)
+                conn.abort()
         elif not is_resp:
             try:
                 self._handle_client(conn, code, opaque, body)
@@ -566,6 +802,13 @@ class Server:
         """Before the core restarts the log for an INSTALL_SNAPSHOT, make the snapshot durable, so
         a crash in between never leaves a log that begins after the newest snapshot. False (the
         request is dropped; the leader resends) when it cannot be saved."""
+        check = getattr(self.sm, "check_snapshot", None)
+        if check is not None:
+            try:
+                check(msg.snapshot)
+            except ValueError as e:
+                log.warning("%s: dropping INSTALL_SNAPSHOT from %s: %s", self.id, msg.src, e)
+                return False
         if self._snapshots is None or msg.index <= max(self._snap_index, self.core.commit_index):
             return True
         try:
@@ -778,6 +1021,8 @@ class Server:
                 ledgerEndIndex=self.store.end_index,
                 ledgerEndTerm=self.store.end_term,
                 appliedIndex=self.last_applied,
+                connections=len(self._conns),
+                bufferedBytes=self.buffered,
             )
         elif code == RequestCode.APPEND:
             data = body.get("body")
@@ -873,10 +1118,17 @@ class Server:
                     return
                 self._reads[rid] = self._waiter("read", conn, code, opaque, key)
             return
+        wanted = KV_ARGS.get(op, ()) if isinstance(op, str) else ()
+        missing = [f for f in wanted if f not in body]  # null is a value, absence is not
+        if missing:
+            self._reply(
+                conn, code, opaque, Code.UNEXPECTED_ARGUMENT, error=f"kv {op}: missing {', '.join(missing)}"
+            )
+            return
         if op == "put":
-            data = encode_kv("put", key, body.get("value"))
+            data = encode_kv("put", key, body["value"])
         elif op == "cas":
-            data = encode_kv("cas", key, body.get("expected"), body.get("new"))
+            data = encode_kv("cas", key, body["expected"], body["new"])
         elif op == "delete":
             data = encode_kv("delete", key)
         else:

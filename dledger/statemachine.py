@@ -19,6 +19,9 @@ KV_PREFIX = b"\x00KV1"
 """Bodies of KV commands start with this; other entries (log workload appends, no-ops) are skipped."""
 
 KV_OPS = ("put", "get", "cas", "delete")
+KV_ARGS: dict[str, tuple[str, ...]] = {"put": ("value",), "cas": ("expected", "new")}
+"""Request fields each KV op must carry (present, possibly null); a request without them is refused
+with UNEXPECTED_ARGUMENT, never applied as if they were null."""
 
 
 class StateMachine(Protocol):
@@ -112,11 +115,26 @@ class KVStateMachine:
         return msgpack.packb({"last_applied": self.last_applied, "data": self.data}, use_bin_type=True)
 
     def on_snapshot_load(self, data: bytes) -> None:
-        snap = msgpack.unpackb(data, raw=False, strict_map_key=False)
+        snap = self.check_snapshot(data)
+        self.data = snap["data"]
+        self.last_applied = snap["last_applied"]
+
+    @staticmethod
+    def check_snapshot(data: bytes) -> dict[str, Any]:
+        """The decoded snapshot ``{"last_applied": int, "data": {str: value}}``; ValueError naming
+        what is wrong otherwise (the server checks an INSTALL_SNAPSHOT with it before installing)."""
+        try:
+            snap = msgpack.unpackb(data, raw=False, strict_map_key=False)
+        except Exception as e:
+            raise ValueError(f"kv snapshot: not msgpack ({e})") from None
         if not isinstance(snap, dict) or not isinstance(snap.get("data"), dict):
             raise ValueError("kv snapshot: expected a map with 'data'")
-        self.data = snap["data"]
-        self.last_applied = int(snap.get("last_applied", -1))
+        if not all(isinstance(k, str) for k in snap["data"]):
+            raise ValueError("kv snapshot: expected string keys")
+        last = snap.get("last_applied", -1)
+        if type(last) is not int:
+            raise ValueError(f"kv snapshot: last_applied {last!r}, expected an int")
+        return {"last_applied": last, "data": snap["data"]}
 
     def on_shutdown(self) -> None:
         pass

@@ -186,3 +186,26 @@ def test_partitioned_follower_catches_up_promptly_after_heal(tmp_path: Path) -> 
             _iptables("-D", *rule)
         for n in list(c.procs):
             c.kill(n)
+
+
+@pytest.mark.slow
+def test_cas_or_put_without_their_values_is_refused_not_applied_as_null(cluster: Cluster) -> None:
+    from dledger.protocol import Code, RequestCode
+
+    cluster.leader()
+    with cluster.client() as c:
+        assert c.kv_put("k", 1).ok
+        for body in (
+            {"op": "cas", "key": "k"},
+            {"op": "cas", "key": "k", "expected": 1},
+            {"op": "cas", "key": "k", "new": None},
+            {"op": "put", "key": "k"},
+        ):
+            r = c._call(RequestCode.USER_DEFINE, body, write=True)
+            assert r.code == Code.UNEXPECTED_ARGUMENT and r.outcome == "fail", (body, r)
+            assert r.error and "missing" in r.error, r
+        assert c.kv_get("k").value == 1  # nothing of the refused requests was applied
+        # explicit nulls are values: cas(1 -> null) applies and deletes
+        assert c.kv_cas("k", 1, None).applied is True
+        assert c.kv_get("k").value is None
+        assert c.kv_cas("k", None, None).applied is True  # absent -> absent

@@ -71,6 +71,25 @@ def chain_crc(head36: bytes, body_crc: int, prev_chain: int) -> int:
     return zlib.crc32(_U32.pack(body_crc), zlib.crc32(head36, prev_chain))
 
 
+_HEAD_SLOTS = (("magic", 32), ("size", 32), ("index", 64), ("term", 64), ("pos", 64), ("channel", 32))
+
+
+def _pack_head(entry: Entry, body_len: int, pos: int) -> bytes:
+    """The first 36 header bytes; ValueError naming the first field that does not fit its slot
+    (struct's own error names none, and a half-encoded record must never reach the file)."""
+    values = (entry.magic, HEADER_SIZE + body_len, entry.index, entry.term, pos, entry.channel)
+    try:
+        return _HEAD.pack(*values)
+    except struct.error:
+        for (name, bits), v in zip(_HEAD_SLOTS, values, strict=True):
+            if type(v) is not int or not -(2 ** (bits - 1)) <= v < 2 ** (bits - 1):
+                raise ValueError(
+                    f"entry {name}={v!r}: does not fit the record's int{bits} field "
+                    f"(entry index {entry.index!r})"
+                ) from None
+        raise
+
+
 def encode_entry(entry: Entry, pos: int, prev_chain: int) -> tuple[bytes, int]:
     """Encode ``entry`` as stored at absolute data offset ``pos``.
 
@@ -83,7 +102,7 @@ def encode_entry(entry: Entry, pos: int, prev_chain: int) -> tuple[bytes, int]:
     if not isinstance(body, bytes | bytearray | memoryview):
         raise ValueError(f"entry body of type {type(body).__name__}: expected bytes")
     n = len(body)
-    head = _HEAD.pack(entry.magic, HEADER_SIZE + n, entry.index, entry.term, pos, entry.channel)
+    head = _pack_head(entry, n, pos)
     body_crc = zlib.crc32(body)
     chain = zlib.crc32(_U32.pack(body_crc), zlib.crc32(head, prev_chain))
     return head + _TAIL.pack(chain, body_crc, n) + bytes(body), chain
@@ -91,10 +110,11 @@ def encode_entry(entry: Entry, pos: int, prev_chain: int) -> tuple[bytes, int]:
 
 def encode_header(entry: Entry, pos: int, prev_chain: int) -> tuple[bytes, int]:
     """The 48-byte header of ``entry`` stored at ``pos`` (body written separately, e.g. with
-    ``os.pwritev``) and its chainCrc. No validation: the caller checks magic and body type."""
+    ``os.pwritev``) and its chainCrc. The caller checks magic and body type; a field outside its
+    int32/int64 slot raises ValueError naming it before anything is written."""
     body = entry.body
     n = len(body)
-    head = _HEAD.pack(entry.magic, HEADER_SIZE + n, entry.index, entry.term, pos, entry.channel)
+    head = _pack_head(entry, n, pos)
     body_crc = zlib.crc32(body)
     chain = zlib.crc32(_U32.pack(body_crc), zlib.crc32(head, prev_chain))
     return head + _TAIL.pack(chain, body_crc, n), chain

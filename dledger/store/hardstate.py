@@ -18,6 +18,32 @@ from dledger.store import StoreError
 
 CURRTERM_FILE = "currterm"
 CHECKPOINT_FILE = "checkpoint"
+MAX_CURR_TERM = 2**63 - 1
+"""currTerm is a Java long in DLedger (and an int64 in every entry record): nothing above it is saved."""
+MAX_VOTE_LEN = 256
+
+
+class HardStateValueError(StoreError, ValueError):
+    """A term or vote that ``currterm`` (or the entry codec) cannot hold; raised before writing, so the
+    file keeps its old content. A StoreError, so the server stops instead of acting on a term it
+    could not persist."""
+
+
+def _check_term_vote(curr_term: object, voted_for: object) -> None:
+    if type(curr_term) is not int or not 0 <= curr_term <= MAX_CURR_TERM:
+        raise HardStateValueError(f"curr_term {curr_term!r}: expected an int in 0..{MAX_CURR_TERM}")
+    if voted_for is None:
+        return
+    if (
+        not isinstance(voted_for, str)
+        or len(voted_for) > MAX_VOTE_LEN
+        or not voted_for.isprintable()
+        or voted_for != voted_for.strip()
+    ):
+        raise HardStateValueError(
+            f"voted_for {str(voted_for)[:80]!r}: expected a member id of at most {MAX_VOTE_LEN} "
+            "printable characters without surrounding spaces"
+        )
 
 
 def parse_properties(text: str, source: str = "<text>") -> dict[str, str]:
@@ -104,7 +130,9 @@ class HardState:
 
     ``load()`` returns a TermVote (defaults when the file is absent); ``save(term, voted_for)``
     returns only once the new values are durable. Call ``save`` before sending a vote reply or
-    acting in a new term. Raises StoreError for unreadable content or a failed write.
+    acting in a new term. Raises StoreError for unreadable content or a failed write, and
+    :class:`HardStateValueError` (before writing) for a term outside 0..2**63-1 or a vote that is not
+    a short printable id.
     """
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
@@ -119,16 +147,18 @@ class HardState:
             tv = TermVote()
         else:
             term = _int(props, "currTerm", 0, self.path)
-            if term < 0:
-                raise StoreError(f"{self.path}: currTerm={term}, expected >= 0")
+            if not 0 <= term <= MAX_CURR_TERM:
+                raise StoreError(
+                    f"{self.path}: currTerm={term}, expected 0..{MAX_CURR_TERM} (a Java long); "
+                    "the file was written by a server without range checks"
+                )
             vote = props.get("voteLeader") or None
             tv = TermVote(term, vote)
         self._last = tv
         return tv
 
     def save(self, curr_term: int, voted_for: str | None) -> None:
-        if not isinstance(curr_term, int) or curr_term < 0:
-            raise ValueError(f"curr_term {curr_term!r}: expected an int >= 0")
+        _check_term_vote(curr_term, voted_for)
         tv = TermVote(curr_term, voted_for or None)
         if tv == self._last:
             return  # unchanged: skip the fsyncs

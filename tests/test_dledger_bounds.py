@@ -1,0 +1,291 @@
+"""Hostile input against 3 real ``dledger server`` processes on loopback (issue 16, items 1 and 2): a
+forged vote with a term no codec can hold, frames that announce 16 MiB and never finish, and a
+thousand idle and slowloris connections. Afterwards the group must still elect, append and read,
+``currterm`` must hold a sane term, and no member's peak RSS may pass the bound in dledger/README.md.
+
+Attackers connect only from and to 127.0.0.0/8 addresses (members on 127.0.0.1-3, attackers on
+127.0.0.50 and up)."""
+
+from __future__ import annotations
+
+import resource
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from test_dledger_cluster import Cluster
+
+from dledger.protocol import MAX_TERM, MAX_TERM_STEP, RequestCode
+from dledger.transport import encode_frame
+
+MIB = 1024 * 1024
+MAX_BUFFERED = 64 * MIB  # the server's default --max-buffered
+RSS_BOUND_KIB = (96 * MIB + 2 * MAX_BUFFERED) // 1024  # dledger/README.md "Resource bounds"
+
+
+def attacker(src_ip: str, dst: tuple[str, int], timeout: float = 10.0) -> socket.socket:
+    """A TCP connection from loopback address ``src_ip`` to a member."""
+    assert src_ip.startswith("127.") and dst[0].startswith("127."), "loopback only"
+    s = socket.socket()
+    s.bind((src_ip, 0))
+    s.settimeout(timeout)
+    s.connect(dst)
+    return s
+
+
+def closed_by_server(s: socket.socket, wait: float) -> bool:
+    """Whether the member closed ``s`` (EOF or reset) within ``wait`` seconds."""
+    s.settimeout(wait)
+    try:
+        while True:
+            if not s.recv(1 << 16):
+                return True
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
+
+
+def peak_rss_kib(pid: int) -> int:
+    """VmHWM (peak resident set, KiB) of a live process, from /proc/<pid>/status."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmHWM in /proc/{pid}/status")
+
+
+def curr_term(c: Cluster, node: str) -> int:
+    text = (c.root / "store" / f"dledger-{node}" / "currterm").read_text()
+    return int(next(ln for ln in text.splitlines() if ln.startswith("currTerm=")).split("=", 1)[1])
+
+
+def wait_for(cond, what: str, limit: float = 60.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + limit
+    while not cond():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.05)
+
+
+def assert_group_works(c: Cluster, tag: str) -> None:
+    """A leader is elected, appends commit on every member and read back; after the leader is
+    stopped the other two elect a new one that appends and reads; the old leader rejoins."""
+    ld = c.leader(timeout=30)
+    with c.client(timeout=3.0) as cl:
+        r = cl.append(f"{tag}-1".encode())
+        assert r.ok, r
+        assert cl.kv_put(f"{tag}-key", tag).ok
+        got = cl.kv_get(f"{tag}-key")
+        assert got.ok and got.value == tag, got
+    index = r.index
+    for n in c.procs:
+
+        def has_it(n: str = n) -> bool:
+            with c.client(prefer=n, timeout=1.0) as cl:
+                g = cl.get(index)
+            return g.ok and g.body == f"{tag}-1".encode()
+
+        wait_for(has_it, f"entry {index} on {n}")
+    c.kill(ld, signal.SIGTERM)
+    new = c.leader(timeout=30, exclude=ld)
+    assert new != ld
+    with c.client(timeout=3.0) as cl:
+        r2 = cl.append(f"{tag}-2".encode())
+        assert r2.ok, r2
+        g = cl.get(r2.index)
+        assert g.ok and g.body == f"{tag}-2".encode(), g
+    c.start(ld)
+    c.wait_caught_up(timeout=60)
+
+
+@pytest.fixture
+def cluster_factory(tmp_path: Path):  # type: ignore[no-untyped-def]
+    made: list[Cluster] = []
+
+    def make(*extra: str) -> Cluster:
+        c = Cluster(tmp_path, 3, *extra)
+        c.start_all()
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        for n in list(c.procs):
+            c.kill(n)
+
+
+def _forged_vote(c: Cluster, target: str, src: str, term: int, end_term: int, end_index: int) -> bytes:
+    body = {
+        "k": "vote",
+        "group": "default",
+        "src": src,
+        "dst": target,
+        "term": term,
+        "ledger_end_index": end_index,
+        "ledger_end_term": end_term,
+        "round": 0,
+    }
+    return encode_frame(RequestCode.VOTE, 0, body)
+
+
+@pytest.mark.slow
+def test_forged_vote_with_a_term_past_int64_is_refused_and_the_group_survives_restarts(
+    cluster_factory,  # type: ignore[no-untyped-def]
+) -> None:
+    c: Cluster = cluster_factory()
+    c.leader(timeout=30)
+    with c.client(timeout=3.0) as cl:
+        assert cl.append(b"before").ok
+    # the attack of issue 16: three ~150-byte frames, one per member, each claiming another member
+    for i, target in enumerate(c.ids):
+        src = c.ids[(i + 1) % 3]
+        frame = _forged_vote(c, target, src, 2**64 - 1, 2**64 - 1, 2**63 - 1)
+        assert len(frame) < 200
+        with attacker("127.0.0.50", (c.ips[target], c.port)) as s:
+            s.sendall(frame)
+            assert closed_by_server(s, 10.0), "a malformed peer message must close its connection"
+    for n in c.ids:
+        log = (c.root / f"{n}.log").read_text()
+        assert "vote.term: 18446744073709551615 outside 0.." in log, n
+    assert_group_works(c, "after-forged-vote")
+    assert max(curr_term(c, n) for n in c.ids) < 1000
+    # restart every member: they come back at a sane term and still serve
+    for n in list(c.procs):
+        c.kill(n, signal.SIGTERM)
+    c.start_all()
+    assert_group_works(c, "after-restart")
+    assert max(curr_term(c, n) for n in c.ids) < 1000
+
+    # inside int64 but far above the members' terms: dropped (MAX_TERM_STEP), never adopted
+    for i, target in enumerate(c.ids):
+        src = c.ids[(i + 1) % 3]
+        with attacker("127.0.0.50", (c.ips[target], c.port)) as s:
+            s.sendall(_forged_vote(c, target, src, MAX_TERM, MAX_TERM, 2**62))
+    for n in c.ids:
+        wait_for(lambda n=n: "more than 1048576 above ours" in (c.root / f"{n}.log").read_text(), n)  # type: ignore[misc]
+    assert max(curr_term(c, n) for n in c.ids) < 1000
+    # a jump of exactly MAX_TERM_STEP is a legal (if hostile) Raft term: adopted, and the group goes on
+    base = max(curr_term(c, n) for n in c.ids)
+    for i, target in enumerate(c.ids):
+        src = c.ids[(i + 1) % 3]
+        term = c.meta(target)["term"] + MAX_TERM_STEP
+        with attacker("127.0.0.50", (c.ips[target], c.port)) as s:
+            s.sendall(_forged_vote(c, target, src, term, term, 2**62))
+    wait_for(lambda: all(curr_term(c, n) >= base + MAX_TERM_STEP for n in c.ids), "the stepped term")
+    assert_group_works(c, "after-step")
+    for n in list(c.procs):
+        c.kill(n, signal.SIGTERM)
+    c.start_all()
+    assert_group_works(c, "after-step-restarted")
+    assert all(MAX_TERM_STEP <= curr_term(c, n) < MAX_TERM_STEP + 2000 for n in c.ids)
+    with c.client(timeout=3.0) as cl:
+        g = cl.get(1)
+        assert g.ok and g.body == b"before", g  # the log from before the attacks still reads
+
+
+@pytest.mark.slow
+def test_big_unfinished_frames_and_a_thousand_idle_connections_stay_bounded(
+    cluster_factory,  # type: ignore[no-untyped-def]
+) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = 1200
+    if soft < need:
+        if hard != resource.RLIM_INFINITY and hard < need:
+            pytest.skip(f"RLIMIT_NOFILE hard limit {hard} < {need} sockets this test holds")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+    c: Cluster = cluster_factory(
+        "--frame-timeout-ms",
+        "2000",
+        "--idle-timeout-ms",
+        "4000",
+        "--max-connections",
+        "400",
+        "--max-connections-per-host",
+        "200",
+    )
+    ld = c.leader(timeout=30)
+    followers = [n for n in c.ids if n != ld]
+    big_target, idle_target = followers
+    with c.client(timeout=3.0) as cl:
+        assert cl.append(b"before").ok
+
+    # 60 connections each announcing a 16 MiB frame (the maximum) and sending 15 MiB of it
+    cut = []
+    held: list[socket.socket] = []
+    lock = threading.Lock()
+
+    def big(i: int) -> None:
+        s = attacker(f"127.0.0.{60 + i % 4}", (c.ips[big_target], c.port), timeout=30.0)
+        with lock:
+            held.append(s)
+        try:
+            s.sendall((16 * MIB).to_bytes(4, "big"))
+            chunk = bytes(MIB)
+            for _ in range(15):
+                s.sendall(chunk)
+        except OSError:
+            with lock:
+                cut.append(i)
+
+    threads = [threading.Thread(target=big, args=(i,)) for i in range(60)]
+    for t in threads:
+        t.start()
+
+    # ~1000 idle and slowloris connections from four addresses to the other follower
+    idle: list[socket.socket] = []
+    slow: list[socket.socket] = []
+    for i in range(1000):
+        s = attacker(f"127.0.0.{50 + i % 4}", (c.ips[idle_target], c.port))
+        (slow if i % 2 else idle).append(s)
+    trickling = threading.Event()
+    trickling.set()
+
+    def trickle() -> None:  # one byte of a 1000-byte frame per socket every 0.2 s
+        live = list(slow)
+        for s in live:
+            try:
+                s.sendall((1000).to_bytes(4, "big"))
+            except OSError:
+                pass
+        while live and trickling.is_set():
+            keep = []
+            for s in live:
+                try:
+                    s.sendall(b"x")
+                    keep.append(s)
+                except OSError:
+                    pass
+            live = keep
+            time.sleep(0.2)
+
+    tr = threading.Thread(target=trickle)
+    tr.start()
+    try:
+        meta = c.meta(idle_target)
+        # admitted: at most 400 from non-member addresses, plus links and this client
+        assert meta["connections"] <= 400 + 8, meta
+        with c.client(timeout=3.0) as cl:
+            assert cl.append(b"during").ok  # the group works under the flood
+        for t in threads:
+            t.join()
+        meta = c.meta(big_target)
+        assert meta["bufferedBytes"] <= MAX_BUFFERED, meta
+        assert cut, "the member must cut connections once 64 MiB of unfinished frames are buffered"
+        # every attacker connection ends: cut for memory, refused, or closed by the frame/idle timeout
+        for s in held + idle + slow:
+            assert closed_by_server(s, 60.0), "an attacker's connection stayed open"
+    finally:
+        trickling.clear()
+        tr.join()
+        for s in held + idle + slow:
+            s.close()
+    for n in (big_target, idle_target):
+        wait_for(lambda n=n: c.meta(n)["connections"] <= 8, f"{n}'s connections to close")  # type: ignore[misc]
+        assert c.meta(n)["bufferedBytes"] == 0
+    peaks = {n: peak_rss_kib(p.pid) for n, p in c.procs.items()}
+    assert all(v <= RSS_BOUND_KIB for v in peaks.values()), (peaks, RSS_BOUND_KIB)
+    for n in c.ids:
+        print(f"{n}: peak RSS {peaks[n] // 1024} MiB (bound {RSS_BOUND_KIB // 1024} MiB)")
+    assert_group_works(c, "after-flood")
