@@ -1,11 +1,13 @@
 """Clock skew and packet faults on real node containers.
 
-Clock: a python3 process started the way the DB automation starts the server (libfaketime preload,
-the runtime-writable offset file, real monotonic clock) prints its wall clock; bumps and strobes
-must show in it and vanish after stop. (The loop waits with select: under libfaketime 0.9.10 with
-FAKETIME_DONT_FAKE_MONOTONIC=1, ``time.sleep`` fails with EINVAL.) Packets: loss and rate limits measured by sending UDP
-datagrams and a TCP bulk stream between nodes; delay without netem or an NFQUEUE module is refused
-before the run starts.
+Clock: a python3 process started with the environment the DB automation gives the server
+(libfaketime preload, the runtime-writable spec file, the monotonic clock faked) stands in for the
+server (its pid in the pidfile the nemesis reads) and prints ``time.monotonic()`` beside the node's
+real ``/proc/uptime`` (a file read libfaketime does not touch). Bumps must step its monotonic clock
+forward, rates must change how fast it runs, every change must keep it continuous and never make
+it go back, and the run's stop must leave rate 1. Packets: loss and rate limits measured by sending
+UDP datagrams and a TCP bulk stream between nodes; delay without netem or an NFQUEUE module is
+refused before the run starts.
 """
 
 from __future__ import annotations
@@ -14,11 +16,14 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from test_nemesis_support import make_test, node_cluster
 
+from chaos.cluster.dledger_db import DLedgerDB
+from chaos.cluster.node import Node
 from chaos.nemesis.base import nemesis_op
 from chaos.nemesis.cli import heal_control, residue
 from chaos.nemesis.clock import OFFSET_FILE, ClockNemesis
@@ -27,84 +32,135 @@ from chaos.nemesis.packet import PacketNemesis, Unsupported
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 CLUSTER = os.environ.get("CHAOS_NEMESIS_CLUSTER", "nemtest")
+PIDFILE = "/tmp/chaos-clock.pid"
+OUT = "/tmp/chaos-clock.out"
 
-# The same environment chaos.cluster.dledger_db.DLedgerDB.start gives the server.
+# The environment chaos.cluster.dledger_db.DLedgerDB.start gives the server (pinned below).
+ENV = f'LD_PRELOAD="$lib" FAKETIME_TIMESTAMP_FILE={OFFSET_FILE} FAKETIME_NO_CACHE=1'
 CLOCK_PROC = (
     "lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 | head -n1); "
-    f"[ -f {OFFSET_FILE} ] || echo +0 > {OFFSET_FILE}; "
-    f'LD_PRELOAD="$lib" FAKETIME_TIMESTAMP_FILE={OFFSET_FILE} FAKETIME_NO_CACHE=1 '
-    "FAKETIME_DONT_FAKE_MONOTONIC=1 setsid nohup python3 -u -c "
-    "'import select, time\nwhile True:\n    print(time.time(), time.monotonic(), flush=True)\n"
+    f"echo +0 > {OFFSET_FILE}; "
+    f"{ENV} setsid nohup python3 -u -c "
+    "'import select, time\nwhile True:\n"
+    '    print(time.monotonic(), open("/proc/uptime").read().split()[0], flush=True)\n'
     "    select.select([], [], [], 0.05)' "
-    "> /tmp/chaos-clock.out 2>&1 </dev/null & echo $! > /tmp/chaos-clock.pid"
+    f"> {OUT} 2>&1 </dev/null & echo $! > {PIDFILE}"
 )
+
+
+def test_server_environment_fakes_the_monotonic_clock() -> None:
+    n = Node("n1", "10.0.0.1")
+    script = DLedgerDB().start_script_text(n, [n])
+    assert f"FAKETIME_TIMESTAMP_FILE={OFFSET_FILE} FAKETIME_NO_CACHE=1" in script
+    assert "DONT_FAKE_MONOTONIC" not in script
 
 
 @pytest.fixture(scope="module")
 def env() -> Iterator[Any]:
     with node_cluster(CLUSTER, heal_before=True, heal_after=True) as (nodes, control):
-        yield make_test(nodes, control)
+        test = make_test(nodes, control)
+        test.db = SimpleNamespace(faketime_file=OFFSET_FILE, pidfile=PIDFILE)
+        yield test
 
 
-def skew(remote: Any) -> tuple[float, float]:
-    """(faked wall clock - real wall clock, faked monotonic - real monotonic drift) in seconds,
-    from the process's latest line and the node's real clock read at the same moment."""
-    res = remote.exec_raw(
-        "sleep 0.15; a=$(tail -n1 /tmp/chaos-clock.out); r=$(date +%s.%N); m=$(cat /proc/uptime | cut -d' ' -f1); "
-        'echo "$a $r $m"'
-    )
-    fake, mono, real, _ = (float(x) for x in res.stdout.split())
-    return fake - real, mono
+def samples(remote: Any) -> list[tuple[float, float]]:
+    """Every ``(monotonic, real uptime)`` line the stand-in printed so far."""
+    out = remote.exec_raw(f"cat {OUT}").stdout.split("\n")
+    return [(float(a), float(b)) for a, b in (line.split() for line in out if len(line.split()) == 2)]
+
+
+def wait_samples(remote: Any, real_s: float) -> list[tuple[float, float]]:
+    """Wait until the stand-in has printed lines spanning ``real_s`` more real seconds."""
+    first = samples(remote)[-1][1]
+    while True:
+        s = samples(remote)
+        if s[-1][1] - first >= real_s:
+            return s
+        remote.exec_raw("sleep 0.2")
+
+
+def rate_between(s: list[tuple[float, float]], t0: float, t1: float) -> float:
+    """How fast the monotonic clock ran over the real interval [t0, t1] (uptime seconds)."""
+    pts = [p for p in s if t0 <= p[1] <= t1]
+    return (pts[-1][0] - pts[0][0]) / (pts[-1][1] - pts[0][1])
+
+
+def offset(s: list[tuple[float, float]]) -> float:
+    """monotonic - real at the last sample: the net step so far (both start near each other)."""
+    return s[-1][0] - s[-1][1]
+
+
+def assert_monotonic_and_continuous(s: list[tuple[float, float]], max_step_s: float) -> None:
+    for (m0, u0), (m1, u1) in zip(s, s[1:], strict=False):
+        assert m1 >= m0, f"monotonic went back: {m0} -> {m1}"
+        assert m1 - m0 <= max_step_s + 3 * (u1 - u0), f"monotonic jumped {m1 - m0:.3f} s in {u1 - u0:.3f} s"
 
 
 @pytest.fixture
 def clock_procs(env: Any) -> Iterator[None]:
     env.control.on_nodes(lambda r: r.exec_raw(CLOCK_PROC, sudo=True))
-    time.sleep(0.5)
+    for r in (env.control.remote(n.name) for n in env.nodes):
+        while len(samples(r)) < 3:
+            r.exec_raw("sleep 0.1")
     try:
         yield
     finally:
-        env.control.on_nodes(
-            lambda r: r.exec_raw("kill $(cat /tmp/chaos-clock.pid) 2>/dev/null; true", sudo=True)
-        )
+        env.control.on_nodes(lambda r: r.exec_raw(f"kill $(cat {PIDFILE}) 2>/dev/null; true", sudo=True))
 
 
-def test_clock_bump_visible_and_reset(env: Any, clock_procs: None) -> None:
+def test_clock_bump_steps_monotonic_forward_and_stop_keeps_it(env: Any, clock_procs: None) -> None:
     nem = ClockNemesis()
-    nem.setup(env)
-    r1, r2 = env.control.remote("n1"), env.control.remote("n2")
-    assert abs(skew(r1)[0]) < 0.5
-    mono_before = skew(r1)[1]
-    value = {"mode": "bump", "offsets_ms": {"n1": 120_000, "n2": -45_500}}
-    done = nem.invoke(env, nemesis_op("start-clock", value))
-    assert done.value == value
-    s1, mono_after = skew(r1)
-    assert 119.5 < s1 < 120.5
-    assert -46.0 < skew(r2)[0] < -45.0
-    assert abs(skew(env.control.remote("n3"))[0]) < 0.5
-    # the monotonic clock is left alone: it keeps counting real seconds
-    assert 0 < mono_after - mono_before < 5
+    r1, r3 = env.control.remote("n1"), env.control.remote("n3")
+    base1 = offset(samples(r1))
+    done = nem.invoke(env, nemesis_op("start-clock", {"mode": "bump", "offsets_ms": {"n1": 120_000}}))
+    assert done.value["mode"] == "bump" and done.value["clock"] == "monotonic+realtime"
+    assert done.value["specs"]["n1"].startswith("+120.")
+    s1 = wait_samples(r1, 0.5)
+    assert 119.5 < offset(s1) - base1 < 120.5
+    s3 = wait_samples(r3, 0.1)
+    assert abs(offset(s3) - offset(s3[:3])) < 0.5  # n3 untouched
     assert any("clock offset" in x for x in residue(r1))
     stop = nem.invoke(env, nemesis_op("stop-clock"))
-    assert stop.value["offsets_ms"]["n1"] == 0
-    assert abs(skew(r1)[0]) < 0.5 and abs(skew(r2)[0]) < 0.5
-    assert residue(r1) == [] and residue(r2) == []
+    assert stop.value["rates"]["n1"] == 1 and stop.value["specs"]["n1"].endswith("x1")
+    s1 = wait_samples(r1, 0.5)
+    assert 119.5 < offset(s1) - base1 < 120.5  # the run's stop never steps the clock back
+    assert_monotonic_and_continuous(s1, max_step_s=121)
+    assert heal_control(env.control)["n1"] == []  # chaos heal (between runs) writes +0
 
 
-def test_clock_strobe_flips_and_heal_stops_it(env: Any, clock_procs: None) -> None:
+def test_clock_rate_changes_how_fast_monotonic_runs(env: Any, clock_procs: None) -> None:
+    nem = ClockNemesis()
+    r2 = env.control.remote("n2")
+    wait_samples(r2, 1.0)  # an older process: a rate change without compensation would jump ~1 s
+    nem.invoke(env, nemesis_op("start-clock", {"mode": "rate", "rates": {"n2": 2.0}}))
+    t_fast = samples(r2)[-1][1]
+    s = wait_samples(r2, 2.0)
+    nem.invoke(env, nemesis_op("start-clock", {"mode": "rate", "rates": {"n2": 0.5}}))
+    t_slow = samples(r2)[-1][1]
+    s = wait_samples(r2, 2.0)
+    nem.invoke(env, nemesis_op("stop-clock"))
+    t_one = samples(r2)[-1][1]
+    s = wait_samples(r2, 1.5)
+    assert 1.8 < rate_between(s, t_fast + 0.2, t_slow - 0.1) < 2.2
+    assert 0.4 < rate_between(s, t_slow + 0.2, t_one - 0.1) < 0.6
+    assert 0.9 < rate_between(s, t_one + 0.2, s[-1][1]) < 1.1
+    # each change kept the clock continuous: no step beyond a few samples' worth
+    assert_monotonic_and_continuous(s, max_step_s=0.1)
+
+
+def test_clock_strobe_flips_rate_and_heal_stops_it(env: Any, clock_procs: None) -> None:
     nem = ClockNemesis()
     r = env.control.remote("n4")
-    value = {"mode": "strobe", "nodes": ["n4"], "delta_ms": 30_000, "period_ms": 400}
+    value = {"mode": "strobe", "nodes": ["n4"], "rate": 3.0, "period_ms": 1000}
     nem.invoke(env, nemesis_op("start-clock", value))
-    seen = set()
-    for _ in range(12):
-        s = skew(r)[0]
-        seen.add(round(s / 30))
-    assert seen == {0, 1}, seen  # both +0 and +30 s observed
+    t0 = samples(r)[-1][1]
+    s = wait_samples(r, 4.0)
+    rates = [rate_between(s, t, t + 0.3) for t in [t0 + 0.1 * i for i in range(36)]]
+    assert max(rates) > 2.5 and min(rates) < 0.45, rates  # both 3x and 1/3x observed
+    assert_monotonic_and_continuous(s, max_step_s=0.1)
     assert any("strobe loop" in x for x in residue(r))
     left = heal_control(env.control)
     assert left == {n.name: [] for n in env.nodes}
-    assert all(abs(skew(r)[0]) < 0.5 for _ in range(4))
 
 
 UDP_RECV = r"""

@@ -40,7 +40,7 @@ def test_chaos_heal_removes_every_fault(env: Any) -> None:
     clock.invoke(env, nemesis_op("start-clock", {"mode": "bump", "offsets_ms": {"n4": 90_000}}))
     clock.invoke(
         env,
-        nemesis_op("start-clock", {"mode": "strobe", "nodes": ["n5"], "delta_ms": 5000, "period_ms": 100}),
+        nemesis_op("start-clock", {"mode": "strobe", "nodes": ["n5"], "rate": 2.0, "period_ms": 100}),
     )
     # a stopped process that looks like the server (its argv names dledger)
     control.remote("n2").exec_raw(

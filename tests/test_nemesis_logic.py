@@ -212,6 +212,5 @@ def test_clock_offsets() -> None:
         fmt_offset(float("nan"))
     rng = random.Random(1)
     offs = [random_offset_ms(rng, 240_000) for _ in range(500)]
-    assert all(10 <= abs(o) <= 240_000 for o in offs)
-    assert any(o < 0 for o in offs) and any(o > 0 for o in offs)
+    assert all(10 <= o <= 240_000 for o in offs)  # forward only: the monotonic clock never steps back
     assert max(abs(o) for o in offs) > 60_000  # minutes are reachable

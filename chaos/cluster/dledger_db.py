@@ -321,7 +321,7 @@ class DLedgerDB:
                 '[ -n "$lib" ] || { echo "libfaketime.so.1 not found (apt-get install libfaketime)" >&2; exit 3; }\n'
                 f"[ -f {self.faketime_file} ] || echo +0 > {self.faketime_file}\n"
                 f'export LD_PRELOAD="$lib" FAKETIME_TIMESTAMP_FILE={self.faketime_file} '
-                "FAKETIME_NO_CACHE=1 FAKETIME_DONT_FAKE_MONOTONIC=1\n"
+                "FAKETIME_NO_CACHE=1\n"  # monotonic faked too: elections and leases run on it
             )
         return (
             "#!/bin/sh\n# written by dledger-chaos (DLedgerDB.setup)\n"

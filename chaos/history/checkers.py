@@ -240,12 +240,13 @@ def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str,
     any other workload -> stats, perf (plus linear when ``model`` is given).
     Raises ValueError for an unknown checker name in ``"checkers"``.
     """
-    from chaos.history.logcheck import LogChecker, SetChecker
+    from chaos.history.logcheck import LogChecker, LogReadsChecker, SetChecker
     from chaos.history.perf import PerfChecker
 
     factories: dict[str, Any] = {
         "linear": lambda: LinearChecker(model or test.get("model") or "cas-register"),
         "log": LogChecker,
+        "log-reads": LogReadsChecker,
         "set": SetChecker,
         "stats": StatsChecker,
         "perf": PerfChecker,
@@ -257,7 +258,7 @@ def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str,
             workload = workload.get("name")
         names = {
             "register": ["linear", "stats", "perf"],
-            "log": ["log", "stats", "perf"],
+            "log": ["log", "log-reads", "stats", "perf"],
             "set": ["set", "stats", "perf"],
         }.get(str(workload), ["stats", "perf"])
         if model and "linear" not in names:

@@ -434,3 +434,221 @@ class SetChecker(StreamChecker):
 
     def begin(self, test: dict[str, Any], opts: dict[str, Any]) -> Accumulator:
         return _SetAcc(self.add_f, self.read_f)
+
+
+# --------------------------------------------------------------------------------------------------
+# log-reads: Jepsen's set-full over every read of the log workload
+
+
+_QUANTILES = (0.0, 0.5, 0.95, 0.99, 1.0)
+
+
+def _quantiles(xs: list[float]) -> dict[str, float]:
+    if not xs:
+        return {}
+    s = sorted(xs)
+    return {str(q): s[min(len(s) - 1, int(q * len(s)))] for q in _QUANTILES}
+
+
+class _ReadsAcc:
+    """State of :class:`LogReadsChecker` (see there). Keeps, per index, its first observation; per
+    element, when and where it became known; per read, (invocation time, end) for staleness."""
+
+    def __init__(self, append_f: str, range_f: str, final_f: str) -> None:
+        self.append_f, self.range_f, self.final_f = append_f, range_f, final_f
+        self.attempted: dict[Any, int] = {}  # value -> status
+        self.append_ops: dict[Any, tuple[int, int]] = {}  # value -> (invoke index, complete index)
+        self.open: dict[Any, Op] = {}
+        self.at_index: dict[int, tuple[Any, dict[str, Any]]] = {}  # index -> (value, first observation)
+        self.known: dict[Any, tuple[int, int, dict[str, Any]]] = {}  # value -> (time ns, index, observation)
+        self.elsewhere: dict[Any, set[int]] = {}  # value -> every index it was observed at
+        self.ends: list[
+            tuple[int, int]
+        ] = []  # (end index exclusive, invoke time) of reads that reached the end
+        self.covered: list[tuple[int, int]] = []  # (from, end) of every ok read
+        self.final: dict[str, list[Any]] = {}
+        self.n_reads = 0
+        self.n_final = 0
+        self.divergent = _Capped()
+        self.unexpected = _Capped()
+        self.duplicated = _Capped()
+        self._div_seen: set[int] = set()
+        self._unexp_seen: set[Any] = set()
+        self._dup_seen: set[Any] = set()
+
+    def _observe(self, index: int, value: Any, time_ns: int, obs: dict[str, Any]) -> None:
+        if value is None:
+            prev = self.at_index.get(index)
+            if prev is None:
+                self.at_index[index] = (None, obs)
+            elif prev[0] is not None and index not in self._div_seen:
+                self._div_seen.add(index)
+                self.divergent.add({"index": index, "first": {"value": prev[0], **prev[1]}, "later": obs})
+            return
+        v = _hashable(value)
+        prev = self.at_index.get(index)
+        if prev is None:
+            self.at_index[index] = (v, obs)
+        elif prev[0] != v and index not in self._div_seen:
+            self._div_seen.add(index)
+            self.divergent.add(
+                {"index": index, "first": {"value": prev[0], **prev[1]}, "later": {"value": v, **obs}}
+            )
+        idxs = self.elsewhere.setdefault(v, set())
+        idxs.add(index)
+        if len(idxs) > 1 and v not in self._dup_seen:
+            self._dup_seen.add(v)
+            self.duplicated.add({"value": v, "indices": sorted(idxs), "observation": obs})
+        if v not in self.known:
+            self.known[v] = (time_ns, index, obs)
+        if obs.get("kind") == "read":
+            status = self.attempted.get(v)
+            if (status is None or status == _FAIL) and v not in self._unexp_seen:
+                self._unexp_seen.add(v)
+                reason = "never written by any client" if status is None else "append definitely failed"
+                self.unexpected.add({"value": v, "index": index, "reason": reason, **obs})
+
+    def step(self, op: Op) -> None:
+        if op.process == NEMESIS:
+            return
+        if op.type == INVOKE:
+            self.open[op.process] = op
+            if op.f == self.append_f:
+                v = _hashable(op.value)
+                self.attempted[v] = _PENDING
+                self.append_ops[v] = (op.index, -1)
+            return
+        inv = self.open.pop(op.process, None)
+        if op.f == self.append_f:
+            v = _hashable(op.value)
+            self.attempted[v] = _STATUS.get(op.type, _INFO)
+            self.append_ops[v] = (inv.index if inv is not None else -1, op.index)
+            li = op.extra.get("log_index")
+            if op.type == OK and type(li) is int:
+                obs = {"kind": "ack", "op": op.index, "process": op.process}
+                self._observe(li, op.value, op.time, obs)
+            return
+        if op.type != OK or op.f not in (self.range_f, self.final_f) or not isinstance(op.value, list):
+            return
+        start = op.extra.get("from_index", 0) if op.f == self.range_f else 0
+        to_end = bool(op.extra.get("to_end", False)) if op.f == self.range_f else True
+        if type(start) is not int:
+            return
+        node = op.node or (inv.node if inv is not None else None) or f"process {op.process}"
+        inv_time = inv.time if inv is not None else op.time
+        self.n_reads += 1
+        for k, x in enumerate(op.value):
+            obs = {"kind": "read", "op": op.index, "node": node}
+            self._observe(start + k, x, op.time, obs)
+        end = start + len(op.value)
+        self.covered.append((start, end))
+        if to_end:
+            self.ends.append((end, inv_time))
+        if op.f == self.final_f:
+            self.n_final += 1
+            self.final[str(node)] = op.value
+
+    def finish(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "reads": self.n_reads,
+            "final_reads": self.n_final,
+            "attempt_count": len(self.attempted),
+            "known_count": len(self.known),
+        }
+        # Staleness: the newest invocation of a read that ended (commitIndex) below each index.
+        self.ends.sort()
+        end_keys = [e for e, _ in self.ends]
+        newest_upto: list[int] = []
+        best = -1
+        for _, t in self.ends:
+            best = max(best, t)
+            newest_upto.append(best)
+        # Coverage: merged [from, end) intervals of every ok read, for never-read.
+        merged: list[list[int]] = []
+        for a, b in sorted(self.covered):
+            if merged and a <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        starts = [a for a, _ in merged]
+
+        import bisect
+
+        final_log = max(self.final.values(), key=len) if self.final else None
+        lost = _Capped()
+        stale = []
+        latencies: list[float] = []
+        never_read = 0
+        ok_count = 0
+        for v, (t_known, i, obs) in self.known.items():
+            k = bisect.bisect_right(end_keys, i) - 1  # reads whose end <= i: they missed index i
+            last_absent = newest_upto[k] if k >= 0 else -1
+            lat_ms = max(0.0, (last_absent - t_known) / 1e6) if last_absent > t_known else 0.0
+            latencies.append(lat_ms)
+            if lat_ms >= 1.0:
+                stale.append({"value": v, "index": i, "stable_latency_ms": round(lat_ms, 3)})
+            j = bisect.bisect_right(starts, i) - 1
+            if j < 0 or merged[j][1] <= i:
+                never_read += 1
+            if final_log is not None:
+                present = i < len(final_log) and _hashable(final_log[i]) == v
+                if present:
+                    ok_count += 1
+                else:
+                    why = (
+                        "missing from the final log" if i >= len(final_log) else "another entry at its index"
+                    )
+                    lost.add({"value": v, "index": i, "known": obs, "reason": f"known, then {why}"})
+        stale.sort(key=lambda d: -d["stable_latency_ms"])
+        out.update(
+            ok_count=ok_count,
+            stale_count=len(stale),
+            worst_stale=stale[:8],
+            never_read_count=never_read + sum(1 for v in self.attempted if v not in self.known),
+            stable_latency_ms=_quantiles(latencies),
+        )
+        for name, c in (
+            ("lost", lost),
+            ("divergent", self.divergent),
+            ("unexpected", self.unexpected),
+            ("duplicated", self.duplicated),
+        ):
+            out[name] = c.items
+            out[f"{name}_count"] = c.count
+        bad = [n for n in ("lost", "divergent", "unexpected", "duplicated") if out[f"{n}_count"]]
+        if bad:
+            out["valid"] = False
+            out["error"] = ", ".join(f"{out[f'{n}_count']} {n}" for n in bad)
+        elif not self.n_reads:
+            out.update(valid=UNKNOWN, error="no read completed ok, so nothing was observed")
+        elif final_log is None:
+            out.update(valid=UNKNOWN, error="no final read completed ok, so losses cannot be ruled out")
+        else:
+            out["valid"] = True
+        return dict(sorted(out.items(), key=lambda kv: kv[0] != "valid"))
+
+
+class LogReadsChecker(StreamChecker):
+    """Jepsen's ``checker/set-full`` for the log workload: every read (``read-range`` during the run,
+    the final ``read`` per node) and every acknowledged ``log_index`` is an observation of an index.
+
+    Per element (a workload value) *known* is its first observation (ack or read completion). Anomalies
+    (each makes the result invalid): **divergent** (an index observed with two different entries:
+    committed entries never change, Raft's Log Matching), **lost** (known, then absent from the final
+    log at its index: a read of an uncommitted entry, or a committed one undone), **unexpected** (a value
+    read that no client wrote, or whose append definitely failed), **duplicated** (one value at two
+    indices). Reported, not invalid: **stale** (a read invoked >= 1 ms after the element was known
+    ended below its index: GET is member-local, so followers lag), ``stable_latency_ms`` quantiles
+    (0, 0.5, 0.95, 0.99, 1) of the time from known until no read missed it, **never-read** (known
+    elements no ok read covered, plus attempted ones never observed). ``valid`` is ``"unknown"`` when
+    no read, or no final read, completed ok. Lists hold the first 1000 of each kind, ``<kind>_count``
+    the totals.
+    """
+
+    name = "log-reads"
+
+    def __init__(self, append_f: str = "append", range_f: str = "read-range", final_f: str = "read"):
+        self.append_f, self.range_f, self.final_f = append_f, range_f, final_f
+
+    def begin(self, test: dict[str, Any], opts: dict[str, Any]) -> Accumulator:
+        return _ReadsAcc(self.append_f, self.range_f, self.final_f)

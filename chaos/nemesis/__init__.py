@@ -11,7 +11,7 @@ The combined nemesis also carries ``final_ops``: the stop op of every kind, for 
 
 Options read from ``opts`` (all optional): ``nemesis_interval`` (s), ``kill_targets``,
 ``pause_targets``, ``restart_targets``, ``clock_max_offset_ms`` (default 240000), ``clock_modes``
-(``bump``/``strobe``), ``packet_targets``, ``packet_loss`` (probability), ``packet_delay_ms``,
+(``bump``/``rate``/``strobe``), ``clock_max_rate`` (default 1.2), ``packet_targets``, ``packet_loss`` (probability), ``packet_delay_ms``,
 ``packet_delay_jitter_ms``, ``packet_rate_kbit``, ``packet_duplicate``, ``packet_reorder``,
 ``file_targets``, ``lose_unfsynced_targets`` (default ``["all"]``), ``truncate_bytes``,
 ``bitflip_count``, ``bitflip_region`` (``tail``/``anywhere``).
@@ -41,7 +41,7 @@ NEMESES: dict[str, str] = {
     "pause": "SIGSTOP the server on one node, a minority or all; SIGCONT on stop",
     "pause-leader": "SIGSTOP the leader's server; SIGCONT on stop",
     "restart": "clean restart (SIGTERM, then start) of one node, a minority or all",
-    "clock-skew": "bump or strobe the server's wall clock (libfaketime offset file)",
+    "clock-skew": "bump, drift or strobe the server's monotonic clock (libfaketime, continuous)",
     "packet-loss": "drop a fraction of DB packets (netem, else iptables statistic)",
     "packet-delay": "delay DB packets (netem, else an NFQUEUE delayer on the node)",
     "packet-rate": "limit the DB traffic rate (htb)",
@@ -152,8 +152,9 @@ def build(names: str | Iterable[str], opts: Mapping[str, Any] | None = None) -> 
             add(RestartNemesis(rt), pick(rt))
         if "clock-skew" in chosen:
             clock = ClockNemesis(
-                modes=list(_opt(opts, "clock_modes", ["bump", "strobe"])),
+                modes=list(_opt(opts, "clock_modes", ["bump", "rate", "strobe"])),
                 max_offset_ms=float(_opt(opts, "clock_max_offset_ms", 240_000)),
+                max_rate=float(_opt(opts, "clock_max_rate", 1.2)),
             )
             add(clock, lambda rng: None)
         behaviours: dict[str, Any] = {}

@@ -1,20 +1,33 @@
-"""Clock faults through libfaketime's runtime-writable offset file (``jepsen.nemesis.time``, ``jepsen.faketime``).
+"""Clock faults on the server's monotonic clock through libfaketime (``jepsen.nemesis.time``,
+``jepsen.faketime``).
 
-The DB automation starts the server with ``LD_PRELOAD=libfaketime.so.1``,
-``FAKETIME_TIMESTAMP_FILE=<offset file>`` and ``FAKETIME_NO_CACHE=1``, so rewriting the file moves the
-server's wall clock at once, with no restart. The offset file holds a libfaketime relative offset
-such as ``+12.345`` or ``-90`` (seconds); ``+0`` is no skew.
+DLedger's elections, heartbeats and leases run on ``CLOCK_MONOTONIC``, so the DB automation starts
+the server with ``LD_PRELOAD=libfaketime.so.1``, ``FAKETIME_TIMESTAMP_FILE=<spec file>`` and
+``FAKETIME_NO_CACHE=1`` and with the monotonic clock faked (no ``FAKETIME_DONT_FAKE_MONOTONIC``):
+rewriting the file moves the running server's monotonic and wall clocks at once. The file holds a
+libfaketime spec ``"<offset s> x<rate>"`` such as ``+12.500000 x0.8``.
 
-Monotonic timers: whether the server's ``CLOCK_MONOTONIC`` is skewed too is the DB automation's
-choice (``FAKETIME_DONT_FAKE_MONOTONIC=1`` keeps it real). The nemesis only moves the offset; a bump
-is a step of both clocks when monotonic is faked, which is exactly what Jepsen's ``bump-time`` does
-to ``CLOCK_REALTIME`` alone. Raft's election and lease timers in our server use monotonic time, so
-with the default (real monotonic) they keep working and only wall-clock reads are skewed.
+libfaketime 0.9.10 computes ``fake(t) = t + offset + (rate - 1) * (t - s)`` with ``s`` the process
+start, so a rate change alone would jump the clock by the rate difference times the process age
+(``FAKETIME_XRESET`` is no help: it loses offsets). Every rewrite here is done on the node by
+:func:`spec_update_script`, which reads the server's start from ``/proc/<pid>/stat`` and moves the
+offset so the clock stays continuous (to within a clock tick times the rate change, ~10-20 ms).
+A kernel never steps ``CLOCK_MONOTONIC`` back and the server may rely on that, so the faults keep it
+monotonic: bumps are forward steps, a slow clock is a rate below 1, and the stop / heal of a run
+sets the rate back to 1 without undoing an offset (only ``chaos heal``'s :func:`reset_script`
+writes ``+0``, between runs). A restarted server starts at the file's offset.
 
-Ops: ``start-clock`` value ``{"mode": "bump", "offsets_ms": {node: ms}}`` or
-``{"mode": "strobe", "delta_ms": d, "period_ms": p, "nodes": [...]}`` (the schedule draws these;
-a recorded value replays exactly). ``stop-clock`` resets every node to ``+0`` and completes with
-``{"offsets_ms": {node: 0}}``.
+Ops (the schedule draws a value; a recorded value replays exactly):
+
+- ``start-clock`` ``{"mode": "bump", "offsets_ms": {node: ms > 0}}``: step forward;
+- ``start-clock`` ``{"mode": "rate", "rates": {node: r}}``: run at ``r`` times real time (drift);
+- ``start-clock`` ``{"mode": "strobe", "nodes": [...], "rate": r, "period_ms": p}``: a node-side
+  loop flips the rate between ``r`` and ``1/r`` every ``p`` ms;
+- ``stop-clock``: every node back to rate 1.
+
+The completion carries the invocation's fields plus ``specs`` (``{node: spec written}``, read back
+from the node) and ``clock: "monotonic+realtime"``, so the history records what the server's
+clocks were set to.
 """
 
 from __future__ import annotations
@@ -29,12 +42,18 @@ from chaos.history.op import Op
 from chaos.nemesis.base import STATE_DIR, NemesisError, choose_nodes, complete, node_names, on_nodes, sh
 
 OFFSET_FILE = "/var/run/dledger.faketime"
+SERVER_PIDFILE = "/var/run/dledger.pid"
 STROBE_PID = f"{STATE_DIR}/strobe.pid"
-MODES = ("bump", "strobe")
+MODES = ("bump", "rate", "strobe")
+CLOCKS = "monotonic+realtime"
 
 
 def offset_file(test: Any) -> str:
     return str(getattr(test.db, "faketime_file", None) or OFFSET_FILE)
+
+
+def server_pidfile(test: Any) -> str:
+    return str(getattr(test.db, "pidfile", None) or SERVER_PIDFILE)
 
 
 def fmt_offset(ms: float) -> str:
@@ -44,27 +63,79 @@ def fmt_offset(ms: float) -> str:
     return f"{'+' if ms >= 0 else '-'}{abs(ms) / 1000:.3f}"
 
 
+def parse_spec(spec: str) -> tuple[float, float]:
+    """``(offset seconds, rate)`` of a spec file's text (``"+1.5 x2"``, ``"+0"``); ValueError otherwise."""
+    words = spec.split()
+    if not words:
+        raise ValueError(f"faketime spec {spec!r}: expected '<offset s> [x<rate>]'")
+    try:
+        offset = float(words[0])
+        rate = 1.0
+        for w in words[1:]:
+            if w.startswith("x"):
+                rate = float(w[1:])
+    except ValueError:
+        raise ValueError(f"faketime spec {spec!r}: expected '<offset s> [x<rate>]'") from None
+    return offset, rate
+
+
 def random_offset_ms(rng: random.Random, max_ms: float) -> int:
-    """Log-uniform magnitude between 10 ms and ``max_ms`` with a random sign (Jepsen bumps span
-    ~11 ms to ~288 s)."""
-    mag = 10 ** rng.uniform(1, math.log10(max(max_ms, 11)))
-    return int(mag) * rng.choice((1, -1))
+    """Log-uniform magnitude between 10 ms and ``max_ms`` (Jepsen bumps span ~11 ms to ~288 s);
+    always forward, see the module docstring."""
+    return int(10 ** rng.uniform(1, math.log10(max(max_ms, 11))))
 
 
-def write_script(path: str, offset: str) -> str:
-    """Atomically replace the offset file (rename), so the server never reads a half-written file."""
-    return f"printf '%s\\n' '{offset}' > {path}.chaos-tmp && mv -f {path}.chaos-tmp {path}"
+def random_rate(rng: random.Random, max_rate: float) -> float:
+    """A rate log-uniform in ``[1/max_rate, max_rate]``, rounded to 3 decimals."""
+    return round(math.exp(rng.uniform(-1, 1) * math.log(max_rate)), 3)
 
 
-def strobe_script(path: str, delta_ms: float, period_ms: float, max_s: int = 3600) -> str:
-    """Shell starting a background loop that flips the offset between ``delta`` and ``+0`` every
-    ``period``; its pid goes to :data:`STROBE_PID`. The loop ends by itself after ``max_s``."""
+# awk program: the continuity-preserving new spec. Inputs: the current spec on stdin, up (node
+# uptime, s), st (server start in clock ticks, empty when no server runs), hz, bump (s), rn (new
+# rate, empty = keep), margin (s). fake(t) = t + o + (r-1)(t-s) stays continuous when
+# o' = o + (r-r')(t-s); t-s is only known to a clock tick and the file is written a few ms after
+# uptime was read, so |r-r'| * margin is added: the error becomes a small forward step, never a
+# step back.
+AGE_MARGIN_S = 0.04
+_AWK = r"""{ o = $1 + 0; r = 1
+  for (i = 2; i <= NF; i++) if ($i ~ /^x/) r = substr($i, 2) + 0
+  if (rn == "") rn = r
+  e = (st == "") ? 0 : up - st / hz
+  d = r - rn; if (d < 0) d = -d
+  o = o + (r - rn) * e + bump + d * margin
+  printf "%+.6f x%s\n", o, rn }"""
+
+
+def spec_update_script(path: str, pidfile: str, bump_s: float = 0.0, rate: float | None = None) -> str:
+    """Shell that rewrites ``path`` atomically (rename): offset + ``bump_s``, rate ``rate`` (None:
+    keep), compensating the rate change for the server's age so its clock does not jump; prints
+    the new spec."""
+    if not math.isfinite(bump_s) or (rate is not None and not (math.isfinite(rate) and rate > 0)):
+        raise ValueError(f"clock bump {bump_s!r} s / rate {rate!r}: expected finite numbers, rate > 0")
+    rn = "" if rate is None else f"{rate:g}"
+    return (
+        f"cur=$(cat {path} 2>/dev/null || echo +0); "
+        f"p=$(cat {pidfile} 2>/dev/null); st=; "
+        f'[ -n "$p" ] && st=$(sed "s/.*) //" /proc/$p/stat 2>/dev/null | cut -d" " -f20); '
+        f"up=$(cut -d' ' -f1 /proc/uptime); hz=$(getconf CLK_TCK); "
+        f'new=$(echo "$cur" | awk -v up="$up" -v st="$st" -v hz="$hz" -v bump={bump_s!r} -v rn="{rn}" -v margin={AGE_MARGIN_S} '
+        f"{shlex.quote(_AWK)}); "
+        f'printf \'%s\\n\' "$new" > {path}.chaos-tmp && mv -f {path}.chaos-tmp {path} && echo "$new"'
+    )
+
+
+def strobe_script(path: str, pidfile: str, rate: float, period_ms: float, max_s: int = 3600) -> str:
+    """Shell starting a background loop that flips the rate between ``rate`` and ``1/rate`` every
+    ``period_ms`` (continuity-preserving); its pid goes to :data:`STROBE_PID`. The loop ends by itself
+    after ``max_s``, at rate 1."""
     half = max(period_ms, 1) / 1000
-    on = write_script(path, fmt_offset(delta_ms))
-    off = write_script(path, "+0")
+    fast = spec_update_script(path, pidfile, 0.0, rate)
+    slow = spec_update_script(path, pidfile, 0.0, 1 / rate)
+    one = spec_update_script(path, pidfile, 0.0, 1.0)
     loop = (
         f"end=$(( $(date +%s) + {max_s} )); "
-        f'while [ "$(date +%s)" -lt "$end" ]; do {on}; sleep {half:.3f}; {off}; sleep {half:.3f}; done; {off}'
+        f'while [ "$(date +%s)" -lt "$end" ]; do {fast} >/dev/null; sleep {half:.3f}; '
+        f"{slow} >/dev/null; sleep {half:.3f}; done; {one}"
     )
     return (
         f"mkdir -p {STATE_DIR}; {stop_strobe_script()}; "
@@ -76,14 +147,27 @@ def stop_strobe_script() -> str:
     return f"if [ -f {STROBE_PID} ]; then kill $(cat {STROBE_PID}) 2>/dev/null; rm -f {STROBE_PID}; fi; true"
 
 
+def write_script(path: str, spec: str) -> str:
+    """Atomically replace the spec file with ``spec`` (rename)."""
+    return f"printf '%s\\n' '{spec}' > {path}.chaos-tmp && mv -f {path}.chaos-tmp {path}"
+
+
 def reset_script(path: str) -> str:
-    """Stop any strobe loop and set the offset to ``+0`` (only if the file exists or its directory
-    does: the server may not be installed yet)."""
+    """Between runs (``chaos heal``): stop any strobe loop and write ``+0`` (real time; a running
+    server's clock may step back), only if the file or its directory exists."""
     return f"{stop_strobe_script()}; if [ -d $(dirname {path}) ]; then {write_script(path, '+0')}; fi"
 
 
+def soft_reset_script(path: str, pidfile: str) -> str:
+    """Within a run: stop any strobe loop and set the rate to 1, keeping the clock continuous."""
+    return (
+        f"{stop_strobe_script()}; if [ -f {path} ]; then {spec_update_script(path, pidfile, 0.0, 1.0)}; "
+        f"else echo +0; fi"
+    )
+
+
 class ClockNemesis:
-    """``start-clock`` / ``stop-clock``: bump or strobe the server's wall clock on chosen nodes."""
+    """``start-clock`` / ``stop-clock``: bump, drift or strobe the server's monotonic clock."""
 
     kind = "clock"
 
@@ -92,13 +176,18 @@ class ClockNemesis:
         modes: Sequence[str] = MODES,
         max_offset_ms: float = 240_000,
         targets: Sequence[str] = ("one", "minority", "all"),
+        max_rate: float = 1.2,
     ) -> None:
+        modes = ["rate" if m == "skew" else m for m in modes]
         if not modes or any(m not in MODES for m in modes):
             raise ValueError(f"clock modes {list(modes)!r}: expected some of {', '.join(MODES)}")
         if not max_offset_ms or max_offset_ms <= 0:
             raise ValueError(f"clock max offset {max_offset_ms!r} ms: expected a positive number")
+        if not (isinstance(max_rate, int | float) and 1 < max_rate <= 100):
+            raise ValueError(f"clock max rate {max_rate!r}: expected a number in (1, 100]")
         self.modes = list(modes)
         self.max_offset_ms = max_offset_ms
+        self.max_rate = float(max_rate)
         self.targets = list(targets)
 
     def fs(self) -> set[str]:
@@ -111,51 +200,73 @@ class ClockNemesis:
         self.heal(test)
 
     def heal(self, test: Any) -> None:
-        path = offset_file(test)
-        on_nodes(test, lambda r: sh(r, reset_script(path)))
+        path, pidfile = offset_file(test), server_pidfile(test)
+        on_nodes(test, lambda r: sh(r, soft_reset_script(path, pidfile)))
 
     def draw(self, test: Any) -> dict[str, Any]:
         """A random fault value (what the schedule asks for when the invocation value is None)."""
         rng = test.rng
         nodes = choose_nodes(test, rng.choice(self.targets))
-        if rng.choice(self.modes) == "bump":
+        mode = rng.choice(self.modes)
+        if mode == "bump":
             return {
                 "mode": "bump",
                 "offsets_ms": {n: random_offset_ms(rng, self.max_offset_ms) for n in nodes},
             }
+        if mode == "rate":
+            return {"mode": "rate", "rates": {n: random_rate(rng, self.max_rate) for n in nodes}}
+        rate = random_rate(rng, self.max_rate)
         return {
             "mode": "strobe",
             "nodes": nodes,
-            "delta_ms": random_offset_ms(rng, self.max_offset_ms),
+            "rate": rate if rate != 1 else self.max_rate,
             "period_ms": int(10 ** rng.uniform(1, 3)),
         }
 
+    def scripts(self, test: Any, value: Any) -> dict[str, str]:
+        """``{node: shell}`` for a ``start-clock`` value; ValueError for a malformed value."""
+        path, pidfile = offset_file(test), server_pidfile(test)
+        mode = value.get("mode") if isinstance(value, dict) else None
+        if mode == "bump":
+            offsets = value.get("offsets_ms")
+            if not isinstance(offsets, dict) or not all(
+                isinstance(ms, int | float) and math.isfinite(ms) and ms >= 0 for ms in offsets.values()
+            ):
+                raise ValueError(
+                    f"clock bump {value!r}: expected offsets_ms {{node: ms >= 0}} (forward only)"
+                )
+            return {n: spec_update_script(path, pidfile, ms / 1000, None) for n, ms in offsets.items()}
+        if mode == "rate":
+            rates = value.get("rates")
+            if not isinstance(rates, dict) or not all(
+                isinstance(r, int | float) and math.isfinite(r) and r > 0 for r in rates.values()
+            ):
+                raise ValueError(f"clock rate {value!r}: expected rates {{node: rate > 0}}")
+            return {n: spec_update_script(path, pidfile, 0.0, float(r)) for n, r in rates.items()}
+        if mode == "strobe":
+            r, p = value.get("rate"), value.get("period_ms")
+            if not isinstance(r, int | float) or r <= 0 or not isinstance(p, int | float) or p <= 0:
+                raise ValueError(f"clock strobe {value!r}: expected a positive rate and period_ms")
+            return {
+                n: strobe_script(path, pidfile, float(r), p) + f"; cat {path}" for n in value.get("nodes", [])
+            }
+        raise ValueError(f"clock value {value!r}: expected mode 'bump', 'rate' or 'strobe'")
+
     def invoke(self, test: Any, op: Op) -> Op:
-        path = offset_file(test)
+        path, pidfile = offset_file(test), server_pidfile(test)
         if op.f == "stop-clock":
-            self.heal(test)
-            return complete(op, {"offsets_ms": {n: 0 for n in node_names(test)}})
+            specs = on_nodes(test, lambda r: sh(r, soft_reset_script(path, pidfile)).stdout.strip())
+            return complete(op, {"rates": {n: 1 for n in node_names(test)}, "specs": specs, "clock": CLOCKS})
         if op.f != "start-clock":
             raise ValueError(f"clock nemesis: unexpected f {op.f!r}")
         value = op.value if isinstance(op.value, dict) else self.draw(test)
-        mode = value.get("mode")
-        if mode == "bump":
-            offsets = value.get("offsets_ms")
-            if not isinstance(offsets, dict):
-                raise ValueError(f"clock bump {value!r}: expected offsets_ms {{node: ms}}")
-            scripts = {n: write_script(path, fmt_offset(ms)) for n, ms in offsets.items()}
-        elif mode == "strobe":
-            d, p = value.get("delta_ms"), value.get("period_ms")
-            if not isinstance(d, int | float) or not isinstance(p, int | float) or p <= 0:
-                raise ValueError(f"clock strobe {value!r}: expected numeric delta_ms and positive period_ms")
-            scripts = {n: strobe_script(path, d, p) for n in value.get("nodes", [])}
-        else:
-            raise ValueError(f"clock value {value!r}: expected mode 'bump' or 'strobe'")
+        scripts = self.scripts(test, value)
 
-        def one(remote: Any) -> None:
+        def one(remote: Any) -> str:
             res = sh(remote, scripts[remote.node.name], check=False)
             if res.exit_code != 0:
                 raise NemesisError(f"clock on {remote.node.name}: {res.stderr.strip()}")
+            return str(res.stdout.strip().splitlines()[-1]) if res.stdout.strip() else ""
 
-        on_nodes(test, one, scripts)
-        return complete(op, value)
+        specs = on_nodes(test, one, scripts)
+        return complete(op, {**value, "specs": specs, "clock": CLOCKS})
