@@ -4,15 +4,21 @@
 ``start``/``kill``/``pause``/``resume`` act on one node's :class:`~chaos.control.ssh.Remote`
 (Jepsen's ``db/Process`` and ``db/Pause``); ``primaries`` names the nodes that currently claim to be
 leader (``db/Primary``); ``log_files`` lists remote files to collect into the run directory
-(``db/LogFiles``). The DLedger implementation is :class:`chaos.cluster.dledger_db.DLedgerDB`.
+(``db/LogFiles``). ``log_patterns`` declares the anomalies the DB's logs may show
+(:class:`chaos.history.nodelogs.LogPattern`, Jepsen's ``log-file-pattern`` checker) and
+``await_recovery`` waits, after healing, up to ``recovery_timeout`` seconds for the cluster to serve
+again (the record the ``liveness`` checker judges, see :mod:`chaos.history.liveness`). The DLedger
+implementation is :class:`chaos.cluster.dledger_db.DLedgerDB`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from chaos.control.ssh import Control, Remote
+    from chaos.history.nodelogs import LogPattern
 
 
 class DBError(RuntimeError):
@@ -45,6 +51,11 @@ class DB(Protocol):
 
     def log_files(self, remote: Remote) -> list[str]: ...
 
+    log_patterns: Sequence[LogPattern]
+    recovery_timeout: float
+
+    def await_recovery(self, control: Control, timeout: float) -> dict[str, Any]: ...
+
 
 class NoopDB:
     """A DB that does nothing (for exercising the control layer and nemeses alone)."""
@@ -72,3 +83,9 @@ class NoopDB:
 
     def log_files(self, remote: Remote) -> list[str]:
         return []
+
+    log_patterns: Sequence[LogPattern] = ()
+    recovery_timeout = 0.0
+
+    def await_recovery(self, control: Control, timeout: float) -> dict[str, Any]:
+        return {"recovered": True, "bound_s": timeout, "waited_s": 0.0, "problems": [], "nodes": {}}

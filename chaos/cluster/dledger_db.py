@@ -8,7 +8,9 @@ under libfaketime with a runtime-writable offset file (the clock nemesis writes 
 its port. When every node is up, setup waits for a leader. Setup is tried 3 times; a failure raises
 :class:`~chaos.cluster.db.DBError` with the node's server-log tail. Teardown kills the server and
 wipes its data dir. ``kill`` is SIGKILL, ``pause``/``resume`` SIGSTOP/SIGCONT, all by pidfile.
-``primaries`` asks every node's METADATA from the control node.
+``primaries`` asks every node's METADATA from the control node; ``await_recovery`` waits after
+healing for a leader, every node answering METADATA and every follower's commitIndex caught up.
+``log_patterns`` are the anomalies the server's log may show (see :data:`LOG_PATTERNS`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,44 @@ DEFAULT_PORT = 20911
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 VERSION = "0.1.0"
+
+
+def _log_patterns() -> list[Any]:
+    from chaos.history.nodelogs import INVALID, WARNING, LogPattern
+
+    return [
+        # dledger/core/node.py, the follower's defence in depth (EntryHandler): a leader without
+        # every committed entry was elected, or a committed entry changed
+        LogPattern(
+            "safety-guard",
+            r"refusing to truncate below commitIndex|refusing to overwrite committed entry"
+            r"|entry \d+ differs from the committed one|snapshot at \d+ is below commitIndex",
+            INVALID,
+            "a follower refused a truncate or overwrite below its commitIndex",
+        ),
+        LogPattern(
+            "crash",
+            r"^Traceback \(most recent call last\):|Fatal Python error",
+            INVALID,
+            "an unhandled exception in the server (a Python traceback)",
+        ),
+        LogPattern(
+            "critical",
+            r"^\S+ CRITICAL ",
+            WARNING,
+            "the server stopped itself or could not start (store, fsync or listen failure)",
+        ),
+        LogPattern(
+            "decode",
+            r"closing connection from .*: ",
+            WARNING,
+            "a frame or message that did not decode (the connection was closed)",
+        ),
+        LogPattern(
+            "recovery-cut", r"recovery cut the log", WARNING, "recovery cut a torn or corrupt log tail"
+        ),
+        LogPattern("error", r"^\S+ ERROR ", WARNING, "other ERROR lines"),
+    ]
 
 
 # -- the wheel -----------------------------------------------------------------------------------------
@@ -143,8 +183,12 @@ class DLedgerDB:
     extra server flags, passed through; ``group``: DLedger group; ``faketime``: run under libfaketime
     with ``faketime_file`` as the offset source; ``tries``: setup attempts; ``start_timeout``: seconds
     to wait for a node's port; ``leader_timeout``: seconds setup waits for a leader (0 = do not wait);
-    ``client_timeout``: DLedgerClient timeout (s) used by :meth:`client` and :meth:`primaries`.
+    ``client_timeout``: DLedgerClient timeout (s) used by :meth:`client` and :meth:`primaries`;
+    ``recovery_timeout``: the longest :meth:`await_recovery` may take after healing (s) before the
+    run is a liveness failure.
     """
+
+    recovery_timeout = 60.0
 
     base_dir = "/opt/dledger"
     venv = "/opt/dledger/venv"
@@ -194,6 +238,7 @@ class DLedgerDB:
         self.log = log or (lambda s: None)
         self._wheel: Path | None = None
         self._nodes: list[Node] = []
+        self.log_patterns = _log_patterns()
 
     # -- peers and clients --------------------------------------------------------------------------
 
@@ -453,6 +498,77 @@ class DLedgerDB:
             if time.monotonic() > deadline:
                 raise DBError("cluster", f"no DLedger leader elected within {timeout:g}s")
             time.sleep(0.2)
+
+    def await_recovery(self, control: Control, timeout: float | None = None) -> dict[str, Any]:
+        """Wait up to ``timeout`` s (default :attr:`recovery_timeout`) until the cluster serves again.
+
+        The condition, from every node's own METADATA answer: some node is leader and every node
+        answers, names that leader and is in its term, with a commitIndex at least the leader's
+        (sampled in the same round; after healing no client writes). Returns the record the
+        ``liveness`` checker judges (:mod:`chaos.history.liveness`): ``recovered``, ``bound_s``,
+        ``waited_s``, ``leader``, ``term``, ``commit_index``, ``problems`` (what was still missing
+        in the last round, e.g. ``"n3 does not answer: ..."``) and ``nodes`` (each node's last answer).
+        Never raises for an unhealthy cluster; that is the answer.
+        """
+        bound = self.recovery_timeout if timeout is None else float(timeout)
+        t0 = time.monotonic()
+        while True:
+            rec = self._recovery_round(control.nodes)
+            rec["bound_s"] = bound
+            rec["waited_s"] = round(time.monotonic() - t0, 3)
+            if rec["recovered"] or rec["waited_s"] >= bound:
+                return rec
+            time.sleep(0.25)
+
+    def _recovery_round(self, nodes: Sequence[Node]) -> dict[str, Any]:
+        answers = self.metadata(nodes)
+        view: dict[str, dict[str, Any]] = {}
+        for name, r in answers.items():
+            raw = getattr(r, "raw", None) or {}
+            if getattr(r, "outcome", None) == "ok":
+                view[name] = {
+                    "ok": True,
+                    "role": raw.get("role"),
+                    "term": getattr(r, "term", None),
+                    "leader": getattr(r, "leader_id", None),
+                    "commit_index": raw.get("commitIndex"),
+                    "end_index": raw.get("ledgerEndIndex"),
+                }
+            else:
+                view[name] = {
+                    "ok": False,
+                    "error": getattr(r, "error", None) or f"code {getattr(r, 'code', '?')}",
+                }
+        leaders = [n for n, v in view.items() if v["ok"] and v["leader"] == n]
+        leaders.sort(key=lambda n: -(view[n]["term"] or -1))
+        problems: list[str] = []
+        leader = leaders[0] if leaders else None
+        term = view[leader]["term"] if leader else None
+        commit = view[leader]["commit_index"] if leader else None
+        if leader is None:
+            problems.append("no node claims to be leader")
+        for name, v in view.items():
+            if not v["ok"]:
+                problems.append(f"{name} does not answer: {v['error']}")
+            elif leader is not None and name != leader:
+                if v["leader"] != leader or v["term"] != term:
+                    problems.append(
+                        f"{name} follows {v['leader']} in term {v['term']}, not {leader} in term {term}"
+                    )
+                elif (
+                    not isinstance(v["commit_index"], int)
+                    or not isinstance(commit, int)
+                    or v["commit_index"] < commit
+                ):
+                    problems.append(f"{name} at commitIndex {v['commit_index']}, the leader at {commit}")
+        return {
+            "recovered": not problems,
+            "leader": leader,
+            "term": term,
+            "commit_index": commit,
+            "problems": problems,
+            "nodes": view,
+        }
 
     def log_files(self, remote: Remote) -> list[str]:
         """Remote files to collect: the server log and a listing of the data dir (written now)."""

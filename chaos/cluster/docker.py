@@ -86,6 +86,8 @@ class DockerProvider:
     ``nodes``: how many (1..32), named n1..nN. ``name``: cluster name, so that several clusters (a
     test's and the user's) can coexist; the default cluster uses containers ``chaos-n1``... and network
     ``chaos-net``. ``image``: node image tag (default: build/cached :func:`ensure_image`).
+    ``break_lock``: let :meth:`up` remove or replace containers although a run holds the cluster
+    (:mod:`chaos.cluster.lock`); without it that raises ClusterLocked.
     """
 
     def __init__(
@@ -96,6 +98,7 @@ class DockerProvider:
         image: str | None = None,
         log: Callable[[str], None] = lambda s: None,
         ssh_timeout: float = 60.0,
+        break_lock: bool = False,
     ) -> None:
         if not isinstance(nodes, int) or not 1 <= nodes <= 32:
             raise ValueError(f"nodes {nodes!r}: expected an integer number of nodes in 1..32")
@@ -106,6 +109,7 @@ class DockerProvider:
         self.image = image
         self.log = log
         self.ssh_timeout = ssh_timeout
+        self.break_lock = break_lock
         self.state_dir = state_dir(name)
         self.prefix = "chaos-" if name == DEFAULT_CLUSTER else f"chaos-{name}-"
         self.network_name = "chaos-net" if name == DEFAULT_CLUSTER else f"chaos-{name}-net"
@@ -189,6 +193,10 @@ class DockerProvider:
         hosts = list(subnet.hosts())
         wanted = [f"n{i}" for i in range(1, self.n + 1)]
         existing = {c.labels.get(f"{LABEL}.node"): c for c in self._containers()}
+        replaced = [c for node, c in existing.items() if node not in wanted]
+        replaced += [c for c in existing.values() if c.image.tags and image not in c.image.tags]
+        if replaced and not self.break_lock:
+            self._refuse_if_locked(list(existing.values()))
         for node, c in existing.items():
             if node not in wanted:  # the cluster shrank
                 self.log(f"removing {c.name}")
@@ -216,6 +224,23 @@ class DockerProvider:
         self._wait_ssh(nodes)
         (self.state_dir / "nodes.json").write_text(nodes_to_json(nodes) + "\n")
         return nodes
+
+    def _refuse_if_locked(self, containers: list[Any]) -> None:
+        """Raise ClusterLocked when a live run holds the cluster (its lock file on a running node):
+        removing or replacing containers under it would wreck that run."""
+        from chaos.cluster.lock import LOCK_PATH, ClusterLocked, is_stale, parse
+
+        for c in containers:
+            if c.status != "running":
+                continue
+            try:
+                code, out = c.exec_run(["cat", LOCK_PATH])
+            except Exception:  # noqa: BLE001 - an unreadable node holds no lock we can honour
+                continue
+            if code == 0 and out.strip():
+                holder = parse(out.decode(errors="replace"))
+                if not is_stale(holder):
+                    raise ClusterLocked(c.labels.get(f"{LABEL}.node", c.name), holder)
 
     def _create(self, node: str, ip: str, image: str, pubkey: str) -> None:
         api = self.client.api

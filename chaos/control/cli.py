@@ -62,6 +62,11 @@ class _RunCommand(click.Command):
 @click.option("--store", default="store", show_default=True, help="Store directory for run directories.")
 @click.option("--seed", type=int, default=None, help="Seed for generator and nemesis choices.")
 @click.option("--leave-db-running", is_flag=True, help="Do not tear the DB down at the end.")
+@click.option(
+    "--break-lock",
+    is_flag=True,
+    help="Clear the cluster lock another run left (after a crash on another host) before taking it.",
+)
 @click.option("--flush", type=click.Choice(["sync", "async"]), default="sync", show_default=True)
 @click.option(
     "--read-mode",
@@ -71,7 +76,13 @@ class _RunCommand(click.Command):
     help="Server read mode (unsafe: stale reads possible).",
 )
 @click.option("--server-arg", multiple=True, help="Extra DLedger server flag (repeatable).")
-@click.option("--recovery-time", type=float, default=5.0, show_default=True, help="s to wait after healing.")
+@click.option(
+    "--recovery-time",
+    type=float,
+    default=5.0,
+    show_default=True,
+    help="Longest s to wait for the cluster to recover after healing (at least the DB's own bound, 60 s).",
+)
 @click.option("--per-key-limit", type=int, default=100, show_default=True, help="register: ops per key.")
 @click.option("--no-live", is_flag=True, help="Plain status lines every 10 s instead of the live view.")
 def run(**kw: Any) -> int:
@@ -83,9 +94,7 @@ def run(**kw: Any) -> int:
     """
     import signal
 
-    from rich.console import Console
-
-    from chaos.control.runner import RunAborted, run_tests
+    from chaos.control.runner import RunAborted, make_console, run_tests
     from chaos.control.test import ConfigError, validate_options
 
     opts = dict(kw)
@@ -98,7 +107,7 @@ def run(**kw: Any) -> int:
     except ConfigError as e:
         raise BadArguments(str(e)) from None
     # --no-live: the live view's plain form, one status line every 10 s
-    console = Console(stderr=False, force_terminal=False if plain else None)
+    console = make_console(force_terminal=False if plain else None)
     try:
         return run_tests(opts, console=console, live=True)
     except (KeyboardInterrupt, RunAborted) as e:

@@ -1,11 +1,15 @@
 """The test runner: Jepsen's lifecycle (jepsen.core/run!) for one test.
 
-connect -> OS setup (and healing of faults a previous run left behind) -> DB setup -> client and
+connect -> cluster lock (``chaos.cluster.lock``: one run per cluster; a second run exits 254 naming
+the holder) -> OS setup (and healing of faults a previous run left behind) -> DB setup -> client and
 nemesis setup -> generator phase (workload + nemesis, ``time_limit`` s) -> heal (every fault kind's
-stop op, then the nemesis's ``heal``) and recovery wait (a leader, then ``recovery_time`` s) -> final
-phase (the workload's final generator, e.g. reads) -> history closed -> node logs downloaded ->
-DB teardown (unless ``leave_db_running``) -> check (``chaos.history.checkers.check_run``) -> report
-(``chaos.history.report.write_report``) -> exit status.
+stop op, then the nemesis's ``heal``) and recovery wait (the DB's ``await_recovery``: a leader, every
+node answering, followers caught up, within the DB's ``recovery_timeout`` or ``recovery_time`` s,
+whichever is longer; recorded in test.json for the ``liveness`` checker) -> final phase (the
+workload's final generator, e.g. reads) -> history closed -> node logs downloaded -> DB teardown
+(unless ``leave_db_running``) -> lock released -> check (``chaos.history.checkers.check_run``, with
+the ``server-logs`` checker scanning the downloaded logs for the DB's ``log_patterns`` and the
+``liveness`` checker) -> report (``chaos.history.report.write_report``) -> exit status.
 
 On every exit path (normal, an exception, Ctrl-C / SIGTERM) every fault is healed and node logs are
 downloaded before returning. The history is written as ops happen, so even a SIGKILLed run leaves a
@@ -25,6 +29,8 @@ import sys
 import time
 from collections.abc import Callable
 from typing import Any
+
+from rich.markup import escape
 
 from chaos.control import generator as gen
 from chaos.control.test import DEFAULTS, ConfigError, Test, parse_concurrency, run_name, validate_options
@@ -58,9 +64,16 @@ def provision(opts: dict[str, Any], log: Callable[[str], None]) -> list[Any]:
     """The nodes: the local Docker cluster (provisioned or reused) or existing SSH hosts."""
     provider = opts.get("provider", "docker")
     if provider == "docker":
+        from chaos.cli import BadArguments
         from chaos.cluster.docker import DockerProvider
+        from chaos.cluster.lock import ClusterLocked
 
-        return DockerProvider(nodes=int(opts.get("node_count") or 5), log=log).up()
+        try:
+            return DockerProvider(
+                nodes=int(opts.get("node_count") or 5), log=log, break_lock=bool(opts.get("break_lock"))
+            ).up()
+        except ClusterLocked as e:
+            raise BadArguments(str(e)) from None
     if provider == "ssh":
         from chaos.cluster.sshhosts import SSHHosts
 
@@ -108,6 +121,32 @@ class _Logs:
         self.handler.close()
 
 
+def make_console(file: Any = None, force_terminal: bool | None = None) -> Any:
+    """The run's rich Console on ``file`` (default stdout; ``force_terminal`` as rich's). On a
+    terminal: its width, wrapped. Not a terminal (a pipe, a file, CI): lines are never wrapped or
+    cut with "…" (soft wrap, and tables laid out as wide as they need), so paths and quoted log
+    lines survive for grep and copy-paste."""
+    from rich.console import Console
+
+    out = file if file is not None else sys.stdout
+    isatty = getattr(out, "isatty", None)
+    if callable(isatty) and isatty():
+        return Console(file=file, force_terminal=force_terminal)
+    return Console(file=file, force_terminal=force_terminal, width=PIPE_WIDTH, soft_wrap=True)
+
+
+PIPE_WIDTH = 4096  # columns for a non-terminal: wide enough that no table folds a path
+
+
+def _server_logs_doc(db: Any) -> dict[str, Any]:
+    """test.json's ``server_logs``: the DB's log file names (as downloaded under nodes/<node>/) and
+    its declared anomaly patterns, so ``chaos check`` scans the same files the same way."""
+    from chaos.history.nodelogs import patterns_doc
+
+    names = [os.path.basename(p) for p in [getattr(db, "log_file", "")] if p]
+    return patterns_doc(names, list(getattr(db, "log_patterns", ()) or ()))
+
+
 def _sigterm(signum: int, frame: Any) -> None:
     raise RunAborted(f"signal {signum}")
 
@@ -125,6 +164,7 @@ class Runner:
         self.live = live
         self.run_dir: Any = None
         self.results: dict[str, Any] | None = None
+        self.recovery: dict[str, Any] | None = None  # DB.await_recovery's record, into test.json
         self.log = logging.getLogger("chaos.run")
 
     def say(self, msg: str) -> None:
@@ -180,6 +220,7 @@ class Runner:
         finally:
             probe.close()
         name = run_name(o)
+        lock = self._lock_cluster(nodes, name)  # before the run directory: a refused run leaves none
         run = RunDir.create(o["store"], name)
         self.run_dir = run
         logs = _Logs(run.log_path)
@@ -208,7 +249,8 @@ class Runner:
         test_doc = {
             "name": name,
             "workload": workload.name,
-            "checkers": workload.checkers,
+            "checkers": [*workload.checkers, "server-logs", "liveness"],
+            "server_logs": _server_logs_doc(db),
             "model": workload.model,
             "nemesis": o["nemesis"],
             "opts": {k: v for k, v in o.items()},
@@ -307,8 +349,12 @@ class Runner:
                 }
             if crashed is not None:
                 test_doc["crashed"] = f"{type(crashed).__name__}: {crashed}"
+            if self.recovery is not None:
+                test_doc["recovery"] = self.recovery
             self._safe("write test.json", lambda: run.write_test(test_doc))
             control.close()
+            self._safe("release the cluster lock", lock.release)
+            lock.control.close()
             if in_main:
                 signal.signal(signal.SIGTERM, old_term)
             if crashed is not None:
@@ -356,14 +402,46 @@ class Runner:
         if test.nemesis is not None:
             test.nemesis.heal(test)
 
-    def _recover(self, test: Test) -> None:
-        t = float(self.opts["recovery_time"])
+    def _lock_cluster(self, nodes: list[Any], name: str) -> Any:
+        """Take the cluster lock for this run (BadArguments naming the holder when it is taken)."""
+        from chaos.cli import BadArguments
+        from chaos.cluster.lock import ClusterLock, ClusterLocked
+        from chaos.control.ssh import Control
+
+        lock = ClusterLock(Control(nodes), name, str(self.opts.get("store") or ""), log=self.say)
         try:
-            leader = test.db.await_leader(test.control, timeout=60.0)
-            self.say(f"recovered: leader {leader}; waiting {t:g} s for followers to catch up")
-        except Exception as e:
-            self.say(f"[yellow]no leader after healing:[/yellow] {e}")
-        time.sleep(t)
+            lock.acquire(break_lock=bool(self.opts.get("break_lock")))
+        except ClusterLocked as e:
+            lock.control.close()
+            raise BadArguments(str(e)) from None
+        except BaseException:
+            lock.control.close()
+            raise
+        return lock
+
+    def _recover(self, test: Test) -> None:
+        """Wait until the cluster serves again (the DB's condition, within its bound); record it."""
+        bound = max(
+            float(getattr(test.db, "recovery_timeout", 0.0) or 0.0), float(self.opts["recovery_time"])
+        )
+        self.say(f"waiting up to {bound:g} s for the cluster to recover (a leader, every node caught up)")
+        try:
+            rec = test.db.await_recovery(test.control, bound)
+        except Exception as e:  # the wait itself broke (e.g. SSH): nothing was decided
+            self.log.exception("recovery wait failed")
+            self.say(f"[yellow]recovery wait failed:[/yellow] {escape(f'{type(e).__name__}: {e}')}")
+            return
+        self.recovery = rec
+        if rec.get("recovered"):
+            self.say(
+                f"recovered in {float(rec.get('waited_s') or 0):.1f} s: leader {rec.get('leader')}, "
+                f"term {rec.get('term')}, every node at commitIndex >= {rec.get('commit_index')}"
+            )
+        else:
+            self.say(
+                f"[red]liveness failure:[/red] not recovered within {bound:g} s: "
+                + escape("; ".join(rec.get("problems") or ["?"]))
+            )
 
     def _download_logs(self, test: Test) -> None:
         def fetch(remote: Any) -> None:
@@ -402,7 +480,31 @@ class Runner:
                 self.say(f"[yellow]report failed:[/yellow] {e}")
         if self.console is not None:
             self.console.print(summary(results, run.history_path))
+            self._print_findings(results)
         return exit_code(results.get("valid"))
+
+    def _print_findings(self, results: dict[str, Any]) -> None:
+        """Below the summary: what liveness and the server logs found, with the lines quoted."""
+        from chaos.history.nodelogs import INVALID, report_rows
+
+        checkers = results.get("checkers") or {}
+        live = checkers.get("liveness")
+        if isinstance(live, dict) and live.get("valid") is False:
+            self.console.print(
+                f"[red]liveness failure:[/red] {escape(str(live.get('cause')))}", highlight=False
+            )
+        for row in report_rows(results, first=3):
+            style = "red" if row["severity"] == INVALID else "yellow"
+            by_node = ", ".join(f"{n} {c}" for n, c in sorted(row["by_node"].items()))
+            self.console.print(
+                f"[{style}]server log {escape(row['kind'])}[/{style}] ({row['severity']}): "
+                + escape(f"{row['count']} line(s) [{by_node}] - {row['description']}"),
+                highlight=False,
+            )
+            for ln in row["lines"]:
+                self.console.print(
+                    f"  {ln['file']}:{ln['line']}: {ln['text']}", highlight=False, markup=False
+                )
 
 
 def _in_main_thread() -> bool:
@@ -434,7 +536,10 @@ def run_tests(opts: dict[str, Any], *, console: Any = None, live: bool = True) -
     codes = []
     for i in range(n):
         if n > 1 and console is not None:
-            console.rule(f"test {i + 1} of {n}")
+            if console.is_terminal:
+                console.rule(f"test {i + 1} of {n}")
+            else:
+                console.print(f"--- test {i + 1} of {n}", highlight=False)
         r = Runner(dict(opts), console=console, live=live)
         codes.append(r.run())
         if console is not None and r.run_dir is not None:

@@ -250,6 +250,8 @@ def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str,
         "set": SetChecker,
         "stats": StatsChecker,
         "perf": PerfChecker,
+        "server-logs": lambda: importlib.import_module("chaos.history.nodelogs").ServerLogChecker(),
+        "liveness": lambda: importlib.import_module("chaos.history.liveness").LivenessChecker(),
     }
     names = test.get("checkers")
     if names is None:

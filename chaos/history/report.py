@@ -670,6 +670,8 @@ def _checker_line(name: str, r: dict[str, Any]) -> str:
             parts.append(f"{r[k]} {k}")
     if r.get("model"):
         parts.append(f"model {r['model']}")
+    if isinstance(r.get("summary"), str) and r["summary"]:  # checkers that say it in one line
+        parts.append(r["summary"])
     if r.get("error"):
         parts.append("error: " + _short(r["error"], 120))
     if r.get("cause"):
@@ -872,7 +874,19 @@ def render_html(run: Run) -> str:
         plotly_js=jinja2.utils.markupsafe.Markup(_inline_js(_plotly_js())),
         generated=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         data_files=[(urllib.parse.quote(f), f) for f in run.files],
+        server_log_rows=_server_log_rows(run.results),
     )
+
+
+def _server_log_rows(results: dict[str, Any] | None) -> list[dict[str, Any]]:
+    # the "server log anomalies" section (chaos.history.nodelogs), with a link to each quoted log
+    from chaos.history.nodelogs import report_rows
+
+    rows = report_rows(results)
+    for row in rows:
+        for ln in row["lines"]:
+            ln["href"] = urllib.parse.quote(str(ln.get("file", "")))
+    return rows
 
 
 def write_report(run_dir: str | os.PathLike[str]) -> Path:

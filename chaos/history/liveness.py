@@ -1,0 +1,55 @@
+"""Liveness after healing: did the cluster come back once the faults were gone?
+
+The runner waits, after healing, for the DB's recovery condition within the bound the DB declares
+(``DLedgerDB.await_recovery``: a leader, every node answering METADATA, every follower's commitIndex
+caught up with the leader's) and records the outcome in ``test.json`` under ``"recovery"``::
+
+    {"recovered": bool, "bound_s": float, "waited_s": float, "leader": str | None,
+     "term": int | None, "commit_index": int | None, "problems": [str, ...],
+     "nodes": {node: {"ok": bool, "role", "term", "leader", "commit_index", "end_index", "error"}}}
+
+This checker turns that record into a verdict, so ``chaos check`` on a stored run reproduces it (the
+cluster is gone by then; the observation is the evidence). Jepsen checks liveness the same way, as
+"the final reads after healing succeed" (e.g. ``jepsen.tests.cycle``'s final generator).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from chaos.history.checkers import UNKNOWN
+
+
+class LivenessChecker:
+    """``valid`` True when the recorded recovery succeeded, False when the cluster did not recover
+    within the bound (``cause`` names what did not: no leader, nodes not answering, followers
+    behind), ``unknown`` when the run recorded no recovery (it ended before healing)."""
+
+    name = "liveness"
+
+    def check(self, test: dict[str, Any], history_path: Path, opts: dict[str, Any]) -> dict[str, Any]:
+        rec = test.get("recovery")
+        if not isinstance(rec, dict) or not isinstance(rec.get("recovered"), bool):
+            return {"valid": UNKNOWN, "error": "no recovery after healing was recorded in test.json"}
+        out: dict[str, Any] = {
+            "valid": rec["recovered"],
+            "bound_s": rec.get("bound_s"),
+            "waited_s": rec.get("waited_s"),
+            "leader": rec.get("leader"),
+            "term": rec.get("term"),
+            "commit_index": rec.get("commit_index"),
+            "problems": list(rec.get("problems") or []),
+            "nodes": rec.get("nodes") or {},
+        }
+        if rec["recovered"]:
+            out["summary"] = (
+                f"recovered in {float(rec.get('waited_s') or 0):.1f} s: leader {rec.get('leader')}, "
+                f"term {rec.get('term')}, every node at commitIndex >= {rec.get('commit_index')}"
+            )
+        else:
+            out["cause"] = (
+                f"the cluster did not recover within {float(rec.get('bound_s') or 0):g} s after healing: "
+                + "; ".join(out["problems"] or ["no reason recorded"])
+            )
+        return out
