@@ -88,7 +88,7 @@ def test_a_malformed_history_is_not_a_checker_crash(tmp_path: Path) -> None:
 
 
 def test_checkers_for_workloads() -> None:
-    assert list(checkers_for({"workload": "log"})) == ["log", "stats", "perf"]
+    assert list(checkers_for({"workload": "log"})) == ["log", "log-reads", "stats", "perf"]
     assert list(checkers_for({"workload": "set"})) == ["set", "stats", "perf"]
     assert list(checkers_for({"workload": "register"})) == ["linear", "stats", "perf"]
     assert list(checkers_for({"workload": "bank"})) == ["stats", "perf"]
