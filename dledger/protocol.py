@@ -294,17 +294,17 @@ def _check_int(where: str, v: Any, lo: int, hi: int) -> int:
     return v
 
 
-def entry_from_wire(raw: Any) -> Entry:
+def entry_from_wire(raw: Any, where: str = "entry") -> Entry:
     """Inverse of :func:`entry_to_wire`; DecodeError for anything else (wrong shape, type or range:
     index 0..MAX_INDEX, term 0..MAX_TERM, magic 1|2, pos -1..int64, channel int32)."""
     if not isinstance(raw, (list, tuple)) or len(raw) != 6:
-        raise DecodeError(f"entry: expected a list of 6 fields, got {type(raw).__name__}")
+        raise DecodeError(f"{where}: expected a list of 6 fields, got {type(raw).__name__}")
     body = raw[2]
     fields = (raw[0], raw[1], raw[3], raw[4], raw[5])
     for (name, lo, hi), v in zip(_ENTRY_RANGES, fields, strict=True):
-        _check_int(f"entry.{name}", v, lo, hi)
+        _check_int(f"{where}.{name}", v, lo, hi)
     if not isinstance(body, bytes):
-        raise DecodeError(f"entry.body: expected bytes, got {type(body).__name__}")
+        raise DecodeError(f"{where}.body: expected bytes, got {type(body).__name__}")
     return Entry(raw[0], raw[1], body, raw[3], raw[4], raw[5])
 
 
@@ -336,7 +336,7 @@ def from_wire(raw: Any) -> Message:
         if name == "entries":
             if not isinstance(v, list):
                 raise DecodeError(f"{kind}.entries: expected a list, got {type(v).__name__}")
-            v = [entry_from_wire(e) for e in v]
+            v = [entry_from_wire(e, f"{kind}.entries[{i}]") for i, e in enumerate(v)]
         elif typ == "int":
             lo, hi = _INT_RANGES[name]
             _check_int(f"{kind}.{name}", v, lo, hi)

@@ -16,19 +16,20 @@ import os
 import random
 import signal
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dledger.core import Core, CoreConfig, Role
+from dledger.core import Core, CoreConfig
+from dledger.driver import Driver
 from dledger.protocol import (
     MAX_TERM_STEP,
     Code,
     DecodeError,
     Message,
     PushRequest,
-    PushResponse,
     PushType,
     RequestCode,
     from_wire,
@@ -37,7 +38,7 @@ from dledger.protocol import (
 )
 from dledger.snapshot import SnapshotStore
 from dledger.statemachine import KV_ARGS, KVStateMachine, encode_kv
-from dledger.store import CorruptionError, LogStore, StoreError
+from dledger.store import CorruptionError, RuntimeLogStore, StoreError
 from dledger.transport import DEFAULT_MAX_FRAME, FrameDecoder, FrameError, decode_payload, encode_frame
 
 log = logging.getLogger("dledger.server")
@@ -175,7 +176,7 @@ class FileHardState:
         self._hs.save(term, vote)
 
 
-def open_store(cfg: ServerConfig) -> tuple[LogStore, Any, int]:
+def open_store(cfg: ServerConfig) -> tuple[RuntimeLogStore, Any, int]:
     """The adapter point: ``(log store, hard state, committed index from the checkpoint)``."""
     if cfg.store_dir is None:
         from dledger.sim import SimLogStore  # not imported on a node: every import costs FUSE lookups
@@ -352,7 +353,7 @@ class Server:
         self.store, self.hard, committed = open_store(cfg)
         term, vote = self.hard.load()
         self.sm = KVStateMachine()
-        self.last_applied = self.store.begin_index - 1
+        applied = self.store.begin_index - 1
         self._snapshots: SnapshotStore | None = None
         snap: tuple[int, int, bytes] | None = None
         if cfg.store_dir is not None:
@@ -363,7 +364,7 @@ class Server:
         if snap is not None:
             # a restart resumes from the newest snapshot instead of re-applying from index 0
             self.sm.on_snapshot_load(snap[2])
-            self.last_applied = snap[0]
+            applied = snap[0]
             committed = max(committed, min(snap[0], self.store.end_index))
             log.info("%s: loaded snapshot at %d (term %d)", cfg.self_id, snap[0], snap[1])
         if self.store.begin_index > (snap[0] + 1 if snap is not None else 0):
@@ -371,8 +372,7 @@ class Server:
                 f"log starts at {self.store.begin_index} but no snapshot covers the entries before it "
                 f"(newest snapshot: {snap[0] if snap is not None else 'none'})"
             )
-        self._snap_index = self.last_applied
-        self._replay(min(committed, self.store.end_index))
+        applied = self._replay(applied, min(committed, self.store.end_index))
         self._t0 = time.monotonic()
         self.core = Core(
             cfg.core_config(),
@@ -385,6 +385,16 @@ class Server:
         )
         if snap is not None:
             self.core.set_snapshot(*snap)
+        self.driver = Driver(
+            self.core,
+            self.store,
+            self.hard,
+            self.sm,
+            self,
+            flush=cfg.flush,
+            last_applied=applied,
+            snapshot_every=cfg.snapshot_every,
+        )
         log.info(
             "%s: starting at term %d (voted for %s), ledgerEndIndex %d",
             self.id,
@@ -397,24 +407,19 @@ class Server:
         self._last_stall_check = 0.0
         self._last_connect: dict[str, float] = {}
         self._conns: set[_Conn] = set()
-        self._waiters: dict[int, _Waiter] = {}  # by log index
-        self._reads: dict[int, _Waiter] = {}  # by read id
-        self._ready_reads: list[tuple[int, _Waiter]] = []  # (read index, waiter)
-        self._transfers: dict[int, _Waiter] = {}
+        # the driver answers these (the same dicts)
+        self._waiters: dict[int, _Waiter] = self.driver.waiters  # by log index
+        self._reads: dict[int, _Waiter] = self.driver.reads  # by read id
+        self._transfers: dict[int, _Waiter] = self.driver.transfers
         self._next_id = 1
         self._drain_scheduled = False
         self._server: asyncio.base_events.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
-        self._role = self.core.role
         self._last_checkpoint = 0.0
         self.loop: asyncio.AbstractEventLoop | None = None
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"dledger-io-{self.id}")
-        self._sync_running = False
-        self._sync_wanted = False
-        self._held: list[Message] = []
         self._to_flush: list[_Conn] = []
-        self._flush_writes = getattr(self.store, "flush_writes", None)
         self.buffered = 0  # bytes of unfinished frames over all connections (max_buffered)
         self._per_host: dict[str, int] = {}  # admitted incoming connections by remote address
         self._member_hosts = {h for p, (h, _) in cfg.peer_map.items() if p != cfg.self_id}
@@ -422,24 +427,20 @@ class Server:
         self._last_sweep = 0.0
         self._refused = 0  # connections refused so far
         self._refused_terms = 0  # peer messages dropped for a term jump beyond MAX_TERM_STEP
+        self._shed = 0  # connections aborted for max_buffered
 
-    def _replay(self, committed: int) -> None:
+    def _replay(self, applied: int, committed: int) -> int:
         """Rebuild the state machine from the committed log before serving (a restart): entries
-        (lastApplied, committed] in batches read with one pread per data file. Damage found here is
-        inside the committed prefix: CorruptionError, so the node does not start."""
+        (applied, committed] in batches read with one pread per data file; returns the new applied
+        index. Damage found here is inside the committed prefix: CorruptionError, so the node does
+        not start."""
         t0 = time.monotonic()
-        first = self.last_applied + 1
-        get_range = getattr(self.store, "get_range", None)
+        first = applied + 1
         try:
-            while self.last_applied < committed:
-                hi = min(committed, self.last_applied + 4096)
-                lo = self.last_applied + 1
-                if get_range is not None:
-                    entries = get_range(lo, hi)
-                else:
-                    entries = [self.store.get(i) for i in range(lo, hi + 1)]
-                self.sm.on_apply(entries)
-                self.last_applied = hi
+            while applied < committed:
+                hi = min(committed, applied + 4096)
+                self.sm.on_apply(self.store.get_range(applied + 1, hi))
+                applied = hi
         except CorruptionError as e:
             raise CorruptionError(
                 f"{e}; the entry is inside the committed prefix (checkpoint committedIndex={committed}): "
@@ -449,6 +450,12 @@ class Server:
             log.info(
                 "%s: replayed entries [%d, %d] in %.3fs", self.id, first, committed, time.monotonic() - t0
             )
+        return applied
+
+    @property
+    def last_applied(self) -> int:
+        """The index the state machine has applied (the driver's)."""
+        return self.driver.last_applied
 
     def _now(self) -> int:
         return int((time.monotonic() - self._t0) * 1000)
@@ -546,14 +553,20 @@ class Server:
         for c in over:
             if self.buffered <= self.cfg.max_buffered:
                 break
+            self._shed += 1
+            if self._shed > 10 and self._shed % 100:
+                c.abort()  # the first ten and every hundredth are logged
+                continue
             log.warning(
-                "%s: %d bytes of unfinished frames over the limit %d: closing %s (%d bytes, frame started %.1fs ago)",
+                "%s: %d bytes of unfinished frames over the limit %d: closing %s "
+                "(%d bytes, frame started %.1fs ago; %d closed so far)",
                 self.id,
                 self.buffered,
                 self.cfg.max_buffered,
                 c._addr(),
                 c.buffered,
                 time.monotonic() - c.frame_start,
+                self._shed,
             )
             c.abort()
 
@@ -590,6 +603,7 @@ class Server:
         if self._stopped.is_set():
             return
         log.info("%s: shutting down", self.id)
+        self.driver.stopped = True
         for t in self._tasks:
             t.cancel()
         if self._server is not None:
@@ -614,7 +628,7 @@ class Server:
             await asyncio.sleep(self.cfg.tick_ms / 1000)
             try:
                 self.core.tick(self._now())
-                self._expire(time.monotonic())
+                self.driver.expire(time.monotonic())
                 self._check_stalled_links(time.monotonic())
                 self._sweep_conns(time.monotonic())
                 self._drain()
@@ -636,41 +650,56 @@ class Server:
             await self.loop.run_in_executor(self._io, self.store.sync)
 
     def _checkpoint_job(self, commit_index: int) -> None:
-        save = getattr(self.store, "save_checkpoint", None)
-        if save is not None:
-            try:
-                save(commit_index)
-            except (StoreError, OSError) as e:
-                log.error("%s: checkpoint failed: %s", self.id, e)
+        try:
+            self.store.save_checkpoint(commit_index)
+        except (StoreError, OSError) as e:
+            log.error("%s: checkpoint failed: %s", self.id, e)
 
-    # ------------------------------------------------------------ group commit (--flush sync)
+    # ------------------------------------------------------------ the driver's host (dledger.driver.Host)
 
-    def _kick_sync(self) -> None:
-        """Start one fsync in the IO thread covering everything appended so far; the push answers
-        held for it are sent when it completes (a follower acknowledges only durable entries)."""
-        if self._sync_running or not self._sync_wanted or self._stopped.is_set():
+    def start_sync(self, done: Callable[[int], None]) -> None:
+        """One fsync in the IO thread (group commit, --flush sync); ``done(durable index)`` runs on
+        the loop when it completes; a failed fsync stops the member."""
+        assert self.loop is not None
+        fut = self.loop.run_in_executor(self._io, self.store.sync)
+
+        def finished(f: asyncio.Future[int]) -> None:
+            if self._stopped.is_set():
+                return
+            exc = f.exception()
+            if exc is not None:
+                log.critical("%s: fsync failed, stopping: %s", self.id, exc)
+                assert self.loop is not None
+                self.loop.create_task(self.stop())
+                return
+            done(f.result())
+            self._schedule_drain()
+
+        fut.add_done_callback(finished)
+
+    def send(self, msg: Message) -> None:
+        self._send_peer(msg)
+
+    def answer(self, waiter: _Waiter, code: int, **fields: Any) -> None:
+        self._answer(waiter, code, **fields)
+
+    def save_snapshot(self, index: int, term: int, data: bytes, done: Callable[[], None] | None) -> None:
+        """Save a snapshot in the IO thread; ``done`` (on the loop) once it is durable. Without a
+        store directory there is nothing to save: ``done`` at once."""
+        if self._snapshots is None:
+            if done is not None:
+                done()
             return
         assert self.loop is not None
-        self._sync_running, self._sync_wanted = True, False
-        held, self._held = self._held, []
-        fut = self.loop.run_in_executor(self._io, self.store.sync)
-        fut.add_done_callback(lambda f: self._sync_done(f, held))
+        fut = self.loop.run_in_executor(self._io, self._snapshots.save, index, term, data)
 
-    def _sync_done(self, fut: asyncio.Future[int], held: list[Message]) -> None:
-        self._sync_running = False
-        if self._stopped.is_set():
-            return
-        exc = fut.exception()
-        if exc is not None:
-            log.critical("%s: fsync failed, stopping: %s", self.id, exc)
-            assert self.loop is not None
-            self.loop.create_task(self.stop())
-            return
-        self.core.on_synced(fut.result(), self._now())
-        for m in held:
-            self._send_peer(m)
-        self._kick_sync()
-        self._schedule_drain()
+        def finished(f: asyncio.Future[Path]) -> None:
+            if f.exception() is not None:
+                log.error("%s: saving the snapshot at %d failed: %s", self.id, index, f.exception())
+            elif done is not None and not self._stopped.is_set():
+                done()
+
+        fut.add_done_callback(finished)
 
     # ------------------------------------------------------------ peer links
 
@@ -809,7 +838,7 @@ class Server:
             except ValueError as e:
                 log.warning("%s: dropping INSTALL_SNAPSHOT from %s: %s", self.id, msg.src, e)
                 return False
-        if self._snapshots is None or msg.index <= max(self._snap_index, self.core.commit_index):
+        if self._snapshots is None or msg.index <= max(self.driver.snap_index, self.core.commit_index):
             return True
         try:
             self._snapshots.save(msg.index, msg.prev_term, msg.snapshot)
@@ -832,150 +861,9 @@ class Server:
             self.loop.create_task(self.stop())
 
     def _drain(self) -> None:
-        """Carry out the core's output (see dledger.core.node's module docstring for the order)."""
+        """Carry out the core's output: :meth:`dledger.driver.Driver.drain`."""
         self._drain_scheduled = False
-        flush_writes = self._flush_writes
-        for _ in range(8):
-            now = self._now()
-            rd = self.core.ready(now)
-            if flush_writes is not None:
-                flush_writes()  # appended records reach the page cache before anyone hears of them
-            if rd.hard_state is not None:
-                self.hard.save(*rd.hard_state)
-            if self.cfg.flush == "sync":
-                if rd.need_sync:
-                    self._sync_wanted = True
-                    for m in rd.messages:
-                        (self._held.append if isinstance(m, PushResponse) else self._send_peer)(m)
-                    self._kick_sync()
-                else:
-                    for m in rd.messages:
-                        self._send_peer(m)
-            else:
-                self.core.on_synced(self.store.end_index, now)  # DLedger: acks never wait for disk
-                for m in rd.messages:
-                    self._send_peer(m)
-            for read_id, idx in rd.reads:
-                w = self._reads.pop(read_id, None)
-                if w is not None:
-                    self._ready_reads.append((idx, w))
-            for read_id, code in rd.read_failures:
-                w = self._reads.pop(read_id, None)
-                if w is not None:
-                    self._answer(w, code)
-            if rd.snapshot_install is not None:
-                s_index, s_term, data = rd.snapshot_install
-                self.sm.on_snapshot_load(data)
-                self.last_applied = s_index
-                self._snap_index = s_index
-                if self._snapshots is not None:
-                    self._io.submit(self._snapshots.save, s_index, s_term, data)
-            for tid, code in rd.transfers:
-                w = self._transfers.pop(tid, None)
-                if w is not None:
-                    self._answer(w, code)
-            self._apply()
-            if self.core.role != self._role:
-                self._on_role_change(self._role, self.core.role)
-                self._role = self.core.role
-            if not self.core.has_ready() and self.core.commit_index <= self.last_applied:
-                break
-
-    def _on_role_change(self, old: str, new: str) -> None:
-        if old == Role.LEADER:
-            # reads waiting for a confirmation from this leader cannot be confirmed any more
-            for w in self._reads.values():
-                self._answer(w, Code.NOT_LEADER)
-            self._reads.clear()
-
-    def _maybe_snapshot(self) -> None:
-        """Every ``snapshot_every`` applied entries: save the state machine, keep the newest few,
-        drop the log prefix before the snapshot index (DLedger master's snapshotThreshold)."""
-        if not self.cfg.snapshot_every or self.last_applied - self._snap_index < self.cfg.snapshot_every:
-            return
-        index = self.last_applied
-        term = self.store.term_at(index)
-        data = self.sm.on_snapshot_save()
-        self._snap_index = index
-        self.core.set_snapshot(index, term, data)
-        if self._snapshots is None:
-            self._compact(index, term, len(data))
-            return
-        assert self.loop is not None
-        fut = self.loop.run_in_executor(self._io, self._snapshots.save, index, term, data)
-
-        def done(f: asyncio.Future[Path]) -> None:
-            if f.exception() is not None:
-                log.error("%s: saving the snapshot at %d failed: %s", self.id, index, f.exception())
-            elif not self._stopped.is_set():
-                self._compact(index, term, len(data))  # only once the snapshot is durable
-
-        fut.add_done_callback(done)
-
-    def _compact(self, index: int, term: int, size: int) -> None:
-        compact = getattr(self.store, "compact_prefix", None)
-        begin = compact(index) if compact is not None else self.store.begin_index
-        log.info(
-            "%s: snapshot at %d (term %d, %d bytes); log begins at %d", self.id, index, term, size, begin
-        )
-
-    def _apply(self) -> None:
-        """StateMachineCaller: apply (lastApplied, commitIndex] in order, then complete waiters."""
-        self._apply_entries()
-        self._maybe_snapshot()
-
-    def _apply_entries(self) -> None:
-        commit = self.core.commit_index
-        while self.last_applied < commit:
-            hi = min(commit, self.last_applied + 1000)
-            get_range = getattr(self.store, "get_range", None)
-            if get_range is not None:
-                entries = get_range(self.last_applied + 1, hi)
-            else:
-                entries = [self.store.get(i) for i in range(self.last_applied + 1, hi + 1)]
-            results = self.sm.on_apply(entries)
-            self.last_applied = hi
-            if self._waiters:
-                for e, res in zip(entries, results, strict=True):
-                    w = self._waiters.pop(e.index, None)
-                    if w is None:
-                        continue
-                    if e.term != w.term:
-                        self._answer(
-                            w, Code.TERM_CHANGED, error=f"entry {e.index} was replaced by term {e.term}"
-                        )
-                    elif w.kind == "append":
-                        self._answer(w, Code.SUCCESS, index=e.index, pos=e.pos)
-                    elif w.kind == "kv:cas":
-                        self._answer(w, Code.SUCCESS, index=e.index, applied=bool(res))
-                    elif w.kind == "kv:get":
-                        self._answer(w, Code.SUCCESS, index=e.index, value=res)
-                    else:
-                        self._answer(w, Code.SUCCESS, index=e.index, result=res)
-        if self._ready_reads:
-            keep = []
-            for idx, w in self._ready_reads:
-                if idx <= self.last_applied:
-                    self._answer(w, Code.SUCCESS, value=self.sm.get(w.key or ""))
-                else:
-                    keep.append((idx, w))
-            self._ready_reads = keep
-
-    def _expire(self, mono: float) -> None:
-        for table in (self._waiters, self._reads, self._transfers):
-            if not table:
-                continue
-            dead = [k for k, w in table.items() if w.deadline <= mono]
-            for k in dead:
-                w = table.pop(k)
-                code = Code.WAIT_QUORUM_ACK_TIMEOUT if w.kind != "transfer" else Code.TAKE_LEADERSHIP_FAILED
-                self._answer(w, code, error="timed out waiting for the quorum")
-        if self._ready_reads:
-            live = [(i, w) for i, w in self._ready_reads if w.deadline > mono]
-            for _, w in self._ready_reads:
-                if w.deadline <= mono:
-                    self._answer(w, Code.WAIT_QUORUM_ACK_TIMEOUT, error="timed out waiting for apply")
-            self._ready_reads = live
+        self.driver.drain(self._now())
 
     # ------------------------------------------------------------ client requests
 

@@ -273,6 +273,7 @@ def test_big_unfinished_frames_and_a_thousand_idle_connections_stay_bounded(
         meta = c.meta(big_target)
         assert meta["bufferedBytes"] <= MAX_BUFFERED, meta
         assert cut, "the member must cut connections once 64 MiB of unfinished frames are buffered"
+        assert "bytes of unfinished frames over the limit" in (c.root / f"{big_target}.log").read_text()
         # every attacker connection ends: cut for memory, refused, or closed by the frame/idle timeout
         for s in held + idle + slow:
             assert closed_by_server(s, 60.0), "an attacker's connection stayed open"

@@ -1,5 +1,7 @@
-"""Property tests (hypothesis) of the frame decoder, the message decoder and the core's handlers, and a
-real server fed garbage."""
+"""Property tests (hypothesis) of the frame decoder, the message decoder (every field's range and type)
+and the core's handlers; a real server fed garbage; and a real 3-member group on loopback fed hostile
+frames of every message type (out-of-range integers, wrong types, missing fields, truncated,
+garbled and oversized frames) that must still elect, append and read afterwards (issue 16)."""
 
 from __future__ import annotations
 
@@ -10,14 +12,26 @@ import time
 from pathlib import Path
 
 import msgpack
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_dledger_bounds import (
+    RSS_BOUND_KIB,
+    assert_group_works,
+    attacker,
+    closed_by_server,
+    curr_term,
+    peak_rss_kib,
+)
+from test_dledger_cluster import Cluster
 
 from dledger.client import DLedgerClient
 from dledger.core import Core, CoreConfig
 from dledger.protocol import (
     MESSAGE_TYPES,
     DecodeError,
+    Message,
+    PushRequest,
     PushType,
     VoteResult,
     from_wire,
@@ -96,10 +110,12 @@ def test_from_wire_only_raises_decode_error(raw: dict) -> None:
 
 PEERS = ["n0", "n1", "n2"]
 ids = st.sampled_from(PEERS)
-terms = st.integers(-1, 6)
-idx = st.integers(-2, 8)
+terms = st.integers(0, 6)
+idx = st.integers(-1, 8)
 entries = st.lists(
-    st.builds(Entry, idx, terms, st.binary(max_size=4), st.sampled_from([1, 2]), st.integers(-1, 400)),
+    st.builds(
+        Entry, st.integers(0, 8), terms, st.binary(max_size=4), st.sampled_from([1, 2]), st.integers(-1, 400)
+    ),
     max_size=3,
 )
 
@@ -122,7 +138,7 @@ def messages(draw: st.DrawFn) -> dict:
         "take_leadership_index",
     ):
         if hasattr(msg, name):
-            setattr(msg, name, draw(idx))
+            setattr(msg, name, draw(terms if name in ("ledger_end_term", "prev_term") else idx))
     if hasattr(msg, "type"):
         msg.type = draw(st.sampled_from(sorted(PushType.ALL)))
     if hasattr(msg, "entries"):
@@ -214,4 +230,224 @@ def test_real_server_survives_garbage(tmp_path: Path) -> None:
         assert "exceeds the maximum frame size" in (tmp_path / "n0.log").read_text()
     finally:
         p.terminate()
-        p.wait(10)
+        p.wait(60)
+
+
+# ---------------------------------------------------------------- ranges at the wire (issue 16)
+
+_INT32 = {"code"}
+_FULL_INT64 = {"round", "epoch"}
+
+
+def _valid_wire(kind: str) -> dict:
+    msg = MESSAGE_TYPES[kind]("default", "n1", "n0", 3)
+    if hasattr(msg, "entries"):
+        msg.entries = [Entry(0, 1, b"x", 1, 0, 0)]
+    return msgpack.unpackb(msgpack.packb(to_wire(msg), use_bin_type=True), raw=False)
+
+
+def _out_of_range(name: str) -> list[int]:
+    """Values msgpack can carry that lie outside the field's Java type (or its non-negative range)."""
+    if name in _FULL_INT64:
+        return [2**63, 2**64 - 1]
+    if name in _INT32:
+        return [2**31, -(2**31) - 1, 2**63, 2**64 - 1]
+    if name == "chain_crc":
+        return [2**32, -2, 2**64 - 1]
+    return [2**63, 2**64 - 1, -2, -(2**63)] if name != "term" else [2**63, 2**64 - 1, -1, -(2**63)]
+
+
+def test_from_wire_refuses_every_int_field_out_of_its_java_range_and_every_wrong_type() -> None:
+    checked = 0
+    for kind in sorted(MESSAGE_TYPES):
+        base = _valid_wire(kind)
+        from_wire(base)  # the base is valid
+        for name, value in base.items():
+            if name == "k":
+                continue
+            bad: list[object] = [None, 1.5, True, [1], {"a": 1}]
+            if isinstance(value, int):
+                bad += _out_of_range(name) + ["7", b"7"]
+            elif isinstance(value, str):
+                bad += [7, b"n1", "x" * 10_000]
+            elif isinstance(value, bytes):
+                bad += ["text", 7]
+            elif name == "entries":
+                e = [0, 1, b"x", 1, 0, 0]
+                bad += [[e[:5]], [[2**64 - 1, *e[1:]]], [[0, 2**63, *e[2:]]], [[0, 1, b"x", 3, 0, 0]]]
+                bad += [[[0, 1, "x", 1, 0, 0]], [[0, 1, b"x", 1, 2**63, 0]], [[0, 1, b"x", 1, 0, 2**31]]]
+            for v in bad:
+                raw = msgpack.unpackb(msgpack.packb(dict(base, **{name: v}), use_bin_type=True), raw=False)
+                try:
+                    from_wire(raw)
+                except DecodeError as err:
+                    assert f"{kind}.{name}" in str(err), err
+                    checked += 1
+                else:
+                    raise AssertionError(f"{kind}.{name}={v!r} was accepted")
+            missing = dict(base)
+            del missing[name]
+            try:
+                from_wire(missing)
+                raise AssertionError(f"{kind} without {name} was accepted")
+            except DecodeError as err:
+                assert "missing" in str(err)
+    assert checked > 300
+
+
+def test_every_message_a_simulated_group_sends_passes_the_wire_checks() -> None:
+    from dledger.sim import Sim
+
+    kinds: set[str] = set()
+
+    def through_the_wire(m: Message) -> bool:
+        raw = msgpack.unpackb(msgpack.packb(to_wire(m), use_bin_type=True), raw=False)
+        assert from_wire(raw) == m
+        kinds.add(m.KIND)
+        if isinstance(m, PushRequest):
+            kinds.add(f"push:{m.type}")
+        return False  # deliver it
+
+    sim = Sim(3, 21)
+    sim.drop = through_the_wire
+    assert sim.run(3000, lambda: sim.leader() is not None)
+    ld = sim.leader()
+    assert ld is not None
+    lag = next(i for i in sim.ids if i != ld)
+    sim.crash(lag)
+    for k in range(300):
+        sim.propose(f"v{k}".encode())
+        sim.run(2)
+    other = next(i for i in sim.ids if i not in (ld, lag))
+    assert sim.run(3000, lambda: sim.nodes[other].commit_index == sim.stores[ld].end_index)
+    leader = sim.nodes[ld]
+    snap = leader.commit_index - 5
+    leader.set_snapshot(snap, sim.stores[ld].term_at(snap), b"state")
+    sim.stores[ld].compact_prefix(snap)
+    sim.start(lag)
+    sim.propose(b"after")
+    assert sim.run(5000, lambda: sim.nodes[lag].commit_index == sim.stores[ld].end_index)
+    assert sim.transfer(other) == 200
+    assert sim.run(5000, lambda: sim.leader() == other)
+    sim.isolate(ld)
+    sim.run(2000)
+    sim.heal()
+    assert sim.run(5000, lambda: sim.leader() is not None)
+    assert set(MESSAGE_TYPES) <= kinds, kinds
+    assert "push:INSTALL_SNAPSHOT" in kinds and "push:APPEND" in kinds, kinds
+
+
+# ---------------------------------------------------------------- a real group fed hostile frames
+
+_BAD_INTS = st.sampled_from([2**63, 2**64 - 1, -2, -(2**63), 2**31, -(2**31) - 1])
+_WRONG_TYPES = st.sampled_from([None, 1.5, True, "7", b"7", [1], {"a": 1}, "x" * 5000])
+
+
+@st.composite
+def hostile_peer_message(draw: st.DrawFn, target: str) -> dict:
+    """A peer message to ``target`` from another member with at least one field out of range, of the
+    wrong type or missing."""
+    kind = draw(st.sampled_from(sorted(MESSAGE_TYPES)))
+    src = draw(st.sampled_from([p for p in PEERS if p != target]))
+    msg = MESSAGE_TYPES[kind]("default", src, target, draw(st.integers(0, 3)))
+    if hasattr(msg, "entries"):
+        msg.entries = [Entry(0, 1, b"x", 1, 0, 0)]
+    raw = to_wire(msg)
+    fields = [f for f in raw if f != "k"]
+    for name in draw(st.lists(st.sampled_from(fields), min_size=1, max_size=3, unique=True)):
+        how = draw(st.sampled_from(["int", "type", "missing", "entry"]))
+        if how == "missing":
+            del raw[name]
+        elif how == "entry" and "entries" in raw:
+            e = [0, 1, b"x", 1, 0, 0]
+            e[draw(st.integers(0, 5))] = draw(_BAD_INTS | _WRONG_TYPES)
+            raw["entries"] = [e]
+        elif how == "int" and isinstance(raw[name], int):
+            raw[name] = draw(st.sampled_from(_out_of_range(name)))
+        else:
+            raw[name] = draw(_WRONG_TYPES)
+    return raw
+
+
+def _client_request(draw: st.DrawFn) -> bytes:
+    code = draw(st.sampled_from([50000, 50001, 50002, 51005, 59999, 12345, -1, 2**63]))
+    body = draw(
+        st.dictionaries(
+            st.sampled_from(
+                ["body", "index", "op", "key", "value", "expected", "new", "readMode", "to", "term"]
+            ),
+            st.one_of(_BAD_INTS, _WRONG_TYPES, st.sampled_from(["put", "get", "cas", "delete", "n1"])),
+            max_size=5,
+        )
+    )
+    return encode_frame(code, draw(st.integers(0, 2**64 - 1)), body)
+
+
+@st.composite
+def hostile_frames(draw: st.DrawFn, target: str) -> list[bytes]:
+    """One connection's worth of bytes: hostile peer messages and client requests, frames truncated
+    or corrupted, headers of the wrong shape, an oversized announced length at the end."""
+    out: list[bytes] = []
+    for _ in range(draw(st.integers(1, 4))):
+        shape = draw(
+            st.sampled_from(["peer", "peer", "client", "truncated", "garbled", "header", "oversized"])
+        )
+        if shape == "peer":
+            kind_code = draw(st.sampled_from([51001, 51002, 51004, 51005]))
+            out.append(encode_frame(kind_code, 0, draw(hostile_peer_message(target))))
+        elif shape == "client":
+            out.append(_client_request(draw))
+        elif shape == "truncated":  # the length promises more than ever comes (the connection ends)
+            f = encode_frame(51001, 0, draw(hostile_peer_message(target)))
+            out.append(f[: draw(st.integers(1, len(f) - 1))])
+            break
+        elif shape == "garbled":  # a right length around bytes that are not msgpack
+            junk = draw(st.binary(min_size=1, max_size=200))
+            out.append(len(junk).to_bytes(4, "big") + junk)
+        elif shape == "header":
+            hdr = draw(st.sampled_from([{"c": "x", "o": 1, "r": 0, "b": {}}, [1, 2], {"c": 1}, 7]))
+            payload = msgpack.packb(hdr)
+            out.append(len(payload).to_bytes(4, "big") + payload)
+        else:
+            out.append(draw(st.integers(65537, 2**32 - 1)).to_bytes(4, "big") + b"x" * 100)
+            break
+    return out
+
+
+@pytest.mark.slow
+def test_real_group_survives_hostile_frames_to_every_member(tmp_path: Path) -> None:
+    """Hostile frames to every member of a real group (each example one connection from a loopback
+    address outside the group's), then: no member died or logged a traceback, currterm is sane,
+    peak RSS within the documented bound, and the group still elects, appends and reads."""
+    c = Cluster(tmp_path, 3, "--max-frame", "65536", "--max-buffered", "1048576")
+    c.start_all()
+    try:
+        c.leader(timeout=30)
+
+        @given(st.data())
+        @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+        def fuzz(data: st.DataObject) -> None:
+            target = data.draw(st.sampled_from(c.ids))
+            frames = data.draw(hostile_frames(target))
+            src = f"127.0.0.{data.draw(st.integers(50, 59))}"
+            with attacker(src, (c.ips[target], c.port)) as s:
+                try:
+                    for f in frames:
+                        s.sendall(f)
+                except OSError:
+                    pass  # the member already closed the connection
+                closed_by_server(s, 0.05)
+            dead = {n: p.returncode for n, p in c.procs.items() if p.poll() is not None}
+            assert not dead, f"members died: {dead}"
+
+        fuzz()
+        logs = "".join((c.root / f"{n}.log").read_text() for n in c.ids)
+        assert "outside" in logs and "missing" in logs and "exceeds the maximum frame size" in logs
+        assert "Traceback" not in logs, "a hostile frame raised inside a member"
+        assert max(curr_term(c, n) for n in c.ids) < 1000
+        peaks = {n: peak_rss_kib(p.pid) for n, p in c.procs.items()}
+        assert all(v <= RSS_BOUND_KIB for v in peaks.values()), (peaks, RSS_BOUND_KIB)
+        assert_group_works(c, "after-fuzz")
+    finally:
+        for n in list(c.procs):
+            c.kill(n)
