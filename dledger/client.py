@@ -145,7 +145,10 @@ class DLedgerClient:
 
     ``peers`` is DLedger's ``"n1-host:port;n2-host:port"``; ``timeout`` seconds per call;
     ``prefer`` the member to talk to first (reads and gets go there; writes go to the known leader).
-    Raises ValueError for malformed ``peers`` or an unknown ``prefer``.
+    ``sticky=True`` talks to ``prefer`` only: no leader discovery, redirect or fallback, so every
+    answer (a deposed leader's included) is that member's, and NOT_LEADER is a ``fail`` (chaos
+    workloads use it to observe what a node serves on its own, as Jepsen clients bound to a node).
+    Raises ValueError for malformed ``peers``, an unknown ``prefer``, or ``sticky`` without it.
     """
 
     def __init__(
@@ -155,10 +158,14 @@ class DLedgerClient:
         group: str = "default",
         prefer: str | None = None,
         max_frame: int = DEFAULT_MAX_FRAME,
+        sticky: bool = False,
     ) -> None:
         self.peers = parse_peers(peers)
         if prefer is not None and prefer not in self.peers:
             raise ValueError(f"prefer {prefer!r}: expected one of {list(self.peers)}")
+        if sticky and prefer is None:
+            raise ValueError("sticky: expected a prefer member to stick to")
+        self.sticky = sticky
         if not (isinstance(timeout, int | float) and timeout > 0):
             raise ValueError(f"timeout {timeout!r}: expected seconds > 0")
         self.timeout = float(timeout)
@@ -260,6 +267,8 @@ class DLedgerClient:
         deadline = time.monotonic() + timeout
         body = dict(body, group=self.group)
         candidates = self._order(write)
+        if self.sticky:
+            redirect = False
         if not redirect and self.prefer is not None:
             candidates = [self.prefer]  # a member-specific read (get, metadata) must not fall back
         target = candidates[0]

@@ -134,11 +134,12 @@ def strobe_script(path: str, pidfile: str, rate: float, period_ms: float, max_s:
     one = spec_update_script(path, pidfile, 0.0, 1.0)
     loop = (
         f"end=$(( $(date +%s) + {max_s} )); "
-        f'while [ "$(date +%s)" -lt "$end" ]; do {fast} >/dev/null; sleep {half:.3f}; '
-        f"{slow} >/dev/null; sleep {half:.3f}; done; {one}"
+        f'while [ "$(date +%s)" -lt "$end" ]; do sleep {half:.3f}; {slow} >/dev/null; '
+        f"sleep {half:.3f}; {fast} >/dev/null; done; {one}"
     )
+    # the first flip runs before the loop starts, so the completion records the spec in force
     return (
-        f"mkdir -p {STATE_DIR}; {stop_strobe_script()}; "
+        f"mkdir -p {STATE_DIR}; {stop_strobe_script()}; {fast}; "
         f"setsid nohup sh -c {shlex.quote(loop)} >/dev/null 2>&1 </dev/null & echo $! > {STROBE_PID}"
     )
 
@@ -247,9 +248,7 @@ class ClockNemesis:
             r, p = value.get("rate"), value.get("period_ms")
             if not isinstance(r, int | float) or r <= 0 or not isinstance(p, int | float) or p <= 0:
                 raise ValueError(f"clock strobe {value!r}: expected a positive rate and period_ms")
-            return {
-                n: strobe_script(path, pidfile, float(r), p) + f"; cat {path}" for n in value.get("nodes", [])
-            }
+            return {n: strobe_script(path, pidfile, float(r), p) for n in value.get("nodes", [])}
         raise ValueError(f"clock value {value!r}: expected mode 'bump', 'rate' or 'strobe'")
 
     def invoke(self, test: Any, op: Op) -> Op:

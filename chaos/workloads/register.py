@@ -7,6 +7,15 @@ by a random 0.9..1.0 so keys do not end together on a fault boundary). Per key, 
 ``[expected, new]``; ok = applied, fail = not applied), through the DLedger KV state machine
 (``DLedgerClient.kv_get/kv_put/kv_cas``, key ``"r<key>"``). Checked for linearizability per key with
 the cas-register model (initial value None).
+
+Sticky processes (``sticky``, default on): odd-numbered processes keep talking to the node they were
+given (``DLedgerClient(sticky=True)``: no leader discovery, no redirect) and record that node's
+answer; NOT_LEADER is a ``fail``. So a deposed leader that still answers reads (a read-index read
+without its heartbeat round, a lease read after the lease ran out, a paused leader resuming with
+queued reads) is observed, while the other processes follow the leader. Since client thread ``i``
+works on node ``i mod n`` and a key's ``threads_per_key`` threads are consecutive, each key has
+sticky and following processes on several nodes, on both sides of a partition (Jepsen's
+``independent/concurrent-generator``). Completions of sticky processes carry ``sticky: true``.
 """
 
 from __future__ import annotations
@@ -41,26 +50,44 @@ def outcome_completion(op: Op, r: Any, value: Any = None, **fields: Any) -> Op:
 
 
 class RegisterClient:
-    """One DLedger client per worker, talking to its node first."""
+    """One DLedger client per worker, talking to its node first; with ``sticky``, odd processes
+    use a second client bound to the node (see the module docstring)."""
 
-    def __init__(self, c: Any = None, node: str | None = None) -> None:
+    def __init__(self, c: Any = None, node: str | None = None, sticky: bool = True) -> None:
         self.c = c
         self.node = node
+        self.sticky = sticky
+        self.bound: Any = None
 
     def open(self, test: Any, node: str) -> RegisterClient:
-        return RegisterClient(test.db.client(test.nodes, node), node)
+        return RegisterClient(test.db.client(test.nodes, node), node, self.sticky)
+
+    def _client_for(self, test: Any, op: Op) -> Any:
+        if not self.sticky or not isinstance(op.process, int) or op.process % 2 == 0:
+            return self.c
+        if self.bound is None:
+            self.bound = test.db.client(test.nodes, self.node)
+            self.bound.sticky = True
+        return self.bound
 
     def invoke(self, test: Any, op: Op) -> Op:
+        c = self._client_for(test, op)
+        comp = self._invoke(c, op)
+        if c is not self.c:
+            comp.extra["sticky"] = True
+        return comp
+
+    def _invoke(self, c: Any, op: Op) -> Op:
         k = kv_key(op.key)
         if op.f == "read":
-            r = self.c.kv_get(k)
+            r = c.kv_get(k)
             return outcome_completion(op, r, getattr(r, "value", None))
         if op.f == "write":
-            r = self.c.kv_put(k, op.value)
+            r = c.kv_put(k, op.value)
             return outcome_completion(op, r, op.value)
         if op.f == "cas":
             expected, new = op.value
-            r = self.c.kv_cas(k, expected, new)
+            r = c.kv_cas(k, expected, new)
             if r.outcome == OK and not getattr(r, "applied", False):
                 # a definite compare failure: the checker may use it as a completed cas that returned false
                 return op.completion(
@@ -74,8 +101,9 @@ class RegisterClient:
         raise ValueError(f"register client: unknown f {op.f!r}; expected read, write or cas")
 
     def close(self, test: Any) -> None:
-        if self.c is not None:
-            self.c.close()
+        for c in (self.c, self.bound):
+            if c is not None:
+                c.close()
 
 
 def _read(test: Any, ctx: gen.Context) -> dict[str, Any]:
@@ -91,7 +119,8 @@ def _cas(test: Any, ctx: gen.Context) -> dict[str, Any]:
 
 
 def workload(opts: dict[str, Any]) -> Workload:
-    """Options: ``nodes`` (count), ``per_key_limit`` (ops per key), ``threads_per_key``, ``seed``."""
+    """Options: ``node_count``, ``per_key_limit`` (ops per key), ``threads_per_key``, ``seed``,
+    ``sticky`` (default True: odd processes stay on their node)."""
     import random
 
     n_nodes = int(opts.get("node_count") or 5)
@@ -108,7 +137,7 @@ def workload(opts: dict[str, Any]) -> Workload:
 
     return Workload(
         name="register",
-        client=RegisterClient(),
+        client=RegisterClient(sticky=bool(opts.get("sticky", True))),
         generator=gen.independent_concurrent(tpk, itertools.count(), per_key_gen),
         final_generator=None,
         checkers=["linear", "stats", "perf"],

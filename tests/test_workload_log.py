@@ -1,0 +1,133 @@
+"""The log and register workloads' clients against real local ``dledger server`` processes (3 members
+on 127.0.0.x): the log workload's generator run by the real interpreter (appends mixed with
+read-range ops on every node, then final reads) gives a history both log checkers find valid; a
+read-range stays on its node; a sticky register process records its own node's NOT_LEADER."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from test_dledger_cluster import Cluster
+
+from chaos.control import generator as gen
+from chaos.control.interpreter import Interpreter
+from chaos.history.logcheck import LogChecker, LogReadsChecker
+from chaos.history.op import Op
+from chaos.history.store import HistoryWriter, read_history
+from chaos.workloads import log, register
+from dledger.client import DLedgerClient
+
+
+class LocalDB:
+    """What the workloads ask of ``test.db``, for a local :class:`Cluster`."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    def client(self, nodes: Any, node_name: str | None = None) -> DLedgerClient:
+        return DLedgerClient(self.cluster.peers, timeout=1.0, prefer=node_name)
+
+
+@pytest.fixture
+def local(tmp_path: Path) -> Iterator[tuple[Cluster, SimpleNamespace]]:
+    c = Cluster(tmp_path, 3)
+    c.start_all()
+    c.leader()
+    try:
+        yield c, SimpleNamespace(db=LocalDB(c), nodes=list(c.ids))
+    finally:
+        for n in list(c.procs):
+            c.kill(n)
+
+
+def test_log_workload_reads_every_node_and_checks_valid(
+    local: tuple[Cluster, SimpleNamespace], tmp_path: Path
+) -> None:
+    cluster, test = local
+    wl = log.workload({"node_names": cluster.ids, "read_fraction": 0.3, "read_window": 8})
+    assert wl.checkers == ["log", "log-reads", "stats", "perf"]
+    path = tmp_path / "history.jsonl"
+    writer = HistoryWriter(path)
+    it = Interpreter(
+        test,
+        client=wl.client,
+        nemesis=None,
+        nodes=cluster.ids,
+        concurrency=6,
+        history=writer,
+        rng=random.Random(5),
+        idempotent=wl.idempotent,
+    )
+    try:
+        it.run(gen.phases(gen.clients(gen.limit(300, wl.generator)), gen.clients(wl.final_generator)))
+    finally:
+        writer.close()
+    ops = list(read_history(path))
+    done = [op for op in ops if op.type == "ok"]
+    ranges = [op for op in done if op.f == "read-range"]
+    assert {op.node for op in ranges} == set(cluster.ids)  # every node read during the run
+    assert all(isinstance(op.extra["from_index"], int) and op.extra["to_end"] for op in ranges)
+    assert any(x is not None for op in ranges for x in op.value)
+    appends = sorted(op.value for op in ops if op.f == "append" and op.type == "invoke")
+    assert appends == list(range(len(appends)))  # unique values, none skipped by the reads
+    assert sorted(op.node for op in done if op.f == "read") == sorted(cluster.ids)
+    for checker in (LogChecker(), LogReadsChecker()):
+        r = checker.check({"workload": "log"}, path, {})
+        assert r["valid"] is True, r
+    r = LogReadsChecker().check({"workload": "log"}, path, {})
+    assert r["reads"] == len(ranges) + 3 and r["ok_count"] == r["known_count"] > 0
+
+
+def test_read_range_stays_on_its_node(local: tuple[Cluster, SimpleNamespace]) -> None:
+    cluster, test = local
+    leader = cluster.leader()
+    with cluster.client() as c:
+        for v in range(5):
+            assert c.append(str(v).encode()).ok
+    cluster.wait_caught_up()
+    follower = next(n for n in cluster.ids if n != leader)
+    client = log.LogClient(window=3).open(test, follower)
+    try:
+        comp = client.invoke(test, Op("invoke", 0, "read-range", None, time=0, index=0))
+    finally:
+        client.close(test)
+    assert comp.type == "ok" and comp.node == follower
+    commit = comp.extra["commit_index"]
+    assert comp.extra["from_index"] == commit - 2 and comp.extra["to_end"] is True
+    assert comp.value[-1] == 4 and len(comp.value) == 3
+    cluster.kill(follower)
+    client = log.LogClient().open(test, follower)
+    try:
+        down = client.invoke(test, Op("invoke", 0, "read-range", None, time=0, index=1))
+    finally:
+        client.close(test)
+    assert down.type == "fail" and down.node == follower  # never answered by another member
+
+
+def test_sticky_register_process_records_its_nodes_answer(local: tuple[Cluster, SimpleNamespace]) -> None:
+    cluster, test = local
+    leader = cluster.leader()
+    follower = next(n for n in cluster.ids if n != leader)
+    client = register.RegisterClient().open(test, follower)
+    try:
+        follows = client.invoke(test, Op("invoke", 0, "write", 3, time=0, index=0, key=1))
+        sticks = client.invoke(test, Op("invoke", 1, "write", 4, time=0, index=1, key=1))
+        read = client.invoke(test, Op("invoke", 0, "read", None, time=0, index=2, key=1))
+    finally:
+        client.close(test)
+    assert follows.type == "ok" and "sticky" not in follows.extra
+    assert sticks.type == "fail" and sticks.extra["sticky"] is True and sticks.node == follower
+    assert "NOT_LEADER" in (sticks.error or "")
+    assert read.type == "ok" and read.value == 3  # the sticky write never happened
+    off = register.RegisterClient(sticky=False).open(test, follower)
+    try:
+        assert off.invoke(test, Op("invoke", 1, "write", 4, time=0, index=3, key=1)).type == "ok"
+    finally:
+        off.close(test)
+    with pytest.raises(ValueError, match="sticky"):
+        DLedgerClient(cluster.peers, sticky=True)
