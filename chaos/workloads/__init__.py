@@ -8,8 +8,8 @@ A workload is one module ``chaos/workloads/<name>.py`` with a function ``workloa
 - ``generator``: the client ops of the main phase (unbounded; the runner applies ``--rate`` and
   ``--time-limit``), see :mod:`chaos.control.generator`;
 - ``final_generator``: client ops after the faults are healed (e.g. final reads), or None;
-- ``checkers``: checker names for ``chaos.history.checkers.checkers_for`` (``linear``, ``log``, ``set``,
-  ``stats``, ``perf``), and ``model`` for ``linear``;
+- ``checkers``: checker names for ``chaos.history.checkers.checkers_for`` (``linear``, ``log``,
+  ``log-reads``, ``set``, ``stats``, ``perf``), and ``model`` for ``linear``;
 - ``idempotent``: fs whose indeterminate completions are recorded as ``fail``.
 """
 
@@ -22,8 +22,8 @@ from typing import Any
 
 # name -> one-line description (for `chaos run --help`)
 WORKLOADS: dict[str, str] = {
-    "register": "independent keys, each a read/write/cas register on small ints; checked linearizable per key",
-    "log": "unique appends to the DLedger log, final read on every node; checks lost/duplicate/unexpected",
+    "register": "independent keys, read/write/cas registers, some processes stuck to their node; linearizable per key",
+    "log": "unique appends, reads of every node during the run and at the end; set-full and log checks",
 }
 
 
