@@ -168,7 +168,14 @@ def soft_reset_script(path: str, pidfile: str) -> str:
 
 
 class ClockNemesis:
-    """``start-clock`` / ``stop-clock``: bump, drift or strobe the server's monotonic clock."""
+    """``start-clock`` / ``stop-clock``: bump, drift or strobe the server's monotonic clock.
+
+    ``targets``: node specs drawn from (``chaos.nemesis.base.choose_nodes``; ``leader`` is the
+    moment leases care about). ``max_rate``: drift rates are drawn in ``[1/max_rate, max_rate]``;
+    the default 1.2 keeps any two clocks within a ratio of 1.44, inside the 1.5 the server's lease
+    tolerates (``lease_ms / (lease_ms - heartbeat_ms)``), so a correct server stays valid with
+    ``--read-mode lease``; larger rates break the lease's assumption by design.
+    """
 
     kind = "clock"
 
@@ -176,7 +183,7 @@ class ClockNemesis:
         self,
         modes: Sequence[str] = MODES,
         max_offset_ms: float = 240_000,
-        targets: Sequence[str] = ("one", "minority", "all"),
+        targets: Sequence[str] = ("one", "minority", "leader", "all"),
         max_rate: float = 1.2,
     ) -> None:
         modes = ["rate" if m == "skew" else m for m in modes]
