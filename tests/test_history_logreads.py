@@ -145,3 +145,14 @@ def test_unknown_without_reads_or_final_reads(tmp_path: Path) -> None:
 def test_log_workload_checks_reads_by_default() -> None:
     assert "log-reads" in checkers_for({"workload": "log"})
     assert isinstance(checkers_for({"checkers": ["log-reads"]})["log-reads"], LogReadsChecker)
+
+
+def test_read_before_a_definitely_failed_append_completes_is_unexpected(tmp_path: Path) -> None:
+    b, log = _clean()
+    b.op("invoke", 7, "append", 500)
+    _range(b, 8, "n2", 5, [104, 500])
+    b.op("fail", 7, "append", 500, error="NOT_LEADER")
+    _final(b, [*log, 500])
+    r = _check(tmp_path, b)
+    assert r["valid"] is False and r["unexpected_count"] == 1, r
+    assert r["unexpected"][0]["reason"] == "append definitely failed" and r["lost_count"] == 0

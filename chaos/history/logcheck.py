@@ -475,6 +475,7 @@ class _ReadsAcc:
         self._div_seen: set[int] = set()
         self._unexp_seen: set[Any] = set()
         self._dup_seen: set[Any] = set()
+        self.read_seen: dict[Any, tuple[int, dict[str, Any]]] = {}  # value -> first read observation
 
     def _observe(self, index: int, value: Any, time_ns: int, obs: dict[str, Any]) -> None:
         if value is None:
@@ -502,6 +503,7 @@ class _ReadsAcc:
         if v not in self.known:
             self.known[v] = (time_ns, index, obs)
         if obs.get("kind") == "read":
+            self.read_seen.setdefault(v, (index, obs))
             status = self.attempted.get(v)
             if (status is None or status == _FAIL) and v not in self._unexp_seen:
                 self._unexp_seen.add(v)
@@ -600,6 +602,11 @@ class _ReadsAcc:
                     )
                     lost.add({"value": v, "index": i, "known": obs, "reason": f"known, then {why}"})
         stale.sort(key=lambda d: -d["stable_latency_ms"])
+        # a value read before its append completed, and the append then definitely failed
+        for v, (i, obs) in self.read_seen.items():
+            if self.attempted.get(v) == _FAIL and v not in self._unexp_seen:
+                self._unexp_seen.add(v)
+                self.unexpected.add({"value": v, "index": i, "reason": "append definitely failed", **obs})
         out.update(
             ok_count=ok_count,
             stale_count=len(stale),
