@@ -969,6 +969,17 @@ class Server:
         if len(self._waiters) >= self.cfg.max_pending:
             self._reply(conn, code, opaque, Code.LEADER_PENDING_FULL)
             return
+        file_size = getattr(self.store, "data_file_size", None)
+        if file_size is not None and len(data) + 56 > file_size:  # 48-byte header + 8-byte blank
+            # refused here: the store's own refusal is a StoreError, which stops the member
+            self._reply(
+                conn,
+                code,
+                opaque,
+                Code.UNEXPECTED_ARGUMENT,
+                error=f"entry of {len(data)} bytes does not fit a data file of {file_size} bytes",
+            )
+            return
         rc, entry = self.core.propose(data, self._now())
         if rc != Code.SUCCESS or entry is None:
             self._reply(conn, code, opaque, rc)

@@ -290,3 +290,18 @@ def test_big_unfinished_frames_and_a_thousand_idle_connections_stay_bounded(
     for n in c.ids:
         print(f"{n}: peak RSS {peaks[n] // 1024} MiB (bound {RSS_BOUND_KIB // 1024} MiB)")
     assert_group_works(c, "after-flood")
+
+
+@pytest.mark.slow
+def test_an_entry_larger_than_a_data_file_is_refused_and_the_member_stays_up(
+    cluster_factory,  # type: ignore[no-untyped-def]
+) -> None:
+    c: Cluster = cluster_factory("--data-file-size", "4096")
+    c.leader(timeout=30)
+    with c.client(timeout=3.0) as cl:
+        r = cl.append(b"x" * 5000)
+        assert r.code == 411 and "does not fit a data file of 4096 bytes" in (r.error or ""), r
+        assert cl.kv_put("k", "y" * 5000).code == 411
+        ok = cl.append(b"small")
+        assert ok.ok, ok
+    assert all(p.poll() is None for p in c.procs.values())
