@@ -1,10 +1,21 @@
-"""A deterministic simulation of a DLedger group: the sans-IO cores on a simulated network and clock.
+"""A deterministic simulation of a DLedger group: the real core and runtime driver on a simulated
+network, disk and clock.
 
-Every member is a :class:`dledger.core.Core` over a :class:`~dledger.store.MemoryLogStore`; messages
-are delivered after a seeded random latency unless the pair is partitioned, the receiver is down, or
-``drop`` says so. Time is simulated milliseconds. While running, the simulation checks Raft's safety
-properties (paper section 5.2 election safety, 5.4.3 state machine safety) and raises
-:class:`SafetyViolation` at the first breach.
+Every member is a :class:`dledger.core.Core` driven by the same :class:`dledger.driver.Driver` the
+asyncio server uses, over a :class:`SimLogStore` (in memory; a crash loses what was not synced) and a
+state machine. Messages are delivered after a seeded random latency (so they reorder) unless the pair
+is partitioned, the receiver is down, the link drops it (``loss``) or ``drop`` says so; ``duplicate``
+delivers some twice. A paused member keeps its queue and resumes with it. Time is simulated
+milliseconds; each member's clock may run at its own rate. One seed decides everything: separate
+``random.Random`` streams for the network, the cores and the caller (``rng``), so the same seed gives
+the same run.
+
+While running, the simulation checks Raft's safety properties (paper figure 3) and raises
+:class:`SafetyViolation` at the first breach: election safety (one leader per term, and no member
+leading twice in a term; one vote per member per term), leader completeness (a new leader holds
+every committed entry), log matching (at each election and in :meth:`Sim.check_all`) and state
+machine safety (one entry committed per index). Sources: TigerBeetle's VOPR and FoundationDB's
+simulator (see ../shared/reference/simulation.md), etcd-io/raft's Ready loop.
 """
 
 from __future__ import annotations
@@ -12,28 +23,41 @@ from __future__ import annotations
 import heapq
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+import msgpack
+
 from dledger.core import Core, CoreConfig, Role
-from dledger.protocol import Message
+from dledger.driver import Driver
+from dledger.protocol import Code, Message
+from dledger.statemachine import StateMachine
 from dledger.store import Entry, MemoryLogStore
 
 
 class SimLogStore(MemoryLogStore):
-    """MemoryLogStore plus the two calls snapshots need: ``compact_prefix`` and ``reset``."""
+    """MemoryLogStore with the whole :class:`~dledger.store.RuntimeLogStore` interface; ``crash()``
+    drops what was appended after the last ``sync()``."""
 
     def __init__(self) -> None:
         super().__init__()
         self._base_term = -1
+        self.checkpoint = -1
 
     @property
     def end_term(self) -> int:
         return self._entries[-1].term if self._entries else self._base_term
 
+    def term_at(self, index: int) -> int:
+        if index == self._begin - 1:
+            return self._base_term
+        return super().term_at(index)
+
     def compact_prefix(self, index: int) -> int:
         """Drop entries before ``index``; return the new begin index."""
         if index <= self._begin:
             return self._begin
+        index = min(index, self.end_index + 1)
         self._base_term = self.get(index - 1).term
         del self._entries[: index - self._begin]
         self._begin = index
@@ -47,29 +71,166 @@ class SimLogStore(MemoryLogStore):
         self._base_term = last_term
         self.synced_index = begin_index - 1
 
+    def truncate_suffix(self, index: int) -> None:
+        if index >= self.end_index:
+            return
+        keep = max(index + 1 - self._begin, 0)
+        if keep == 0:
+            self._next_pos = self._entries[0].pos  # the log continues where it began
+        del self._entries[keep:]
+        if self._entries:
+            last = self._entries[-1]
+            self._next_pos = last.pos + last.size
+        self.synced_index = min(self.synced_index, self.end_index)
+
+    def chain_at(self, index: int) -> int:
+        return -1
+
+    def get_range(self, lo: int, hi: int) -> list[Entry]:
+        if lo > hi:
+            return []
+        if lo < self._begin or hi > self.end_index:
+            raise IndexError(f"range [{lo}, {hi}] outside [{self._begin}, {self.end_index}]")
+        return self._entries[lo - self._begin : hi - self._begin + 1]
+
+    def flush_writes(self) -> None:
+        pass
+
+    def save_checkpoint(self, committed_index: int) -> int:
+        self.checkpoint = min(max(committed_index, self.checkpoint), self.synced_index)
+        return self.checkpoint
+
+    def crash(self) -> None:
+        """Lose every entry appended after the last sync (the page cache is gone)."""
+        if self.synced_index < self.end_index:
+            self.truncate_suffix(max(self.synced_index, self._begin - 1))
+
+
+class LogStateMachine:
+    """A state machine that records what it applied, ``(index, term, body)`` per entry; snapshots
+    are opaque bytes (the last one loaded is ``loaded``)."""
+
+    def __init__(self) -> None:
+        self.applied: list[tuple[int, int, bytes]] = []
+        self.loaded: bytes | None = None
+
+    def on_apply(self, entries: list[Entry]) -> list[Any]:
+        self.applied.extend((e.index, e.term, e.body) for e in entries)
+        return [None] * len(entries)
+
+    def on_snapshot_save(self) -> bytes:
+        return msgpack.packb([list(a) for a in self.applied[-1:]])
+
+    def on_snapshot_load(self, data: bytes) -> None:
+        self.loaded = data
+        self.applied = []
+
+    def on_shutdown(self) -> None:
+        pass
+
+    def get(self, key: str) -> Any:
+        return None
+
 
 class SafetyViolation(AssertionError):
-    """Two leaders in one term (or one member leading twice in a term), two votes by one member in
-    one term, or two different entries committed at one index."""
+    """A breach of Raft's safety properties: two leaders in one term (or one member leading twice
+    in a term), two votes by one member in one term, a new leader without a committed entry, two
+    logs that share an entry but not the prefix before it, or two entries committed at one index."""
+
+
+@dataclass
+class SimWaiter:
+    """A client request waiting on a member's driver (see :class:`dledger.driver.Pending`)."""
+
+    kind: str
+    term: int
+    token: Any
+    key: str | None = None
+    deadline: float = float("inf")
+
+
+class _Hard:
+    """currTerm/votedFor of one member, kept in ``Sim.hard`` (survives crashes: saved synchronously)."""
+
+    def __init__(self, sim: Sim, node: str) -> None:
+        self.sim, self.node = sim, node
+
+    def load(self) -> tuple[int, str | None]:
+        return self.sim.hard[self.node]
+
+    def save(self, term: int, vote: str | None) -> None:
+        self.sim._hard_saved(self.node, term, vote)
+
+
+class _Host:
+    """The driver's host for one member: the simulated network, an instant fsync, answers to
+    ``Sim.on_answer``."""
+
+    def __init__(self, sim: Sim, node: str) -> None:
+        self.sim, self.node = sim, node
+
+    def send(self, msg: Message) -> None:
+        self.sim._send(msg)
+
+    def start_sync(self, done: Callable[[int], None]) -> None:
+        done(self.sim.stores[self.node].sync())
+
+    def answer(self, waiter: Any, code: int, **fields: Any) -> None:
+        self.sim._answered(self.node, waiter, code, fields)
+
+    def save_snapshot(self, index: int, term: int, data: bytes, done: Callable[[], None] | None) -> None:
+        if done is None:
+            self.sim.installed[self.node].append((index, term, data))
+        else:
+            done()
 
 
 class Sim:
-    """``n`` members named s1..sn; ``seed`` fixes every random choice; ``cfg`` overrides CoreConfig."""
+    """``n`` members named s1..sn; ``seed`` fixes every random choice; ``latency`` is the
+    (min, max) one-way delay in ms; ``cfg`` overrides CoreConfig. ``state_machine`` makes each
+    member's state machine (default :class:`LogStateMachine`); ``flush`` is the driver's flush
+    policy; ``snapshot_every`` its snapshot threshold. ``on_answer(node, token, code, fields)``
+    receives the answers to :meth:`submit`."""
 
-    def __init__(self, n: int = 3, seed: int = 0, latency: tuple[int, int] = (1, 3), **cfg: Any) -> None:
+    def __init__(
+        self,
+        n: int = 3,
+        seed: int = 0,
+        latency: tuple[int, int] = (1, 3),
+        *,
+        state_machine: Callable[[], StateMachine] = LogStateMachine,
+        flush: str = "sync",
+        snapshot_every: int = 0,
+        **cfg: Any,
+    ) -> None:
         self.ids = [f"s{i + 1}" for i in range(n)]
-        self.rng = random.Random(seed)
+        self.rng = random.Random(seed)  # the caller's stream (schedules)
+        # latencies and the cores' seeds come from the caller's stream too, as they always did, so
+        # the regression seeds of the core tests keep their schedules; chaos.sim draws its
+        # workload and faults from streams of its own
+        self.net_rng = self.rng
+        self._core_rng = self.rng
         self.latency = latency
+        self.loss = 0.0  # probability that a message is lost
+        self.duplicate = 0.0  # probability that a message is delivered twice
         self.cfg = cfg
+        self.state_machine = state_machine
+        self.flush = flush
+        self.snapshot_every = snapshot_every
         self.now = 0
         self._clock: dict[str, tuple[int, int, float]] = {}  # node -> (since, local then, rate)
-        self.reads: dict[str, list[tuple[int, int]]] = {i: [] for i in self.ids}  # confirmed reads
+        self.reads: dict[str, list[tuple[int, int]]] = {i: [] for i in self.ids}  # answered reads
         self.stores: dict[str, SimLogStore] = {i: SimLogStore() for i in self.ids}
         self.installed: dict[str, list[tuple[int, int, bytes]]] = {i: [] for i in self.ids}
         self.hard: dict[str, tuple[int, str | None]] = {i: (0, None) for i in self.ids}
         self.nodes: dict[str, Core] = {}
+        self.drivers: dict[str, Driver] = {}
+        self.sms: dict[str, StateMachine] = {}
+        self.paused: set[str] = set()
+        self._inbox: dict[str, list[Message]] = {i: [] for i in self.ids}  # held while paused
         self.blocked: set[tuple[str, str]] = set()
         self.drop: Callable[[Message], bool] | None = None
+        self.on_answer: Callable[[str, Any, int, dict[str, Any]], None] | None = None
         self._queue: list[tuple[int, int, Message]] = []
         self._seq = 0
         self.leaders: dict[int, str] = {}  # term -> leader (election safety)
@@ -79,30 +240,70 @@ class Sim:
         self.committed: dict[int, tuple[int, bytes]] = {}  # index -> (term, body) (state machine safety)
         self.max_term_seen = 0
         self._checked: dict[str, int] = {}
+        self.steps = 0
         for i in self.ids:
             self.start(i)
 
     # ------------------------------------------------------------ membership
 
     def start(self, node: str) -> Core:
-        """(Re)start ``node`` from its store and persisted term/vote."""
+        """(Re)start ``node`` from its store and persisted term/vote; the state machine is rebuilt
+        from the checkpointed commitIndex as the server's replay does."""
         term, vote = self.hard[node]
+        store = self.stores[node]
         core = Core(
             CoreConfig(self_id=node, peers=self.ids, **self.cfg),
-            self.stores[node],
+            store,
             term=term,
             vote_for=vote,
-            rng=random.Random(self.rng.random()),
+            rng=random.Random(self._core_rng.random()),
             now=self.local(node),
         )
+        sm = self.state_machine()
         self.nodes[node] = core
+        self.sms[node] = sm
+        self.drivers[node] = Driver(
+            core,
+            store,
+            _Hard(self, node),
+            sm,
+            _Host(self, node),
+            flush=self.flush,
+            last_applied=store.begin_index - 1,
+            snapshot_every=self.snapshot_every,
+        )
         self._checked[node] = -1
         self._leading[node] = False
+        self.paused.discard(node)
+        self._inbox[node] = []
         return core
 
     def crash(self, node: str) -> None:
-        """Stop ``node``; its synced log and term/vote survive (every write is synced here)."""
-        self.nodes.pop(node, None)
+        """Stop ``node``: its waiting requests are lost, and so is what its store had not synced;
+        term/vote survive (they are saved synchronously)."""
+        core = self.nodes.pop(node, None)
+        drv = self.drivers.pop(node, None)
+        if drv is not None:
+            drv.stopped = True
+        self.sms.pop(node, None)
+        self.paused.discard(node)
+        self._inbox[node] = []
+        if core is not None:
+            self.stores[node].crash()
+
+    def pause(self, node: str) -> None:
+        """SIGSTOP: ``node`` neither ticks nor receives; messages to it wait in its queue."""
+        if node in self.nodes:
+            self.paused.add(node)
+
+    def resume(self, node: str) -> None:
+        """SIGCONT: ``node`` handles its queued messages, then ticks again."""
+        if node not in self.paused:
+            return
+        self.paused.discard(node)
+        queued, self._inbox[node] = self._inbox[node], []
+        for msg in queued:
+            self._deliver(msg)
 
     def partition(self, *groups: list[str]) -> None:
         """Only members of the same group can talk; members in no group are isolated."""
@@ -127,33 +328,61 @@ class Sim:
         """The live leader with the highest term, if any."""
         best = None
         for i, c in self.nodes.items():
-            if c.role == Role.LEADER and (best is None or c.term > self.nodes[best].term):
+            if (
+                c.role == Role.LEADER
+                and i not in self.paused
+                and (best is None or c.term > self.nodes[best].term)
+            ):
                 best = i
         return best
 
     def run(self, ms: int, until: Callable[[], bool] | None = None) -> bool:
-        """Advance ``ms`` simulated milliseconds (1 ms steps, ticks every 10 ms); stop early when
-        ``until()`` holds and return True then."""
+        """Advance ``ms`` simulated milliseconds (ticks every 10 ms); stop early when ``until()``
+        holds (checked every ms) and return True then."""
+        if until is None:
+            self.run_to(self.now + ms)
+            return False
         end = self.now + ms
         while self.now < end:
-            self.now += 1
-            while self._queue and self._queue[0][0] <= self.now:
-                _, _, msg = heapq.heappop(self._queue)
-                core = self.nodes.get(msg.dst)
-                if core is not None:
-                    core.step(msg, self.local(msg.dst))
-                    self._process(msg.dst)
-            if self.now % 10 == 0:
-                for i in list(self.nodes):
-                    self.nodes[i].tick(self.local(i))
-                    self._process(i)
-            if until is not None and until():
+            self.run_to(self.now + 1)
+            if until():
                 return True
-        return until is not None and until()
+        return until()
+
+    def run_to(self, t: int) -> None:
+        """Advance the clock to ``t`` ms, delivering due messages and ticking every member every
+        10 ms; the clock jumps over quiet stretches."""
+        queue = self._queue
+        while self.now < t:
+            nxt = min(t, (self.now // 10 + 1) * 10)
+            if queue and queue[0][0] < nxt:
+                nxt = max(queue[0][0], self.now + 1)
+            self.now = nxt
+            while queue and queue[0][0] <= nxt:
+                _, _, msg = heapq.heappop(queue)
+                self._deliver(msg)
+            if nxt % 10 == 0:
+                for i in list(self.nodes):
+                    if i not in self.paused:
+                        self.nodes[i].tick(self.local(i))
+                        self._process(i)
+
+    def _deliver(self, msg: Message) -> None:
+        core = self.nodes.get(msg.dst)
+        if core is None:
+            return
+        if msg.dst in self.paused:
+            self._inbox[msg.dst].append(msg)
+            return
+        core.step(msg, self.local(msg.dst))
+        self._process(msg.dst)
 
     def local(self, node: str) -> int:
         """``node``'s clock in ms: simulated time, or slower/faster after :meth:`set_clock_rate`."""
-        since, base, rate = self._clock.get(node, (0, 0, 1.0))
+        clock = self._clock.get(node)
+        if clock is None:
+            return self.now
+        since, base, rate = clock
         return base + int((self.now - since) * rate)
 
     def set_clock_rate(self, node: str, rate: float) -> None:
@@ -161,8 +390,11 @@ class Sim:
         self._clock[node] = (self.now, self.local(node), rate)
 
     def read_index(self, node: str, read_id: int, lease: bool = False) -> int:
-        """Ask ``node`` for a linearizable read; confirmed ones land in ``reads[node]``."""
+        """Ask ``node`` for a linearizable read; answered ones land in ``reads[node]`` as
+        ``(read_id, read index)``."""
         code = self.nodes[node].read_index(read_id, self.local(node), lease=lease)
+        if code == Code.SUCCESS:
+            self.drivers[node].reads[read_id] = SimWaiter("read", self.nodes[node].term, ("read", read_id))
         self._process(node)
         return code
 
@@ -184,37 +416,70 @@ class Sim:
         self._process(ld)
         return e
 
+    def submit(self, node: str, kind: str, body: bytes, token: Any, key: str | None = None) -> int:
+        """A client request to ``node`` as the server takes it: ``kind`` "append"/"kv:*" proposes
+        ``body`` (answered through ``on_answer`` once applied); "read" starts a read index for
+        ``key``. Returns the immediate code (SUCCESS when accepted; NOT_LEADER etc. otherwise)."""
+        core = self.nodes.get(node)
+        if core is None or node in self.paused:
+            return Code.NOT_LEADER
+        drv = self.drivers[node]
+        if kind == "read":
+            self._seq += 1
+            rid = self._seq
+            code = core.read_index(rid, self.local(node))
+            if code == Code.SUCCESS:
+                drv.reads[rid] = SimWaiter("read", core.term, token, key)
+        else:
+            code, entry = core.propose(body, self.local(node))
+            if code == Code.SUCCESS and entry is not None:
+                drv.waiters[entry.index] = SimWaiter(kind, entry.term, token, key)
+        self._process(node)
+        return code
+
+    def _answered(self, node: str, waiter: Any, code: int, fields: dict[str, Any]) -> None:
+        token = waiter.token
+        if isinstance(token, tuple) and len(token) == 2 and token[0] == "read":
+            if code == Code.SUCCESS:
+                self.reads[node].append((token[1], fields["index"]))
+            return
+        if self.on_answer is not None:
+            self.on_answer(node, token, code, fields)
+
     def _process(self, node: str) -> None:
         core = self.nodes[node]
-        for _ in range(4):
-            rd = core.ready(self.local(node))
-            self.reads[node].extend(rd.reads)
-            if rd.hard_state is not None:
-                self.hard[node] = rd.hard_state
-                term, vote = rd.hard_state
-                if vote is not None and self.votes.setdefault((node, term), vote) != vote:
-                    raise SafetyViolation(
-                        f"{node} voted twice in term {term}: {self.votes[(node, term)]} and {vote}"
-                    )
-            if rd.snapshot_install is not None:
-                self.installed[node].append(rd.snapshot_install)
-            if rd.need_sync:
-                self.stores[node].sync()
-            core.on_synced(self.stores[node].end_index, self.local(node))
-            for m in rd.messages:
-                self._send(m)
-            self._check(node)
-            if not core.has_ready():
-                break
+        drv = self.drivers[node]
+        if core.role != Role.LEADER and not core.has_ready() and core.commit_index <= drv.last_applied:
+            # nothing for the driver to do (a leader always drains: it replicates from ready())
+            if core.commit_index > self._checked[node] or self._leading[node]:
+                self._check(node)
+            return
+        drv.drain(self.local(node))
+        self._check(node)
 
     def _send(self, m: Message) -> None:
         if (m.src, m.dst) in self.blocked or (self.drop is not None and self.drop(m)):
             return
-        self._seq += 1
-        heapq.heappush(self._queue, (self.now + self.rng.randint(*self.latency), self._seq, m))
+        rng = self.net_rng
+        if self.loss and rng.random() < self.loss:
+            return
+        copies = 2 if self.duplicate and rng.random() < self.duplicate else 1
+        for _ in range(copies):
+            self._seq += 1
+            heapq.heappush(self._queue, (self.now + rng.randint(*self.latency), self._seq, m))
+
+    # ------------------------------------------------------------ safety
+
+    def _hard_saved(self, node: str, term: int, vote: str | None) -> None:
+        self.hard[node] = (term, vote)
+        if vote is not None and self.votes.setdefault((node, term), vote) != vote:
+            raise SafetyViolation(f"{node} voted twice in term {term}: {self.votes[(node, term)]} and {vote}")
 
     def _check(self, node: str) -> None:
-        core = self.nodes[node]
+        self.steps += 1
+        core = self.nodes.get(node)
+        if core is None:
+            return
         self.max_term_seen = max(self.max_term_seen, core.term)
         leading = core.role == Role.LEADER
         if leading:
@@ -225,6 +490,7 @@ class Sim:
                 if (node, core.term) in self._stints:
                     raise SafetyViolation(f"{node} became leader twice in term {core.term}")
                 self._stints.add((node, core.term))
+                self._check_new_leader(node)
         self._leading[node] = leading
         st = self.stores[node]
         start = max(st.begin_index, self._checked[node] + 1)
@@ -237,11 +503,49 @@ class Sim:
                     f"{node} committed ({e.term}, {e.body!r}) at {i}, but ({seen[0]}, {seen[1]!r}) was committed there"
                 )
 
+    def _check_new_leader(self, node: str) -> None:
+        """Leader completeness (Raft 5.4): the new leader holds every committed entry it has not
+        compacted away; and its log matches every other log (5.3)."""
+        st = self.stores[node]
+        for i, (term, body) in self.committed.items():
+            if i < st.begin_index:
+                continue
+            if i > st.end_index or (st.get(i).term, st.get(i).body) != (term, body):
+                raise SafetyViolation(
+                    f"{node} became leader in term {self.nodes[node].term} without committed entry {i}"
+                )
+        for other in self.ids:
+            if other != node:
+                self._check_matching(node, other)
+
+    def _check_matching(self, a: str, b: str) -> None:
+        """Log matching: if two logs hold an entry with the same index and term, the logs are
+        identical up to it."""
+        sa, sb = self.stores[a], self.stores[b]
+        lo, hi = max(sa.begin_index, sb.begin_index), min(sa.end_index, sb.end_index)
+        same_from = None
+        for i in range(hi, lo - 1, -1):
+            if sa.get(i).term == sb.get(i).term:
+                same_from = i
+                break
+        if same_from is None:
+            return
+        for i in range(lo, same_from + 1):
+            ea, eb = sa.get(i), sb.get(i)
+            if (ea.term, ea.body) != (eb.term, eb.body):
+                raise SafetyViolation(
+                    f"log matching: {a} and {b} agree on the term at {same_from} but differ at {i}"
+                )
+
     def check_all(self) -> None:
-        """Re-check every member's whole committed prefix (entries must not change once committed)."""
+        """Re-check every member's whole committed prefix (entries must not change once committed)
+        and log matching between every pair of members."""
         for i in self.nodes:
             self._checked[i] = -1
             self._check(i)
+        for k, a in enumerate(self.ids):
+            for b in self.ids[k + 1 :]:
+                self._check_matching(a, b)
 
     def logs(self) -> dict[str, list[tuple[int, bytes]]]:
         """Each member's log as (term, body) pairs."""

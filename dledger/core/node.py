@@ -41,7 +41,7 @@ from dledger.protocol import (
     VoteResponse,
     VoteResult,
 )
-from dledger.store import MAGIC_NOOP, MAGIC_NORMAL, Entry, LogStore, StoreError
+from dledger.store import MAGIC_NOOP, MAGIC_NORMAL, Entry, LogStore, SnapshotLogStore, StoreError
 
 log = logging.getLogger("dledger.core")
 
@@ -139,6 +139,8 @@ class Core:
     ) -> None:
         self.cfg = cfg
         self.store = store
+        # INSTALL_SNAPSHOT needs a store that can start over (SnapshotLogStore); None otherwise
+        self._snap_store: SnapshotLogStore | None = store if isinstance(store, SnapshotLogStore) else None
         self.rng = rng or random.Random()
         self.id = cfg.self_id
         self.others = [p for p in cfg.peers if p != cfg.self_id]
@@ -771,8 +773,8 @@ class Core:
                     continue
                 p.last_send = now
                 p.waiting_since = now
-                chain_at = getattr(self.store, "chain_at", None)
-                chain = chain_at(s_index) if chain_at is not None and s_index >= begin else -1
+                snap_store = self._snap_store
+                chain = snap_store.chain_at(s_index) if snap_store is not None and s_index >= begin else -1
                 self._send(
                     self._push_request(
                         p,
@@ -1093,8 +1095,8 @@ class Core:
         if st.begin_index <= s_index <= st.end_index and st.term_at(s_index) == s_term:
             self.verified_index = max(self.verified_index, s_index)  # we hold it already
             return Code.SUCCESS, s_index
-        reset = getattr(st, "reset", None)
-        if reset is None:
+        snap_store = self._snap_store
+        if snap_store is None:
             log.error(
                 "%s: the log store cannot start over at %d; INSTALL_SNAPSHOT refused", self.id, s_index + 1
             )
@@ -1109,7 +1111,7 @@ class Core:
             s_term,
             s_index + 1,
         )
-        reset(s_index + 1, req.next_pos, s_term, req.chain_crc)
+        snap_store.reset(s_index + 1, req.next_pos, s_term, req.chain_crc)
         self._need_sync = True
         self.commit_index = s_index
         self.verified_index = s_index

@@ -12,7 +12,7 @@ Writes are not durable until :meth:`LogStore.sync` returns; the server decides w
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 MAGIC_NORMAL = 1
 MAGIC_NOOP = 2  # DLedger master's NOOP entry type; appended by a new leader (Raft section 5.4.2)
@@ -96,6 +96,44 @@ class LogStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class SnapshotLogStore(LogStore, Protocol):
+    """A log store that can drop a prefix after a snapshot and start over at a leader's snapshot
+    (DLedger master's INSTALL_SNAPSHOT). The core uses these when present; a plain LogStore answers
+    INSTALL_SNAPSHOT with UNSUPPORTED."""
+
+    def compact_prefix(self, index: int) -> int:
+        """Drop the entries before ``index`` (a snapshot covers them); return the new begin index."""
+        ...
+
+    def reset(self, begin_index: int, next_pos: int, last_term: int, chain_crc: int = -1) -> None:
+        """Forget every entry; the log continues at ``begin_index`` at byte ``next_pos``, the entry
+        before it having term ``last_term`` and chained CRC ``chain_crc`` (-1 when unknown)."""
+        ...
+
+    def chain_at(self, index: int) -> int:
+        """The chained CRC through the entry at ``index`` (-1 when the store keeps none)."""
+        ...
+
+
+class RuntimeLogStore(SnapshotLogStore, Protocol):
+    """Everything the runtime driver (:mod:`dledger.driver`) calls on a store, beyond the core's
+    needs: batched reads for the state machine, pushing buffered writes to the OS before anyone
+    hears of them, and the commitIndex checkpoint read back on restart."""
+
+    def get_range(self, lo: int, hi: int) -> list[Entry]:
+        """Entries ``lo..hi`` inclusive, in order; IndexError outside the held range."""
+        ...
+
+    def flush_writes(self) -> None:
+        """Hand buffered appends to the OS (not a sync)."""
+        ...
+
+    def save_checkpoint(self, committed_index: int) -> int:
+        """Record ``committed_index`` for the next start; return what was recorded."""
+        ...
 
 
 class MemoryLogStore:

@@ -1,0 +1,272 @@
+"""The runtime driver of a DLedger member: what is done with the core's :class:`~dledger.core.Ready`.
+
+One module, used by the asyncio server (:mod:`dledger.server`) and the deterministic simulation
+(:mod:`dledger.sim`), so what runs in production is what the simulator runs. For every ``Ready``, in
+the order of the core's contract (dledger.core.node's module docstring; etcd-io/raft's
+``Ready``/``Advance`` loop):
+
+1. hand buffered appends to the OS, persist ``(currTerm, votedFor)``;
+2. ``--flush sync``: hold the push answers (a follower's acknowledgements) until a group fsync covers
+   the entries, start that fsync through the host, report the durable end with ``Core.on_synced``
+   when it completes, then send them; ``--flush async``: report everything synced at once (DLedger);
+3. send the other messages;
+4. install a received snapshot into the state machine;
+5. apply committed entries in index order (DLedger's StateMachineCaller), answer the client
+   requests waiting on them, confirmed reads once their read index is applied, and transfers;
+6. every ``snapshot_every`` applied entries save a snapshot and compact the log once it is durable.
+
+The driver owns no clock, socket, thread or file: its :class:`Host` sends messages, runs the fsync
+and the snapshot save (at once or later), and delivers answers to clients. Times are the host's
+milliseconds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from dledger.core import Core, Role
+from dledger.protocol import Code, Message, PushResponse
+from dledger.statemachine import StateMachine
+from dledger.store import RuntimeLogStore
+
+log = logging.getLogger("dledger.driver")
+
+
+class HardStateStore(Protocol):
+    """currTerm/votedFor storage: ``save`` must be durable when it returns."""
+
+    def load(self) -> tuple[int, str | None]: ...
+
+    def save(self, term: int, vote: str | None) -> None: ...
+
+
+class Pending(Protocol):
+    """A client request waiting on the driver: ``kind`` is "append", "kv:put", "kv:get", "kv:cas",
+    "kv:delete", "read" or "transfer"; ``term`` the term its entry was proposed in; ``key`` the KV key
+    of a read; ``deadline`` in the host's unit for :meth:`Driver.expire`."""
+
+    kind: str
+    term: int
+    key: str | None
+    deadline: float
+
+
+class Host(Protocol):
+    """What the driver needs from its runtime."""
+
+    def send(self, msg: Message) -> None:
+        """Send a peer message (best effort)."""
+        ...
+
+    def start_sync(self, done: Callable[[int], None]) -> None:
+        """Make the store durable (``store.sync()``), then call ``done(durable end index)`` on the
+        driver's thread; at once or later. A failing sync is the host's to handle (stop the member)."""
+        ...
+
+    def answer(self, waiter: Any, code: int, **fields: Any) -> None:
+        """Deliver the answer to a client request."""
+        ...
+
+    def save_snapshot(self, index: int, term: int, data: bytes, done: Callable[[], None] | None) -> None:
+        """Persist a state machine snapshot; call ``done()`` once it is durable (never when the save
+        failed). ``done`` is None for a snapshot installed from the leader."""
+        ...
+
+
+class Driver:
+    """Carries out one member's ``Ready`` output.
+
+    ``flush`` is "sync" or "async"; ``last_applied`` the index the state machine holds (from a
+    snapshot or a replay); ``snapshot_every`` 0 disables local snapshots. The request tables
+    (``waiters`` by log index, ``reads`` by read id, ``transfers`` by transfer id) are filled by the
+    host and answered here.
+    """
+
+    def __init__(
+        self,
+        core: Core,
+        store: RuntimeLogStore,
+        hard: HardStateStore,
+        sm: StateMachine,
+        host: Host,
+        *,
+        flush: str = "sync",
+        last_applied: int = -1,
+        snapshot_every: int = 0,
+    ) -> None:
+        self.core = core
+        self.store = store
+        self.hard = hard
+        self.sm = sm
+        self.host = host
+        self.flush = flush
+        self.last_applied = last_applied
+        self.snap_index = last_applied
+        self.snapshot_every = snapshot_every
+        self.waiters: dict[int, Any] = {}
+        self.reads: dict[int, Any] = {}
+        self.ready_reads: list[tuple[int, Any]] = []  # (read index, waiter)
+        self.transfers: dict[int, Any] = {}
+        self.stopped = False
+        self._sync_running = False
+        self._sync_wanted = False
+        self._held: list[Message] = []
+        self._role = core.role
+
+    # ------------------------------------------------------------ the Ready loop
+
+    def drain(self, now: int) -> None:
+        """Collect and carry out the core's output until it has none (at most 8 rounds; the host
+        calls again on its next event)."""
+        core = self.core
+        for _ in range(8):
+            rd = core.ready(now)
+            self.store.flush_writes()  # appended records reach the OS before anyone hears of them
+            if rd.hard_state is not None:
+                self.hard.save(*rd.hard_state)
+            if self.flush == "sync":
+                if rd.need_sync:
+                    self._sync_wanted = True
+                    for m in rd.messages:
+                        (self._held.append if isinstance(m, PushResponse) else self.host.send)(m)
+                    self._kick_sync(now)
+                else:
+                    for m in rd.messages:
+                        self.host.send(m)
+            else:
+                core.on_synced(self.store.end_index, now)  # DLedger: acks never wait for disk
+                for m in rd.messages:
+                    self.host.send(m)
+            for read_id, idx in rd.reads:
+                w = self.reads.pop(read_id, None)
+                if w is not None:
+                    self.ready_reads.append((idx, w))
+            for read_id, code in rd.read_failures:
+                w = self.reads.pop(read_id, None)
+                if w is not None:
+                    self.host.answer(w, code)
+            if rd.snapshot_install is not None:
+                s_index, s_term, data = rd.snapshot_install
+                self.sm.on_snapshot_load(data)
+                self.last_applied = s_index
+                self.snap_index = s_index
+                self.host.save_snapshot(s_index, s_term, data, None)
+            for tid, code in rd.transfers:
+                w = self.transfers.pop(tid, None)
+                if w is not None:
+                    self.host.answer(w, code)
+            self.apply()
+            if core.role != self._role:
+                if self._role == Role.LEADER:
+                    # reads waiting for a confirmation from this leader cannot be confirmed any more
+                    for w in self.reads.values():
+                        self.host.answer(w, Code.NOT_LEADER)
+                    self.reads.clear()
+                self._role = core.role
+            if not core.has_ready() and core.commit_index <= self.last_applied:
+                break
+
+    # ------------------------------------------------------------ group commit
+
+    def _kick_sync(self, now: int) -> None:
+        """One fsync covering everything appended so far; the push answers held for it go out when
+        it completes (a follower acknowledges only durable entries)."""
+        if self._sync_running or not self._sync_wanted or self.stopped:
+            return
+        self._sync_running, self._sync_wanted = True, False
+        held, self._held = self._held, []
+        self.host.start_sync(lambda index: self._sync_done(index, held))
+
+    def _sync_done(self, index: int, held: list[Message]) -> None:
+        self._sync_running = False
+        if self.stopped:
+            return
+        now = self.core.now
+        self.core.on_synced(index, now)
+        for m in held:
+            self.host.send(m)
+        self._kick_sync(now)
+
+    # ------------------------------------------------------------ state machine
+
+    def apply(self) -> None:
+        """StateMachineCaller: apply (lastApplied, commitIndex] in order, then answer waiters."""
+        commit = self.core.commit_index
+        while self.last_applied < commit:
+            hi = min(commit, self.last_applied + 1000)
+            entries = self.store.get_range(self.last_applied + 1, hi)
+            results = self.sm.on_apply(entries)
+            self.last_applied = hi
+            if self.waiters:
+                for e, res in zip(entries, results, strict=True):
+                    w = self.waiters.pop(e.index, None)
+                    if w is None:
+                        continue
+                    if e.term != w.term:
+                        self.host.answer(
+                            w, Code.TERM_CHANGED, error=f"entry {e.index} was replaced by term {e.term}"
+                        )
+                    elif w.kind == "append":
+                        self.host.answer(w, Code.SUCCESS, index=e.index, pos=e.pos)
+                    elif w.kind == "kv:cas":
+                        self.host.answer(w, Code.SUCCESS, index=e.index, applied=bool(res))
+                    elif w.kind == "kv:get":
+                        self.host.answer(w, Code.SUCCESS, index=e.index, value=res)
+                    else:
+                        self.host.answer(w, Code.SUCCESS, index=e.index, result=res)
+        if self.ready_reads:
+            keep = []
+            for idx, w in self.ready_reads:
+                if idx <= self.last_applied:
+                    self.host.answer(w, Code.SUCCESS, value=self.sm.get(w.key or ""), index=idx)  # type: ignore[attr-defined]
+                else:
+                    keep.append((idx, w))
+            self.ready_reads = keep
+        self._maybe_snapshot()
+
+    def _maybe_snapshot(self) -> None:
+        """Every ``snapshot_every`` applied entries: save the state machine and, once the snapshot
+        is durable, drop the log prefix before it (DLedger master's snapshotThreshold)."""
+        if not self.snapshot_every or self.last_applied - self.snap_index < self.snapshot_every:
+            return
+        index = self.last_applied
+        term = self.store.term_at(index)
+        data = self.sm.on_snapshot_save()
+        self.snap_index = index
+        self.core.set_snapshot(index, term, data)
+
+        def durable() -> None:
+            if not self.stopped:
+                begin = self.store.compact_prefix(index)
+                log.info(
+                    "%s: snapshot at %d (term %d, %d bytes); log begins at %d",
+                    self.core.id,
+                    index,
+                    term,
+                    len(data),
+                    begin,
+                )
+
+        self.host.save_snapshot(index, term, data, durable)
+
+    # ------------------------------------------------------------ deadlines
+
+    def expire(self, now: float) -> None:
+        """Answer every request whose ``deadline`` (host units) passed: WAIT_QUORUM_ACK_TIMEOUT, or
+        TAKE_LEADERSHIP_FAILED for a transfer."""
+        for table in (self.waiters, self.reads, self.transfers):
+            if not table:
+                continue
+            dead = [k for k, w in table.items() if w.deadline <= now]
+            for k in dead:
+                w = table.pop(k)
+                code = Code.WAIT_QUORUM_ACK_TIMEOUT if w.kind != "transfer" else Code.TAKE_LEADERSHIP_FAILED
+                self.host.answer(w, code, error="timed out waiting for the quorum")
+        if self.ready_reads:
+            live = [(i, w) for i, w in self.ready_reads if w.deadline > now]
+            for _, w in self.ready_reads:
+                if w.deadline <= now:
+                    self.host.answer(w, Code.WAIT_QUORUM_ACK_TIMEOUT, error="timed out waiting for apply")
+            self.ready_reads = live
