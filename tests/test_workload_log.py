@@ -37,7 +37,7 @@ class LocalDB:
 def local(tmp_path: Path) -> Iterator[tuple[Cluster, SimpleNamespace]]:
     c = Cluster(tmp_path, 3)
     c.start_all()
-    c.leader()
+    c.leader(timeout=60)  # the machine is shared: an election may take a while under load
     try:
         yield c, SimpleNamespace(db=LocalDB(c), nodes=list(c.ids))
     finally:
@@ -85,7 +85,7 @@ def test_log_workload_reads_every_node_and_checks_valid(
 
 def test_read_range_stays_on_its_node(local: tuple[Cluster, SimpleNamespace]) -> None:
     cluster, test = local
-    leader = cluster.leader()
+    leader = cluster.leader(timeout=60)
     with cluster.client() as c:
         for v in range(5):
             assert c.append(str(v).encode()).ok
@@ -111,7 +111,7 @@ def test_read_range_stays_on_its_node(local: tuple[Cluster, SimpleNamespace]) ->
 
 def test_sticky_register_process_records_its_nodes_answer(local: tuple[Cluster, SimpleNamespace]) -> None:
     cluster, test = local
-    leader = cluster.leader()
+    leader = cluster.leader(timeout=60)
     follower = next(n for n in cluster.ids if n != leader)
     client = register.RegisterClient().open(test, follower)
     try:
