@@ -269,6 +269,7 @@ class Runner:
         writer = None
         interp: Any = None
         live_view: Any = None
+        observer: Any = None  # chaos.control.observer: leadership over time, into leadership.jsonl
         crashed: BaseException | None = None
         self.say(f"run directory {run.path}")
         try:
@@ -309,10 +310,15 @@ class Runner:
             )
             if live_view is not None:
                 live_view.phase = "main"
+            from chaos.control.observer import LEADERSHIP_FILE, LeadershipObserver
+
+            observer = LeadershipObserver(db, nodes, control, run.path / LEADERSHIP_FILE, clock)
+            observer.start()
             interp.run(gen.time_limit(o["time_limit"], main))
             if live_view is not None:
                 live_view.phase = "heal"
             self._heal(test, interp)
+            observer.stop()  # after the heal's stop ops, so the last fault windows are observed too
             self._recover(test)
             if workload.final_generator is not None:
                 if live_view is not None:
@@ -328,6 +334,8 @@ class Runner:
             crashed = e
             self.log.exception("run crashed")
         finally:
+            if observer is not None:
+                self._safe("stop the leadership observer", observer.stop)
             if interp is not None:
                 interp.stop()
             if live_view is not None:
@@ -396,7 +404,11 @@ class Runner:
         if stops:
             self.say(f"healing: {', '.join(s['f'] for s in stops)}")
             interp.run(gen.nemesis(stops))
-        nem.heal(test)
+        try:
+            nem.heal(test)
+        except Exception as e:  # e.g. a killed node that cannot start: the recovery wait judges it
+            self.log.exception("heal failed")
+            self.say(f"[yellow]heal failed:[/yellow] {escape(f'{type(e).__name__}: {e}')}")
 
     def _final_heal(self, test: Test) -> None:
         if test.nemesis is not None:

@@ -6,7 +6,8 @@ Follows Jepsen's ``jepsen.nemesis`` (``Nemesis`` + ``Reflection/fs``, ``compose`
 A nemesis op has ``process="nemesis"`` and ``type="info"`` on invocation and completion;
 ``f`` is ``start-<kind>`` or ``stop-<kind>``. The invocation value says what to do (a target
 spec like ``"minority"`` or an exact fault such as a grudge, so a recorded fault can be replayed);
-the completion value is the exact fault applied, as a JSON object.
+the completion value is the exact fault applied, as a JSON object, with ``applied`` (bool: did
+the fault take effect?) and, when it did not, ``why`` (see :func:`outcome`).
 """
 
 from __future__ import annotations
@@ -56,6 +57,20 @@ def complete(op: Op, value: Any, error: str | None = None) -> Op:
     if error is not None:
         done.error = error
     return done
+
+
+def outcome(value: dict[str, Any], applied: bool, why: str | None = None) -> dict[str, Any]:
+    """``value`` with the completion's verdict on the fault: ``applied`` (whether it took effect on
+    at least one node, as requested) and, when it did not, ``why`` (one sentence)."""
+    value["applied"] = bool(applied)
+    if not applied:
+        value["why"] = why or "the fault did not take effect"
+    return value
+
+
+def not_applied(op: Op, why: str, **value: Any) -> Op:
+    """A completion for a fault that did not take effect: ``{..., "applied": false, "why": why}``."""
+    return complete(op, outcome(dict(value), False, why))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,12 +165,24 @@ class Compose:
             nem.setup(test)
 
     def invoke(self, test: Any, op: Op) -> Op:
+        """Route ``op`` to its nemesis. Every completion value that is an object carries
+        ``applied`` (the part's own verdict, else ``true`` unless the completion has an error); a
+        part that raises gives ``{"applied": false, "why": "<error>", "request": op.value}`` with
+        the op's ``error`` set, so a fault that failed is recorded as such, never as injected."""
         nem = self.routes.get(op.f)
         if nem is None:
             raise ValueError(
                 f"nemesis op f={op.f!r}: no nemesis handles it; expected one of {sorted(self.routes)}"
             )
-        return nem.invoke(test, op)
+        try:
+            done = nem.invoke(test, op)
+        except Exception as e:
+            why = f"{type(e).__name__}: {e}"
+            log.warning("nemesis %s failed: %s", op.f, why)
+            return complete(op, {"request": op.value, "applied": False, "why": why}, error=why)
+        if isinstance(done, Op) and isinstance(done.value, dict) and "applied" not in done.value:
+            outcome(done.value, done.error is None, done.error)
+        return done
 
     def teardown(self, test: Any) -> None:
         for nem in self.nemeses:

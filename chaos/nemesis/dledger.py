@@ -9,7 +9,9 @@ nemeses aimed at the node the DB reports as leader (``DLedgerDB.primaries``); se
 ``{"to": "n3"}``); completion ``{"from": leader, "to": node, "outcome": "ok"|"fail"|"info",
 "code": DLedger response code, "error": text}`` or ``{"from": null, "error": "no leader"}``.
 ``stop-leader-transfer`` does nothing (a transfer is instantaneous) and completes with the leader the
-DB reports then: ``{"leader": node | null}``.
+DB reports then: ``{"leader": node | null}``. A start is ``applied`` only when the leader answered
+SUCCESS (its new leader took over); no leader, a refusal (e.g. the target is down or behind) or an
+indeterminate answer give ``applied: false`` with ``why``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from chaos.history.op import Op
-from chaos.nemesis.base import NoState, complete, node_names
+from chaos.nemesis.base import NoState, complete, node_names, not_applied, outcome
 
 
 class LeaderTransferNemesis(NoState):
@@ -32,12 +34,12 @@ class LeaderTransferNemesis(NoState):
         primaries = list(test.db.primaries(test.control))
         leader = primaries[0] if primaries else None
         if op.f == "stop-leader-transfer":
-            return complete(op, {"leader": leader})
+            return complete(op, outcome({"leader": leader}, True))
         if op.f != "start-leader-transfer":
             raise ValueError(f"leader-transfer nemesis: unexpected f {op.f!r}")
         names = node_names(test)
         if leader is None:
-            return complete(op, {"from": None, "to": None, "error": "no leader"})
+            return not_applied(op, "no leader", **{"from": None, "to": None, "error": "no leader"})
         to = op.value.get("to") if isinstance(op.value, dict) else None
         if to is None:
             others = [n for n in names if n != leader]
@@ -49,6 +51,8 @@ class LeaderTransferNemesis(NoState):
             r = client.leadership_transfer(to)
         finally:
             client.close()
-        return complete(
-            op, {"from": leader, "to": to, "outcome": r.outcome, "code": r.code, "error": r.error}
-        )
+        value = {"from": leader, "to": to, "outcome": r.outcome, "code": r.code, "error": r.error}
+        if to == leader:
+            return complete(op, outcome(value, False, f"{to} is already the leader"))
+        why = f"the leader answered {r.outcome} (code {r.code}): {r.error or 'no error text'}"
+        return complete(op, outcome(value, r.outcome == "ok", why))

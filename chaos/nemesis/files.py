@@ -17,9 +17,13 @@ was lost). Faults:
   is accepted too). Preallocated segments keep their size: the lost bytes are zeroed. Without a
   marker the completion says so (``"error": "no fsynced marker ..."``) and nothing is changed.
 
-Completion of ``start-file``: ``{"fault": ..., "nodes": [...], "changes": {node: [...]}}`` where each
-change names the file and the byte range cut, zeroed or flipped. Completion of ``stop-file``:
-``{"nodes": {node: {"running": bool, "log_tail": str}}}``.
+Completion of ``start-file``: ``{"fault": ..., "nodes": [...], "changes": {node: [...]}, "applied":
+bool}`` where each change names the file and the byte range cut, zeroed or flipped. ``applied`` is
+true when the fault ran on at least one node without an error (``changes`` may be empty: e.g.
+lose-unfsynced with everything fsynced loses nothing, as real page-cache loss would); a node
+without the fsynced marker, or no target node, gives ``applied: false`` and ``why``. Completion of
+``stop-file``: ``{"nodes": {node: {"running": bool, "log_tail": str}}, "applied": bool}`` (false when
+a restarted server is not running).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from chaos.history.op import Op
-from chaos.nemesis.base import TARGETS, NemesisError, choose_nodes, complete, on_nodes
+from chaos.nemesis.base import TARGETS, NemesisError, choose_nodes, complete, not_applied, on_nodes, outcome
 
 FAULTS = ("truncate", "bitflip", "lose-unfsynced")
 
@@ -227,7 +231,9 @@ class FileNemesis:
 
     def invoke(self, test: Any, op: Op) -> Op:
         if op.f == "stop-file":
-            return complete(op, {"nodes": self.restart(test)})
+            res = self.restart(test)
+            down = sorted(n for n, r in res.items() if not r.get("running"))
+            return complete(op, outcome({"nodes": res}, not down, f"not running after the restart: {down}"))
         if op.f != "start-file":
             raise ValueError(f"file nemesis: unexpected f {op.f!r}")
         value = dict(op.value) if isinstance(op.value, dict) else {}
@@ -238,6 +244,8 @@ class FileNemesis:
         if spec is None:
             spec = test.rng.choice(self.lu_targets if fault == "lose-unfsynced" else self.targets)
         nodes = choose_nodes(test, spec)
+        if not nodes:
+            return not_applied(op, f"no node matched target {spec!r}", fault=fault, targets=spec, nodes=[])
         params = {k: value.get(k, v) for k, v in self.defaults.items()}
         on_nodes(test, test.db.kill, nodes)
         self.down |= set(nodes)
@@ -256,7 +264,8 @@ class FileNemesis:
         errors = {n: r["error"] for n, r in results.items() if r.get("error")}
         if errors:
             out["errors"] = errors
-        return complete(op, out)
+        why = "; ".join(f"{n}: {e}" for n, e in sorted(errors.items()))
+        return complete(op, outcome(out, len(errors) < len(nodes), why))
 
     def restart(self, test: Any) -> dict[str, Any]:
         """Start every node this nemesis left down; after ``start_wait_s`` report, per node,

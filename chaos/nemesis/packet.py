@@ -38,7 +38,17 @@ from typing import Any
 
 from chaos.cli import BadArguments
 from chaos.history.op import Op
-from chaos.nemesis.base import STATE_DIR, NemesisError, choose_nodes, complete, node_names, on_nodes, sh
+from chaos.nemesis.base import (
+    STATE_DIR,
+    NemesisError,
+    choose_nodes,
+    complete,
+    node_names,
+    not_applied,
+    on_nodes,
+    outcome,
+    sh,
+)
 from chaos.nemesis.partition import chain_script, drop_chain_script
 
 HANDLE = "c4a5"
@@ -434,6 +444,10 @@ class PacketNemesis:
         behaviour = {k: check_behaviour(k, v) for k, v in value["behaviour"].items()}
         spec = value.get("nodes") or value.get("targets") or test.rng.choice(self.targets)
         nodes = choose_nodes(test, spec)
+        if not nodes:
+            return not_applied(
+                op, f"no node matched target {spec!r}", targets=spec, nodes=[], behaviour=behaviour
+            )
         if not self.caps:
             self.probe(test)
         addr = {n.name: n.peer_host for n in test.nodes}
@@ -457,9 +471,8 @@ class PacketNemesis:
 
         on_nodes(test, one, nodes)
         mechanism_by_node = {n: ",".join(sorted(set(m.values()))) for n, m in mechs.items()}
-        return complete(
-            op, {"targets": spec, "nodes": nodes, "behaviour": behaviour, "mechanism": mechanism_by_node}
-        )
+        value = {"targets": spec, "nodes": nodes, "behaviour": behaviour, "mechanism": mechanism_by_node}
+        return complete(op, outcome(value, True))
 
 
 def describe(value: Any) -> str:

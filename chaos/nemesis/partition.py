@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from chaos.history.op import Op
-from chaos.nemesis.base import NemesisError, choose_nodes, complete, node_names, on_nodes, quote, sh
+from chaos.nemesis.base import NemesisError, choose_nodes, complete, node_names, on_nodes, outcome, quote, sh
 
 CHAIN = "CHAOS-PARTITION"
 
@@ -199,8 +199,9 @@ class PartitionNemesis:
 
     Invocation value: a shape name from :data:`SHAPES` (chosen by the schedule), or
     ``{"grudge": {...}}`` to replay an exact grudge. Completion value:
-    ``{"shape": str, "grudge": {node: [dropped nodes]}}``; ``stop-partition`` completes with
-    ``{"healed": [nodes]}``. Follows ``jepsen.nemesis/partitioner`` and ``jepsen.net/iptables``.
+    ``{"shape": str, "grudge": {node: [dropped nodes]}, "applied": bool}`` (``applied`` false, with
+    ``why``, when the grudge cuts no link, e.g. ``leader`` with no leader; a node that rejects the
+    rules fails the whole start); ``stop-partition`` completes with ``{"healed": [nodes]}``. Follows ``jepsen.nemesis/partitioner`` and ``jepsen.net/iptables``.
     """
 
     kind = "partition"
@@ -254,12 +255,15 @@ class PartitionNemesis:
     def invoke(self, test: Any, op: Op) -> Op:
         if op.f == "stop-partition":
             self.heal(test)
-            return complete(op, {"healed": node_names(test)})
+            return complete(op, outcome({"healed": node_names(test)}, True))
         if op.f != "start-partition":
             raise ValueError(f"partition nemesis: unexpected f {op.f!r}")
         shape, grudge = self.grudge(test, op.value)
-        apply_grudge(test, grudge)
-        return complete(op, {"shape": shape, "grudge": grudge})
+        cuts = any(grudge.values())
+        if cuts:
+            apply_grudge(test, grudge)
+        why = "no leader to isolate" if shape == "leader" else "the grudge cuts no link"
+        return complete(op, outcome({"shape": shape, "grudge": grudge}, cuts, why))
 
 
 def apply_grudge(test: Any, grudge: Grudge) -> None:

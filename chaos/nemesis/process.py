@@ -7,7 +7,10 @@ nodes through ``DLedgerDB.kill`` and ``stop-kill`` starts them again (``DLedgerD
 
 Invocation values are node specs (``"one"``, ``"minority"``, ``"leader"``, ``"all"``... see
 :data:`chaos.nemesis.base.TARGETS`) or explicit node lists; completions are
-``{"nodes": [...], "targets": spec}`` (``nodes`` empty when e.g. there was no leader).
+``{"nodes": [...], "targets": spec, "applied": bool, "why": str}`` (``nodes`` empty when e.g. there
+was no leader). A start is ``applied`` when the fault reached at least one server: a kill that found
+no running server (already down, or a pidfile that names no process), a pause of a stopped server,
+a restart whose start failed are not; ``why`` says so per node.
 """
 
 from __future__ import annotations
@@ -16,7 +19,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from chaos.history.op import Op
-from chaos.nemesis.base import TARGETS, NemesisError, NoState, choose_nodes, complete, on_nodes, sh
+from chaos.nemesis.base import (
+    TARGETS,
+    NoState,
+    choose_nodes,
+    complete,
+    log,
+    not_applied,
+    on_nodes,
+    outcome,
+    sh,
+)
 
 
 def _check_targets(targets: Sequence[str], kind: str) -> list[str]:
@@ -46,25 +59,71 @@ class KillNemesis:
         self.heal(test)
 
     def invoke(self, test: Any, op: Op) -> Op:
+        """``start-kill`` completes with ``killed`` (servers that ran before and not after) and, per
+        other node, ``not_killed: {node: why}``; ``stop-kill`` with ``nodes`` (restarted) and
+        ``not_started: {node: why}`` (those stay down and are started again by ``heal``)."""
         if op.f == "start-kill":
             spec = op.value if op.value is not None else test.rng.choice(self.targets)
             nodes = choose_nodes(test, spec)
-            on_nodes(test, test.db.kill, nodes)
+            if not nodes:
+                return not_applied(op, f"no node matched target {spec!r}", targets=spec, nodes=[])
+            running = getattr(test.db, "running", None)
+
+            def one(remote: Any) -> str | None:
+                was = running(remote) if running else True
+                test.db.kill(remote)
+                if not was:
+                    return "no server running (nothing to kill)"
+                if running and running(remote):
+                    return "server still running after SIGKILL"
+                return None
+
+            why = {n: w for n, w in on_nodes(test, one, nodes).items() if w}
             self.down |= set(nodes)
-            return complete(op, {"targets": spec, "nodes": nodes})
+            killed = [n for n in nodes if n not in why]
+            value: dict[str, Any] = {"targets": spec, "nodes": nodes, "killed": killed}
+            if why:
+                value["not_killed"] = why
+            return complete(op, outcome(value, bool(killed), _why(why)))
         if op.f == "stop-kill":
-            return complete(op, {"nodes": self._restart(test)})
+            started, failed = self._restart(test)
+            value = {"nodes": started}
+            if failed:
+                value["not_started"] = failed
+            return complete(op, outcome(value, not failed, _why(failed)))
         raise ValueError(f"kill nemesis: unexpected f {op.f!r}")
 
-    def _restart(self, test: Any) -> list[str]:
+    def _restart(self, test: Any) -> tuple[list[str], dict[str, str]]:
+        """Start every node this nemesis killed: ``(started, {node: why not})``; the failed ones
+        stay in ``down``."""
         nodes = sorted(self.down)
-        if nodes:
-            on_nodes(test, test.db.start, nodes)
-        self.down.clear()
-        return nodes
+        failed = (
+            {n: w for n, w in on_nodes(test, lambda r: _start(test, r), nodes).items() if w} if nodes else {}
+        )
+        self.down = set(failed)
+        return [n for n in nodes if n not in failed], failed
 
     def heal(self, test: Any) -> None:
-        self._restart(test)
+        _, failed = self._restart(test)
+        if failed:  # the recovery wait and the liveness checker judge a node that stays down
+            log.warning("kill nemesis: could not start %s", _why(failed))
+
+
+def _start(test: Any, remote: Any) -> str | None:
+    """Start the server on ``remote``; None when it runs afterwards, else why not."""
+    try:
+        test.db.start(remote)
+    except Exception as e:
+        return f"start failed: {e}"
+    running = getattr(test.db, "running", None)
+    if running is not None and not running(remote):
+        return "server not running after start"
+    return None
+
+
+def _why(reasons: dict[str, str]) -> str:
+    """``{node: why}`` as one sentence: ``"n1: why; n2: why"``."""
+    return "; ".join(f"{n}: {w}" for n, w in sorted(reasons.items()))
 
 
 class PauseNemesis:
@@ -98,17 +157,19 @@ class PauseNemesis:
                 except Exception as e:  # e.g. killed by another nemesis: nothing to pause
                     return str(e)
 
+            if not nodes:
+                return not_applied(op, f"no node matched target {spec!r}", targets=spec, nodes=[])
             errors = {n: e for n, e in on_nodes(test, one, nodes).items() if e}
             paused = [n for n in nodes if n not in errors]
             self.paused |= set(paused)
             value: dict[str, Any] = {"targets": spec, "nodes": paused}
             if errors:
                 value["not_running"] = errors
-            return complete(op, value)
+            return complete(op, outcome(value, bool(paused), _why(errors)))
         if op.f == "stop-pause":
             nodes = sorted(self.paused)
             self.heal(test)
-            return complete(op, {"nodes": nodes})
+            return complete(op, outcome({"nodes": nodes}, True))
         raise ValueError(f"pause nemesis: unexpected f {op.f!r}")
 
     def heal(self, test: Any) -> None:
@@ -143,19 +204,33 @@ class RestartNemesis(NoState):
         return {"start-restart", "stop-restart"}
 
     def invoke(self, test: Any, op: Op) -> Op:
+        """Completion of a start: ``restarted`` (stopped, then running again), ``stopped`` (per node
+        ``clean``/``forced``/``absent``) and ``not_restarted: {node: why}``; applied when at least
+        one server was restarted."""
         if op.f == "stop-restart":
-            return complete(op, {})
+            return complete(op, outcome({}, True))
         if op.f != "start-restart":
             raise ValueError(f"restart nemesis: unexpected f {op.f!r}")
         spec = op.value if op.value is not None else test.rng.choice(self.targets)
         nodes = choose_nodes(test, spec)
+        if not nodes:
+            return not_applied(op, f"no node matched target {spec!r}", targets=spec, nodes=[])
 
-        def one(remote: Any) -> str:
+        def one(remote: Any) -> tuple[str, str | None]:
             res = sh(remote, terminate_script(test.db.pidfile), check=False)
             if res.exit_code != 0:
-                raise NemesisError(f"restart on {remote.node.name}: stop failed: {res.stderr.strip()}")
-            test.db.start(remote)
-            return str(res.stdout.strip())
+                return "error", f"stop failed: {res.stderr.strip() or res.exit_code}"
+            how = str(res.stdout.strip())
+            why = _start(test, remote)
+            if why is None and how == "absent":
+                why = "no server was running (started one)"
+            return how, why
 
-        stopped = on_nodes(test, one, nodes)
-        return complete(op, {"targets": spec, "nodes": nodes, "stopped": stopped})
+        res = on_nodes(test, one, nodes)
+        stopped = {n: r[0] for n, r in res.items()}
+        why = {n: r[1] for n, r in res.items() if r[1]}
+        restarted = [n for n in nodes if n not in why]
+        value: dict[str, Any] = {"targets": spec, "nodes": nodes, "stopped": stopped, "restarted": restarted}
+        if why:
+            value["not_restarted"] = why
+        return complete(op, outcome(value, bool(restarted), _why(why)))
