@@ -231,7 +231,7 @@ class Sim:
         self.blocked: set[tuple[str, str]] = set()
         self.drop: Callable[[Message], bool] | None = None
         self.on_answer: Callable[[str, Any, int, dict[str, Any]], None] | None = None
-        self._queue: list[tuple[int, int, Message]] = []
+        self._queue: list[tuple[int, int, Any]] = []  # (time, seq, Message or callback)
         self._seq = 0
         self.leaders: dict[int, str] = {}  # term -> leader (election safety)
         self._leading: dict[str, bool] = {}  # node -> leader at its last check
@@ -359,13 +359,21 @@ class Sim:
                 nxt = max(queue[0][0], self.now + 1)
             self.now = nxt
             while queue and queue[0][0] <= nxt:
-                _, _, msg = heapq.heappop(queue)
-                self._deliver(msg)
+                _, _, item = heapq.heappop(queue)
+                if isinstance(item, Message):
+                    self._deliver(item)
+                else:
+                    item()
             if nxt % 10 == 0:
                 for i in list(self.nodes):
                     if i not in self.paused:
                         self.nodes[i].tick(self.local(i))
                         self._process(i)
+
+    def call_at(self, t: int, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` at simulated time ``t`` ms (after the messages due then)."""
+        self._seq += 1
+        heapq.heappush(self._queue, (max(t, self.now + 1), self._seq, fn))
 
     def _deliver(self, msg: Message) -> None:
         core = self.nodes.get(msg.dst)

@@ -1,0 +1,539 @@
+"""``chaos sim``: deterministic simulation testing of the DLedger server's code.
+
+Each seed runs a 5-member group — the real :class:`dledger.core.Core` and runtime driver
+(:mod:`dledger.driver`) on :class:`dledger.sim.Sim`'s simulated network and clock — with simulated
+clients running the register or log workload and a nemesis, for ``time_limit`` simulated seconds;
+then heals, lets the group settle, writes the history (JSON Lines, the normal format, simulated
+nanoseconds) and checks it with the same checkers ``chaos check`` uses (``linear`` per key for
+register; ``log`` and ``log-reads`` for log). Raft's safety invariants are checked at every step by
+the simulation (election safety, log matching, leader completeness, state machine safety); a breach
+fails the seed. One seed decides everything (TigerBeetle's VOPR, FoundationDB's simulator; see
+``../shared/reference/simulation.md``): fault rates are drawn per seed (swarm testing) and the same
+seed gives the same history byte for byte.
+
+Exit status: 0 every seed valid, 1 some seed invalid, 2 some seed unknown (none invalid), 254 bad
+arguments.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import random
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
+from chaos.history.store import HistoryWriter, RunDir
+
+WORKLOADS = ("register", "log")
+NEMESES = ("none", "partition", "kill", "pause", "clock-skew", "network")
+NODES = 5
+NS_PER_MS = 1_000_000
+
+
+@dataclass
+class SimOptions:
+    """One seed's settings: ``time_limit`` and ``nemesis_interval`` in simulated seconds; ``rate``
+    client ops per simulated second in total; ``timeout_ms`` before a client gives up on an op
+    (completing it ``info``)."""
+
+    workload: str = "register"
+    nemesis: list[str] = field(default_factory=lambda: ["partition", "kill"])
+    seed: int = 0
+    time_limit: float = 60.0
+    clients: int = 10
+    rate: float = 50.0
+    nemesis_interval: float = 5.0
+    timeout_ms: int = 1000
+    ops_per_key: int = 100
+    read_mode: str = "raft-log"
+
+
+@dataclass
+class SeedResult:
+    """The verdict of one seed: ``valid`` True/False/"unknown"; ``results`` as results.json;
+    ``history`` the history file's bytes; ``sim_ms`` simulated ms run."""
+
+    seed: int
+    valid: Any
+    results: dict[str, Any]
+    history: bytes
+    sim_ms: int
+    ops: int
+
+
+class _Client:
+    """One simulated client process: one op at a time against its target member."""
+
+    def __init__(self, process: int, home: str) -> None:
+        self.process = process
+        self.home = home
+        self.target = home
+        self.op: Op | None = None
+
+
+class SimRun:
+    """One seed: the simulation, its clients and nemesis, and the history writer."""
+
+    def __init__(self, opts: SimOptions, history_path: Path) -> None:
+        from dledger.sim import Sim
+        from dledger.statemachine import KVStateMachine
+
+        self.opts = opts
+        swarm = random.Random(f"swarm-{opts.seed}")
+        latency_max = swarm.choice([2, 5, 10, 20])
+        self.sim = Sim(
+            NODES,
+            opts.seed,
+            latency=(1, latency_max),
+            state_machine=KVStateMachine,
+        )
+        self.sim.on_answer = self._on_answer
+        self.net_faults = "network" in opts.nemesis
+        self.loss = swarm.choice([0.0, 0.01, 0.05]) if self.net_faults else 0.0
+        self.dup = swarm.choice([0.0, 0.02, 0.1]) if self.net_faults else 0.0
+        self.wl_rng = random.Random(f"workload-{opts.seed}")
+        self.nem_rng = random.Random(f"nemesis-{opts.seed}")
+        self.writer = HistoryWriter(history_path)
+        self.clients = [_Client(p, self.sim.ids[p % NODES]) for p in range(opts.clients)]
+        self._next_process = opts.clients
+        self.by_token: dict[int, _Client] = {}
+        self._token = 0
+        self._next_value = 0
+        self._key_ops = 0
+        self._key = 0
+        self.faults: dict[str, Any] = {}
+        self.ops = 0
+        self.accepting = True
+
+    # ------------------------------------------------------------ history
+
+    def _write(self, op: Op) -> None:
+        op.time = self.sim.now * NS_PER_MS
+        self.writer.write(op)
+        self.ops += 1
+
+    # ------------------------------------------------------------ clients
+
+    def _new_op(self, c: _Client) -> Op:
+        rng = self.wl_rng
+        if self.opts.workload == "log":
+            v = self._next_value
+            self._next_value += 1
+            return Op(INVOKE, c.process, "append", v)
+        if self._key_ops >= self.opts.ops_per_key:
+            self._key, self._key_ops = self._key + 1, 0
+        self._key_ops += 1
+        f = rng.choice(("read", "write", "cas"))
+        value: Any = None
+        if f == "write":
+            value = rng.randrange(5)
+        elif f == "cas":
+            value = [rng.randrange(5), rng.randrange(5)]
+        return Op(INVOKE, c.process, f, value, key=self._key)
+
+    def _invoke(self, c: _Client) -> None:
+        from dledger.protocol import Code
+        from dledger.statemachine import encode_kv
+
+        op = self._new_op(c)
+        op.node = c.target
+        self._write(op)
+        if op.f == "read" and self.opts.read_mode == "unsafe":
+            # the known-bad configuration: the member's local state, leader or not
+            sm = self.sim.sms.get(c.target)
+            if sm is None or c.target in self.sim.paused:
+                c.op = op
+                self._complete(c, op.completion(FAIL, None, error="NOT_LEADER"))
+            else:
+                c.op = op
+                self._complete(c, op.completion(OK, sm.get(f"r{op.key}")))  # type: ignore[attr-defined]
+            return
+        self._token += 1
+        token = self._token
+        if op.f == "append":
+            kind, body = "append", str(op.value).encode()
+        else:
+            k = f"r{op.key}"
+            if op.f == "read":
+                kind, body = "kv:get", encode_kv("get", k)
+            elif op.f == "write":
+                kind, body = "kv:put", encode_kv("put", k, op.value)
+            else:
+                kind, body = "kv:cas", encode_kv("cas", k, *op.value)
+        c.op = op
+        self.by_token[token] = c
+        self.sim.call_at(self.sim.now + self.opts.timeout_ms, lambda: self._timeout(c, op, token))
+        code = self.sim.submit(c.target, kind, body, token)
+        if code != Code.SUCCESS and c.op is op:
+            # refused before anything was appended: definitely not done; try the leader next
+            self.by_token.pop(token, None)
+            core = self.sim.nodes.get(c.target)
+            hint = core.leader_id if core is not None else None
+            c.target = hint if hint is not None and hint != c.target else c.home
+            self._complete(c, op.completion(FAIL, op.value, error=Code(code).name))
+
+    def _on_answer(self, node: str, token: Any, code: int, fields: dict[str, Any]) -> None:
+        from dledger.protocol import Code
+
+        c = self.by_token.pop(token, None)
+        if c is None or c.op is None:
+            return  # answered after the client gave up
+        op = c.op
+        if code == Code.SUCCESS:
+            if op.f == "read":
+                comp = op.completion(OK, fields.get("value"))
+            elif op.f == "cas" and not fields.get("applied"):
+                comp = op.completion(
+                    FAIL, op.value, error="cas: expected value did not match", compare_failed=True
+                )
+            elif op.f == "append":
+                comp = op.completion(OK, op.value, log_index=fields.get("index"))
+            else:
+                comp = op.completion(OK, op.value)
+        elif code == Code.TERM_CHANGED:
+            comp = op.completion(FAIL, op.value, error="TERM_CHANGED")
+        else:
+            comp = op.completion(INFO, op.value, error=Code(code).name)
+        self._complete(c, comp)
+
+    def _complete(self, c: _Client, comp: Op) -> None:
+        comp.node = comp.node or c.target
+        self._write(comp)
+        c.op = None
+        if comp.type == INFO:
+            c.process = self._next_process  # Jepsen: an indeterminate op retires its process
+            self._next_process += 1
+        self._schedule(c)
+
+    def _schedule(self, c: _Client) -> None:
+        """The client's next op after a think time (exponential, mean concurrency / rate)."""
+        if not self.accepting:
+            return
+        mean_ms = 1000.0 * self.opts.clients / self.opts.rate if self.opts.rate > 0 else 0.0
+        wait = int(self.wl_rng.expovariate(1.0 / mean_ms)) if mean_ms else 0
+        self.sim.call_at(
+            self.sim.now + wait, lambda: self._invoke(c) if c.op is None and self.accepting else None
+        )
+
+    def _timeout(self, c: _Client, op: Op, token: int) -> None:
+        if c.op is not op:
+            return  # answered in time
+        self.by_token.pop(token, None)
+        c.target = self.sim.ids[(self.sim.ids.index(c.target) + 1) % NODES]
+        self._complete(c, op.completion(INFO, op.value, error="timeout"))
+
+    # ------------------------------------------------------------ nemesis
+
+    def _nemesis(self, f: str, value: Any) -> None:
+        self._write(Op(INFO, NEMESIS, f, value))
+        self._write(Op(INFO, NEMESIS, f, value))
+
+    def _start_fault(self) -> None:
+        kinds = [k for k in self.opts.nemesis if k not in ("none", "network") and k not in self.faults]
+        if not kinds:
+            return
+        kind = self.nem_rng.choice(kinds)
+        sim, rng = self.sim, self.nem_rng
+        if kind == "partition":
+            ids = sim.ids[:]
+            rng.shuffle(ids)
+            cut = rng.randint(1, NODES // 2)
+            sim.partition(ids[:cut], ids[cut:])
+            self.faults[kind] = [ids[:cut], ids[cut:]]
+            self._nemesis("start-partition", [sorted(ids[:cut]), sorted(ids[cut:])])
+        elif kind == "kill":
+            victims = rng.sample(sim.ids, rng.randint(1, NODES // 2))
+            for v in victims:
+                sim.crash(v)
+            self.faults[kind] = victims
+            self._nemesis("kill", sorted(victims))
+        elif kind == "pause":
+            victims = rng.sample(sim.ids, rng.randint(1, NODES // 2))
+            for v in victims:
+                sim.pause(v)
+            self.faults[kind] = victims
+            self._nemesis("pause", sorted(victims))
+        elif kind == "clock-skew":
+            rates = {v: rng.choice([0.5, 0.8, 1.25, 2.0]) for v in rng.sample(sim.ids, 2)}
+            for v, r in rates.items():
+                sim.set_clock_rate(v, r)
+            self.faults[kind] = rates
+            self._nemesis("clock-skew", rates)
+
+    def _stop_fault(self, kind: str | None = None) -> None:
+        if not self.faults:
+            return
+        kind = kind or self.nem_rng.choice(sorted(self.faults))
+        what = self.faults.pop(kind)
+        sim = self.sim
+        if kind == "partition":
+            sim.heal()
+            self._nemesis("stop-partition", None)
+        elif kind == "kill":
+            for v in what:
+                if v not in sim.nodes:
+                    sim.start(v)
+            self._nemesis("start", sorted(what))
+        elif kind == "pause":
+            for v in what:
+                sim.resume(v)
+            self._nemesis("resume", sorted(what))
+        elif kind == "clock-skew":
+            for v in what:
+                sim.set_clock_rate(v, 1.0)
+            self._nemesis("reset-clock", sorted(what))
+
+    # ------------------------------------------------------------ the run
+
+    def run(self) -> None:
+        sim, opts = self.sim, self.opts
+        sim.loss, sim.duplicate = self.loss, self.dup
+        end = int(opts.time_limit * 1000)
+        interval = max(1, int(opts.nemesis_interval * 1000))
+
+        def fault() -> None:
+            if sim.now >= end:
+                return
+            if self.faults and (self.nem_rng.random() < 0.5 or len(self.faults) >= 2):
+                self._stop_fault()
+            else:
+                self._start_fault()
+            sim.call_at(sim.now + max(1, int(self.nem_rng.expovariate(1.0 / interval))), fault)
+
+        if any(k not in ("none", "network") for k in opts.nemesis):
+            sim.call_at(int(self.nem_rng.expovariate(1.0 / interval)), fault)
+        for c in self.clients:
+            self._schedule(c)
+        sim.run_to(end)
+        # heal, let the group settle, let outstanding ops finish
+        self.accepting = False
+        for kind in sorted(self.faults):
+            self._stop_fault(kind)
+        sim.loss = sim.duplicate = 0.0
+        settle_end = sim.now + 10_000
+        while sim.now < settle_end:
+            sim.run_to(sim.now + 10)
+            if all(c.op is None for c in self.clients) and self._settled():
+                break
+        for c in self.clients:
+            if c.op is not None:
+                self._complete(c, c.op.completion(INFO, c.op.value, error="simulation ended"))
+        if opts.workload == "log":
+            self._final_reads()
+        sim.check_all()
+
+    def _settled(self) -> bool:
+        ld = self.sim.leader()
+        if ld is None:
+            return False
+        end = self.sim.stores[ld].end_index
+        return all(c.commit_index == end for c in self.sim.nodes.values())
+
+    def _final_reads(self) -> None:
+        """One final ``read`` per member: its committed log, workload values (None for others)."""
+        for p, node in enumerate(self.sim.ids):
+            op = Op(INVOKE, self._next_process + p, "read", None, node=node)
+            self._write(op)
+            core = self.sim.nodes[node]
+            st = self.sim.stores[node]
+            values: list[int | None] = []
+            for i in range(st.begin_index, core.commit_index + 1):
+                e = st.get(i)
+                values.append(int(e.body) if e.body.isdigit() and e.magic == 1 else None)
+            self._write(op.completion(OK, values, node=node))
+
+
+def test_doc(opts: SimOptions) -> dict[str, Any]:
+    """``test.json`` of a simulated run."""
+    return {
+        "name": f"sim-{opts.workload}-{'+'.join(opts.nemesis)}",
+        "workload": opts.workload,
+        "nemesis": opts.nemesis,
+        "seed": opts.seed,
+        "time_limit": opts.time_limit,
+        "concurrency": opts.clients,
+        "rate": opts.rate,
+        "read_mode": opts.read_mode,
+        "nodes": [f"s{i + 1}" for i in range(NODES)],
+        "simulated": True,
+        "time_unit": "simulated nanoseconds",
+    }
+
+
+def run_seed(opts: SimOptions, directory: Path | None = None) -> SeedResult:
+    """Run and check one seed; the history (and test.json, results.json) go to ``directory``, or to
+    a temporary directory removed afterwards."""
+    from chaos.history.checkers import checkers_for, compose
+    from dledger.sim import SafetyViolation
+
+    tmp = None
+    if directory is None:
+        tmp = Path(tempfile.mkdtemp(prefix="chaos-sim-"))
+        directory = tmp
+    try:
+        hist = directory / "history.jsonl"
+        run = SimRun(opts, hist)
+        safety: dict[str, Any] = {"valid": True, "steps": 0}
+        try:
+            run.run()
+        except SafetyViolation as e:
+            safety = {"valid": False, "error": str(e), "at_ms": run.sim.now}
+        finally:
+            run.writer.close()
+        safety["steps"] = run.sim.steps
+        test = test_doc(opts)
+        # safety checkers only: Jepsen's stats checker (every f needs an ok) is a liveness figure
+        names = {"register": ["linear"], "log": ["log", "log-reads"]}[opts.workload]
+        checkers = checkers_for({**test, "checkers": names})
+        results = compose(checkers).check(test, hist, {"time_limit": 60.0})
+        results["safety"] = safety
+        if safety["valid"] is False:
+            results["valid"] = False
+        return SeedResult(opts.seed, results.get("valid"), results, hist.read_bytes(), run.sim.now, run.ops)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run_one(args: tuple[SimOptions]) -> tuple[int, Any, str]:
+    opts = args[0]
+    try:
+        r = run_seed(opts)
+    except Exception as e:  # a crash of the simulated code is a failing seed too
+        return opts.seed, False, f"crashed: {type(e).__name__}: {e}"
+    why = ""
+    if r.valid is not True:
+        subs = r.results.get("checkers") or {}
+        bad = [k for k, v in subs.items() if isinstance(v, dict) and v.get("valid") is not True]
+        if r.results.get("safety", {}).get("valid") is False:
+            bad.append("safety")
+        why = ", ".join(bad)
+        if r.results.get("safety", {}).get("error"):
+            why += f" ({r.results['safety']['error']})"
+    return opts.seed, r.valid, why
+
+
+def write_run_dir(opts: SimOptions, store: Path) -> RunDir:
+    """Replay ``opts.seed`` into a normal run directory under ``store`` (history, test.json,
+    results.json, report)."""
+    run = RunDir.create(store, test_doc(opts)["name"])
+    r = run_seed(opts, run.path)
+    run.write_test(test_doc(opts))
+    run.write_results(r.results)
+    from chaos.history.report import ReportError, write_report
+
+    try:
+        write_report(run.path)
+    except ReportError as e:
+        click.echo(f"report not written: {e}", err=True)  # history and results are
+    return run
+
+
+def _verdict_exit(valids: list[Any]) -> int:
+    if any(v is False for v in valids):
+        return 1
+    if any(v is not True for v in valids):
+        return 2
+    return 0
+
+
+@click.command("sim")
+@click.option("--workload", default="register", help="register | log")
+@click.option(
+    "--nemesis",
+    default="partition,kill",
+    help=f"comma-separated faults: {', '.join(NEMESES)} (network = per-seed loss and duplication)",
+)
+@click.option("--seeds", type=int, default=None, help="run seeds FIRST .. FIRST+N-1")
+@click.option("--first-seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=None, help="replay one seed exactly and write its run directory")
+@click.option("--time-limit", type=float, default=60.0, show_default=True, help="simulated seconds per seed")
+@click.option("--concurrency", type=int, default=10, show_default=True, help="simulated clients")
+@click.option("--rate", type=float, default=50.0, show_default=True, help="client ops per simulated second")
+@click.option(
+    "--read-mode",
+    type=click.Choice(["raft-log", "unsafe"]),
+    default="raft-log",
+    show_default=True,
+    help="register reads through the log, or stale local reads (a known-bad configuration)",
+)
+@click.option("--jobs", type=int, default=None, help="parallel processes (default: the CPU count)")
+@click.option("--store", type=click.Path(file_okay=False), default="store", show_default=True)
+def sim(
+    workload: str,
+    nemesis: str,
+    seeds: int | None,
+    first_seed: int,
+    seed: int | None,
+    time_limit: float,
+    concurrency: int,
+    rate: float,
+    read_mode: str,
+    jobs: int | None,
+    store: str,
+) -> None:
+    """Deterministic simulation: the real DLedger core and driver on a simulated network and clock,
+    many seeds fast; failing seeds are printed and replay exactly with --seed."""
+    from chaos.cli import BadArguments
+
+    if workload not in WORKLOADS:
+        raise BadArguments(f"--workload {workload!r}: expected one of {', '.join(WORKLOADS)}")
+    faults = [n.strip() for n in nemesis.split(",") if n.strip()]
+    bad = [n for n in faults if n not in NEMESES]
+    if bad or not faults:
+        raise BadArguments(f"--nemesis {nemesis!r}: expected a comma-separated list of {', '.join(NEMESES)}")
+    if (seeds is None) == (seed is None):
+        raise BadArguments("expected exactly one of --seeds N and --seed S")
+    if seeds is not None and seeds < 1:
+        raise BadArguments(f"--seeds {seeds}: expected >= 1")
+    if time_limit <= 0 or concurrency < 1 or rate < 0 or (jobs is not None and jobs < 1):
+        raise BadArguments("--time-limit and --concurrency must be > 0, --rate >= 0, --jobs >= 1")
+
+    def options(s: int) -> SimOptions:
+        return SimOptions(
+            workload,
+            faults,
+            s,
+            time_limit,
+            concurrency,
+            rate,
+            nemesis_interval=min(5.0, time_limit / 4),
+            read_mode=read_mode,
+        )
+
+    if seed is not None:
+        run = write_run_dir(options(seed), Path(store))
+        results = run.load_results()
+        valid = results.get("valid")
+        click.echo(f"seed {seed}: valid = {valid}; run directory {run.path}")
+        if results.get("safety", {}).get("error"):
+            click.echo(f"safety: {results['safety']['error']}")
+        sys.exit(_verdict_exit([valid]))
+    assert seeds is not None
+    todo = [(options(s),) for s in range(first_seed, first_seed + seeds)]
+    procs = jobs or multiprocessing.cpu_count()
+    valids: list[Any] = []
+    failing: list[int] = []
+    with multiprocessing.get_context("spawn").Pool(procs) as pool:
+        for s, valid, why in pool.imap(_run_one, todo, chunksize=max(1, math.ceil(len(todo) / (procs * 8)))):
+            valids.append(valid)
+            if valid is not True:
+                failing.append(s)
+                click.echo(f"seed {s}: valid = {valid}: {why}")
+    click.echo(
+        f"{len(valids)} seeds, {len(failing)} not valid"
+        + (
+            f"; replay one with: chaos sim --workload {workload} --nemesis {','.join(faults)} --seed {failing[0]}"
+            if failing
+            else ""
+        )
+    )
+    sys.exit(_verdict_exit(valids))
