@@ -16,6 +16,7 @@ import os
 import random
 import signal
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -208,8 +209,9 @@ def open_store(cfg: ServerConfig) -> tuple[RuntimeLogStore, Any, int]:
 class _Conn(asyncio.Protocol):
     """One TCP connection (incoming, or outgoing to a peer); frames go to the server.
 
-    Incoming connections are admitted against the connection limits, pause reading while more
-    than ``max_write_buffer`` bytes of answers wait for the client, and are closed by the server's
+    Incoming connections are admitted against the connection limits, stop handling requests
+    (keeping the rest of the last read, and pausing reading) while more than ``max_write_buffer``
+    bytes of answers wait for the client, and are closed by the server's
     sweep when a frame takes longer than ``frame_timeout_ms`` or no frame came for
     ``idle_timeout_ms``. Bytes of unfinished frames count against the server's ``max_buffered``.
     """
@@ -225,6 +227,9 @@ class _Conn(asyncio.Protocol):
         self.buffered = 0  # bytes of an unfinished frame, as counted in server.buffered
         self.last_frame = time.monotonic()  # last complete frame (or the connect)
         self.frame_start = 0.0  # when the unfinished frame's first byte came (0: none)
+        self.out_bytes = 0  # bytes in self.out
+        self.backlog: deque[bytes] = deque()  # complete frames not handled yet (backpressure)
+        self.write_paused = False  # the transport's buffer is above max_write_buffer
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -254,11 +259,21 @@ class _Conn(asyncio.Protocol):
         elif not self.frame_start and self.decoder.buffered:
             self.frame_start = now
         self._account(self.decoder.buffered)
+        self.backlog.extend(payloads)
+        self._handle_backlog()
+
+    def _handle_backlog(self) -> None:
+        """Hand complete frames to the server; an incoming connection stops while its client has
+        not taken ``max_write_buffer`` bytes of answers (a 20-byte GET can ask for a large entry)."""
+        limit = self.server.cfg.max_write_buffer
+        backlog = self.backlog
         try:
-            for payload in payloads:
-                if self.closed:
-                    return
-                self.server.on_frame(self, payload)
+            while backlog and not self.closed:
+                if self.peer is None and self.out_bytes > limit:
+                    self.flush()  # calls pause_writing when the transport cannot take it all
+                    if self.write_paused:
+                        return  # resume_writing continues
+                self.server.on_frame(self, backlog.popleft())
         except (FrameError, DecodeError) as e:
             log.warning("%s: closing connection from %s: %s", self.server.id, self._addr(), e)
             self.abort()
@@ -275,11 +290,15 @@ class _Conn(asyncio.Protocol):
     def pause_writing(self) -> None:
         # a client that does not read its answers: stop reading its requests (backpressure)
         if self.peer is None and self.transport is not None and not self.closed:
+            self.write_paused = True
             self.transport.pause_reading()
 
     def resume_writing(self) -> None:
         if self.peer is None and self.transport is not None and not self.closed:
-            self.transport.resume_reading()
+            self.write_paused = False
+            self._handle_backlog()
+            if not self.write_paused and not self.closed:
+                self.transport.resume_reading()
 
     def _addr(self) -> str:
         if self.transport is None:
@@ -296,6 +315,7 @@ class _Conn(asyncio.Protocol):
             self.server.buffered -= self.buffered
             self.buffered = 0
         self.decoder = FrameDecoder(self.decoder.max_frame)  # drop the partial frame now
+        self.backlog.clear()
 
     def send(self, frame: bytes) -> bool:
         """Queue ``frame``; every connection's queue is written with one ``write`` (one send
@@ -306,10 +326,12 @@ class _Conn(asyncio.Protocol):
         if not self.out:
             self.server._queue_flush(self)
         self.out.append(frame)
+        self.out_bytes += len(frame)
         return True
 
     def flush(self) -> None:
         out, self.out = self.out, []
+        self.out_bytes = 0
         if not out or self.closed or self.transport is None or self.transport.is_closing():
             return
         self.transport.write(out[0] if len(out) == 1 else b"".join(out))

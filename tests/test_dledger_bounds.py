@@ -1,6 +1,6 @@
 """Hostile input against 3 real ``dledger server`` processes on loopback (issue 16, items 1 and 2): a
-forged vote with a term no codec can hold, frames that announce 16 MiB and never finish, and a
-thousand idle and slowloris connections. Afterwards the group must still elect, append and read,
+forged vote with a term no codec can hold, frames that announce 16 MiB and never finish, two
+thousand idle and slowloris connections, a client that never reads its answers. Afterwards the group must still elect, append and read,
 ``currterm`` must hold a sane term, and no member's peak RSS may pass the bound in dledger/README.md.
 
 Attackers connect only from and to 127.0.0.0/8 addresses (members on 127.0.0.1-3, attackers on
@@ -186,11 +186,11 @@ def test_forged_vote_with_a_term_past_int64_is_refused_and_the_group_survives_re
 
 
 @pytest.mark.slow
-def test_big_unfinished_frames_and_a_thousand_idle_connections_stay_bounded(
+def test_big_unfinished_frames_and_thousands_of_idle_connections_stay_bounded(
     cluster_factory,  # type: ignore[no-untyped-def]
 ) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    need = 1200
+    need = 2300
     if soft < need:
         if hard != resource.RLIM_INFINITY and hard < need:
             pytest.skip(f"RLIMIT_NOFILE hard limit {hard} < {need} sockets this test holds")
@@ -233,10 +233,10 @@ def test_big_unfinished_frames_and_a_thousand_idle_connections_stay_bounded(
     for t in threads:
         t.start()
 
-    # ~1000 idle and slowloris connections from four addresses to the other follower
+    # 2000 idle and slowloris connections from four addresses to the other follower
     idle: list[socket.socket] = []
     slow: list[socket.socket] = []
-    for i in range(1000):
+    for i in range(2000):
         s = attacker(f"127.0.0.{50 + i % 4}", (c.ips[idle_target], c.port))
         (slow if i % 2 else idle).append(s)
     trickling = threading.Event()
@@ -305,3 +305,33 @@ def test_an_entry_larger_than_a_data_file_is_refused_and_the_member_stays_up(
         ok = cl.append(b"small")
         assert ok.ok, ok
     assert all(p.poll() is None for p in c.procs.values())
+
+
+@pytest.mark.slow
+def test_a_client_that_never_reads_its_answers_is_throttled_not_buffered(
+    cluster_factory,  # type: ignore[no-untyped-def]
+) -> None:
+    c: Cluster = cluster_factory()
+    ld = c.leader(timeout=30)
+    with c.client(timeout=3.0) as cl:
+        r = cl.append(b"y" * 60_000)  # every GET of it answers with 60 kB
+        assert r.ok, r
+    request = encode_frame(RequestCode.GET, 1, {"index": r.index})
+    s = attacker("127.0.0.50", (c.ips[ld], c.port))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(5.0)
+    sent = 0
+    try:
+        while sent < 200_000:  # 200k requests would make 12 GB of answers
+            s.sendall(request * 100)
+            sent += 100
+    except TimeoutError:
+        pass  # the member stopped reading: backpressure instead of buffering answers
+    assert sent < 200_000, "the member kept reading requests whose answers nobody takes"
+    meta = c.meta(ld)
+    assert meta["bufferedBytes"] <= MAX_BUFFERED
+    with c.client(timeout=3.0) as cl:
+        assert cl.append(b"still").ok
+    assert peak_rss_kib(c.procs[ld].pid) <= RSS_BOUND_KIB
+    s.close()
+    assert_group_works(c, "after-no-reader")
