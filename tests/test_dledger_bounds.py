@@ -335,3 +335,31 @@ def test_a_client_that_never_reads_its_answers_is_throttled_not_buffered(
     assert peak_rss_kib(c.procs[ld].pid) <= RSS_BOUND_KIB
     s.close()
     assert_group_works(c, "after-no-reader")
+
+
+def test_currterm_and_the_entry_codec_refuse_what_they_cannot_hold_before_writing(tmp_path: Path) -> None:
+    from dledger.store import Entry, StoreError
+    from dledger.store.codec import encode_entry, encode_header
+    from dledger.store.hardstate import HardState, HardStateValueError
+
+    hs = HardState(tmp_path)
+    hs.save(7, "n1")
+    before = (tmp_path / "currterm").read_bytes()
+    for term, vote in ((2**63, "n1"), (2**64 - 1, None), (-1, None), (8, "n1\ncurrTerm=9"), (8, "x" * 300)):
+        with pytest.raises(HardStateValueError) as err:
+            hs.save(term, vote)
+        assert isinstance(err.value, StoreError)  # the server stops rather than act on it
+        assert (tmp_path / "currterm").read_bytes() == before
+    hs.save(2**63 - 1, "n1")  # the largest Java long is fine
+    assert HardState(tmp_path).load().curr_term == 2**63 - 1
+    (tmp_path / "currterm").write_text("currTerm=18446744073709551615\nvoteLeader=n1\n")
+    with pytest.raises(StoreError, match=r"currterm: currTerm=18446744073709551615, expected 0\.\."):
+        HardState(tmp_path).load()
+    for field, entry in (
+        ("term", Entry(0, 2**63, b"x")),
+        ("index", Entry(2**64 - 1, 1, b"x")),
+        ("channel", Entry(0, 1, b"x", 1, -1, 2**31)),
+    ):
+        for encode in (encode_entry, encode_header):
+            with pytest.raises(ValueError, match=f"entry {field}="):
+                encode(entry, 0, 0)
