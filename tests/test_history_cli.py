@@ -62,9 +62,8 @@ def test_malformed_history_file_exits_254_with_the_line(tmp_path: Path) -> None:
     path.write_text("".join(json.dumps(x) + "\n" for x in rows))
     r = _chaos(path)
     assert r.returncode == 254
-    errors = [x for x in r.stderr.splitlines() if x.startswith("Error:")]
-    assert errors == [
-        f"Error: malformed history: {path}: line 4: two open invocations on process 0: 'append' invoked "
+    assert r.stderr.splitlines() == [
+        f"chaos: malformed history: {path}: line 4: two open invocations on process 0: 'append' invoked "
         "while 'append' (op 2) has not completed"
     ]
     assert r.stdout == ""
@@ -79,7 +78,7 @@ def test_run_directory_is_rechecked_and_results_rewritten(tmp_path: Path) -> Non
     assert r.returncode == 1, r.stderr
     res = run.load_results()
     assert res["valid"] is False and res["checkers"]["log"]["duplicated"][0]["value"] == 3
-    assert set(res["checkers"]) == {"log", "log-reads", "stats", "perf"}
+    assert set(res["checkers"]) == {"log", "log-reads", "stats", "perf", "faults"}
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,8 @@
-"""The interpreter's fast paths: hand-formatted history lines, the GIL-holding write, passive
+"""The interpreter's fast paths: history lines (orjson) written whole, passive
 generators, workers doing the scheduler's step, abandoned ops across runs (real threads and files)."""
 
 from __future__ import annotations
 
-import errno
 import json
 import random
 import threading
@@ -17,7 +16,6 @@ from hypothesis import strategies as st
 
 from chaos.control import generator as gen
 from chaos.control.interpreter import Interpreter, Stats
-from chaos.history import store
 from chaos.history.op import FAIL, INFO, OK, Op
 from chaos.history.store import HistoryWriter, encode_line, read_history
 
@@ -72,23 +70,10 @@ def test_common_lines_parse_back_to_the_same_op(tmp_path: Path) -> None:
     assert json.loads(p.read_text().splitlines()[2])["value"] == 'x\n"y"'
 
 
-def test_gil_write_reports_errors_with_errno(tmp_path: Path) -> None:
-    with pytest.raises(OSError) as e:
-        store._write(987654, b"x\n")  # not an open descriptor
-    assert e.value.errno == errno.EBADF
-    p = tmp_path / "h.jsonl"
-    fd = store.os.open(p, store.os.O_WRONLY | store.os.O_CREAT | store.os.O_APPEND)
-    try:
-        assert store._write(fd, b"abc\n") == 4
-    finally:
-        store.os.close(fd)
-    assert p.read_bytes() == b"abc\n"
-
-
 def test_big_lines_and_small_lines_interleave_whole(tmp_path: Path) -> None:
     p = tmp_path / "h.jsonl"
-    big = list(range(40_000))  # a final read of a long log: a line over the GIL-write limit
-    assert len(encode_line(Op("ok", 0, "read", big))) > store._GIL_WRITE_MAX
+    big = list(range(40_000))  # a final read of a long log: a line of over 200 KB
+    assert len(encode_line(Op("ok", 0, "read", big))) > 200_000
     with HistoryWriter(p) as w:
         for i in range(3):
             w.write(Op("invoke", i, "read"))

@@ -20,8 +20,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from chaos.history.models import get_model
 from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
-from chaos.history.store import HistoryError, RunDir, find_run, read_history
+from chaos.history.store import HistoryError, RunDir, find_run, read_history, read_history_lines
 
 UNKNOWN = "unknown"
 Valid = bool | str
@@ -59,14 +60,28 @@ class StreamChecker:
         return acc.finish()
 
 
+def verdict(value: Any) -> Valid:
+    """A checker's ``valid`` as one of True, False, ``"unknown"``.
+
+    Only the booleans decide; every other value (the string ``"unknown"`` however it arrived, e.g.
+    unpickled from a worker process, None, a missing field) is undecided. Compared by value: the
+    booleans are singletons, strings are never compared by identity.
+    """
+    if value is True or value is False:
+        return value
+    return UNKNOWN
+
+
 def merge_valid(values: Iterable[Any]) -> Valid:
-    """Worst-first merge: any ``False`` gives False, else any ``"unknown"`` (or other value) gives
-    ``"unknown"``, else True (also for no values). Follows ``jepsen.checker/merge-valid``."""
+    """Worst-first merge: any ``False`` gives False, else any undecided value (``"unknown"``, or
+    anything not a boolean, see :func:`verdict`) gives ``"unknown"``, else True (also for no
+    values). Follows ``jepsen.checker/merge-valid``."""
     out: Valid = True
     for v in values:
+        v = verdict(v)
         if v is False:
             return False
-        if v is not True:
+        if v == UNKNOWN:
             out = UNKNOWN
     return out
 
@@ -95,6 +110,9 @@ class Compose:
                 self.checkers[c.name] = c
 
     def check(self, test: dict[str, Any], history_path: Path, opts: dict[str, Any]) -> dict[str, Any]:
+        """Run every checker on the history. Raises HistoryError for a malformed history and for
+        one with no client op (nothing was tested: not valid, and not a checker's fault)."""
+        require_client_op(history_path)
         results: dict[str, dict[str, Any]] = {}
         streams: dict[str, Accumulator] = {}
         started: dict[str, float] = {}
@@ -208,7 +226,8 @@ class LinearChecker:
     """Linearizability of the whole history under a model, per key (``chaos.history.linear``).
 
     Needs the full history in memory (the search is not streaming). Options: ``model`` (name),
-    ``time_limit`` (seconds, None for no deadline).
+    ``time_limit`` (seconds, None for no deadline), ``workers`` (processes; default the CPU count).
+    A client op whose ``f`` the model does not check raises HistoryError naming its line.
     """
 
     name = "linear"
@@ -220,13 +239,111 @@ class LinearChecker:
         linear = importlib.import_module("chaos.history.linear")  # the checker helper's module
 
         model = opts.get("model") or self.model
-        ops = list(read_history(history_path))
-        result = linear.check_history(ops, model=model, time_limit=opts.get("time_limit"))
+        m = get_model(model)
+        fs = getattr(m, "fs", None)
+        ops: list[Op] = []
+        for line, op in read_history_lines(history_path):
+            if fs is not None and op.f not in fs and op.process != NEMESIS:
+                raise HistoryError(
+                    f"client op f {op.f!r} is not one the {m.name} model checks "
+                    f"(expected {', '.join(sorted(fs))}; pass --model)",
+                    line=line,
+                    path=history_path,
+                )
+            ops.append(op)
+        result = linear.check_history(
+            ops, model=model, time_limit=opts.get("time_limit"), workers=opts.get("workers")
+        )
         if not isinstance(result, dict):
             to_dict = getattr(result, "to_dict", None)
             result = to_dict() if callable(to_dict) else {"valid": getattr(result, "valid", UNKNOWN)}
         result.setdefault("model", model)
         return result
+
+
+# --------------------------------------------------------------------------------------------------
+# what a history is a test of
+
+
+def require_client_op(history_path: Path) -> None:
+    """Raise HistoryError (naming the file) unless the history holds at least one client op.
+
+    Reads only up to the first client op. An empty history, or one with nemesis ops only, tested
+    nothing: it is bad input, never valid.
+    """
+    for op in read_history(history_path):
+        if op.process != NEMESIS:
+            return
+    raise HistoryError(
+        "no client op: nothing was tested (an empty history is not a valid test)", path=history_path
+    )
+
+
+# the fs each workload's clients use, and the fs that tell it apart
+_WORKLOAD_FS: tuple[tuple[str, frozenset[str], frozenset[str]], ...] = (
+    ("log", frozenset({"append", "read"}), frozenset({"append"})),
+    ("set", frozenset({"add", "read"}), frozenset({"add"})),
+    ("mutex", frozenset({"acquire", "release"}), frozenset({"acquire", "release"})),
+    ("register", frozenset({"read", "write", "cas"}), frozenset({"write", "cas"})),
+)
+
+
+def infer_test(history_path: Path, *, model: str | None = None) -> dict[str, Any]:
+    """The test of a history with no ``test.json``: its workload, from the fs of ALL its client ops.
+
+    A history whose client fs all belong to one workload (register: read/write/cas; log:
+    append/read; set: add/read; mutex: acquire/release) is that workload. A history of reads only
+    is a register's when no ok read returned a list (a log's or a set's reads return lists).
+    Returns a ``test.json``-like dict (``workload``, and ``model``/``checkers`` for mutex).
+
+    Raises:
+        HistoryError (naming the file): malformed, no client op, or the workload cannot be told
+        from the fs (several workloads' fs, or fs no workload uses) and ``model`` is None. With a
+        ``model``, such a history is checked with it (linear, stats, perf) instead.
+    """
+    fs: set[str] = set()
+    list_reads = False
+    for op in read_history(history_path):
+        if op.process == NEMESIS:
+            continue
+        fs.add(op.f)
+        if not list_reads and op.type == OK and op.f == "read" and isinstance(op.value, list):
+            list_reads = True
+    if not fs:
+        raise HistoryError(
+            "no client op: nothing was tested (an empty history is not a valid test)", path=history_path
+        )
+    fits = [w for w, allowed, marks in _WORKLOAD_FS if fs <= allowed and fs & marks]
+    if not fits and fs == {"read"} and not list_reads:
+        fits = ["register"]
+    if len(fits) == 1:
+        if fits[0] == "mutex":
+            return {"workload": "mutex", "model": model or "mutex", "checkers": ["linear", "stats", "perf"]}
+        return {"workload": fits[0]}
+    if model is not None:
+        return {"workload": None, "model": model}
+    why = (
+        "reads only, returning lists (a log or a set)"
+        if fs == {"read"}
+        else "no single workload uses all of them"
+    )
+    raise HistoryError(
+        f"cannot tell the model from the client ops' fs ({', '.join(sorted(fs))}: {why}); "
+        "pass --model (register, cas-register, append-log, set, mutex, ...)",
+        path=history_path,
+    )
+
+
+def load_run_test(run: RunDir, *, model: str | None = None) -> dict[str, Any]:
+    """A run's test: ``test.json``, or, when it is missing or names neither ``workload`` nor
+    ``checkers``, what :func:`infer_test` finds in the whole history (never guessed from a prefix).
+
+    Raises FileNotFoundError / ValueError for an unreadable test.json, HistoryError as infer_test.
+    """
+    test = run.load_test() if run.test_path.is_file() else {}
+    if test.get("workload") is None and test.get("checkers") is None:
+        test = {**test, **infer_test(run.history_path, model=model)}
+    return test
 
 
 # --------------------------------------------------------------------------------------------------
@@ -237,7 +354,8 @@ def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str,
     """The checkers for a run, from ``test.json``: an explicit ``"checkers"`` list, else by ``"workload"``.
 
     register -> linear (cas-register), stats, perf; log -> log, stats, perf; set -> set, stats, perf;
-    any other workload -> stats, perf (plus linear when ``model`` is given).
+    any other workload -> stats, perf (plus linear when ``model`` is given). ``faults``
+    (:mod:`chaos.history.faults`) is always added.
     Raises ValueError for an unknown checker name in ``"checkers"``.
     """
     from chaos.history.logcheck import LogChecker, LogReadsChecker, SetChecker
@@ -252,6 +370,7 @@ def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str,
         "perf": PerfChecker,
         "server-logs": lambda: importlib.import_module("chaos.history.nodelogs").ServerLogChecker(),
         "liveness": lambda: importlib.import_module("chaos.history.liveness").LivenessChecker(),
+        "faults": lambda: importlib.import_module("chaos.history.faults").FaultsChecker(),
     }
     names = test.get("checkers")
     if names is None:
@@ -267,6 +386,8 @@ def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str,
             names = ["linear", *names]
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise ValueError(f"test.json 'checkers' must be a list of names, got {names!r}")
+    if "faults" not in names:  # every run, stored ones too: did the requested faults take effect?
+        names = [*names, "faults"]
     out: dict[str, Checker] = {}
     for n in names:
         if n not in factories:
@@ -276,23 +397,30 @@ def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str,
 
 
 def check_run(
-    run_dir: RunDir | str | os.PathLike[str], *, model: str | None = None, time_limit: float | None = None
+    run_dir: RunDir | str | os.PathLike[str],
+    *,
+    model: str | None = None,
+    time_limit: float | None = None,
+    workers: int | None = None,
 ) -> dict[str, Any]:
-    """Re-check a stored run: pick checkers from ``test.json``, write ``results.json``, return it.
+    """Re-check a stored run: pick checkers from ``test.json`` (:func:`load_run_test`), write
+    ``results.json``, return it.
 
     Args:
         run_dir: a RunDir, or any path :func:`chaos.history.store.find_run` accepts.
         model: a linearizability model name; overrides the workload's.
         time_limit: seconds for the linearizability search; past it that checker says ``unknown``.
+        workers: processes for the linearizability search (default: the CPU count).
     Raises:
         FileNotFoundError: no run or no history.
-        HistoryError: the history is malformed.
+        HistoryError: the history is malformed, has no client op, or (without test.json) does not
+            tell its workload.
     """
     run = run_dir if isinstance(run_dir, RunDir) else find_run(run_dir)
     if not run.history_path.is_file():
         raise FileNotFoundError(f"{run.history_path}: no history in run directory {run.path}")
-    test = run.load_test() if run.test_path.is_file() else {}
-    opts: dict[str, Any] = {"time_limit": time_limit}
+    test = load_run_test(run, model=model)
+    opts: dict[str, Any] = {"time_limit": time_limit, "workers": workers, "run_dir": str(run.path)}
     if model:
         opts["model"] = model
     results = compose(checkers_for(test, model=model)).check(test, run.history_path, opts)

@@ -8,6 +8,7 @@ arguments.
 from __future__ import annotations
 
 import importlib
+import math
 from pathlib import Path
 from typing import Any
 
@@ -19,33 +20,12 @@ FORMATS = ("auto", "jsonl", "edn", "porcupine-etcd", "porcupine-kv")
 
 
 def exit_code(valid: Any) -> int:
-    """0 for True, 1 for False, 2 for anything else ("unknown")."""
+    """0 for True, 1 for False, 2 for anything else ("unknown"): only the booleans decide."""
     return EXIT_VALID if valid is True else EXIT_INVALID if valid is False else EXIT_UNKNOWN
 
 
 def _verdict(valid: Any) -> str:
     return "valid" if valid is True else "INVALID" if valid is False else "unknown"
-
-
-def _infer_workload(path: Path) -> str | None:
-    """The workload of a bare JSON Lines history, from the fs of its first client ops."""
-    from chaos.history.store import read_history
-
-    fs: set[str] = set()
-    for n, op in enumerate(read_history(path, validate=False)):
-        if op.process != "nemesis":
-            fs.add(op.f)
-        if n >= 2000:
-            break
-    if "append" in fs:
-        return "log"
-    if "add" in fs:
-        return "set"
-    if fs & {"acquire", "release"}:
-        return "mutex"
-    if fs & {"write", "cas"}:
-        return "register"
-    return None
 
 
 def _summary_line(name: str, r: dict[str, Any]) -> str:
@@ -103,29 +83,33 @@ def print_summary(results: dict[str, Any], where: str) -> None:
                         click.echo(line)
 
 
-def _check_foreign(path: Path, fmt: str, model: str | None, time_limit: float | None) -> dict[str, Any]:
+def _check_foreign(
+    path: Path, fmt: str, model: str | None, time_limit: float | None, workers: int | None
+) -> dict[str, Any]:
     """Linearizability of an imported history (chaos.history.formats + chaos.history.linear)."""
     formats = importlib.import_module("chaos.history.formats")
     linear = importlib.import_module("chaos.history.linear")
-    loaded = formats.load_history(path, format=fmt)
-    kwargs: dict[str, Any] = {"time_limit": time_limit}
-    if isinstance(loaded, tuple):  # (ops, default model name)
-        ops, default_model = loaded[0], loaded[1]
-    else:
-        ops, default_model = loaded, getattr(loaded, "model", None)
-    kwargs["model"] = model or default_model
-    result = linear.check_history(ops, **kwargs)
-    if not isinstance(result, dict):
-        to_dict = getattr(result, "to_dict", None)
-        result = to_dict() if callable(to_dict) else {"valid": getattr(result, "valid", "unknown")}
-    return {"valid": result.get("valid", "unknown"), "checkers": {"linear": result}}
+    ops, default_model = formats.load_history(path, format=fmt)
+    spec = model or default_model
+    formats.require_checkable(ops, spec, path)
+    result = linear.check_history(ops, spec, time_limit=time_limit, workers=workers)
+    return {"valid": result["valid"], "checkers": {"linear": result}}
 
 
 def run_check(
-    path: Path, *, model: str | None, fmt: str, time_limit: float | None
+    path: Path,
+    *,
+    model: str | None,
+    fmt: str,
+    time_limit: float | None,
+    workers: int | None = None,
 ) -> tuple[dict[str, Any], str]:
-    """Check a run directory or a history file; returns (results, description). Raises BadArguments."""
-    from chaos.history.checkers import check_run, checkers_for, compose
+    """Check a run directory or a history file; returns (results, description). Raises BadArguments.
+
+    The checkers come from the run's ``test.json``; for a bare JSON Lines history, or a run without
+    ``test.json``, from the workload the whole history shows (``--model`` when it cannot be told).
+    """
+    from chaos.history.checkers import check_run, checkers_for, compose, infer_test
     from chaos.history.store import HISTORY_FILE, TEST_FILE, HistoryError, find_run
 
     try:
@@ -133,22 +117,18 @@ def run_check(
             importlib.import_module("chaos.history.models").get_model(model)  # a bad name fails here
         if path.is_dir() or (path.name == HISTORY_FILE and (path.parent / TEST_FILE).is_file()):
             run = find_run(path.parent if path.is_file() else path)
-            results = check_run(run, model=model, time_limit=time_limit)
+            results = check_run(run, model=model, time_limit=time_limit, workers=workers)
             return results, f"{run.path} (results in {run.results_path.name})"
         if not path.is_file():
             raise BadArguments(f"{path}: no such run directory or history file")
         if fmt == "auto":
             fmt = importlib.import_module("chaos.history.formats").detect_format(path)
         if fmt != "jsonl":
-            return _check_foreign(path, fmt, model, time_limit), f"{path} ({fmt})"
-        workload = _infer_workload(path)
-        if workload == "mutex":
-            model = model or "mutex"
-        test: dict[str, Any] = {"workload": workload}
-        opts: dict[str, Any] = {"time_limit": time_limit, "model": model}
-        return compose(checkers_for(test, model=model)).check(
-            test, path, opts
-        ), f"{path} ({workload or 'jsonl'})"
+            return _check_foreign(path, fmt, model, time_limit, workers), f"{path} ({fmt})"
+        test = infer_test(path, model=model)
+        opts: dict[str, Any] = {"time_limit": time_limit, "model": model, "workers": workers}
+        results = compose(checkers_for(test, model=model)).check(test, path, opts)
+        return results, f"{path} ({test.get('workload') or model})"
     except HistoryError as e:
         raise BadArguments(f"malformed history: {e}") from None
     except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
@@ -175,16 +155,28 @@ def run_check(
 @click.option(
     "--time-limit", type=float, default=None, help="Seconds for the linearizability search; then unknown."
 )
+@click.option(
+    "--workers",
+    type=int,
+    default=None,
+    help="Processes for the linearizability search (default: the CPU count; 1 = this process).",
+)
 @click.pass_context
-def check(ctx: click.Context, path: Path, model: str | None, fmt: str, time_limit: float | None) -> None:
+def check(
+    ctx: click.Context, path: Path, model: str | None, fmt: str, time_limit: float | None, workers: int | None
+) -> None:
     """Re-check PATH: a run directory (store/latest, a store root) or a history file.
 
     A run directory is checked with the checkers its test.json names and results.json is rewritten.
-    Exit status: 0 valid, 1 invalid, 2 unknown, 254 bad arguments.
+    Without test.json (or for a bare history) the workload is what ALL the client ops show;
+    when it cannot be told, pass --model. Exit status: 0 valid, 1 invalid, 2 unknown (a checker
+    could not decide), 254 bad arguments or malformed input.
     """
-    if time_limit is not None and time_limit <= 0:
+    if time_limit is not None and not (math.isfinite(time_limit) and time_limit > 0):
         raise BadArguments(f"--time-limit must be a positive number of seconds, got {time_limit}")
-    results, where = run_check(path, model=model, fmt=fmt, time_limit=time_limit)
+    if workers is not None and workers < 1:
+        raise BadArguments(f"--workers must be at least 1, got {workers}")
+    results, where = run_check(path, model=model, fmt=fmt, time_limit=time_limit, workers=workers)
     print_summary(results, where)
     ctx.exit(exit_code(results.get("valid")))
 

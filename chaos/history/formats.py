@@ -29,8 +29,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from chaos.history.models import get_model
 from chaos.history.op import NEMESIS, TYPES, Op
-from chaos.history.store import HistoryError, Validator, read_history
+from chaos.history.store import MAX_DEPTH, HistoryError, Validator, read_history
 
 FORMATS = ("jsonl", "edn", "porcupine-etcd", "porcupine-kv")
 
@@ -108,7 +109,7 @@ def _jsonl_model(ops: list[Op]) -> str:
 
 
 # ------------------------------------------------------------------------------------------------
-# a small EDN reader that keeps line numbers (edn_format does not, and is slow on MBs)
+# a small EDN reader that keeps line numbers and bounds nesting
 
 _TOKEN = re.compile(
     r"""(?P<ws>[\s,]+)
@@ -173,8 +174,17 @@ class _EdnParser:
         self.toks = toks
         self.i = 0
         self.path = path
+        self.depth = 0
 
     def form(self) -> Any:
+        """The next form. Collections nest by recursion, so depth is bounded by MAX_DEPTH."""
+        self.depth += 1
+        try:
+            return self._form()
+        finally:
+            self.depth -= 1
+
+    def _form(self) -> Any:
         toks = self.toks
         if self.i >= len(toks):
             line = toks[-1].line if toks else 1
@@ -192,6 +202,10 @@ class _EdnParser:
             except ValueError:
                 return t.text[1:-1]
         if k == "open":
+            if self.depth > MAX_DEPTH:
+                raise HistoryError(
+                    f"EDN: a value nested deeper than {MAX_DEPTH} levels", line=t.line, path=self.path
+                )
             close = _CLOSERS[t.text]
             items = []
             while True:
@@ -263,8 +277,18 @@ def _hashable(v: Any) -> Any:
     return v
 
 
+def _read_text(path: Path) -> str:
+    """The file as UTF-8 text. Raises HistoryError naming the line of the first byte that is not."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise HistoryError(f"not UTF-8 (byte {data[e.start]:#04x})", line=line, path=path) from None
+
+
 def _edn_ops(path: Path) -> Iterator[tuple[int, Op]]:
-    text = path.read_text(encoding="utf-8")
+    text = _read_text(path)
     parser = _EdnParser(_tokens(text, path), path)
     pos = 0
     for line, form in parser.top_level():
@@ -309,7 +333,12 @@ def _edn_ops(path: Path) -> Iterator[tuple[int, Op]]:
 
 
 def load_edn(path: str | os.PathLike[str]) -> tuple[list[Op], str]:
-    """Ops of a Jepsen/knossos EDN history and the implied model spec (see the module docstring)."""
+    """Ops of a Jepsen/knossos EDN history and the implied model spec (see the module docstring).
+
+    A ``jepsen.independent`` history (every client op's ``:value`` a tuple ``[k v]``, see
+    :func:`_is_independent`) is split per key: ``op.key = k``, ``op.value = v``, and checked with
+    Jepsen's register model (``cas-register``, initial value nil, a read of nil matches any value).
+    """
     p = Path(path)
     v = Validator(p)
     ops: list[Op] = []
@@ -321,9 +350,80 @@ def load_edn(path: str | os.PathLike[str]) -> tuple[list[Op], str]:
         model = "multi-register:init=0"
     elif fs & {"acquire", "release"}:
         model = "mutex"
+    elif _is_independent(ops):
+        _split_independent(ops)
+        model = "cas-register:nil-read=any"
     else:
         model = "cas-register:init=0,nil-read=any"
     return ops, model
+
+
+def _pair2(v: Any) -> bool:
+    return isinstance(v, list) and len(v) == 2
+
+
+def _is_independent(ops: list[Op]) -> bool:
+    """True if the client ops carry ``jepsen.independent`` tuples: every invocation's and ok
+    completion's value is ``[k v]`` (a fail/info completion may carry nil), a completion's k is
+    its invocation's, and a cas's v is itself ``[old new]`` (which tells ``[k v]`` from a plain
+    cas-register's ``[old new]``)."""
+    open_: dict[Any, Any] = {}
+    client = False
+    for op in ops:
+        if op.process == NEMESIS:
+            continue
+        client = True
+        v = op.value
+        if v is None and op.type in ("fail", "info"):
+            open_.pop(op.process, None)
+            continue
+        if not _pair2(v) or (op.f == "cas" and not _pair2(v[1])):
+            return False
+        if op.type == "invoke":
+            open_[op.process] = v[0]
+        elif open_.pop(op.process, v[0]) != v[0]:
+            return False
+    return client
+
+
+def _split_independent(ops: list[Op]) -> None:
+    open_: dict[Any, Any] = {}
+    for op in ops:
+        if op.process == NEMESIS:
+            continue
+        if op.value is None:  # a fail/info completion without a value: its invocation's key
+            op.key = open_.pop(op.process, None)
+            continue
+        k, op.value = op.value
+        op.key = k
+        if op.type == "invoke":
+            open_[op.process] = k
+        else:
+            open_.pop(op.process, None)
+
+
+def require_checkable(ops: list[Op], model: str, path: str | os.PathLike[str]) -> None:
+    """Raise HistoryError naming the file and line unless ``ops`` has a client op and every client
+    op's ``f`` is one ``model`` checks (``chaos.history.models``, ``fs``)."""
+    m = get_model(model)
+    fs = getattr(m, "fs", None)
+    client = False
+    for op in ops:
+        if op.process == NEMESIS:
+            continue
+        client = True
+        if fs is not None and op.f not in fs:
+            line = op.extra.get("line", op.index + 1)
+            raise HistoryError(
+                f"client op f {op.f!r} is not one the {m.name} model checks "
+                f"(expected {', '.join(sorted(fs))}; pass --model)",
+                line=line if isinstance(line, int) else None,
+                path=path,
+            )
+    if not client:
+        raise HistoryError(
+            "no client op: nothing was tested (an empty history is not a valid test)", path=path
+        )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -339,8 +439,12 @@ def load_porcupine_etcd(path: str | os.PathLike[str]) -> list[Op]:
     p = Path(path)
     ops: list[Op] = []
     v = Validator(p)
-    with open(p, encoding="utf-8") as f:
-        for lineno, raw in enumerate(f, 1):
+    with open(p, "rb") as f:
+        for lineno, data in enumerate(f, 1):
+            try:
+                raw = data.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise HistoryError(f"not UTF-8 (byte {data[e.start]:#04x})", line=lineno, path=p) from None
             if not raw.strip():
                 continue
             m = _ETCD.match(raw)

@@ -38,6 +38,7 @@ from __future__ import annotations
 import bisect
 import concurrent.futures as cf
 import gc
+import json
 import multiprocessing
 import os
 import time
@@ -48,6 +49,8 @@ from typing import Any
 from chaos.history.models import UNKNOWN, BaseModel, Call, Model, get_model
 from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
 
+# The undecided verdict. Verdicts cross process boundaries (pickled results from the pool), so
+# they are always compared by value (``==``), never by identity.
 VALID_UNKNOWN = "unknown"
 
 # Parts are checked in this process first; those still open after this many seconds go to a
@@ -631,7 +634,7 @@ def _invalid_from(calls: Sequence[Call], m: Model, starts: Sequence[Any], deadli
     sub = _renumber(calls, m)
     for s in starts:
         r = _search(sub, m, s, deadline, track=False)
-        if r.valid is VALID_UNKNOWN:
+        if r.valid == VALID_UNKNOWN:
             return None
         if r.valid is True:
             return False
@@ -714,7 +717,8 @@ def history_calls(ops: Iterable[Op]) -> tuple[dict[Any, list[Call]], int]:
     Completions pair with the last open invocation of the same process; nemesis ops are skipped;
     ``fail`` ops are dropped unless a ``cas`` completion carries ``compare_failed: true``; ``info`` and
     never-completed invocations get ``ret=None`` and ``output=UNKNOWN``; a None invocation value is
-    filled from the ok completion. Returns ({key: [Call]}, number of client invocations).
+    filled from the ok completion. Returns ({key label: [Call]}, number of client invocations); the
+    label is :func:`key_label` of ``op.key``, None for unkeyed ops.
 
     Raises:
         ValueError: a completion without an open invocation, or two open invocations on one
@@ -724,7 +728,10 @@ def history_calls(ops: Iterable[Op]) -> tuple[dict[Any, list[Call]], int]:
     parts: dict[Any, list[Call]] = {}
     invokes = 0
     pop = open_.pop
-    simple = (int, str, type(None))
+    # groups are keyed by label, not by the key: 1, 1.0, True and "1" are equal or equally
+    # hashed as dict keys in Python but are different keys in the history
+    simple = (int, str, float, bool)
+    labels: dict[Any, str] = {}
     for op in ops:
         p = op.process
         t = op.type
@@ -762,8 +769,14 @@ def history_calls(ops: Iterable[Op]) -> tuple[dict[Any, list[Call]], int]:
         else:
             raise ValueError(f"history: op {op.index}: unknown type {t!r} (expected invoke/ok/fail/info)")
         k = inv.key
-        if type(k) not in simple:
-            k = _hkey(k)
+        if k is not None:
+            tk = (type(k), k) if type(k) in simple else None
+            label = labels.get(tk) if tk is not None else None
+            if label is None:
+                label = key_label(k)
+                if tk is not None:
+                    labels[tk] = label
+            k = label
         part = parts.get(k)
         if part is None:
             parts[k] = [c]
@@ -771,7 +784,7 @@ def history_calls(ops: Iterable[Op]) -> tuple[dict[Any, list[Call]], int]:
             part.append(c)
     for inv in open_.values():
         c = Call(0, inv.f, inv.value, UNKNOWN, inv.time, None, inv.process, inv.index, inv.key, INFO)
-        parts.setdefault(_hkey(inv.key), []).append(c)
+        parts.setdefault(None if inv.key is None else key_label(inv.key), []).append(c)
     return parts, invokes
 
 
@@ -783,12 +796,20 @@ def _hashable(v: Any) -> Any:
     return v
 
 
-def _hkey(k: Any) -> Any:
-    if isinstance(k, list):
-        return tuple(_hkey(x) for x in k)
-    if isinstance(k, dict):
-        return tuple(sorted(k.items()))
-    return k
+def key_label(key: Any) -> str:
+    """The label of an independent key in results (``keys``, ``failures``, ``unknown``).
+
+    An integer or other JSON value is labelled by its compact JSON text (``7``, ``[1,2]``, ``null``);
+    a string by itself, unless that text would read as another JSON value, in which case it is
+    quoted: the key ``1`` is ``1`` and the key ``"1"`` is ``"1"``, so distinct keys never share a label.
+    """
+    if isinstance(key, str):
+        try:
+            json.loads(key)
+        except ValueError:
+            return key
+        return json.dumps(key)
+    return json.dumps(key, separators=(",", ":"), default=str)
 
 
 _STOP: Any = None
@@ -829,7 +850,7 @@ def check_history(
     Returns:
         ``{"valid": True|False|"unknown", "model": str, "keys": {key: {"valid", "ops", "configs",
         ["cause"], ["counterexample"]}}, "failures": [keys], "unknown": [keys], "ops": n,
-        "seconds": s}`` (docs/design.md). Keys are ``str(op.key)``; an unkeyed history is one part
+        "seconds": s}`` (docs/design.md). Keys are labelled by :func:`key_label` (distinct keys, distinct labels); an unkeyed history is one part
         named ``"all"`` unless the model partitions it (``"0"``, ``"1"``, ...).
     Raises:
         ValueError: bad model spec, malformed pairing, or an op the model does not understand.
@@ -840,11 +861,11 @@ def check_history(
     groups, invokes = history_calls(ops)
     tasks: list[tuple[str, list[Call]]] = []
     keyed = any(k is not None for k in groups)
-    for k in sorted(groups, key=lambda k: (k is None, str(k))):
+    for k in sorted(groups, key=lambda k: (k is None, k or "")):
         calls = groups[k]
         calls.sort(key=lambda c: (c.call, c.index))
         parts = m.partition(calls)
-        base = str(k) if keyed else "all"
+        base = ("null" if k is None else k) if keyed else "all"
         if len(parts) == 1:
             tasks.append((base, parts[0]))
         else:
@@ -891,7 +912,7 @@ def _run_sliced(
             if deadline is not None:
                 d = deadline if d is None else min(d, deadline)
             r = check_calls(calls, m, d, counterexample=last)
-            if r.valid is VALID_UNKNOWN and r.cause == "timeout" and d != deadline:
+            if r.valid == VALID_UNKNOWN and r.cause == "timeout" and d != deadline:
                 again.append((label, calls))
                 continue
             if r.valid is False and not last:
@@ -939,7 +960,8 @@ def _run_pool(
 
 def _summary(results: dict[str, KeyResult], m: Model, invokes: int, seconds: float) -> dict[str, Any]:
     failures = [k for k, r in results.items() if r.valid is False]
-    unknown = [k for k, r in results.items() if r.valid is VALID_UNKNOWN]
+    # anything not decided True or False is undecided, whatever object the verdict arrived as
+    unknown = [k for k, r in results.items() if r.valid is not True and r.valid is not False]
     valid: bool | str = False if failures else (VALID_UNKNOWN if unknown else True)
     out: dict[str, Any] = {
         "valid": valid,

@@ -115,9 +115,14 @@ class Model(Protocol):
 
 
 class BaseModel:
-    """Defaults: one partition, ``describe`` by repr, ``hash`` by Python's hash."""
+    """Defaults: one partition, ``describe`` by repr, ``hash`` by Python's hash.
+
+    ``fs`` names the functions the model understands (None: not declared); readers use it to refuse
+    an op the model cannot check before the search starts, naming the op's line.
+    """
 
     name = "model"
+    fs: frozenset[str] | None = None
 
     def init(self) -> State:
         raise NotImplementedError
@@ -194,6 +199,7 @@ class Register(BaseModel):
 
     name = "register"
     _fs: tuple[str, ...] = ("read", "write")
+    fs = frozenset({"read", "get", "write", "put"})
 
     def __init__(self, init: Any = None, nil_read: str = "absent"):
         if nil_read not in ("absent", "any"):
@@ -240,6 +246,7 @@ class CasRegister(Register):
 
     name = "cas-register"
     _fs = ("read", "write", "cas")
+    fs = frozenset({"read", "get", "write", "put", "cas"})
 
     def step(self, state: State, call: Call) -> tuple[bool, State]:
         if call.f == "cas":
@@ -269,6 +276,7 @@ class KV(BaseModel):
     """
 
     name = "kv"
+    fs = frozenset({"get", "read", "put", "write", "append", "cas", "delete"})
 
     def __init__(self, init: Any = None):
         self._init = _freeze(init)
@@ -346,6 +354,7 @@ class Mutex(BaseModel):
     """A lock (knossos ``mutex``): ``acquire`` when held and ``release`` when free are illegal."""
 
     name = "mutex"
+    fs = frozenset({"acquire", "release"})
 
     def init(self) -> State:
         return False
@@ -382,6 +391,7 @@ class SetModel(_ReadAll):
     elements (any order). State: a frozenset."""
 
     name = "set"
+    fs = frozenset({"add", "read"})
 
     def init(self) -> State:
         return frozenset()
@@ -423,6 +433,7 @@ class AppendLog(_ReadAll):
     checked against it: indices include entries that are not workload appends."""
 
     name = "append-log"
+    fs = frozenset({"append", "read"})
 
     def init(self) -> State:
         return ()
@@ -468,6 +479,7 @@ class MultiRegister(BaseModel):
     """
 
     name = "multi-register"
+    fs = frozenset({"txn", "read", "write"})
 
     def __init__(self, init: Any = None):
         self._default: Any = None

@@ -16,6 +16,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 INVOKE = "invoke"
 OK = "ok"
 FAIL = "fail"
@@ -25,8 +27,18 @@ NEMESIS = "nemesis"
 
 _KNOWN = ("index", "type", "process", "f", "value", "time", "node", "error", "key")
 _KNOWN_SET = frozenset(_KNOWN)
-# One shared encoder: json.dumps with non-default arguments builds a new encoder per call.
-_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
+_ORJSON_OPTS = orjson.OPT_NON_STR_KEYS
+# for what orjson refuses (integers beyond 64 bits): the standard library, same compact layout
+_FALLBACK = json.JSONEncoder(separators=(",", ":"), default=str, ensure_ascii=False)
+
+
+def dumps(obj: Any) -> bytes:
+    """``obj`` as compact JSON (UTF-8 bytes): orjson, with ``str()`` for values JSON has no form
+    for; falls back to the standard library for integers beyond 64 bits."""
+    try:
+        return orjson.dumps(obj, default=str, option=_ORJSON_OPTS)
+    except orjson.JSONEncodeError:
+        return _FALLBACK.encode(obj).encode("utf-8", "surrogatepass")
 
 
 @dataclass(slots=True)
@@ -77,7 +89,8 @@ class Op:
         return d
 
     def to_json(self) -> str:
-        return _ENCODER.encode(self.to_dict())
+        """The op as one compact JSON object (the history line, without the newline)."""
+        return dumps(self.to_dict()).decode("utf-8", "surrogatepass")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Op:

@@ -14,12 +14,12 @@ A history is validated as it is read (Jepsen's ``jepsen.history`` pairing rules)
 follows an open invocation of the same process, a process has at most one open invocation, ``type``
 is one of invoke/ok/fail/info, and ``time`` never decreases. A violation raises :class:`HistoryError`
 naming the file, the 1-based line number and the reason. A torn last line (the writer was killed
-mid-write) is skipped, not an error.
+mid-write) after a good line is skipped, not an error. Lines are read with orjson; a line that is not
+UTF-8, or a value nested deeper than :data:`MAX_DEPTH`, is a HistoryError too.
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import threading
@@ -28,7 +28,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from chaos.history.op import INVOKE, NEMESIS, TYPES, Op
+import orjson
+
+from chaos.history.op import INVOKE, NEMESIS, TYPES, Op, dumps
 
 HISTORY_FILE = "history.jsonl"
 TEST_FILE = "test.json"
@@ -60,118 +62,21 @@ class HistoryError(ValueError):
 # Writer
 
 
-_ENC = json.JSONEncoder(separators=(",", ":"), default=str)  # same settings as Op.to_json
-_encode = _ENC.encode
-_STR_CACHE: dict[str, str] = {}  # f, type, node, process names: a small set, encoded once each
-_FRAGS: dict[tuple[str, str], tuple[str, str]] = {}  # (type, f) -> the text around "process"
-_NODE_FRAGS = {f"n{i}": f',"node":"n{i}"' for i in range(1, 33)}
-
-
-def _jstr(s: str) -> str:
-    r = _STR_CACHE.get(s)
-    if r is None:
-        r = _encode(s)
-        if len(_STR_CACHE) < 4096:
-            _STR_CACHE[s] = r
-    return r
-
-
-def _jval(v: Any) -> str:
-    # The common op values (None, int, short lists of ints) by hand; anything else by the encoder.
-    t = type(v)
-    if t is int:
-        return str(v)
-    if v is None:
-        return "null"
-    if t is list or t is tuple:
-        for x in v:
-            if type(x) is not int:
-                return _encode(v)
-        return "[" + ",".join(map(str, v)) + "]"
-    return _encode(v)
-
-
 def encode_line(op: Op) -> bytes:
-    """``op`` as one JSON Lines record (with the newline), byte for byte what ``op.to_json()`` gives.
+    """``op`` as one JSON Lines record (with the newline), byte for byte ``op.to_json()`` + newline.
 
-    Hand-formats the known fields (the hot path of the history writer: about half the cost of a
-    dict plus ``json.JSONEncoder``); extra fields and unusual values go through the encoder.
+    Encoded with orjson (``chaos.history.op.dumps``): compact, UTF-8, non-JSON values as ``str()``.
     """
-    p, f, typ, v, t = op.process, op.f, op.type, op.value, op.time
-    if type(p) is not int or type(f) is not str or type(typ) is not str or type(t) is not int:
-        return (op.to_json() + "\n").encode()
-    frag = _FRAGS.get((typ, f))
-    if frag is None:
-        frag = (f',"type":{_jstr(typ)},"process":', f',"f":{_jstr(f)},"value":')
-        if len(_FRAGS) < 4096:
-            _FRAGS[(typ, f)] = frag
-    vt = type(v)
-    s = (
-        f'{{"index":{op.index}{frag[0]}{p}{frag[1]}'
-        f'{v if vt is int else "null" if v is None else _jval(v)},"time":{t}'
-    )
-    node, error, key, extra = op.node, op.error, op.key, op.extra
-    if node is not None:
-        s += _NODE_FRAGS.get(node) or ',"node":' + (_jstr(node) if type(node) is str else _encode(node))
-    if error is not None:
-        s += ',"error":' + _encode(error)
-    if key is not None:
-        s += ',"key":' + _jval(key)
-    if extra:
-        if extra.keys() & _KNOWN_FIELDS:  # an extra field shadowing a known one: as to_json has it
-            return (op.to_json() + "\n").encode()
-        for k, x in extra.items():
-            s += f",{_jstr(k) if type(k) is str else _encode(str(k))}:{_jval(x)}"
-    return (s + "}\n").encode()
-
-
-_KNOWN_FIELDS = frozenset(["index", "type", "process", "f", "value", "time", "node", "error", "key"])
-
-
-def _gil_write() -> Any:
-    """``os.write`` that keeps the GIL: libc ``write`` through ``ctypes.PyDLL``.
-
-    ``os.write`` releases the GIL for the system call; in the interpreter's scheduler that hands the
-    GIL to a woken worker on every history line (two thread switches per line). Appending a line to
-    the page cache takes a microsecond or two, so holding the GIL over it is cheaper. Falls back to
-    ``os.write`` where libc cannot be loaded.
-    """
-    if os.environ.get("CHAOS_HISTORY_OS_WRITE"):
-        return os.write
-    try:
-        import ctypes
-
-        libc = ctypes.PyDLL(None, use_errno=True)
-        cw = libc.write
-        cw.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t)
-        cw.restype = ctypes.c_ssize_t
-    except (OSError, AttributeError):
-        return os.write
-    get_errno = ctypes.get_errno
-
-    def write(fd: int, data: bytes) -> int:
-        n: int = cw(fd, data, len(data))
-        if n < 0:
-            e = get_errno()
-            if e == errno.EINTR:
-                return 0
-            raise OSError(e, os.strerror(e))
-        return n
-
-    return write
-
-
-_write = _gil_write()
-_GIL_WRITE_MAX = 64 * 1024
+    return dumps(op.to_dict()) + b"\n"
 
 
 class HistoryWriter:
     """Appends ops to a JSON Lines history as they complete; thread-safe.
 
     Each op gets ``op.index`` (0-based position in the file) and is written at once with a single
-    ``write(2)`` of one whole line (no buffering in the process; up to 64 KiB with the GIL held, see
-    ``_gil_write``), so a control node killed with SIGKILL leaves every earlier line intact and at
-    most a torn last line (which :func:`read_history` skips). Opening an existing
+    ``write(2)`` of one whole line (no buffering in the process), so a control node killed with
+    SIGKILL leaves every earlier line intact and at most a torn last line (which
+    :func:`read_history` skips). Opening an existing
     history appends to it: a torn tail is cut off and indexes continue from the line count.
 
     Args:
@@ -211,9 +116,7 @@ class HistoryWriter:
                 raise ValueError(f"history writer for {self.path} is closed")
             op.index = self._next
             data = encode_line(op)
-            # a big line (a final read of a whole log) is written without the GIL: copying it may
-            # take long enough that other threads should run meanwhile
-            n = _write(self._fd, data) if len(data) <= _GIL_WRITE_MAX else os.write(self._fd, data)
+            n = os.write(self._fd, data)
             while n < len(data):  # a short write (signal, full disk): finish the line
                 n += os.write(self._fd, data[n:])
             self._next += 1
@@ -254,16 +157,58 @@ def write_history(path: str | os.PathLike[str], ops: Iterable[Op]) -> int:
 # Reader and validation
 
 
-def _parse_line(raw: bytes, lineno: int, path: Path) -> Op:
+# Values nested deeper than this are refused: the checkers' models recurse over values, and no
+# workload nests more than a few levels (a cas pair inside an independent tuple is 3).
+MAX_DEPTH = 100
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """True if ``value`` has lists/dicts nested more than ``limit`` levels (checked without recursion)."""
+    stack = [(value, 0)]
+    while stack:
+        v, d = stack.pop()
+        if type(v) is dict:
+            v = v.values()
+        elif type(v) is not list:
+            continue
+        if d >= limit:
+            return True
+        stack.extend((x, d + 1) for x in v if type(x) is list or type(x) is dict)
+    return False
+
+
+def _loads(raw: bytes, lineno: int, path: Path) -> Any:
+    """One line's JSON value. Raises HistoryError for invalid JSON, invalid UTF-8 or deep nesting."""
     try:
-        d = json.loads(raw)
-    except ValueError as e:
-        raise HistoryError(f"not valid JSON ({e})", line=lineno, path=path) from None
+        d = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        try:  # what orjson refuses but the standard library reads (NaN, lone surrogate escapes)
+            raw.decode("utf-8")
+            d = json.loads(raw)
+        except UnicodeDecodeError as u:
+            raise HistoryError(
+                f"not UTF-8 (byte {raw[u.start]:#04x} at column {u.start + 1}); expected a JSON object",
+                line=lineno,
+                path=path,
+            ) from None
+        except RecursionError:
+            raise HistoryError(
+                f"a value nested deeper than {MAX_DEPTH} levels", line=lineno, path=path
+            ) from None
+        except ValueError:
+            raise HistoryError(f"not valid JSON ({e})", line=lineno, path=path) from None
+    if len(raw) > 2 * MAX_DEPTH and raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and too_deep(d):
+        raise HistoryError(f"a value nested deeper than {MAX_DEPTH} levels", line=lineno, path=path)
+    return d
+
+
+def _parse_line(raw: bytes, lineno: int, path: Path) -> Op:
+    d = _loads(raw, lineno, path)
     if type(d) is not dict:
         raise HistoryError(f"expected a JSON object, got {type(d).__name__}", line=lineno, path=path)
     t = d.get("time", 0)
     if type(t) is not int:
-        raise HistoryError(f"field 'time' must be integer nanoseconds, got {t!r}", line=lineno, path=path)
+        raise HistoryError(f"field 'time' must be integer nanoseconds, got {t!r:.40}", line=lineno, path=path)
     try:
         return Op.from_dict(d)
     except KeyError as e:
@@ -273,22 +218,30 @@ def _parse_line(raw: bytes, lineno: int, path: Path) -> Op:
 
 
 def _numbered(path: Path) -> Iterator[tuple[int, Op]]:
-    """(line number, op) for each non-blank line; a torn (unterminated, unparsable) last line is skipped."""
+    """(line number, op) for each non-blank line.
+
+    A last line without a newline is an op if it parses; if not, it is a line torn by a killed
+    writer and skipped, but only after a good line: a file whose only content is such a line is
+    garbage, not a torn history, and raises HistoryError.
+    """
     with open(path, "rb") as f:
         lineno = 0
+        good = False
         for raw in f:
             lineno += 1
             if not raw.endswith(b"\n"):
-                # Last line without a newline: complete if it parses, else torn by a killed writer.
                 try:
                     op = _parse_line(raw, lineno, path)
                 except HistoryError:
-                    return
+                    if good:
+                        return
+                    raise
                 yield lineno, op
                 return
             if raw.isspace():
                 continue
             yield lineno, _parse_line(raw, lineno, path)
+            good = True
 
 
 class Validator:
@@ -385,6 +338,16 @@ def read_history(path: str | os.PathLike[str], *, validate: bool = True) -> Iter
     for lineno, op in _numbered(p):
         v.step(op, lineno)
         yield op
+
+
+def read_history_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, Op]]:
+    """As :func:`read_history` (validating), but yields ``(1-based line number, op)``, so a later
+    check can name the line of an op it refuses."""
+    p = Path(path)
+    v = Validator(p)
+    for lineno, op in _numbered(p):
+        v.step(op, lineno)
+        yield lineno, op
 
 
 def pair(ops: Iterable[Op]) -> Iterator[tuple[Op, Op | None]]:

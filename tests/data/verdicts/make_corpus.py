@@ -75,10 +75,11 @@ def register_ok(h: H, key: Any, p: int = 0) -> H:
 
 
 def hard_keys(keys: int = 2, writes: int = 40) -> H:
-    """Per key, ``writes`` crashed writes then a read of a value nobody wrote: invalid, but the
+    """Per key, an ok write, ``writes`` crashed writes, then a read of a value nobody wrote: invalid, but the
     search has 2**writes subsets of crashed writes to rule out, so it never decides in seconds."""
     h = H()
     for k in range(keys):
+        h.call(100 * k + 98, "write", 500, key=k)  # one ok write, so stats has nothing to say
         for w in range(writes):
             h.call(100 * k + w, "write", w, type="info", key=k)
         h.call(100 * k + 99, "read", None, 999, key=k)
@@ -88,7 +89,7 @@ def hard_keys(keys: int = 2, writes: int = 40) -> H:
 def log_history(final: list[int] | None) -> H:
     h = H()
     for v in range(4):
-        h.call(v % 2, "append", v, log_index=v + 1)
+        h.call(v % 2, "append", v, log_index=v)
     if final is not None:
         h.call(5, "read", None, final, node="n1")
     return h
