@@ -1,0 +1,134 @@
+"""The faults section of the report and the terminal summary: requested / applied / failed faults
+per kind and leadership per fault window, rendered from ``results.json`` ``checkers.faults``
+(:mod:`chaos.history.faults`) only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+
+def faults_result(results: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``results["checkers"]["faults"]`` when it is a result with ``kinds``, else None."""
+    r = ((results or {}).get("checkers") or {}).get("faults")
+    return r if isinstance(r, dict) and isinstance(r.get("kinds"), dict) else None
+
+
+def caption(results: dict[str, Any] | None) -> str | None:
+    """The ops table's caption: faults that took effect of those requested (None: no result)."""
+    r = faults_result(results)
+    if r is None:
+        return None
+    if not r.get("requested"):
+        return "no nemesis faults requested"
+    text = f"{r.get('applied', 0)} of {r['requested']} requested nemesis faults took effect"
+    if r.get("failed"):
+        text += f", {r['failed']} did not"
+    return text
+
+
+def _span(w: dict[str, Any]) -> str:
+    end = w.get("end_s")
+    return f"{w.get('start_s', 0):.1f}-{'end' if end is None else f'{end:.1f}'}"
+
+
+def _leaders(w: dict[str, Any]) -> str:
+    if w.get("leaders") is None:
+        return "not observed"
+    seq = [w.get("leader_before") or "none", *w["leaders"]]
+    seq = [x for i, x in enumerate(seq) if i == 0 or x != seq[i - 1]]
+    return " -> ".join(seq)
+
+
+def _terms(w: dict[str, Any]) -> str:
+    terms = [t for t in [w.get("term_before"), *(w.get("terms") or [])] if t is not None]
+    terms = list(dict.fromkeys(terms))
+    return "-".join(str(t) for t in terms) if terms else "?"
+
+
+def _ops(c: Any) -> str:
+    c = c if isinstance(c, dict) else {}
+    return f"{c.get('ok', 0)}/{c.get('fail', 0)}/{c.get('info', 0)}"
+
+
+def window_rows(results: dict[str, Any] | None) -> list[dict[str, str]]:
+    """One row of strings per fault window: kind, span (s), applied, nodes, leaders, leader
+    changes, terms, time without a leader, client ops ok/fail/info (all, and on the faulted nodes)."""
+    r = faults_result(results)
+    rows = []
+    for w in (r or {}).get("windows") or []:
+        if not isinstance(w, dict):
+            continue
+        lc = w.get("leader_changes")
+        rows.append(
+            {
+                "kind": str(w.get("kind")),
+                "span": _span(w),
+                "applied": "yes" if w.get("applied", True) else "no",
+                "nodes": ", ".join(w.get("nodes") or []) or "-",
+                "leaders": _leaders(w),
+                "leader_changes": "?" if lc is None else str(lc),
+                "terms": _terms(w),
+                "leaderless": "?" if w.get("leaderless_s") is None else f"{w['leaderless_s']:.1f}",
+                "ops": _ops(w.get("ops")),
+                "ops_on_faulted": _ops(w.get("ops_on_faulted")),
+            }
+        )
+    return rows
+
+
+def kind_rows(results: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """One row per fault kind: requested, applied, failed, stop_failed, errors (first 3)."""
+    r = faults_result(results)
+    out = []
+    for kind, row in sorted(((r or {}).get("kinds") or {}).items()):
+        out.append({"kind": kind, **row, "errors": list(row.get("errors") or [])[:3]})
+    return out
+
+
+def summary_tables(results: dict[str, Any] | None) -> list[Any]:
+    """The terminal summary's fault rows: a per-kind table, a per-window table, and the plain
+    sentence (``checkers.faults.summary``). Empty when there is no faults result."""
+    r = faults_result(results)
+    if r is None or not r.get("requested"):
+        return []
+    out: list[Any] = []
+    kinds = Table(title="faults", title_justify="left", expand=False)
+    for col, just in (("kind", "left"), ("requested", "right"), ("applied", "right"), ("failed", "right")):
+        kinds.add_column(col, justify=just)  # type: ignore[arg-type]
+    kinds.add_column("why not", overflow="fold")
+    for row in kind_rows(results):
+        style = "red" if row["applied"] == 0 else ("yellow" if row["failed"] else "")
+        kinds.add_row(
+            Text(row["kind"], style=style),
+            str(row["requested"]),
+            str(row["applied"]),
+            str(row["failed"]),
+            Text("; ".join(row["errors"])),
+        )
+    out.append(kinds)
+    rows = window_rows(results)
+    if rows:
+        win = Table(title="fault windows (leadership observed)", title_justify="left", expand=False)
+        for col in ("kind", "s", "applied", "nodes", "leaders", "changes", "terms", "leaderless s"):
+            win.add_column(col)
+        win.add_column("ops ok/fail/info (faulted nodes)")
+        for w in rows:
+            win.add_row(
+                w["kind"],
+                w["span"],
+                w["applied"],
+                w["nodes"],
+                w["leaders"],
+                Text(w["leader_changes"], style="bold" if w["leader_changes"] not in ("0", "?") else "dim"),
+                w["terms"],
+                w["leaderless"],
+                f"{w['ops']} ({w['ops_on_faulted']})",
+            )
+        out.append(win)
+    if r.get("summary"):
+        bit = (r.get("bite") or {}).get("changed_leadership")
+        out.append(Text(f"faults: {r['summary']}", style="yellow" if bit is False else ""))
+    return out
