@@ -1,4 +1,4 @@
-"""Shared fixtures: paths to the shared test data."""
+"""Shared fixtures: the golden histories kept in the repository (tests/data/)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,14 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
+DATA = Path(__file__).resolve().parent / "data"
 
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    path = SHARED / "data"
-    if not path.is_dir():
-        pytest.fail(f"shared test data not found at {path}")
-    return path
+    """``tests/data``: porcupine's and knossos's test histories (``porcupine/``, ``knossos/``, each
+    with its README giving source and licence) and the verdict corpus (``verdicts/``)."""
+    for sub in ("porcupine", "knossos"):
+        if not (DATA / sub).is_dir():
+            pytest.fail(f"test data not found at {DATA / sub}")
+    return DATA
