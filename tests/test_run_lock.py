@@ -1,0 +1,143 @@
+"""One run per cluster (chaos.cluster.lock) and output that survives a pipe.
+
+Against the real Docker cluster's sshd: the lock file is created atomically on every node, a second
+holder is refused with the first one named, a lock a dead process of this host left is replaced, a
+foreign host's lock needs ``break_lock``. End to end: a second ``chaos run`` while one runs exits 254
+naming the first and writes no run directory; the first still ends valid. The first run's piped
+output keeps its long store path on one line, never cut with "…".
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from chaos.cluster.lock import LOCK_PATH, ClusterLock, ClusterLocked, holders, is_stale, parse
+
+pytestmark = [pytest.mark.docker]
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid  # reaped: no process has it (until the pid counter wraps)
+
+
+def test_stale_rules() -> None:
+    me = {"host": "ctl", "pid": _dead_pid()}
+    assert is_stale(me, host="ctl")
+    assert not is_stale(me, host="other")  # another host's run: only --break-lock clears it
+    import os
+
+    assert not is_stale({"host": "ctl", "pid": os.getpid()}, host="ctl")
+    assert parse("not json")["raw"] == "not json"
+
+
+@pytest.fixture
+def control():
+    from chaos.cluster.docker import DockerProvider
+    from chaos.control.ssh import Control
+
+    c = Control(DockerProvider(nodes=5).up())
+    c.on_nodes(lambda r: r.exec_raw(f"rm -f {LOCK_PATH}", sudo=True))
+    yield c
+    c.on_nodes(lambda r: r.exec_raw(f"rm -f {LOCK_PATH}", sudo=True))
+    c.close()
+
+
+def test_lock_on_the_nodes(control) -> None:
+    first = ClusterLock(control, "register-none", "/tmp/store-a")
+    first.acquire()
+    assert set(holders([control.remote(n) for n in control.names])) == set(control.names)
+    second = ClusterLock(control, "log-kill", "/tmp/store-b")
+    with pytest.raises(ClusterLocked) as e:
+        second.acquire()
+    assert "register-none in store /tmp/store-a" in str(e.value) and "--break-lock" in str(e.value)
+    assert second.held == []
+    assert {h["token"] for h in holders([control.remote(n) for n in control.names]).values()} == {
+        first.record["token"]
+    }  # the refused run removed nothing
+    first.release()
+    assert holders([control.remote(n) for n in control.names]) == {}
+
+    # a lock this host's SIGKILLed run left (pid gone) is replaced
+    stale = dict(first.record, pid=_dead_pid(), token="stale-token")
+    control.on_nodes(lambda r: r.write_file(LOCK_PATH, json.dumps(stale) + "\n", sudo=True))
+    third = ClusterLock(control, "register-none", "/tmp/store-c")
+    third.acquire()
+    assert {h["token"] for h in holders([control.remote(n) for n in control.names]).values()} == {
+        third.record["token"]
+    }
+    third.release()
+
+    # another host's lock is honoured until broken
+    foreign = dict(first.record, host="some-other-control-host", token="foreign-token")
+    control.remote("n3").write_file(LOCK_PATH, json.dumps(foreign) + "\n", sudo=True)
+    fourth = ClusterLock(control, "register-none", "/tmp/store-d")
+    with pytest.raises(ClusterLocked, match="some-other-control-host"):
+        fourth.acquire()
+    assert holders([control.remote(n) for n in control.names]).keys() == {"n3"}  # n1, n2 given back
+    fourth.acquire(break_lock=True)
+    assert len(holders([control.remote(n) for n in control.names])) == 5
+    fourth.release()
+
+
+@pytest.mark.slow
+def test_second_concurrent_run_exits_254_naming_the_first(tmp_path: Path) -> None:
+    long_store = tmp_path / (
+        "a-directory-name-long-enough-that-the-run-path-passes-eighty-columns" + "-x" * 10
+    )
+    other_store = tmp_path / "other"
+    first = subprocess.Popen(
+        [sys.executable, "-m", "chaos.cli", "run", "--workload", "register", "--nemesis", "none",
+         "--time-limit", "10", "--store", str(long_store), "--no-live"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        while first.poll() is None and not (long_store / "latest" / "history.jsonl").exists():
+            time.sleep(0.2)
+        assert first.poll() is None, "the first run ended before the second could start"
+        second = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "chaos.cli",
+                "run",
+                "--time-limit",
+                "5",
+                "--store",
+                str(other_store),
+                "--no-live",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        out, _ = first.communicate(timeout=900)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert second.returncode == 254, second.stdout + second.stderr
+    msg = second.stdout + second.stderr
+    assert "register-none" in msg and str(long_store) in msg and "--break-lock" in msg
+    assert not other_store.exists() or not any(other_store.iterdir())  # no run directory
+    assert first.returncode == 0, out[-3000:]
+    # output that survives a pipe: the long path on one line, never wrapped or cut with "…"
+    run_dir = (long_store / "latest").resolve()
+    assert f"run directory {run_dir}\n" in out
+    assert f"report: {run_dir}/index.html" in out
+    assert "…" not in out
+    # the first run released its lock
+    from chaos.cluster.docker import load_nodes
+    from chaos.control.ssh import Control
+
+    c = Control(load_nodes())
+    try:
+        assert holders([c.remote(n) for n in c.names]) == {}
+    finally:
+        c.close()
