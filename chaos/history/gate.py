@@ -8,8 +8,10 @@ unknown). This is the command a CI job calls before a release.
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,26 +36,87 @@ def _run_dirs(paths: tuple[str, ...]) -> list[Path]:
     return dirs
 
 
+def check_threshold(option: str, value: float | None, *, upper: float | None = None) -> None:
+    """Reject a threshold that is NaN, infinite, negative (or above ``upper``) with one line naming
+    the option (BadArguments, exit 254), before anything runs."""
+    if value is None:
+        return
+    if not math.isfinite(value) or value < 0 or (upper is not None and value > upper):
+        bound = f"between 0 and {upper:g}" if upper is not None else "a finite number >= 0"
+        raise BadArguments(f"{option} {value}: expected {bound}")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why the gate fails for a run: ``kind`` is "invalid", "unknown" or "threshold"."""
+
+    run: str
+    kind: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.run}: {self.text}"
+
+
 def threshold_failures(
     summary: dict[str, Any],
     *,
     max_unavailable_s: float | None = None,
     max_p99_ms: float | None = None,
     min_ok_rate: float | None = None,
-) -> list[str]:
-    """One line per run that is not valid or breaks a threshold, naming the run and the reason."""
+    require_faults_applied: bool = False,
+) -> list[Failure]:
+    """One entry per run that is not valid or breaks a threshold, naming the run and the reason.
+
+    A run without a figure the threshold needs (no completed ops) fails that threshold: the gate
+    cannot show it holds. ``require_faults_applied``: each fault kind requested in a run was applied
+    at least once (from the ``faults`` checker; runs without it are not judged, see :func:`notes`).
+    """
     out = []
     for r in summary["runs"]:
+        run = r["run"]
         if r["valid"] is not True:
             why = "invalid" if r["valid"] is False else "unknown"
             detail = f" ({'; '.join(r['failures'])})" if r["failures"] else ""
-            out.append(f"{r['run']}: {why}{detail}")
-        if max_unavailable_s is not None and (r["max_unavailable_s"] or 0) > max_unavailable_s:
-            out.append(f"{r['run']}: unavailable {r['max_unavailable_s']:.2f} s > {max_unavailable_s} s")
-        if max_p99_ms is not None and (r["p99_ms"] or 0) > max_p99_ms:
-            out.append(f"{r['run']}: p99 {r['p99_ms']:.1f} ms > {max_p99_ms} ms")
-        if min_ok_rate is not None and r["ok_rate"] is not None and r["ok_rate"] < min_ok_rate:
-            out.append(f"{r['run']}: ok rate {r['ok_rate']:.1%} < {min_ok_rate:.1%}")
+            out.append(Failure(run, why, f"{why}{detail}"))
+        unavailable, p99, ok_rate = r["max_unavailable_s"], r["p99_ms"], r["ok_rate"]
+        if max_unavailable_s is not None:
+            if unavailable is None:
+                out.append(Failure(run, "threshold", "no availability figure for --max-unavailable-s"))
+            elif unavailable > max_unavailable_s:
+                out.append(
+                    Failure(run, "threshold", f"unavailable {unavailable:.2f} s > {max_unavailable_s} s")
+                )
+        if max_p99_ms is not None:
+            if p99 is None:
+                out.append(Failure(run, "threshold", "no completed op for --max-p99-ms"))
+            elif p99 > max_p99_ms:
+                out.append(Failure(run, "threshold", f"p99 {p99:.1f} ms > {max_p99_ms} ms"))
+        if min_ok_rate is not None:
+            if ok_rate is None:
+                out.append(Failure(run, "threshold", "no completed op for --min-ok-rate"))
+            elif ok_rate < min_ok_rate:
+                out.append(Failure(run, "threshold", f"ok rate {ok_rate:.1%} < {min_ok_rate:.1%}"))
+        if require_faults_applied and r.get("faults"):
+            for kind, c in sorted(r["faults"].items()):
+                if c["requested"] > 0 and c["applied"] == 0:
+                    out.append(
+                        Failure(
+                            run,
+                            "threshold",
+                            f"fault {kind} requested {c['requested']} times, never applied ({c['failed']} failed)",
+                        )
+                    )
+    return out
+
+
+def notes(summary: dict[str, Any], *, require_faults_applied: bool = False) -> list[str]:
+    """Things the gate could not judge, one line each (printed, not failing)."""
+    out = []
+    if require_faults_applied:
+        for r in summary["runs"]:
+            if r.get("faults") is None:
+                out.append(f"{r['run']}: no faults result in the run; --require-faults-applied not checked")
     return out
 
 
@@ -74,19 +137,28 @@ def print_table(summary: dict[str, Any]) -> None:
 
 def _analyze(dirs: list[Path], master: str, out: str | None, time_limit: float | None) -> dict[str, Any]:
     from chaos.history.spark import analyze
+    from chaos.history.store import HistoryError
 
     try:
         return analyze(dirs, master=master, out=Path(out) if out else None, time_limit=time_limit)
+    except HistoryError as e:  # the same line `chaos check` prints
+        raise BadArguments(f"malformed history: {e}") from None
     except (FileNotFoundError, ValueError) as e:
-        raise BadArguments(str(e)) from e
+        raise BadArguments(str(e)) from None
     except RuntimeError as e:
         raise click.ClickException(str(e)) from e
 
 
-def _exit_for(failures: list[str]) -> int:
-    if any(": unknown" not in f for f in failures):
+def _exit_for(failures: list[Failure]) -> int:
+    """1 if any run is invalid or breaks a threshold, else 2 if any is unknown, else 0."""
+    if any(f.kind != "unknown" for f in failures):
         return EXIT_INVALID
     return EXIT_UNKNOWN if failures else EXIT_VALID
+
+
+def _check_time_limit(time_limit: float | None) -> None:
+    if time_limit is not None and (not math.isfinite(time_limit) or time_limit <= 0):
+        raise BadArguments(f"--time-limit {time_limit}: expected a positive number of seconds")
 
 
 @click.command("analyze")
@@ -97,7 +169,12 @@ def _exit_for(failures: list[str]) -> int:
     "--time-limit", type=float, default=None, help="Seconds per key for the linearizability search."
 )
 def analyze_cmd(run_dirs: tuple[str, ...], master: str, out: str | None, time_limit: float | None) -> int:
-    """Analyse RUN_DIRS on Spark: Parquet, verdicts, latency, availability, summary page."""
+    """Analyse RUN_DIRS on Spark: Parquet, verdicts, latency, availability, summary page.
+
+    Exit status: the worst verdict of the runs, as `chaos check` gives it for each (0 valid,
+    1 invalid, 2 unknown); 254 for a bad argument or a malformed history.
+    """
+    _check_time_limit(time_limit)
     summary = _analyze(_run_dirs(run_dirs), master, out, time_limit)
     print_table(summary)
     click.echo(f"summary: {summary['out']}/index.html")
@@ -143,6 +220,14 @@ def run_matrix(
 @click.option(
     "--min-ok-rate", type=float, default=None, help="Fail if any run's ok/completed ratio is lower."
 )
+@click.option(
+    "--require-faults-applied",
+    is_flag=True,
+    help="Fail if a fault kind a run requested was never applied (from the run's faults checker).",
+)
+@click.option(
+    "--time-limit", type=float, default=None, help="Seconds per key for the linearizability search."
+)
 @click.option("--run-arg", "run_args", multiple=True, help="Extra argument passed to each `chaos run`.")
 def gate_cmd(
     run_dirs: tuple[str, ...],
@@ -155,14 +240,18 @@ def gate_cmd(
     max_unavailable_s: float | None,
     max_p99_ms: float | None,
     min_ok_rate: float | None,
+    require_faults_applied: bool,
+    time_limit: float | None,
     run_args: tuple[str, ...],
 ) -> int:
     """Release gate: analyse RUN_DIRS (or run the matrix) and exit 0 only if every run is valid and
     every threshold holds."""
     if runs < 1:
         raise BadArguments(f"--runs {runs}: expected a positive number of runs")
-    if min_ok_rate is not None and not 0 <= min_ok_rate <= 1:
-        raise BadArguments(f"--min-ok-rate {min_ok_rate}: expected a fraction between 0 and 1")
+    check_threshold("--max-unavailable-s", max_unavailable_s)
+    check_threshold("--max-p99-ms", max_p99_ms)
+    check_threshold("--min-ok-rate", min_ok_rate, upper=1.0)
+    _check_time_limit(time_limit)
     if run_dirs:
         dirs = _run_dirs(run_dirs)
     else:
@@ -170,11 +259,17 @@ def gate_cmd(
         dirs = run_matrix(_split(workload), _split(nemesis), runs, store, args)
         if not dirs:
             raise click.ClickException("gate: no run produced a run directory")
-    summary = _analyze(dirs, master, out, None)
+    summary = _analyze(dirs, master, out, time_limit)
     print_table(summary)
     failures = threshold_failures(
-        summary, max_unavailable_s=max_unavailable_s, max_p99_ms=max_p99_ms, min_ok_rate=min_ok_rate
+        summary,
+        max_unavailable_s=max_unavailable_s,
+        max_p99_ms=max_p99_ms,
+        min_ok_rate=min_ok_rate,
+        require_faults_applied=require_faults_applied,
     )
+    for note in notes(summary, require_faults_applied=require_faults_applied):
+        click.echo(f"note: {note}", err=True)
     for line in failures:
         click.echo(f"FAIL {line}", err=True)
     click.echo(f"summary: {summary['out']}/index.html")

@@ -1,8 +1,8 @@
 """Performance and availability: latency quantiles, throughput over time, unavailability windows.
 
-After ``jepsen.checker/perf`` and ``jepsen.checker.perf`` (latency-quantiles, rate), with fault
-windows taken from the nemesis ops as docs/design.md defines them: a window of kind ``<kind>`` lasts
-from the completion of ``start-<kind>`` to the completion of ``stop-<kind>``.
+After ``jepsen.checker/perf`` and ``jepsen.checker.perf`` (latency-quantiles, rate). Fault windows
+and availability follow the one rule of :mod:`chaos.history.analysis` (docs/design.md: a window of
+kind ``<kind>`` lasts from the completion of ``start-<kind>`` to the completion of ``stop-<kind>``).
 
 - **latency** of each client op = completion time - invocation time, in milliseconds; p50, p95,
   p99 (nearest rank), max, mean and count per f and completion type; again per fault window (an
@@ -18,18 +18,17 @@ valid (performance is reported, not judged).
 
 from __future__ import annotations
 
-import heapq
 import math
 from array import array
 from typing import Any
 
+from chaos.history.analysis import Availability, FaultWindows, fault_value
 from chaos.history.checkers import Accumulator, StreamChecker
 from chaos.history.op import INVOKE, NEMESIS, OK, Op
 
 NS = 1_000_000_000
 QUANTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
 TOP_WINDOWS = 10
-MIN_WINDOW_NS = 1_000_000  # shorter gaps between ok ops are not worth listing
 MAX_NEMESIS_LISTED = 2000
 
 _START_VERB = {
@@ -154,41 +153,16 @@ class _PerfAcc:
         self.top = top
         self.open: dict[Any, tuple[int, tuple[int, ...], str]] = {}
         self.series: dict[tuple[str, str], _Series] = {}  # (f, type) -> latencies and counts
-        self.active: dict[str, int] = {}  # fault kind -> open window id
-        self.active_ids: tuple[int, ...] = ()  # the values of active, kept as a tuple for invokes
-        self.windows: list[dict[str, Any]] = []
-        self.nem_open: dict[str, Op] = {}
+        self.faults = FaultWindows()  # the one fault-window rule (chaos.history.analysis)
+        self.avail = Availability(top)
         self.nemesis: list[dict[str, Any]] = []
         self.nemesis_count = 0
-        self.first_invoke: int | None = None
-        self.last_ok: int | None = None
-        self.pending = 0
-        self.pending_at_ok = 0
-        self.invoked_since_ok = 0
-        self.gaps: list[tuple[int, int, int, str]] = []  # heap of (duration, start, end, f)
         self.end_time = 0
 
     def _nemesis(self, op: Op) -> None:
-        inv = self.nem_open.pop(op.f, None)
-        if inv is None and op.type != INVOKE:
-            self.nem_open[op.f] = op  # first info of a pair is the invocation
+        inv = self.faults.step(op)
+        if inv is None:
             return
-        if op.type == INVOKE:
-            self.nem_open[op.f] = op
-            return
-        assert inv is not None
-        # The invocation names the fault (often a spec like "majorities-ring"); the completion
-        # usually says exactly what was done (nodes, grudge): keep both.
-        value: Any = inv.value
-        if isinstance(op.value, dict):
-            if isinstance(inv.value, dict):
-                value = {**inv.value, **op.value}
-            elif inv.value is not None:
-                value = {"spec": inv.value, **op.value}
-            else:
-                value = op.value
-        elif inv.value is None:
-            value = op.value
         self.nemesis_count += 1
         if len(self.nemesis) < MAX_NEMESIS_LISTED:
             self.nemesis.append(
@@ -196,23 +170,10 @@ class _PerfAcc:
                     "f": op.f,
                     "invoke_s": inv.time / NS,
                     "complete_s": op.time / NS,
-                    "value": value,
+                    "value": fault_value(inv, op),
                     "index": inv.index,
                 }
             )
-        if op.f.startswith("start-"):
-            kind = op.f[6:]
-            if kind not in self.active:
-                self.active[kind] = len(self.windows)
-                self.active_ids = tuple(self.active.values())
-                self.windows.append(
-                    {"id": len(self.windows), "kind": kind, "start": op.time, "end": None, "value": value}
-                )
-        elif op.f.startswith("stop-"):
-            wid = self.active.pop(op.f[5:], None)
-            self.active_ids = tuple(self.active.values())
-            if wid is not None:
-                self.windows[wid]["end"] = op.time
 
     def step(self, op: Op) -> None:
         t = op.time
@@ -222,16 +183,12 @@ class _PerfAcc:
             self._nemesis(op)
             return
         if op.type == INVOKE:
-            self.open[op.process] = (t, self.active_ids, op.f)
-            self.pending += 1
-            self.invoked_since_ok += 1
-            if self.first_invoke is None:
-                self.first_invoke = t
+            self.open[op.process] = (t, self.faults.active_ids, op.f)
+            self.avail.invoke(t)
             return
         inv = self.open.pop(op.process, None)
         if inv is None:
             return
-        self.pending -= 1
         t0, wins, f = inv
         lat = t - t0
         typ = op.type
@@ -250,18 +207,7 @@ class _PerfAcc:
         if b >= len(counts):
             counts.extend([0] * (b + 1 - len(counts)))
         counts[b] += 1
-        if typ == OK:
-            start = self.last_ok if self.last_ok is not None else self.first_invoke
-            tried = self.last_ok is None or self.pending_at_ok > 0 or self.invoked_since_ok > 0
-            if start is not None and tried and t - start >= MIN_WINDOW_NS:
-                item = (t - start, start, t, f)
-                if len(self.gaps) < self.top:
-                    heapq.heappush(self.gaps, item)
-                elif item > self.gaps[0]:
-                    heapq.heapreplace(self.gaps, item)
-            self.last_ok = t
-            self.pending_at_ok = self.pending
-            self.invoked_since_ok = 0
+        self.avail.complete(t, typ, f)
 
     def _by_f(self, group: Any) -> dict[str, dict[str, Any]]:
         """Quantiles per f and type for one group: "all", "none" (outside faults) or a window id."""
@@ -296,10 +242,10 @@ class _PerfAcc:
         nem, inside = self._align(start, end)
         active = sorted(
             {
-                x["kind"]
-                for x in self.windows
-                if x["start"] <= (end if end is not None else self.end_time)
-                and (x["end"] is None or x["end"] >= start)
+                x.kind
+                for x in self.faults.windows
+                if x.start <= (end if end is not None else self.end_time)
+                and (x.end is None or x.end >= start)
             }
         )
         w["faults_active"] = active
@@ -332,27 +278,19 @@ class _PerfAcc:
         return w
 
     def finish(self) -> dict[str, Any]:
-        gaps = list(self.gaps)
-        windows_out = []
-        for dur, start, end, f in sorted(gaps, reverse=True):
-            windows_out.append(self._window(dur, start, end, f))
-        # Still unavailable at the end of the history.
-        t_last = self.last_ok if self.last_ok is not None else self.first_invoke
-        if t_last is not None and (self.pending > 0 or self.invoked_since_ok > 0) and self.end_time > t_last:
-            tail = self._window(self.end_time - t_last, t_last, None, None)
-            windows_out.append(tail)
-            windows_out.sort(key=lambda w: -w["duration_s"])
-            windows_out = windows_out[: self.top]
+        windows_out = [
+            self._window(g.duration, g.start, g.end, g.first_ok_f) for g in self.avail.finish(self.end_time)
+        ]
         faults = []
-        for w in self.windows:
+        for w in self.faults.windows:
             faults.append(
                 {
-                    "id": w["id"],
-                    "kind": w["kind"],
-                    "start_s": round(w["start"] / NS, 3),
-                    "end_s": round(w["end"] / NS, 3) if w["end"] is not None else None,
-                    "value": w["value"],
-                    "latency": self._by_f(w["id"]),
+                    "id": w.id,
+                    "kind": w.kind,
+                    "start_s": round(w.start / NS, 3),
+                    "end_s": round(w.end / NS, 3) if w.end is not None else None,
+                    "value": w.value,
+                    "latency": self._by_f(w.id),
                 }
             )
         throughput = [

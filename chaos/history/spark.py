@@ -17,13 +17,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
-
-LINEAR_WORKLOADS = {"register": "cas-register"}
 
 _SCHEMA_FIELDS = (
     ("index", "long"),
@@ -70,15 +67,6 @@ def run_id(run_dir: Path) -> str:
     """A stable id for a run directory: ``<test-name>/<timestamp>`` with '/' made safe for paths."""
     run_dir = run_dir.resolve()
     return f"{run_dir.parent.name}__{run_dir.name}"
-
-
-def load_test(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "test.json"
-    if not path.is_file():
-        return {}
-    with open(path) as f:
-        data: dict[str, Any] = json.load(f)
-    return data
 
 
 def workload_of(test: dict[str, Any]) -> str:
@@ -135,7 +123,55 @@ def write_parquet(df: Any, out: Path) -> Path:
     return path
 
 
-# --- checking on the executors -------------------------------------------------------------------
+# --- checking: linearizability on the executors, the other checkers per run -------------------
+
+
+def check_in_driver(run_dir: Path, time_limit: float | None) -> dict[str, Any]:
+    """Validate a run's history and run every checker of its workload except ``linear``.
+
+    The test and its checkers come exactly as ``chaos check`` gets them
+    (:func:`chaos.history.checkers.load_run_test`: ``test.json``, or the workload told by the whole
+    history; :func:`chaos.history.checkers.checkers_for`), and they run through the same
+    composition, which reads the history with the validating reader, so a malformed history fails
+    here, in the driver, before Spark sees it.
+
+    Returns ``{"test": dict, "order": [checker names], "model": linear model or None,
+    "checkers": {name: result}}`` (and ``longest_unavailable_s`` when there is no perf checker).
+    Raises HistoryError (malformed history, naming file and line) and ValueError (bad test.json).
+    """
+    from chaos.history.analysis import HistoryError, availability, read_history
+    from chaos.history.checkers import checkers_for, compose, load_run_test
+    from chaos.history.models import get_model
+    from chaos.history.op import NEMESIS
+    from chaos.history.store import RunDir, read_history_lines
+
+    run = RunDir(run_dir)
+    history = run.history_path
+    test = load_run_test(run)
+    chosen = checkers_for(test)
+    order = list(chosen)
+    linear = chosen.pop("linear", None)
+    model = getattr(linear, "model", None) if linear is not None else None
+    results: dict[str, Any] = compose(chosen).check(test, history, {"time_limit": time_limit})["checkers"]
+    if model is not None or not results:
+        # the whole file is read (validated) here when no stream checker read it; with a model, the
+        # same rule as LinearChecker.check: a client op the model does not check is bad input
+        m = get_model(model) if model is not None else None
+        fs = getattr(m, "fs", None)
+        for line, op in read_history_lines(history):
+            if m is not None and fs is not None and op.f not in fs and op.process != NEMESIS:
+                raise HistoryError(
+                    f"client op f {op.f!r} is not one the {m.name} model checks "
+                    f"(expected {', '.join(sorted(fs))}; pass --model)",
+                    line=line,
+                    path=history,
+                )
+    out: dict[str, Any] = {"test": test, "order": order, "model": model, "checkers": results}
+    if "perf" not in results:
+        # the gate's availability threshold needs the figure even when the workload has no perf checker
+        gaps = availability(read_history(history), top=1)
+        out["longest_unavailable_s"] = round(gaps[0].duration / 1e9, 3) if gaps else 0.0
+    return out
 
 
 def _ops_from_raw(lines: Iterable[str]) -> list[Any]:
@@ -147,117 +183,98 @@ def _ops_from_raw(lines: Iterable[str]) -> list[Any]:
 
 
 def check_key(model: str, time_limit: float | None, lines: Iterable[str]) -> dict[str, Any]:
-    """Linearizability of one key's ops (raw JSON lines); the same call ``chaos check`` makes."""
+    """Linearizability of one key's ops (raw JSON lines); the same call ``chaos check`` makes.
+
+    ``time_limit`` applies to this key (``chaos check`` gives it to the whole history).
+    """
     from chaos.history.linear import check_history
 
     result: dict[str, Any] = check_history(_ops_from_raw(lines), model, time_limit=time_limit, workers=1)
     return result
 
 
-def check_run_history(test: dict[str, Any], lines: Iterable[str]) -> dict[str, Any]:
-    """Run a workload's checkers over one run's ops (raw JSON lines) on an executor.
+def merge_linear(model: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One ``linear`` result (docs/design.md) from the per-(run, key) results of a run.
 
-    The history is written to a temporary run directory so that the checker code is exactly the
-    code ``chaos check`` runs on a stored run.
+    A part that crashed makes the whole checker ``unknown`` with the error, as a crashing checker
+    is in ``chaos check``; otherwise the verdicts merge with :func:`chaos.history.analysis.merge_valid`.
     """
-    from chaos.history.checkers import check_run
+    from chaos.history.analysis import UNKNOWN, merge_valid
 
-    with tempfile.TemporaryDirectory(prefix="chaos-analyze-") as tmp:
-        run_dir = Path(tmp) / "run" / "0"
-        run_dir.mkdir(parents=True)
-        ops = _ops_from_raw(lines)
-        with open(run_dir / "history.jsonl", "w") as f:
-            for op in ops:
-                f.write(op.to_json() + "\n")
-        with open(run_dir / "test.json", "w") as f:
-            json.dump(test, f)
-        result: dict[str, Any] = check_run(run_dir)
-        return result
-
-
-def _merge(values: Iterable[Any]) -> Any:
-    values = list(values)
-    if any(v is False for v in values):
-        return False
-    if any(v == "unknown" for v in values):
-        return "unknown"
-    return True
+    errors = [p["error"] for p in parts if "error" in p and "keys" not in p]
+    if errors:
+        return {"valid": UNKNOWN, "model": model, "error": f"checker linear crashed: {errors[0]}"}
+    out: dict[str, Any] = {"valid": True, "model": model, "keys": {}, "failures": [], "unknown": [], "ops": 0}
+    for p in parts:
+        out["keys"].update(p.get("keys") or {})
+        out["failures"].extend(p.get("failures") or [])
+        out["unknown"].extend(p.get("unknown") or [])
+        out["ops"] += int(p.get("ops") or 0)
+    out["failures"].sort()
+    out["unknown"].sort()
+    out["valid"] = merge_valid(p.get("valid", UNKNOWN) for p in parts)
+    return out
 
 
 def check_runs(
-    spark: Any, df: Any, tests: dict[str, dict[str, Any]], time_limit: float | None = None
+    spark: Any,
+    df: Any,
+    driver: dict[str, dict[str, Any]],
+    time_limit: float | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Verdicts per run: ``{run: {"valid": ..., "checkers": {...}}}``.
+    """Verdicts per run: ``{run: {"valid": ..., "checkers": {...}}}``, as ``chaos check`` gives them.
 
-    Register runs: the client ops of each (run, key) are grouped and checked in parallel tasks,
-    then merged per run into the ``linear`` checker result of docs/design.md. Other workloads:
-    one task per run running ``check_run``.
+    ``driver`` holds each run's :func:`check_in_driver` result. For runs whose workload has the
+    ``linear`` checker, the client ops of each (run, key) are grouped and checked in parallel tasks
+    on the executors with the run's model, then merged per run (:func:`merge_linear`); the
+    checkers' results are ordered as the workload names them and merged with
+    :func:`chaos.history.analysis.merge_valid`, the function ``chaos check`` uses.
     """
     from pyspark.sql import functions as F
 
-    linear_runs = [r for r, t in tests.items() if workload_of(t) in LINEAR_WORKLOADS]
-    other_runs = [r for r in tests if r not in linear_runs]
-    results: dict[str, dict[str, Any]] = {}
+    from chaos.history.analysis import UNKNOWN, merge_valid
 
-    if linear_runs:
-        models = {r: LINEAR_WORKLOADS[workload_of(tests[r])] for r in linear_runs}
+    models = {r: d["model"] for r, d in driver.items() if d["model"] is not None}
+    per_run: dict[str, list[dict[str, Any]]] = {r: [] for r in models}
+    if models:
+        # every key of a run, unkeyed ops included, goes to one group; keys whose text is equal
+        # (1 and "1") share a group, where the checker tells them apart by their JSON values
         keyed = (
-            df.filter(F.col("run").isin(linear_runs))
+            df.filter(F.col("run").isin(list(models)))
             .filter(F.col("process") != "nemesis")
-            .filter(F.col("key").isNotNull())
             .select("run", "key", "raw")
         )
 
         def check_group(pdf: Any) -> Any:
+            import traceback
+
             import pandas as pd
 
             run, key = pdf["run"].iloc[0], pdf["key"].iloc[0]
-            res = check_key(models[run], time_limit, pdf["raw"].tolist())
+            try:
+                res = check_key(models[run], time_limit, pdf["raw"].tolist())
+            except Exception as e:  # reported unknown, as a crashing checker is (Jepsen's check-safe)
+                res = {"error": traceback.format_exception_only(type(e), e)[-1].strip()}
             return pd.DataFrame({"run": [run], "key": [key], "result": [json.dumps(res, default=str)]})
 
         # Arrow moves each (run, key) group to a Python worker in one batch
-        per_key = [
-            (row.run, json.loads(row.result))
-            for row in keyed.groupBy("run", "key")
+        rows = (
+            keyed.groupBy("run", "key")
             .applyInPandas(check_group, schema="run string, key string, result string")
             .collect()
-        ]
-        for run in linear_runs:
-            results[run] = {
-                "valid": True,
-                "checkers": {
-                    "linear": {
-                        "valid": True,
-                        "model": models[run],
-                        "keys": {},
-                        "failures": [],
-                        "unknown": [],
-                    }
-                },
-            }
-        for run, res in per_key:
-            linear = results[run]["checkers"]["linear"]
-            linear["keys"].update(res.get("keys", {}))
-            linear["failures"].extend(res.get("failures", []))
-            linear["unknown"].extend(res.get("unknown", []))
-        for run in linear_runs:
-            linear = results[run]["checkers"]["linear"]
-            linear["failures"].sort()
-            linear["unknown"].sort()
-            linear["valid"] = _merge(k.get("valid") for k in linear["keys"].values())
-            results[run]["valid"] = linear["valid"]
-
-    if other_runs:
-        by_run = (
-            df.filter(F.col("run").isin(other_runs))
-            .select("run", "raw")
-            .rdd.map(lambda row: (row.run, row.raw))
-            .groupByKey(numPartitions=max(len(other_runs), 1))
-            .map(lambda kv: (kv[0], check_run_history(tests[kv[0]], kv[1])))
-            .collect()
         )
-        for run, res in by_run:
-            results[run] = res
+        for row in rows:
+            per_run[row.run].append(json.loads(row.result))
+    results: dict[str, dict[str, Any]] = {}
+    for run, d in driver.items():
+        checkers = dict(d["checkers"])
+        if run in models:
+            checkers["linear"] = merge_linear(models[run], per_run[run])
+        ordered = {name: checkers[name] for name in d["order"] if name in checkers}
+        results[run] = {
+            "valid": merge_valid(r.get("valid", UNKNOWN) for r in ordered.values()),
+            "checkers": ordered,
+        }
     return results
 
 
@@ -265,36 +282,44 @@ def check_runs(
 
 
 def fault_windows(df: Any) -> Any:
-    """Nemesis fault windows per run: (run, kind, start, end) in ns.
+    """Nemesis fault windows per run as a DataFrame (run, kind, start, end) in ns.
 
-    A window lasts from the completion of ``start-<kind>`` to the completion of ``stop-<kind>``;
-    nemesis invocations and completions are both ``info`` ops, so the completion is the second of
-    each pair. An unclosed window ends at the run's last op.
+    The windows are computed by :func:`chaos.history.analysis.fault_windows` (the one rule: from
+    the completion of ``start-<kind>`` to the completion of ``stop-<kind>``) over each run's
+    nemesis ops, which are few and collected to the driver; a window still open ends at the run's
+    last op. The statistics that join on them stay in Spark SQL.
     """
-    df.filter("process = 'nemesis'").createOrReplaceTempView("nem_ops")
-    df.createOrReplaceTempView("ops")
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from chaos.history.analysis import fault_windows as core_windows
+
     spark = df.sparkSession
-    return spark.sql(
-        """
-        WITH numbered AS (
-          SELECT run, f, time, row_number() OVER (PARTITION BY run, f ORDER BY index) AS n
-          FROM nem_ops WHERE f LIKE 'start-%' OR f LIKE 'stop-%'
-        ),
-        completions AS (
-          SELECT run, f, time, CAST((n + 1) / 2 AS INT) AS k FROM numbered WHERE n % 2 = 0
-        ),
-        starts AS (SELECT run, substr(f, 7) AS kind, time, k FROM completions WHERE f LIKE 'start-%'),
-        stops AS (SELECT run, substr(f, 6) AS kind, time, k FROM completions WHERE f LIKE 'stop-%'),
-        ends AS (SELECT run, max(time) AS last FROM ops GROUP BY run)
-        SELECT s.run, s.kind, s.time AS start, coalesce(t.time, e.last) AS end
-        FROM starts s JOIN ends e ON s.run = e.run
-        LEFT JOIN stops t ON s.run = t.run AND s.kind = t.kind AND s.k = t.k
-        """
+    nem: dict[str, list[str]] = {}
+    for row in df.filter("process = 'nemesis'").select("run", "raw").collect():
+        nem.setdefault(row.run, []).append(row.raw)
+    ends = {}
+    if nem:
+        last = df.filter(F.col("run").isin(list(nem))).groupBy("run").agg(F.max("time").alias("last"))
+        ends = {row.run: row.last for row in last.collect()}
+    rows = []
+    for run, lines in sorted(nem.items()):
+        for w in core_windows(_ops_from_raw(lines)):
+            rows.append((run, w.kind, w.start, w.end_or(ends.get(run) or w.start)))
+    schema = T.StructType(
+        [
+            T.StructField("run", T.StringType()),
+            T.StructField("kind", T.StringType()),
+            T.StructField("start", T.LongType()),
+            T.StructField("end", T.LongType()),
+        ]
     )
+    return spark.createDataFrame(rows, schema)
 
 
-def perf(df: Any) -> dict[str, Any]:
-    """Latency quantiles, throughput and availability per run and per fault kind, with Spark SQL.
+def perf(df: Any, verdicts: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Latency quantiles, throughput per run and per fault kind with Spark SQL; availability from
+    the perf checker's results (``verdicts``), whose rule is :class:`chaos.history.analysis.Availability`.
 
     Returns ``{"latency": [rows], "availability": [rows], "throughput": [rows], "by_fault": [rows]}``;
     latencies in ms, times in s since the run started.
@@ -346,31 +371,35 @@ def perf(df: Any) -> dict[str, Any]:
         FROM lat WHERE done_type = 'ok' GROUP BY run, second ORDER BY run, second
         """
     )
-    # Availability: the longest gaps between successive ok completions (and from the start).
-    availability = spark.sql(
-        """
-        WITH oks AS (
-          SELECT run, done_time AS t, lag(done_time, 1, 0) OVER (PARTITION BY run ORDER BY done_time) AS prev
-          FROM lat WHERE done_type = 'ok'
-        ),
-        gaps AS (SELECT run, prev AS start, t AS end, (t - prev) / 1e9 AS seconds FROM oks),
-        ranked AS (
-          SELECT g.*, row_number() OVER (PARTITION BY g.run ORDER BY g.seconds DESC) AS rank FROM gaps g
-        )
-        SELECT r.run, r.start / 1e9 AS start_s, r.end / 1e9 AS end_s, r.seconds, r.rank,
-               (SELECT max_by(w.kind, w.start) FROM windows w
-                 WHERE w.run = r.run AND w.start <= r.end AND w.start >= r.start - 1e9) AS fault
-        FROM ranked r WHERE r.rank <= 3 ORDER BY r.run, r.rank
-        """
-    )
     out = {
         "latency": [row.asDict() for row in latency.collect()],
         "by_fault": [row.asDict() for row in by_fault.collect()],
         "throughput": [row.asDict() for row in throughput.collect()],
-        "availability": [row.asDict() for row in availability.collect()],
+        "availability": availability_rows(verdicts or {}),
     }
     lat.unpersist()
     return out
+
+
+def availability_rows(verdicts: dict[str, dict[str, Any]], top: int = 3) -> list[dict[str, Any]]:
+    """The ``top`` longest unavailability windows per run, from each run's perf checker result."""
+    rows = []
+    for run, v in sorted(verdicts.items()):
+        perf_result = (v.get("checkers") or {}).get("perf") or {}
+        windows = (perf_result.get("availability") or {}).get("windows") or []
+        for rank, w in enumerate(windows[:top], 1):
+            rows.append(
+                {
+                    "run": run,
+                    "start_s": w.get("start_s"),
+                    "end_s": w.get("end_s"),
+                    "seconds": w.get("duration_s"),
+                    "rank": rank,
+                    "fault": ",".join(w.get("faults_active") or []) or None,
+                    "summary": w.get("summary"),
+                }
+            )
+    return rows
 
 
 # --- the whole pipeline --------------------------------------------------------------------------
@@ -381,9 +410,13 @@ def summarize(
     tests: dict[str, dict[str, Any]],
     verdicts: dict[str, Any],
     perf_rows: dict[str, Any],
+    driver: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Per run: verdict, workload, nemesis, ok rate, worst p99 and longest unavailability;
-    per (workload, nemesis): pass rate and the worst figures."""
+    """Per run: verdict, workload, nemesis, ok rate, worst p99 and longest unavailability (the perf
+    checker's, :class:`chaos.history.analysis.Availability`); per (workload, nemesis): pass rate and
+    the worst figures. The overall verdict merges the runs' with ``merge_valid``."""
+    from chaos.history.analysis import UNKNOWN, merge_valid
+
     runs = []
     for run_dir in run_dirs:
         rid = run_id(run_dir)
@@ -391,8 +424,11 @@ def summarize(
         lat = [r for r in perf_rows["latency"] if r["run"] == rid]
         ok = sum(r["ok"] for r in lat)
         done = sum(r["n"] for r in lat)
-        gaps = [r["seconds"] for r in perf_rows["availability"] if r["run"] == rid]
-        verdict = verdicts.get(rid, {"valid": "unknown"})
+        verdict = verdicts.get(rid, {"valid": UNKNOWN})
+        perf_result = (verdict.get("checkers") or {}).get("perf") or {}
+        longest = (perf_result.get("availability") or {}).get("longest_s")
+        if longest is None:
+            longest = ((driver or {}).get(rid) or {}).get("longest_unavailable_s")
         runs.append(
             {
                 "run": rid,
@@ -404,7 +440,8 @@ def summarize(
                 "ops": done,
                 "ok_rate": (ok / done) if done else None,
                 "p99_ms": max((r["p99"] for r in lat if r["p99"] is not None), default=None),
-                "max_unavailable_s": max(gaps, default=None),
+                "max_unavailable_s": longest,
+                "faults": fault_counts(verdict),
             }
         )
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -425,12 +462,29 @@ def summarize(
             }
         )
     return {
-        "valid": _merge(r["valid"] for r in runs),
+        "valid": merge_valid(r["valid"] for r in runs),
         "runs": runs,
         "matrix": matrix,
         "perf": perf_rows,
         "verdicts": verdicts,
     }
+
+
+def fault_counts(verdict: dict[str, Any]) -> dict[str, dict[str, int]] | None:
+    """Requested / applied / failed faults per kind from the run's ``faults`` checker result, or
+    None when the run has no such result. Accepts ``{"kinds"|"by_kind": {kind: {...}}}`` or the
+    kinds at the top level."""
+    res = (verdict.get("checkers") or {}).get("faults")
+    if not isinstance(res, dict):
+        return None
+    kinds = res.get("kinds", res.get("by_kind", res))
+    if not isinstance(kinds, dict):
+        return None
+    out = {}
+    for kind, c in kinds.items():
+        if isinstance(c, dict) and any(k in c for k in ("requested", "applied", "failed")):
+            out[str(kind)] = {k: int(c.get(k) or 0) for k in ("requested", "applied", "failed")}
+    return out
 
 
 def _failures(verdict: dict[str, Any]) -> list[str]:
@@ -453,20 +507,42 @@ def analyze(
     """Run the pipeline over ``run_dirs``; write Parquet, ``summary.json`` and ``index.html`` to
     ``out``; return the summary (with ``timings`` in seconds per stage).
 
-    Raises FileNotFoundError naming a directory without a history.
+    First, in the driver, each history is read with the validating reader and every checker of its
+    workload but ``linear`` runs (:func:`check_in_driver`); nothing reaches Spark before every
+    history is known good. Then Spark writes Parquet, checks linearizability per (run, key) on the
+    executors and computes the statistics. ``spark``: a session to use (left running); without
+    one, the active session is used or one is started for ``master`` and stopped at the end.
+
+    Raises:
+        FileNotFoundError: a directory without a history.
+        HistoryError: a malformed history (names the file and line).
+        ValueError: no directories, a bad ``test.json``, two runs with the same id.
+        RuntimeError: Spark cannot start.
     """
     dirs = [Path(d).resolve() for d in run_dirs]
     if not dirs:
         raise ValueError("no run directories given")
-    tests = {run_id(d): load_test(d) for d in dirs}
+    seen: set[str] = set()
+    for d in dirs:
+        if not (d / "history.jsonl").is_file():
+            raise FileNotFoundError(f"{d}: no history.jsonl (expected a run directory)")
+        if run_id(d) in seen:
+            raise ValueError(f"{d}: two run directories named {run_id(d)!r}; give each run once")
+        seen.add(run_id(d))
+    timings: dict[str, float] = {}
+    t = time.monotonic()
+    driver = {run_id(d): check_in_driver(d, time_limit) for d in dirs}
+    tests = {rid: d["test"] for rid, d in driver.items()}
+    timings["validate_and_check_per_run"] = time.monotonic() - t
     if out is None:
         out = dirs[0].parent.parent / "analysis" / time.strftime("%Y%m%dT%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
-    timings: dict[str, float] = {}
     t0 = time.monotonic()
-    own = spark is None
-    if own:
-        spark = spark_session(master)
+    own = False
+    if spark is None:
+        spark = _active_session()
+    if spark is None:
+        spark, own = spark_session(master), True
     timings["spark_start"] = time.monotonic() - t0
     try:
         t = time.monotonic()
@@ -474,20 +550,15 @@ def analyze(
         df = spark.read.parquet(str(out / "history.parquet")).cache()
         timings["parquet"] = time.monotonic() - t
         t = time.monotonic()
-        verdicts = check_runs(spark, df, tests, time_limit=time_limit)
-        timings["check"] = time.monotonic() - t
+        verdicts = check_runs(spark, df, driver, time_limit=time_limit)
+        timings["check_linear"] = time.monotonic() - t
         t = time.monotonic()
-        perf_rows = perf(df)
+        perf_rows = perf(df, verdicts)
         timings["perf"] = time.monotonic() - t
-        summary = summarize(dirs, tests, verdicts, perf_rows)
+        summary = summarize(dirs, tests, verdicts, perf_rows, driver)
         summary["timings"] = timings
         summary["master"] = master
-        spark.createDataFrame(
-            [
-                {k: (json.dumps(v) if isinstance(v, list) else v) for k, v in r.items()}
-                for r in summary["runs"]
-            ]
-        ).write.mode("overwrite").parquet(str(out / "summary.parquet"))
+        write_summary_parquet(spark, summary["runs"], out / "summary.parquet")
         df.unpersist()
     finally:
         if own:
@@ -497,6 +568,49 @@ def analyze(
     write_summary_html(summary, out / "index.html")
     summary["out"] = str(out)
     return summary
+
+
+_SUMMARY_COLUMNS = (
+    ("run", "string"),
+    ("dir", "string"),
+    ("workload", "string"),
+    ("nemesis", "string"),
+    ("valid", "json"),
+    ("failures", "json"),
+    ("ops", "long"),
+    ("ok_rate", "double"),
+    ("p99_ms", "double"),
+    ("max_unavailable_s", "double"),
+    ("faults", "json"),
+)
+
+
+def write_summary_parquet(spark: Any, runs: list[dict[str, Any]], path: Path) -> None:
+    """The per-run rows as Parquet with a fixed schema; ``valid``, ``failures`` and ``faults`` as
+    JSON text (``valid`` is true, false or "unknown")."""
+    from pyspark.sql import types as T
+
+    spark_type = {
+        "string": T.StringType(),
+        "json": T.StringType(),
+        "long": T.LongType(),
+        "double": T.DoubleType(),
+    }
+    schema = T.StructType([T.StructField(n, spark_type[t]) for n, t in _SUMMARY_COLUMNS])
+    conv: dict[str, Callable[[Any], Any]] = {"string": str, "json": json.dumps, "long": int, "double": float}
+    rows = [
+        tuple(None if (r.get(n) is None and t != "json") else conv[t](r.get(n)) for n, t in _SUMMARY_COLUMNS)
+        for r in runs
+    ]
+    spark.createDataFrame(rows, schema).write.mode("overwrite").parquet(str(path))
+
+
+def _active_session() -> Any:
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:  # pragma: no cover - depends on the install
+        return None
+    return SparkSession.getActiveSession()
 
 
 def write_summary_html(summary: dict[str, Any], path: Path) -> Path:

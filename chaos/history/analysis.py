@@ -1,0 +1,248 @@
+"""The one history-analysis core: pairing, fault windows, availability and the verdict merge.
+
+Every consumer of a history uses these rules and no copy of its own: the perf checker
+(:mod:`chaos.history.perf`), the report (:mod:`chaos.history.report`), ``chaos serve`` and the Spark
+pipeline (:mod:`chaos.history.spark`, whose SQL statistics join on the windows computed here).
+
+- **Reading** with validation is :func:`chaos.history.store.read_history` (re-exported): Jepsen's
+  ``jepsen.history`` pairing rules, a malformed line raises ``HistoryError`` naming file and line.
+- **Pairing**: a client completion closes the open invocation of its process; nemesis ops are
+  ``info`` on both ends and pair per ``f`` (the first is the invocation, the next the completion),
+  as :class:`chaos.history.store.Validator` and :func:`chaos.history.store.pair` do.
+- **Fault windows** (docs/design.md, "Ops and histories"): a window of kind ``<kind>`` lasts from
+  the completion of ``start-<kind>`` to the completion of ``stop-<kind>``. Windows of one kind do
+  not nest: a ``start-<kind>`` completing while that kind's window is open changes nothing (the
+  fault is already in force), a ``stop-<kind>`` with no open window closes nothing. A window not
+  closed by the end of the history has ``end = None`` (it lasts until the end).
+- **Availability** (after ``jepsen.checker.perf``): the longest stretches with no ok client
+  completion while clients were trying (an op was in flight or invoked), from the first invocation
+  on; a stretch still open at the end of the history ends there.
+- **Verdicts** merge worst-first with :func:`chaos.history.checkers.merge_valid` (re-exported), the
+  function ``chaos check`` uses: ``False`` over ``"unknown"`` over ``True``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from chaos.history.checkers import UNKNOWN, merge_valid
+from chaos.history.op import INVOKE, NEMESIS, OK, Op
+from chaos.history.store import HistoryError, Validator, pair, read_history
+
+__all__ = [
+    "UNKNOWN",
+    "Availability",
+    "FaultWindow",
+    "FaultWindows",
+    "HistoryError",
+    "NemesisPairing",
+    "Validator",
+    "fault_value",
+    "fault_windows",
+    "merge_valid",
+    "pair",
+    "read_history",
+]
+
+MIN_GAP_NS = 1_000_000  # shorter stretches between ok ops are not worth listing
+
+
+class NemesisPairing:
+    """Incremental pairing of nemesis ops per ``f``: the first op is the invocation, the next its
+    completion (both ``info``, Jepsen); an explicit ``invoke`` always opens a pair."""
+
+    __slots__ = ("open",)
+
+    def __init__(self) -> None:
+        self.open: dict[str, Op] = {}
+
+    def step(self, op: Op) -> Op | None:
+        """Feed a nemesis op; returns its invocation when ``op`` completes one, else None."""
+        if op.type == INVOKE or op.f not in self.open:
+            self.open[op.f] = op
+            return None
+        return self.open.pop(op.f)
+
+
+def fault_value(invocation: Op, completion: Op) -> Any:
+    """What a nemesis op did: the invocation names the fault (often a spec such as
+    ``"majorities-ring"``), the completion usually says exactly what was done (nodes, grudge);
+    both are kept, the completion's fields winning."""
+    inv, done = invocation.value, completion.value
+    if isinstance(done, dict):
+        if isinstance(inv, dict):
+            return {**inv, **done}
+        if inv is not None:
+            return {"spec": inv, **done}
+        return done
+    return done if inv is None else inv
+
+
+@dataclass
+class FaultWindow:
+    """One fault window: ``kind``, ``start`` and ``end`` in ns since the test start (``end`` None
+    while open at the end of the history), the ``start-<kind>`` invocation and completion, the
+    ``stop-<kind>`` completion (or None) and ``value`` (see :func:`fault_value`)."""
+
+    id: int
+    kind: str
+    start: int
+    end: int | None
+    invocation: Op
+    completion: Op
+    value: Any
+    stop: Op | None = None
+
+    def end_or(self, end_of_history: int) -> int:
+        """``end``, or ``end_of_history`` for a window still open."""
+        return self.end if self.end is not None else max(end_of_history, self.start)
+
+
+class FaultWindows:
+    """Fault windows built op by op (the rule is in the module docstring).
+
+    Feed every op (client ops are ignored) to :meth:`step`; ``windows`` lists them in start order,
+    ``active`` maps each kind in force to its window.
+    """
+
+    __slots__ = ("pairing", "windows", "active", "active_ids")
+
+    def __init__(self) -> None:
+        self.pairing = NemesisPairing()
+        self.windows: list[FaultWindow] = []
+        self.active: dict[str, FaultWindow] = {}
+        self.active_ids: tuple[int, ...] = ()  # ids of the windows in force, for tagging client ops
+
+    def step(self, op: Op) -> Op | None:
+        """Feed an op; for a nemesis completion returns its invocation (else None)."""
+        if op.process != NEMESIS:
+            return None
+        inv = self.pairing.step(op)
+        if inv is None:
+            return None
+        f = op.f
+        if f.startswith("start-"):
+            kind = f[6:]
+            if kind not in self.active:
+                w = FaultWindow(len(self.windows), kind, op.time, None, inv, op, fault_value(inv, op))
+                self.windows.append(w)
+                self.active[kind] = w
+                self.active_ids = tuple(x.id for x in self.active.values())
+        elif f.startswith("stop-"):
+            w_open = self.active.pop(f[5:], None)
+            if w_open is not None:
+                w_open.end = op.time
+                w_open.stop = op
+                self.active_ids = tuple(x.id for x in self.active.values())
+        return inv
+
+
+def fault_windows(ops: Iterable[Op]) -> list[FaultWindow]:
+    """The fault windows of a history (ops in file order), by the rule in the module docstring."""
+    fw = FaultWindows()
+    for op in ops:
+        if op.process == NEMESIS:
+            fw.step(op)
+    return fw.windows
+
+
+@dataclass(frozen=True, order=True)
+class Gap:
+    """A stretch with no ok client op: ``duration``, ``start`` and ``end`` in ns (``end`` None:
+    until the end of the history), ``first_ok_f`` the f of the ok op that ended it."""
+
+    duration: int
+    start: int
+    end: int | None
+    first_ok_f: str | None
+
+
+class Availability:
+    """The longest stretches without an ok client op while clients were trying (streaming).
+
+    Feed client invocations with :meth:`invoke` and completions with :meth:`complete` (times in ns,
+    history order); :meth:`finish` returns the ``top`` longest :class:`Gap` s, longest first. A
+    stretch starts at the previous ok completion (the first invocation for the first one) and counts
+    only if an op was in flight at that ok or some op was invoked since; stretches shorter than
+    ``min_gap_ns`` are not listed.
+    """
+
+    __slots__ = (
+        "top",
+        "min_gap_ns",
+        "first_invoke",
+        "last_ok",
+        "pending",
+        "pending_at_ok",
+        "since_ok",
+        "heap",
+    )
+
+    def __init__(self, top: int = 10, min_gap_ns: int = MIN_GAP_NS) -> None:
+        self.top = top
+        self.min_gap_ns = min_gap_ns
+        self.first_invoke: int | None = None
+        self.last_ok: int | None = None
+        self.pending = 0
+        self.pending_at_ok = 0
+        self.since_ok = 0
+        self.heap: list[tuple[int, int, int, str]] = []
+
+    def invoke(self, t: int) -> None:
+        self.pending += 1
+        self.since_ok += 1
+        if self.first_invoke is None:
+            self.first_invoke = t
+
+    def complete(self, t: int, type_: str, f: str) -> None:
+        self.pending -= 1
+        if type_ != OK:
+            return
+        start = self.last_ok if self.last_ok is not None else self.first_invoke
+        tried = self.last_ok is None or self.pending_at_ok > 0 or self.since_ok > 0
+        if start is not None and tried and t - start >= self.min_gap_ns:
+            item = (t - start, start, t, f)
+            if len(self.heap) < self.top:
+                heapq.heappush(self.heap, item)
+            elif item > self.heap[0]:
+                heapq.heapreplace(self.heap, item)
+        self.last_ok = t
+        self.pending_at_ok = self.pending
+        self.since_ok = 0
+
+    def finish(self, end_of_history: int) -> list[Gap]:
+        """The longest gaps, longest first, including one still open at ``end_of_history``."""
+        gaps = [Gap(d, s, e, f) for d, s, e, f in sorted(self.heap, reverse=True)]
+        t_last = self.last_ok if self.last_ok is not None else self.first_invoke
+        if t_last is not None and (self.pending > 0 or self.since_ok > 0) and end_of_history > t_last:
+            gaps.append(Gap(end_of_history - t_last, t_last, None, None))
+            gaps.sort(key=lambda g: -g.duration)
+        return gaps[: self.top]
+
+
+def availability(ops: Iterable[Op], top: int = 10) -> list[Gap]:
+    """:class:`Availability` over a whole history (ops in file order)."""
+    av = Availability(top)
+    open_: set[Any] = set()
+    end = 0
+    for op in ops:
+        end = max(end, op.time)
+        if op.process == NEMESIS:
+            continue
+        if op.type == INVOKE:
+            open_.add(op.process)
+            av.invoke(op.time)
+        elif op.process in open_:
+            open_.discard(op.process)
+            av.complete(op.time, op.type, op.f)
+    return av.finish(end)
+
+
+def client_pairs(ops: Iterable[Op]) -> Iterator[tuple[Op, Op | None]]:
+    """Client ops only of :func:`chaos.history.store.pair`."""
+    for inv, done in pair(ops):
+        if inv.process != NEMESIS:
+            yield inv, done
