@@ -88,12 +88,12 @@ def test_a_malformed_history_is_not_a_checker_crash(tmp_path: Path) -> None:
 
 
 def test_checkers_for_workloads() -> None:
-    assert list(checkers_for({"workload": "log"})) == ["log", "log-reads", "stats", "perf"]
-    assert list(checkers_for({"workload": "set"})) == ["set", "stats", "perf"]
-    assert list(checkers_for({"workload": "register"})) == ["linear", "stats", "perf"]
-    assert list(checkers_for({"workload": "bank"})) == ["stats", "perf"]
-    assert list(checkers_for({"workload": "bank"}, model="register")) == ["linear", "stats", "perf"]
-    assert list(checkers_for({"workload": "log", "checkers": ["perf"]})) == ["perf"]
+    assert list(checkers_for({"workload": "log"})) == ["log", "log-reads", "stats", "perf", "faults"]
+    assert list(checkers_for({"workload": "set"})) == ["set", "stats", "perf", "faults"]
+    assert list(checkers_for({"workload": "register"})) == ["linear", "stats", "perf", "faults"]
+    assert list(checkers_for({"workload": "bank"})) == ["stats", "perf", "faults"]
+    assert list(checkers_for({"workload": "bank"}, model="register")) == ["linear", "stats", "perf", "faults"]
+    assert list(checkers_for({"workload": "log", "checkers": ["perf"]})) == ["perf", "faults"]
     with pytest.raises(ValueError, match="unknown checker 'nope'"):
         checkers_for({"checkers": ["nope"]})
 
@@ -104,7 +104,7 @@ def test_check_run_writes_results_json(tmp_path: Path) -> None:
     _log_history(run.path, lost=True)
     r = check_run(tmp_path / "store")
     assert r["valid"] is False
-    assert set(r["checkers"]) == {"log", "perf"}
+    assert set(r["checkers"]) == {"log", "perf", "faults"}
     assert r["checkers"]["log"]["lost"][0]["value"] == 2
     assert run.load_results() == r
     with pytest.raises(FileNotFoundError, match="no history"):

@@ -30,7 +30,8 @@ Result (``results.json`` ``checkers.faults``)::
                   "term_before", "leaders", "leader_changes", "terms", "new_terms",
                   "leaderless_s", "ops": {"ok", "fail", "info"}, "ops_on_faulted": {...}}],
      "leadership": {"samples": n, "leaders": [...], "leader_changes": n, "terms": [first, last]},
-     "bite": {"windows_with_leader_change": n, "windows": n, "changed_leadership": bool},
+     "bite": {"observed": bool, "windows": n, "windows_with_leader_change": n,
+              "windows_with_election": n, "changed_leadership": bool},
      "summary": str}
 """
 
@@ -132,17 +133,18 @@ class _FaultsAcc:
 
         kinds = {k: self.kinds[k] for k in sorted(self.kinds) if self.kinds[k]["requested"]}
         never = [k for k, r in kinds.items() if r["applied"] == 0]
-        windows = []
-        for w in self.fw.windows:
-            c = self.win.get(w.id, {})
+        windows: list[dict[str, Any]] = []
+        for fw in self.fw.windows:
+            c = self.win.get(fw.id, {})
             windows.append(
                 {
-                    "id": w.id,
-                    "kind": w.kind,
-                    "start_s": round(w.start / NS, 3),
-                    "end_s": None if w.end is None else round(w.end / NS, 3),
-                    "start": w.start,
-                    "end": w.end_or(self.last_time),
+                    "id": fw.id,
+                    "kind": fw.kind,
+                    "start_s": round(fw.start / NS, 3),
+                    "end_s": None if fw.end is None else round(fw.end / NS, 3),
+                    "invoked": fw.invocation.time if fw.invocation.time is not None else fw.start,
+                    "start": fw.start,
+                    "end": fw.end_or(self.last_time),
                     **c,
                 }
             )
@@ -151,7 +153,7 @@ class _FaultsAcc:
             samples = read_leadership(self.run_dir / LEADERSHIP_FILE)
         windows = leadership_windows(windows, samples)
         for w in windows:
-            del w["start"], w["end"]
+            del w["invoked"], w["start"], w["end"]
         out: dict[str, Any] = {
             "valid": True,
             "kinds": kinds,
@@ -174,14 +176,17 @@ class _FaultsAcc:
 
 
 def leadership_windows(windows: list[dict[str, Any]], samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Add leadership figures to each window (dicts with ``start``/``end`` in ns) from the
-    observer's samples (sorted by ``time``): ``leader_before``, ``term_before`` (last sample at or
-    before the start), ``leaders`` (leaders seen inside, consecutive repeats collapsed),
-    ``leader_changes`` (times the observed leader differed from the previous one seen, from
-    ``leader_before`` on; a time without a leader is not a change by itself), ``terms`` (distinct
-    terms seen inside), ``new_terms`` (highest term inside minus ``term_before``) and
-    ``leaderless_s`` (time inside with no node claiming leadership, between samples). Without
-    samples the figures are None. Returns the same list."""
+    """Add leadership figures to each window (dicts with ``start``/``end`` in ns, and optionally
+    ``invoked``: when the start was invoked, default ``start``) from the observer's samples (sorted
+    by ``time``). The fault acts between invocation and completion, so "before" means at or before
+    ``invoked`` and "inside" after it up to ``end``: ``leader_before`` (the last leader observed
+    before), ``term_before`` (the last term observed before), ``leaders`` (leaders seen inside,
+    consecutive repeats collapsed), ``leader_changes`` (times the observed leader differed from
+    the previous one seen, from ``leader_before`` on; a time without a leader is not a change by
+    itself), ``terms`` (distinct terms seen inside), ``new_terms`` (highest term inside minus
+    ``term_before``: elections, whoever won them) and ``leaderless_s`` (time inside with no node
+    claiming leadership, between samples). Without samples the figures are None. Returns the
+    same list."""
     for w in windows:
         if not samples:
             w.update(
@@ -189,12 +194,11 @@ def leadership_windows(windows: list[dict[str, Any]], samples: list[dict[str, An
                 terms=None, new_terms=None, leaderless_s=None,
             )  # fmt: skip
             continue
-        start, end = w["start"], w["end"]
+        start, end = w.get("invoked", w["start"]), w["end"]
         before = [s for s in samples if s["time"] <= start]
         inside = [s for s in samples if start < s["time"] <= end]
-        prev = before[-1] if before else None
-        leader_before = prev.get("leader") if prev else None
-        term_before = prev.get("term") if prev else None
+        leader_before = next((s["leader"] for s in reversed(before) if s.get("leader")), None)
+        term_before = next((s["term"] for s in reversed(before) if isinstance(s.get("term"), int)), None)
         leaders: list[str] = []
         changes = 0
         last = leader_before
@@ -242,13 +246,17 @@ def overall_leadership(samples: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def bite(windows: list[dict[str, Any]], samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """Whether the faults changed leadership: windows with a leader change or a new term."""
-    hit = [w for w in windows if (w.get("leader_changes") or 0) > 0 or (w.get("new_terms") or 0) > 0]
+    """Whether the faults disturbed leadership: ``windows_with_leader_change`` (another node led),
+    ``windows_with_election`` (a new term or another leader), ``changed_leadership`` (any election
+    in a fault window); ``observed`` is false without samples."""
+    changed = [w for w in windows if (w.get("leader_changes") or 0) > 0]
+    elected = [w for w in windows if (w.get("leader_changes") or 0) > 0 or (w.get("new_terms") or 0) > 0]
     return {
         "observed": bool(samples),
         "windows": len(windows),
-        "windows_with_leader_change": len(hit),
-        "changed_leadership": bool(hit),
+        "windows_with_leader_change": len(changed),
+        "windows_with_election": len(elected),
+        "changed_leadership": bool(elected),
     }
 
 
@@ -269,8 +277,9 @@ def summary(result: dict[str, Any], samples: list[dict[str, Any]]) -> str:
         terms = "-".join(str(t) for t in dict.fromkeys(lead["terms"])) or "?"
         return head + f"; the faults never changed leadership (leader {who}, term {terms})"
     return (
-        head + f"; leadership changed in {b['windows_with_leader_change']} of {b['windows']} fault "
-        f"windows ({lead['leader_changes']} leader changes in the run, leaders {' -> '.join(lead['leaders'])})"
+        head + f"; elections in {b['windows_with_election']} of {b['windows']} fault windows, "
+        f"another leader in {b['windows_with_leader_change']} ({lead['leader_changes']} leader changes "
+        f"in the run: {' -> '.join(lead['leaders'])}; terms {'-'.join(str(t) for t in lead['terms'])})"
     )
 
 

@@ -875,7 +875,20 @@ def render_html(run: Run) -> str:
         generated=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         data_files=[(urllib.parse.quote(f), f) for f in run.files],
         server_log_rows=_server_log_rows(run.results),
+        **_fault_sections(run.results),
     )
+
+
+def _fault_sections(results: dict[str, Any] | None) -> dict[str, Any]:
+    # the "faults" section (chaos.history.report_faults): per kind, per window with leadership
+    from chaos.history import report_faults
+
+    r = report_faults.faults_result(results)
+    return {
+        "fault_kinds": report_faults.kind_rows(results),
+        "fault_windows": report_faults.window_rows(results),
+        "fault_summary": (r or {}).get("summary") or "",
+    }
 
 
 def _server_log_rows(results: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -952,10 +965,15 @@ def summary_table(results: dict[str, Any] | None, history_path: str | os.PathLik
         for t in TYPE_ORDER:
             tot[t] += c[t]
     ops.add_row(Text("total", style="bold"), str(tot["ok"]), str(tot["fail"]), str(tot["info"]))
-    if nemesis_ops:
-        ops.caption = f"{nemesis_ops} nemesis fault{'s' if nemesis_ops != 1 else ''} injected"
+    from chaos.history import report_faults
+
+    fault_caption = report_faults.caption(results)  # took effect, not merely requested
+    if fault_caption is None and nemesis_ops:
+        ops.caption = f"{nemesis_ops} nemesis fault{'s' if nemesis_ops != 1 else ''} requested"
         ops.caption_justify = "left"
     outer.add_row(ops)
+    if fault_caption is not None and nemesis_ops:
+        outer.add_row(Text(fault_caption))
     checkers = checker_summaries(results)
     chk = Table(title="checkers", title_justify="left", expand=False)
     chk.add_column("checker")
@@ -968,6 +986,8 @@ def summary_table(results: dict[str, Any] | None, history_path: str | os.PathLik
     if not checkers:
         chk.add_row("none", Text("unknown", style=_VERDICT_STYLE["unknown"]), "results.json missing")
     outer.add_row(chk)
+    for part in report_faults.summary_tables(results):
+        outer.add_row(part)
     anomalies = _anomaly_counts(results)
     if anomalies:
         an = Table(title="anomalies", title_justify="left", expand=False)

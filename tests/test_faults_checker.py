@@ -1,0 +1,194 @@
+"""The faults checker on synthetic histories: requested / applied / failed per kind, the verdict
+rule (a kind that never took effect makes the run unknown), leadership per fault window from a
+``leadership.jsonl``, and ``chaos check`` carrying it for a stored run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chaos.control.observer import LEADERSHIP_FILE, read_leadership, summarize
+from chaos.history.checkers import check_run
+from chaos.history.faults import FaultsChecker, faulted_nodes
+from chaos.history.store import RunDir
+
+S = 1_000_000_000
+
+
+def nem(f: str, t: float, value: Any = None, error: str | None = None) -> dict[str, Any]:
+    op: dict[str, Any] = {"type": "info", "process": "nemesis", "f": f, "value": value, "time": int(t * S)}
+    if error:
+        op["error"] = error
+    return op
+
+
+def client(p: int, t: float, node: str, typ: str = "ok") -> list[dict[str, Any]]:
+    inv = {
+        "type": "invoke",
+        "process": p,
+        "f": "write",
+        "value": 1,
+        "key": 0,
+        "time": int(t * S),
+        "node": node,
+    }
+    done = {**inv, "type": typ, "time": int(t * S) + 1000}
+    return [inv, done]
+
+
+def write_run(tmp: Path, ops: list[dict[str, Any]], samples: list[dict[str, Any]] | None = None) -> RunDir:
+    run = RunDir.create(tmp / "store", "register-kill")
+    run.write_test({"workload": "register", "checkers": ["stats"]})
+    lines = [json.dumps({**op, "index": i}) for i, op in enumerate(ops)]
+    run.history_path.write_text("\n".join(lines) + "\n")
+    if samples is not None:
+        (run.path / LEADERSHIP_FILE).write_text("".join(json.dumps(s) + "\n" for s in samples))
+    return run
+
+
+def sample(t: float, leader: str | None, term: int) -> dict[str, Any]:
+    return {
+        "time": int(t * S),
+        "nodes": {},
+        "primaries": [leader] if leader else [],
+        "leader": leader,
+        "term": term,
+    }
+
+
+def history() -> list[dict[str, Any]]:
+    """kill: two starts, one took effect (n3 killed), one found no server; restart: one start, its
+    start failed (a DB lacking what the nemesis needs); partition: one old-style completion."""
+    return [
+        *client(0, 0.5, "n1"),
+        nem("start-kill", 1.0, "leader"),
+        nem("start-kill", 1.1, {"targets": "leader", "nodes": ["n3"], "killed": ["n3"], "applied": True}),
+        *client(1, 1.5, "n3", "info"),
+        *client(2, 1.6, "n1"),
+        nem("stop-kill", 3.0),
+        nem("stop-kill", 3.1, {"nodes": ["n3"], "applied": True}),
+        nem("start-restart", 4.0, "one"),
+        nem(
+            "start-restart",
+            4.1,
+            {"nodes": ["n2"], "applied": False, "why": "n2: start failed: no start script"},
+        ),
+        nem("stop-restart", 4.5),
+        nem("stop-restart", 4.6, {"applied": True}),
+        nem("start-kill", 5.0, "one"),
+        nem(
+            "start-kill",
+            5.1,
+            {
+                "nodes": ["n4"],
+                "killed": [],
+                "applied": False,
+                "why": "n4: no server running (nothing to kill)",
+            },
+        ),
+        nem("stop-kill", 6.0),
+        nem("stop-kill", 6.1, {"nodes": ["n4"], "applied": True}),
+        nem("start-partition", 7.0, "majorities-ring"),
+        nem("start-partition", 7.1, {"shape": "majorities-ring", "grudge": {"n1": ["n2"], "n2": ["n1"]}}),
+        nem("stop-partition", 8.0),
+        nem("stop-partition", 8.1, None, error="NemesisError: iptables failed on n2"),
+        *client(3, 9.0, "n2"),
+    ]
+
+
+def test_counts_per_kind_and_unknown_when_a_kind_never_applied(tmp_path: Path) -> None:
+    run = write_run(tmp_path, history())
+    r = FaultsChecker().check({}, run.history_path, {})
+    assert r["kinds"]["kill"] == {
+        "requested": 2,
+        "applied": 1,
+        "failed": 1,
+        "errors": ["n4: no server running (nothing to kill)"],
+        "stop_failed": 0,
+    }
+    assert r["kinds"]["restart"]["requested"] == 1 and r["kinds"]["restart"]["applied"] == 0
+    assert r["kinds"]["partition"]["applied"] == 1 and r["kinds"]["partition"]["stop_failed"] == 1
+    assert (r["requested"], r["applied"], r["failed"]) == (4, 2, 2)
+    # every requested restart failed: the run did not test what it asked for
+    assert r["valid"] == "unknown"
+    assert "every requested restart fault failed" in r["cause"] and "no start script" in r["cause"]
+    assert "kill" not in r["cause"]
+    assert r["summary"].startswith("2 of 4 requested faults took effect")
+
+
+def test_valid_when_every_kind_applied_at_least_once(tmp_path: Path) -> None:
+    ops = [op for op in history() if "restart" not in op["f"]]
+    r = FaultsChecker().check({}, write_run(tmp_path, ops).history_path, {})
+    assert r["valid"] is True and "cause" not in r
+
+
+def test_no_faults_is_valid(tmp_path: Path) -> None:
+    r = FaultsChecker().check({}, write_run(tmp_path, client(0, 1, "n1")).history_path, {})
+    assert r["valid"] is True and r["kinds"] == {} and r["summary"] == "no faults were requested"
+
+
+def test_windows_count_ops_on_faulted_nodes_and_leader_changes(tmp_path: Path) -> None:
+    samples = [
+        sample(0.2, "n3", 1),
+        sample(0.9, "n3", 1),
+        sample(1.3, None, 1),  # n3 killed at 1.1: no leader for a while
+        sample(1.8, "n1", 2),
+        sample(3.5, "n1", 2),
+        sample(9.5, "n1", 2),
+    ]
+    r = FaultsChecker().check({}, write_run(tmp_path, history(), samples).history_path, {})
+    kill = r["windows"][0]
+    assert (kill["kind"], kill["start_s"], kill["end_s"], kill["nodes"]) == ("kill", 1.1, 3.1, ["n3"])
+    assert kill["applied"] is True
+    assert kill["ops"] == {"ok": 1, "fail": 0, "info": 1}
+    assert kill["ops_on_faulted"] == {"ok": 0, "fail": 0, "info": 1}
+    assert (kill["leader_before"], kill["term_before"]) == ("n3", 1)
+    assert kill["leaders"] == ["n1"] and kill["leader_changes"] == 1
+    assert kill["terms"] == [1, 2] and kill["new_terms"] == 1
+    assert kill["leaderless_s"] == 0.5
+    later = [w for w in r["windows"] if w["kind"] == "partition"][0]
+    assert later["leader_changes"] == 0 and later["leaders"] == [] and later["leader_before"] == "n1"
+    assert r["bite"]["windows_with_leader_change"] == 1 and r["bite"]["changed_leadership"] is True
+    assert r["leadership"]["leaders"] == ["n3", "n1"] and r["leadership"]["leader_changes"] == 1
+    assert "elections in 1 of 4 fault windows, another leader in 1 (1 leader changes" in r["summary"]
+
+
+def test_summary_says_plainly_when_faults_never_changed_leadership(tmp_path: Path) -> None:
+    samples = [sample(t, "n2", 3) for t in (0.1, 2.0, 5.0, 9.9)]
+    r = FaultsChecker().check({}, write_run(tmp_path, history(), samples).history_path, {})
+    assert r["bite"]["changed_leadership"] is False
+    assert r["summary"].endswith("the faults never changed leadership (leader n2, term 3)")
+    assert r["valid"] == "unknown"  # leadership never decides; the restart kind does
+
+
+def test_check_run_carries_faults_for_a_stored_run(tmp_path: Path) -> None:
+    run = write_run(tmp_path, history(), [sample(0.1, "n1", 1)])
+    r = check_run(run)
+    assert set(r["checkers"]) == {"stats", "faults"}
+    assert r["valid"] == "unknown" and r["checkers"]["faults"]["kinds"]["restart"]["failed"] == 1
+    assert r["checkers"]["faults"]["leadership"]["samples"] == 1
+    assert json.loads(run.results_path.read_text())["checkers"]["faults"] == r["checkers"]["faults"]
+
+
+def test_faulted_nodes_from_completion_values() -> None:
+    assert faulted_nodes({"nodes": ["n2", "n1"], "killed": ["n1"]}) == ["n1"]
+    assert faulted_nodes({"grudge": {"n1": ["n2"], "n2": [], "n3": ["n2"]}}) == ["n1", "n3"]
+    assert faulted_nodes({"from": "n1", "to": "n4"}) == ["n1", "n4"]
+    assert faulted_nodes({"nodes": {"n5": {"running": True}}}) == ["n5"]
+    assert faulted_nodes(None) == []
+
+
+def test_leadership_samples_and_torn_last_line(tmp_path: Path) -> None:
+    nodes = {"n1": {"leader": "n2", "term": 4}, "n2": {"leader": "n2", "term": 4}, "n3": {"error": "timeout"}}
+    assert summarize(nodes) == {"primaries": ["n2"], "leader": "n2", "term": 4}
+    split = {"n1": {"leader": "n1", "term": 3}, "n2": {"leader": "n2", "term": 5}}
+    assert summarize(split)["leader"] == "n2"
+    p = tmp_path / LEADERSHIP_FILE
+    p.write_text(json.dumps(sample(1, "n1", 1)) + "\n" + '{"time": 2')
+    assert [s["leader"] for s in read_leadership(p)] == ["n1"]
+    p.write_text('{"time": 2\n' + json.dumps(sample(1, "n1", 1)) + "\n")
+    with pytest.raises(ValueError, match=f"{p}:1: bad leadership sample"):
+        read_leadership(p)
