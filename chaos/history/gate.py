@@ -185,6 +185,7 @@ def run_matrix(
     workloads: list[str], nemeses: list[str], runs: int, store: str, run_args: list[str]
 ) -> list[Path]:
     """Run ``chaos run`` for every (workload, nemesis) ``runs`` times; return the run directories.
+    A nemesis entry may combine faults with ``+`` (``partition-ring+kill-leader``: one run with both).
 
     A run that crashes (exit 255) or cannot start still counts: its directory, if any, is analysed
     and a missing one is reported.
@@ -194,7 +195,8 @@ def run_matrix(
         for nemesis in nemeses:
             for i in range(runs):
                 click.echo(f"gate: run {i + 1}/{runs} workload={workload} nemesis={nemesis}", err=True)
-                cmd = [sys.executable, "-m", "chaos.cli", "run", "--workload", workload, "--nemesis", nemesis]
+                faults = nemesis.replace("+", ",")
+                cmd = [sys.executable, "-m", "chaos.cli", "run", "--workload", workload, "--nemesis", faults]
                 cmd += ["--store", store, *run_args]
                 rc = subprocess.call(cmd)
                 latest = Path(store) / "latest"
@@ -210,7 +212,12 @@ def run_matrix(
 @click.command("gate")
 @click.argument("run_dirs", nargs=-1)
 @click.option("--workload", default="register,log", show_default=True, help="Comma-separated workloads.")
-@click.option("--nemesis", default="partition-ring,kill", show_default=True, help="Comma-separated nemeses.")
+@click.option(
+    "--nemesis",
+    default="partition-ring+kill-leader,kill",  # faults that force elections (issue 17)
+    show_default=True,
+    help="Comma-separated nemeses, one run each; join faults with + for one run with several.",
+)
 @click.option("--runs", type=int, default=1, show_default=True, help="Runs per (workload, nemesis).")
 @click.option("--store", default="store", show_default=True)
 @click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
