@@ -361,5 +361,5 @@ def test_currterm_and_the_entry_codec_refuse_what_they_cannot_hold_before_writin
         ("channel", Entry(0, 1, b"x", 1, -1, 2**31)),
     ):
         for encode in (encode_entry, encode_header):
-            with pytest.raises(ValueError, match=f"entry {field}="):
+            with pytest.raises(StoreError, match=f"entry {field}="):
                 encode(entry, 0, 0)

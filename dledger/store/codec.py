@@ -29,7 +29,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-from dledger.store import MAGIC_NOOP, MAGIC_NORMAL, Entry
+from dledger.store import MAGIC_NOOP, MAGIC_NORMAL, Entry, StoreError
 
 HEADER_SIZE = 48
 BODY_OFFSET = 48
@@ -71,11 +71,17 @@ def chain_crc(head36: bytes, body_crc: int, prev_chain: int) -> int:
     return zlib.crc32(_U32.pack(body_crc), zlib.crc32(head36, prev_chain))
 
 
+class EncodeError(StoreError, ValueError):
+    """A field that does not fit its slot of the record; raised before anything is written. A
+    StoreError, so a follower answers the push with DISK_ERROR and a leader stops instead of acting
+    on an entry it could not store."""
+
+
 _HEAD_SLOTS = (("magic", 32), ("size", 32), ("index", 64), ("term", 64), ("pos", 64), ("channel", 32))
 
 
 def _pack_head(entry: Entry, body_len: int, pos: int) -> bytes:
-    """The first 36 header bytes; ValueError naming the first field that does not fit its slot
+    """The first 36 header bytes; EncodeError naming the first field that does not fit its slot
     (struct's own error names none, and a half-encoded record must never reach the file)."""
     values = (entry.magic, HEADER_SIZE + body_len, entry.index, entry.term, pos, entry.channel)
     try:
@@ -83,7 +89,7 @@ def _pack_head(entry: Entry, body_len: int, pos: int) -> bytes:
     except struct.error:
         for (name, bits), v in zip(_HEAD_SLOTS, values, strict=True):
             if type(v) is not int or not -(2 ** (bits - 1)) <= v < 2 ** (bits - 1):
-                raise ValueError(
+                raise EncodeError(
                     f"entry {name}={v!r}: does not fit the record's int{bits} field "
                     f"(entry index {entry.index!r})"
                 ) from None
@@ -94,7 +100,8 @@ def encode_entry(entry: Entry, pos: int, prev_chain: int) -> tuple[bytes, int]:
     """Encode ``entry`` as stored at absolute data offset ``pos``.
 
     Returns ``(record bytes, chainCrc)``; ``entry.pos`` is ignored (``pos`` wins).
-    Raises ValueError for a magic other than 1 or 2 or a body that is not bytes.
+    Raises ValueError for a magic other than 1 or 2 or a body that is not bytes, EncodeError (a
+    ValueError and StoreError) for a field outside its int32/int64 slot.
     """
     body = entry.body
     if entry.magic not in VALID_MAGICS:
@@ -111,7 +118,7 @@ def encode_entry(entry: Entry, pos: int, prev_chain: int) -> tuple[bytes, int]:
 def encode_header(entry: Entry, pos: int, prev_chain: int) -> tuple[bytes, int]:
     """The 48-byte header of ``entry`` stored at ``pos`` (body written separately, e.g. with
     ``os.pwritev``) and its chainCrc. The caller checks magic and body type; a field outside its
-    int32/int64 slot raises ValueError naming it before anything is written."""
+    int32/int64 slot raises EncodeError naming it before anything is written."""
     body = entry.body
     n = len(body)
     head = _pack_head(entry, n, pos)
