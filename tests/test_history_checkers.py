@@ -35,6 +35,100 @@ def test_merge_valid_worst_first(values: list[Any], merged: Any) -> None:
     assert merge_valid(values) == merged
 
 
+def test_verdicts_that_crossed_pickling_merge_by_value() -> None:
+    """An "unknown" that came back from a worker process is a different str object: still unknown."""
+    import pickle
+
+    from chaos.history.checkers import UNKNOWN, verdict
+
+    far = pickle.loads(pickle.dumps("".join(["unk", "nown"])))
+    assert far == UNKNOWN and far is not UNKNOWN
+    assert merge_valid([True, far]) == UNKNOWN and merge_valid([far, False]) is False
+    assert merge_valid(pickle.loads(pickle.dumps([True, True]))) is True
+    assert [verdict(v) for v in (True, False, far, None, 1, "valid")] == [True, False, *[UNKNOWN] * 4]
+
+
+@pytest.mark.parametrize(
+    ("ops", "test"),
+    [
+        ([("write", 1, 1), ("read", None, 1)], {"workload": "register"}),
+        ([("read", None, 1)], {"workload": "register"}),  # reads only, of a scalar: a register
+        ([("cas", [1, 2], [1, 2])], {"workload": "register"}),
+        ([("append", 1, 1), ("read", None, [1])], {"workload": "log"}),
+        ([("add", 1, 1), ("read", None, [1])], {"workload": "set"}),
+        (
+            [("acquire", None, None), ("release", None, None)],
+            {"workload": "mutex", "model": "mutex", "checkers": ["linear", "stats", "perf"]},
+        ),
+    ],
+)
+def test_infer_test_from_the_whole_history(
+    tmp_path: Path, ops: list[tuple[str, Any, Any]], test: Any
+) -> None:
+    from chaos.history.checkers import infer_test
+
+    b = Builder()
+    for _ in range(2500):  # more than any prefix a guess would read
+        b.nemesis("start-partition")
+        b.nemesis("stop-partition")
+    for p, (f, v, out) in enumerate(ops):
+        b.op("invoke", p, f, v)
+        b.op("ok", p, f, out)
+    assert infer_test(b.write(tmp_path / "h.jsonl")) == test
+
+
+@pytest.mark.parametrize(
+    ("ops", "why"),
+    [
+        ([("write", 1, 1), ("append", 2, 2)], "no single workload uses all of them"),
+        ([("read", None, [1, 2])], "reads only, returning lists"),
+        ([("transfer", 1, 1)], "no single workload uses all of them"),
+    ],
+)
+def test_infer_test_refuses_to_guess(tmp_path: Path, ops: list[tuple[str, Any, Any]], why: str) -> None:
+    from chaos.history.checkers import infer_test
+
+    b = Builder()
+    for p, (f, v, out) in enumerate(ops):
+        b.op("invoke", p, f, v)
+        b.op("ok", p, f, out)
+    path = b.write(tmp_path / "h.jsonl")
+    with pytest.raises(HistoryError, match=f"{path}: cannot tell the model .*{why}.*pass --model"):
+        infer_test(path)
+    assert infer_test(path, model="register") == {"workload": None, "model": "register"}
+
+
+def test_no_client_op_is_not_a_test(tmp_path: Path) -> None:
+    from chaos.history.checkers import infer_test
+
+    b = Builder()
+    b.nemesis("start-kill")
+    path = b.write(tmp_path / "h.jsonl")
+    for call in (
+        lambda: infer_test(path, model="register"),
+        lambda: compose([StatsChecker()]).check({}, path, {}),
+    ):
+        with pytest.raises(HistoryError, match=f"{path}: no client op: nothing was tested"):
+            call()
+    path.write_bytes(b"")
+    with pytest.raises(HistoryError, match="no client op"):
+        compose([StatsChecker()]).check({}, path, {})
+
+
+def test_a_run_without_test_json_is_checked_as_its_whole_history_shows(tmp_path: Path) -> None:
+    """2,500 nemesis op pairs first, then one read of 1 from a never-written register: INVALID."""
+    run = RunDir.create(tmp_path / "store", "bare")
+    b = Builder()
+    for _ in range(2500):
+        b.nemesis("start-partition")
+        b.nemesis("stop-partition")
+    b.op("invoke", 0, "read", None)
+    b.op("ok", 0, "read", 1)
+    b.write(run.history_path)
+    r = check_run(run)
+    assert r["valid"] is False and r["checkers"]["linear"]["valid"] is False
+
+
 class _Fixed:
     def __init__(self, name: str, valid: Any) -> None:
         self.name = name

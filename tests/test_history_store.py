@@ -22,7 +22,9 @@ from chaos.history.store import (
     find_run,
     pair,
     read_history,
+    too_deep,
     validate,
+    write_history,
 )
 
 
@@ -102,6 +104,77 @@ def test_torn_line_in_the_middle_is_an_error(tmp_path: Path) -> None:
         list(read_history(path))
     assert e.value.line == 2
     assert f"{path}: line 2: not valid JSON" in str(e.value)
+
+
+def test_a_lone_unterminated_garbage_line_is_not_a_torn_history(tmp_path: Path) -> None:
+    """A torn line can only follow a good one: a file that is one unterminated garbage line is bad input."""
+    path = tmp_path / "h.jsonl"
+    path.write_bytes(b"xyzzy{")
+    with pytest.raises(HistoryError) as e:
+        list(read_history(path))
+    assert e.value.line == 1 and str(e.value).startswith(f"{path}: line 1: not valid JSON")
+    path.write_bytes(b"\n\n  \n" + b'{"index":0,"type":"inv')  # blank lines are not good lines
+    with pytest.raises(HistoryError, match="line 4"):
+        list(read_history(path))
+
+
+@pytest.mark.parametrize("depth", [101, 2_000, 100_000])
+def test_deep_values_are_refused_naming_the_line(tmp_path: Path, depth: int) -> None:
+    path = tmp_path / "h.jsonl"
+    ok = '{"index":0,"type":"invoke","process":0,"f":"write","value":1,"time":1}\n'
+    deep = (
+        '{"index":1,"type":"ok","process":0,"f":"write","time":2,"value":' + "[" * depth + "]" * depth + "}\n"
+    )
+    path.write_text(ok + deep)
+    with pytest.raises(HistoryError) as e:
+        list(read_history(path))
+    assert e.value.line == 2 and "nested deeper than 100 levels" in str(e.value)
+
+
+def test_values_up_to_the_depth_bound_are_read(tmp_path: Path) -> None:
+    path = tmp_path / "h.jsonl"
+    value = "[" * 99 + "]" * 99  # with the op object around it, 100 levels
+    path.write_text('{"index":0,"type":"invoke","process":0,"f":"write","time":1,"value":' + value + "}\n")
+    (op,) = read_history(path)
+    assert isinstance(op.value, list)
+    assert too_deep([[[]]], limit=2) and not too_deep([[]], limit=2)
+    assert too_deep({"a": [1, {"b": 2}]}, 2) and not too_deep({"a": [1, 2]}, 2)
+
+
+def test_bytes_that_are_not_utf8_name_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "h.jsonl"
+    path.write_bytes(
+        b'{"index":0,"type":"invoke","process":0,"f":"write","value":1,"time":1}\n'
+        b'{"index":1,"type":"ok","process":0,"f":"write","value":"\xff","time":2}\n'
+    )
+    with pytest.raises(HistoryError) as e:
+        list(read_history(path))
+    assert e.value.line == 2 and "not UTF-8 (byte 0xff" in str(e.value)
+
+
+def test_writer_lines_are_orjson_and_read_back_exactly(tmp_path: Path) -> None:
+    """The writer's lines are compact UTF-8 JSON; every value the reader gets back is the one
+    written, including text outside ASCII, integers beyond 64 bits and values JSON lacks (as str)."""
+    import orjson
+
+    path = tmp_path / "h.jsonl"
+    ops = [
+        Op("invoke", 0, "write", 'é\u2028"x\n', 1, node="n1", key=3),
+        Op("ok", 0, "write", [1, [2, {"a": None}]], 2, error="e", extra={"log_index": 2**70}),
+        Op("invoke", "nemesis", "start-partition", {"n1": ["n2"]}, 3),
+        Op("info", "nemesis", "start-partition", {1, 2}, 4),
+    ]
+    write_history(path, ops)
+    raw = path.read_bytes().splitlines()
+    assert raw[0] == orjson.dumps(ops[0].to_dict()) and "é".encode() in raw[0]
+    assert [json.loads(x) for x in raw] == [
+        o.to_dict() | {"value": str(o.value)} if o.index == 3 else o.to_dict() for o in ops
+    ]
+    back = list(read_history(path))
+    assert [(o.value, o.key, o.node, o.error, o.extra) for o in back[:3]] == [
+        (o.value, o.key, o.node, o.error, o.extra) for o in ops[:3]
+    ]
+    assert back[3].value == "{1, 2}"
 
 
 _WRITER = r"""

@@ -157,7 +157,7 @@ def write_history(path: str | os.PathLike[str], ops: Iterable[Op]) -> int:
 # Reader and validation
 
 
-# Values nested deeper than this are refused: the checkers' models recurse over values, and no
+# Lines nested deeper than this (the op object is the first level) are refused: the checkers' models recurse over values, and no
 # workload nests more than a few levels (a cas pair inside an independent tuple is 3).
 MAX_DEPTH = 100
 
