@@ -214,3 +214,56 @@ def test_clock_offsets() -> None:
     offs = [random_offset_ms(rng, 240_000) for _ in range(500)]
     assert all(10 <= o <= 240_000 for o in offs)  # forward only: the monotonic clock never steps back
     assert max(abs(o) for o in offs) > 60_000  # minutes are reachable
+
+
+class _Raises:
+    kind = "boom"
+
+    def fs(self) -> set[str]:
+        return {"start-boom", "stop-boom"}
+
+    def invoke(self, test: object, op: object) -> object:
+        raise RuntimeError("iptables: no such chain on n2")
+
+
+class _Plain:
+    kind = "plain"
+
+    def fs(self) -> set[str]:
+        return {"start-plain", "stop-plain"}
+
+    def invoke(self, test: object, op: object) -> object:
+        from chaos.nemesis.base import complete
+
+        return complete(op, {"nodes": ["n1"]})  # type: ignore[arg-type]
+
+
+def test_compose_records_whether_a_fault_took_effect() -> None:
+    from chaos.nemesis.base import nemesis_op
+
+    nem = Compose([_Raises(), _Plain()])  # type: ignore[list-item]
+    failed = nem.invoke(None, nemesis_op("start-boom", "minority"))
+    assert failed.type == "info" and failed.error == "RuntimeError: iptables: no such chain on n2"
+    assert failed.value == {"request": "minority", "applied": False, "why": failed.error}
+    done = nem.invoke(None, nemesis_op("start-plain"))
+    assert done.value == {"nodes": ["n1"], "applied": True}  # a part that does not say: no error
+
+
+def test_leader_targeted_faults_without_a_leader_do_not_take_effect() -> None:
+    from chaos.nemesis.base import nemesis_op
+    from chaos.nemesis.partition import PartitionNemesis
+    from chaos.nemesis.process import KillNemesis
+
+    nodes = [SimpleNamespace(name=f"n{i}", peer_host=f"10.0.0.{i}") for i in range(1, 6)]
+    no_leader = SimpleNamespace(primaries=lambda control: [])
+    test = SimpleNamespace(nodes=nodes, control=None, db=no_leader, rng=random.Random(1), opts={})
+    part = PartitionNemesis(["leader"]).invoke(test, nemesis_op("start-partition", "leader"))
+    assert part.value["applied"] is False and part.value["why"] == "no leader to isolate"
+    assert not any(part.value["grudge"].values())
+    kill = KillNemesis(["leader"]).invoke(test, nemesis_op("start-kill", "leader"))
+    assert kill.value == {
+        "targets": "leader",
+        "nodes": [],
+        "applied": False,
+        "why": "no node matched target 'leader'",
+    }

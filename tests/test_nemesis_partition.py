@@ -49,7 +49,7 @@ def test_partition_shape_reachability(cluster: tuple[list[Any], Any], shape: str
         done = nem.invoke(test, nemesis_op("start-partition", shape))
         assert done.type == "info" and done.process == "nemesis"
         grudge = done.value["grudge"]
-        assert done.value["shape"] == shape
+        assert done.value["shape"] == shape and done.value["applied"] is True
         assert any(grudge.values())
         assert_matrix(reachability(control, nodes), grudge)
         if shape == "majorities-ring":
@@ -58,7 +58,7 @@ def test_partition_shape_reachability(cluster: tuple[list[Any], Any], shape: str
         # the control node keeps its SSH link throughout
         assert all(control.on_nodes(lambda r: r.exec("true").exit_code == 0).values())
         stop = nem.invoke(test, nemesis_op("stop-partition"))
-        assert stop.value == {"healed": [n.name for n in nodes]}
+        assert stop.value == {"healed": [n.name for n in nodes], "applied": True}
         after = reachability(control, nodes)
         assert all(after["tcp"][a][b] for a in after["tcp"] for b in after["tcp"][a])
         assert all(v > 0 for d in after["udp"].values() for v in d.values())

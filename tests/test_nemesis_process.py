@@ -81,14 +81,14 @@ def test_pause_answers_nothing_then_resumes(env: Any) -> None:
     settle(env)
     nem = PauseNemesis(["one"])
     done = nem.invoke(env, nemesis_op("start-pause", ["n1"]))
-    assert done.value == {"targets": ["n1"], "nodes": ["n1"]}
+    assert done.value == {"targets": ["n1"], "nodes": ["n1"], "applied": True}
     try:
         assert proc_state(env, "n1").startswith("T")
         assert not answers(env, "n1")
         assert any("paused process" in x for x in residue(env.control.remote("n1")))
     finally:
         stop = nem.invoke(env, nemesis_op("stop-pause"))
-    assert stop.value == {"nodes": ["n1"]}
+    assert stop.value == {"nodes": ["n1"], "applied": True}
     assert wait_for(lambda: answers(env, "n1"), 5)
     assert residue(env.control.remote("n1")) == []
 
@@ -111,11 +111,12 @@ def test_kill_and_restart_on_stop(env: Any) -> None:
     settle(env)
     nem = KillNemesis(["one"])
     done = nem.invoke(env, nemesis_op("start-kill", ["n2", "n4"]))
-    assert done.value["nodes"] == ["n2", "n4"]
+    assert done.value["nodes"] == ["n2", "n4"] and done.value["killed"] == ["n2", "n4"]
+    assert done.value["applied"] is True
     r2 = env.control.remote("n2")
     assert not env.db.running(r2) and not answers(env, "n2")
     stop = nem.invoke(env, nemesis_op("stop-kill"))
-    assert stop.value == {"nodes": ["n2", "n4"]}
+    assert stop.value == {"nodes": ["n2", "n4"], "applied": True}
     assert env.db.running(r2)
     assert wait_for(lambda: answers(env, "n2") and answers(env, "n4"))
 
@@ -139,6 +140,7 @@ def test_restart_is_clean(env: Any) -> None:
     nem = RestartNemesis(["one"])
     done = nem.invoke(env, nemesis_op("start-restart", ["n3"]))
     assert done.value["stopped"] == {"n3": "clean"}
+    assert done.value["restarted"] == ["n3"] and done.value["applied"] is True
     after = env.db.pid(r3)
     assert after is not None and after != before
     assert wait_for(lambda: answers(env, "n3"))
@@ -150,10 +152,10 @@ def test_leader_transfer(env: Any) -> None:
     nem = LeaderTransferNemesis()
     done = nem.invoke(env, nemesis_op("start-leader-transfer", {"to": to}))
     assert done.value["from"] == leader and done.value["to"] == to
-    assert done.value["outcome"] == "ok", done.value
+    assert done.value["outcome"] == "ok" and done.value["applied"] is True, done.value
     assert wait_for(lambda: env.db.primaries(env.control) == [to], 10)
     stop = nem.invoke(env, nemesis_op("stop-leader-transfer"))
-    assert stop.value == {"leader": to}
+    assert stop.value == {"leader": to, "applied": True}
 
 
 def test_partition_leader_isolates_the_reported_leader(env: Any) -> None:
