@@ -19,8 +19,6 @@ import pytest
 
 from chaos.cluster.lock import LOCK_PATH, ClusterLock, ClusterLocked, holders, is_stale, parse
 
-pytestmark = [pytest.mark.docker]
-
 
 def _dead_pid() -> int:
     p = subprocess.Popen(["true"])
@@ -35,11 +33,18 @@ def test_stale_rules() -> None:
     import os
 
     assert not is_stale({"host": "ctl", "pid": os.getpid()}, host="ctl")
+    # this very process, in a run that has ended (its token is no longer held): stale
+    import socket
+
+    from chaos.cluster.lock import _proc_start
+
+    mine = {"host": socket.gethostname(), "pid": os.getpid(), "pid_start": _proc_start(os.getpid())}
+    assert is_stale({**mine, "token": "an-ended-run"})
     assert parse("not json")["raw"] == "not json"
 
 
 @pytest.fixture
-def control():
+def control():  # the real Docker cluster's nodes, no lock file before or after
     from chaos.cluster.docker import DockerProvider
     from chaos.control.ssh import Control
 
@@ -50,6 +55,7 @@ def control():
     c.close()
 
 
+@pytest.mark.docker
 def test_lock_on_the_nodes(control) -> None:
     first = ClusterLock(control, "register-none", "/tmp/store-a")
     first.acquire()
@@ -87,6 +93,7 @@ def test_lock_on_the_nodes(control) -> None:
     fourth.release()
 
 
+@pytest.mark.docker
 @pytest.mark.slow
 def test_second_concurrent_run_exits_254_naming_the_first(tmp_path: Path) -> None:
     long_store = tmp_path / (

@@ -28,6 +28,7 @@ from typing import Any
 
 LOCK_DIR = "/var/lib/dledger-chaos"
 LOCK_PATH = f"{LOCK_DIR}/run.lock"
+_ACTIVE: set[str] = set()  # tokens of the locks this process holds now
 
 
 class ClusterLocked(RuntimeError):
@@ -79,12 +80,15 @@ def _alive(pid: int) -> bool:
 
 
 def is_stale(holder: dict[str, Any], host: str | None = None) -> bool:
-    """True when ``holder`` was taken on this control host by a process that no longer exists."""
+    """True when ``holder`` was taken on this control host by a process that no longer exists (or
+    by this very process, in a run that has ended: a node unreachable at release kept its file)."""
     if holder.get("host") != (host or socket.gethostname()):
         return False
     pid = holder.get("pid")
     if not isinstance(pid, int) or pid <= 0:
         return False
+    if host is None and pid == os.getpid() and holder.get("pid_start") == _proc_start(pid):
+        return holder.get("token") not in _ACTIVE
     if not _alive(pid):
         return True
     start = holder.get("pid_start")
@@ -163,6 +167,7 @@ class ClusterLock:
                 if holder is not None:
                     raise ClusterLocked(remote.node.name, holder)
                 self.held.append(remote)
+                _ACTIVE.add(str(self.record["token"]))
         except BaseException:
             self.release()
             raise
@@ -170,6 +175,7 @@ class ClusterLock:
     def release(self) -> None:
         """Remove this run's lock files (only those carrying its token); never raises for one node."""
         held, self.held = self.held, []
+        _ACTIVE.discard(str(self.record["token"]))
         for remote in held:
             try:
                 self._remove_if(remote, self.record["token"])
