@@ -118,14 +118,15 @@ class ClusterLock:
         self.control = control
         self.log = log or (lambda s: None)
         pid = os.getpid()
-        self.record = {
+        self.token = uuid.uuid4().hex
+        self.record: dict[str, Any] = {
             "run": run,
             "store": os.path.abspath(store) if store else "",
             "host": socket.gethostname(),
             "pid": pid,
             "pid_start": _proc_start(pid),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "token": uuid.uuid4().hex,
+            "token": self.token,
         }
         self.held: list[Any] = []
 
@@ -160,14 +161,14 @@ class ClusterLock:
         try:
             for remote in remotes:
                 holder = self._create(remote)
-                if holder is not None and is_stale(holder):
+                if holder is not None and holder.get("token") and is_stale(holder):
                     self.log(f"replacing the stale lock of run {describe(holder)} on {remote.node.name}")
-                    self._remove_if(remote, str(holder.get("token") or holder.get("raw") or ""))
+                    self._remove_if(remote, str(holder["token"]))
                     holder = self._create(remote)
                 if holder is not None:
                     raise ClusterLocked(remote.node.name, holder)
                 self.held.append(remote)
-                _ACTIVE.add(str(self.record["token"]))
+                _ACTIVE.add(self.token)
         except BaseException:
             self.release()
             raise
@@ -175,10 +176,10 @@ class ClusterLock:
     def release(self) -> None:
         """Remove this run's lock files (only those carrying its token); never raises for one node."""
         held, self.held = self.held, []
-        _ACTIVE.discard(str(self.record["token"]))
+        _ACTIVE.discard(self.token)
         for remote in held:
             try:
-                self._remove_if(remote, self.record["token"])
+                self._remove_if(remote, self.token)
             except Exception as e:  # noqa: BLE001 - the other nodes' locks must still go
                 self.log(f"releasing the cluster lock on {remote.node.name} failed: {e}")
 
