@@ -126,3 +126,41 @@ def test_register_history_without_test_json_is_checked_linearizable(tmp_path: Pa
     assert "linear   valid" in ok.stdout
     bad = _chaos(hist(2))
     assert bad.returncode == 1 and "linear   INVALID  not linearizable: key 7" in bad.stdout
+
+
+CORPUS = Path(__file__).resolve().parent / "data" / "verdicts"
+
+
+@pytest.mark.parametrize("workers", ["1", "3"])
+def test_two_hard_keys_are_unknown_with_any_number_of_workers(tmp_path: Path, workers: str) -> None:
+    """Issue 12: 2 keys, each 40 crashed writes then a read of a value nobody wrote, --time-limit 5:
+    unknown, exit 2, whether the keys are checked in this process or in worker processes."""
+    run = tmp_path / "run"
+    shutil.copytree(CORPUS / "register-undecided", run)
+    r = _chaos("--time-limit", "5", "--workers", workers, run)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stdout.startswith(f"unknown: {run}")
+    assert "linear   unknown  undecided: key 0, 1" in r.stdout
+    linear = json.loads((run / "results.json").read_text())["checkers"]["linear"]
+    assert sorted(linear["unknown"]) == ["0", "1"] and linear["failures"] == []
+    assert all(k["valid"] == "unknown" and k["cause"] == "timeout" for k in linear["keys"].values())
+
+
+def test_a_history_that_does_not_tell_its_model_asks_for_model(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.jsonl"
+    shutil.copyfile(CORPUS / "mixed-workloads.jsonl", path)
+    r = _chaos(path)
+    assert r.returncode == 254 and r.stdout == ""
+    assert r.stderr.splitlines() == [
+        f"chaos: malformed history: {path}: cannot tell the model from the client ops' fs "
+        "(append, cas, read, write: no single workload uses all of them); "
+        "pass --model (register, cas-register, append-log, set, mutex, ...)"
+    ]
+    r = _chaos("--model", "cas-register", path)
+    assert r.returncode == 254
+    assert r.stderr.splitlines() == [
+        f"chaos: malformed history: {path}: line 7: client op f 'append' is not one the cas-register "
+        "model checks (expected cas, get, put, read, write; pass --model)"
+    ]
+    r = _chaos("--workers", "0", path)
+    assert r.returncode == 254 and r.stderr.splitlines() == ["chaos: --workers must be at least 1, got 0"]

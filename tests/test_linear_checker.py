@@ -266,6 +266,73 @@ def test_time_limit_gives_unknown() -> None:
     assert r["valid"] in ("unknown", False)
 
 
+def _hard_keys(keys: int = 2, writes: int = 40) -> list[Op]:
+    """Per key: 40 crashed writes, then a read of a value nobody wrote. Invalid, but the search
+    must rule out every subset of the crashed writes (2**40): undecided within seconds."""
+    ops: list[Op] = []
+    t = 0
+    for k in range(keys):
+        for w in range(writes):
+            for typ in ("invoke", "info"):
+                t += 1
+                ops.append(Op(typ, 100 * k + w, "write", w, time=t, index=len(ops), key=k))
+        for typ, v in (("invoke", None), ("ok", 999)):
+            t += 1
+            ops.append(Op(typ, 100 * k + 99, "read", v, time=t, index=len(ops), key=k))
+    return ops
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_undecided_keys_stay_unknown_with_any_number_of_workers(
+    workers: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12: keys that come back undecided from worker processes (their verdicts unpickled,
+    so not the VALID_UNKNOWN object) make the whole check unknown, never valid."""
+    import chaos.history.linear as linear
+
+    from_pool: list[linear.KeyResult] = []
+    run_pool = linear._run_pool
+
+    def spy(*args: Any, **kwargs: Any) -> dict[str, linear.KeyResult]:
+        out = run_pool(*args, **kwargs)
+        from_pool.extend(out.values())
+        return out
+
+    monkeypatch.setattr(linear, "_run_pool", spy)
+    r = check_history(_hard_keys(), "cas-register", time_limit=5, workers=workers)
+    assert r["valid"] == "unknown" and r["failures"] == []
+    assert sorted(r["unknown"]) == ["0", "1"]
+    assert all(k["valid"] == "unknown" and k["cause"] == "timeout" for k in r["keys"].values())
+    if workers == 1:
+        assert from_pool == []
+    else:  # both keys were decided (as undecided) in worker processes, their verdicts unpickled
+        assert len(from_pool) == 2
+        assert all(k.valid == "unknown" and k.valid is not linear.VALID_UNKNOWN for k in from_pool)
+
+
+def test_distinct_keys_get_distinct_labels() -> None:
+    """Keys 1, "1", 1.5 and True are four registers with four labels (issue 12 item 3)."""
+    from chaos.history.linear import key_label
+
+    labels = [key_label(k) for k in (1, "1", 1.5, True, None, "null", "a", [1, 2], "[1,2]")]
+    assert labels == ["1", '"1"', "1.5", "true", "null", '"null"', "a", "[1,2]", '"[1,2]"']
+    ops: list[Op] = []
+    for p, (key, value) in enumerate([(1, 5), ("1", 6), (1.5, 7), (True, 8)]):
+        ops += [
+            Op("invoke", p, "write", value, time=2 * p, key=key),
+            Op("ok", p, "write", value, time=2 * p + 1, key=key),
+        ]
+    for p, (key, value) in enumerate([(1, 5), ("1", 6), (1.5, 7), (True, 8)], start=10):
+        ops += [
+            Op("invoke", p, "read", None, time=2 * p, key=key),
+            Op("ok", p, "read", value, time=2 * p + 1, key=key),
+        ]
+    r = check_history(ops, "cas-register")
+    assert r["valid"] is True
+    assert sorted(r["keys"]) == sorted(['"1"', "1", "1.5", "true"])
+    assert all(k["ops"] == 2 for k in r["keys"].values())
+
+
 def test_models_by_spec() -> None:
     assert set(MODELS) >= {"register", "cas-register", "kv", "mutex", "set", "append-log", "multi-register"}
     m = get_model("cas-register:init=0")
@@ -322,6 +389,77 @@ def test_malformed_edn_names_line(tmp_path: Path) -> None:
     )
     with pytest.raises(HistoryError, match=r"line 3: .*without an open invocation"):
         load_history(p)
+
+
+def test_edn_and_etcd_input_errors_name_file_and_line(tmp_path: Path) -> None:
+    """Deep nesting, bytes that are not UTF-8 and an f the model does not check: HistoryError with
+    the file and line, never a RecursionError or a bare ValueError (issue 12 items 4 and 7)."""
+    from chaos.history.formats import require_checkable
+
+    p = tmp_path / "h.edn"
+    p.write_text(
+        "[{:process 0, :type :invoke, :f :write, :value 1}\n {:value " + "[" * 50_000 + "]" * 50_000 + "}]"
+    )
+    with pytest.raises(HistoryError, match=rf"{p}: line 2: EDN: a value nested deeper than 100 levels"):
+        load_history(p)
+    p.write_bytes(b'[{:process 0, :type :invoke, :f :write, :value 1}\n\n {:value "\xc3\x28"}]')
+    with pytest.raises(HistoryError, match=rf"{p}: line 3: not UTF-8 \(byte 0xc3\)"):
+        load_history(p)
+    p.write_text(
+        "[{:process 0, :type :invoke, :f :frob, :value 1}\n {:process 0, :type :ok, :f :frob, :value 1}]"
+    )
+    ops, model = load_history(p)
+    with pytest.raises(
+        HistoryError, match=rf"{p}: line 1: client op f 'frob' is not one the cas-register model"
+    ):
+        require_checkable(ops, model, p)
+    log = tmp_path / "etcd_001.log"
+    log.write_bytes(b"INFO  jepsen.util - 0\t:invoke\t:read\tnil\nINFO  jepsen.util - 0\t:ok\t:read\t\xff\n")
+    with pytest.raises(HistoryError, match=rf"{log}: line 2: not UTF-8"):
+        load_history(log)
+    log.write_text("INFO  jepsen.util - 0\t:invoke\t:read\tnil\nINFO  jepsen.util - 1\t:invoke\t:frob\t1\n")
+    ops, model = load_history(log)
+    with pytest.raises(HistoryError, match=rf"{log}: line 2: client op f 'frob'"):
+        require_checkable(ops, model, log)
+    log.write_text("")
+    with pytest.raises(HistoryError, match=rf"{log}: no client op"):
+        require_checkable(*load_history(log), log)
+
+
+def test_jepsen_independent_edn_is_split_per_key(tmp_path: Path) -> None:
+    """jepsen.independent writes [k v] tuples; each key is its own register (issue 12 item 6)."""
+    p = tmp_path / "independent.edn"
+    p.write_text(
+        "[{:process 0, :type :invoke, :f :write, :value [1 5]}\n"
+        " {:process 0, :type :ok, :f :write, :value [1 5]}\n"
+        " {:process 1, :type :invoke, :f :write, :value [2 6]}\n"
+        " {:process 1, :type :ok, :f :write, :value [2 6]}\n"
+        " {:process 2, :type :invoke, :f :cas, :value [2 [6 7]]}\n"
+        " {:process 2, :type :info, :f :cas, :value nil}\n"
+        " {:process 3, :type :invoke, :f :read, :value [1 nil]}\n"
+        " {:process 3, :type :ok, :f :read, :value [1 5]}]\n"
+    )
+    ops, model = load_history(p)
+    assert [(o.key, o.value) for o in ops] == [
+        (1, 5),
+        (1, 5),
+        (2, 6),
+        (2, 6),
+        (2, [6, 7]),
+        (2, None),
+        (1, None),
+        (1, 5),
+    ]
+    r = check_history(ops, model)
+    assert r["valid"] is True and sorted(r["keys"]) == ["1", "2"]
+    # a plain cas-register history ([old new] cas values, scalar reads) is not mistaken for one
+    p.write_text(
+        "[{:process 0, :type :invoke, :f :cas, :value [0 1]}\n {:process 0, :type :ok, :f :cas, :value [0 1]}\n"
+        " {:process 1, :type :invoke, :f :read, :value nil}\n {:process 1, :type :ok, :f :read, :value 1}]\n"
+    )
+    ops, model = load_history(p)
+    assert all(o.key is None for o in ops) and ops[0].value == [0, 1]
+    assert check_history(ops, model)["valid"] is True
 
 
 def test_malformed_etcd_log_names_line(tmp_path: Path) -> None:
