@@ -277,8 +277,6 @@ class _Conn(asyncio.Protocol):
         except (FrameError, DecodeError) as e:
             log.warning("%s: closing connection from %s: %s", self.server.id, self._addr(), e)
             self.abort()
-        except StoreError as e:
-            self.server.store_failed(e)
 
     def _account(self, buffered: int) -> None:
         server = self.server
@@ -797,17 +795,11 @@ class Server:
 
     # ------------------------------------------------------------ frames
 
-    def store_failed(self, e: StoreError) -> None:
-        """Stop the member: it cannot persist what it would act on."""
-        log.critical("%s: store failure, stopping: %s", self.id, e)
-        assert self.loop is not None
-        self.loop.create_task(self.stop())
-
     def on_frame(self, conn: _Conn, payload: bytes) -> None:
         """One frame: a peer message goes to the core (FrameError/DecodeError for a malformed one:
         the caller drops it and closes the connection), a client request is answered (a bad
-        argument with UNEXPECTED_ARGUMENT). A handler that raises is logged and its connection
-        closed; a StoreError stops the member (a store it cannot write must not serve)."""
+        argument with UNEXPECTED_ARGUMENT, a store failure with DISK_ERROR). A peer message whose
+        handler raises is logged and its connection closed; the sender resends."""
         code, opaque, is_resp, body = decode_payload(payload)
         if "k" in body:
             msg = from_wire(body)
@@ -834,16 +826,15 @@ class Server:
                 return
             try:
                 self.core.step(msg, self._now())
-            except StoreError:
-                raise
             except Exception:  # a handler bug must not kill the server; the sender resends
                 log.exception("%s: %s from %s failed", self.id, msg.KIND, msg.src)
                 conn.abort()
         elif not is_resp:
             try:
                 self._handle_client(conn, code, opaque, body)
-            except StoreError:
-                raise
+            except StoreError as e:  # e.g. a damaged record read by GET: answered, not fatal
+                log.error("%s: client request %d: %s", self.id, code, e)
+                self._reply(conn, code, opaque, Code.DISK_ERROR, error=str(e))
             except Exception as e:  # a handler bug must not kill the server
                 log.exception("%s: client request %d failed", self.id, code)
                 self._reply(conn, code, opaque, Code.INTERNAL_ERROR, error=str(e))
@@ -993,7 +984,7 @@ class Server:
             return
         file_size = getattr(self.store, "data_file_size", None)
         if file_size is not None and len(data) + 56 > file_size:  # 48-byte header + 8-byte blank
-            # refused here: the store's own refusal is a StoreError, which stops the member
+            # a bad argument, not a disk error: refused before the core appends anything
             self._reply(
                 conn,
                 code,
