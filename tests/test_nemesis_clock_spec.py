@@ -82,3 +82,21 @@ def test_values_are_validated() -> None:
         ClockNemesis(max_rate=1.0)
     with pytest.raises(ValueError, match="faketime spec"):
         parse_spec("soon")
+
+
+def test_slow_leader_without_a_leader_is_not_applied() -> None:
+    import random
+
+    from chaos.nemesis.base import nemesis_op
+    from chaos.nemesis.clock import SlowLeaderNemesis
+
+    with pytest.raises(ValueError, match=r"in \(0, 1\)"):
+        SlowLeaderNemesis(rate=1.5)
+    test = SimpleNamespace(
+        db=SimpleNamespace(primaries=lambda control: []),
+        control=None,
+        nodes=[SimpleNamespace(name=f"n{i}") for i in range(1, 4)],
+        rng=random.Random(1),
+    )
+    done = SlowLeaderNemesis().invoke(test, nemesis_op("start-slow-leader"))
+    assert done.value == {"rate": 0.02, "nodes": [], "applied": False, "why": "no leader to slow and isolate"}

@@ -42,6 +42,7 @@ NEMESES: dict[str, str] = {
     "pause-leader": "SIGSTOP the leader's server; SIGCONT on stop",
     "restart": "clean restart (SIGTERM, then start) of one node, a minority or all",
     "clock-skew": "bump, drift or strobe the server's monotonic clock (libfaketime, continuous)",
+    "clock-slow-leader": "slow the leader's monotonic clock (x0.02) and isolate it at once (lease reads)",
     "packet-loss": "drop a fraction of DB packets (netem, else iptables statistic)",
     "packet-delay": "delay DB packets (netem, else an NFQUEUE delayer on the node)",
     "packet-rate": "limit the DB traffic rate (htb)",
@@ -157,6 +158,10 @@ def build(names: str | Iterable[str], opts: Mapping[str, Any] | None = None) -> 
                 max_rate=float(_opt(opts, "clock_max_rate", 1.2)),
             )
             add(clock, lambda rng: None)
+        if "clock-slow-leader" in chosen:
+            from chaos.nemesis.clock import SlowLeaderNemesis
+
+            add(SlowLeaderNemesis(rate=float(_opt(opts, "slow_leader_rate", 0.02))), lambda rng: None)
         behaviours: dict[str, Any] = {}
         for n in chosen:
             if n in _PACKET:

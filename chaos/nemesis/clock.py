@@ -39,7 +39,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from chaos.history.op import Op
-from chaos.nemesis.base import STATE_DIR, NemesisError, choose_nodes, complete, node_names, on_nodes, sh
+from chaos.nemesis.base import (
+    STATE_DIR,
+    NemesisError,
+    choose_nodes,
+    complete,
+    node_names,
+    on_nodes,
+    outcome,
+    sh,
+)
 
 OFFSET_FILE = "/var/run/dledger.faketime"
 SERVER_PIDFILE = "/var/run/dledger.pid"
@@ -274,5 +283,70 @@ class ClockNemesis:
                 raise NemesisError(f"clock on {remote.node.name}: {res.stderr.strip()}")
             return str(res.stdout.strip().splitlines()[-1]) if res.stdout.strip() else ""
 
-        specs = on_nodes(test, one, scripts)
-        return complete(op, {**value, "specs": specs, "clock": CLOCKS})
+        specs = on_nodes(test, one, scripts) if scripts else {}
+        done = {**value, "nodes": sorted(specs), "specs": specs, "clock": CLOCKS}
+        return complete(op, outcome(done, bool(specs), "no node chosen (e.g. target leader, no leader)"))
+
+
+class SlowLeaderNemesis:
+    """``start-slow-leader`` / ``stop-slow-leader``: slow the leader's monotonic clock to ``rate``
+    and, at the same moment, isolate it (``jepsen.nemesis.combined`` composes clock and partition
+    faults; this is the composition a lease depends on). With ``rate`` well below the drift the
+    lease tolerates, a leader serving ``--read-mode lease`` reads keeps its lease long after the
+    majority elected another leader and committed writes: the register workload's sticky
+    processes on it see stale values (Raft thesis section 6.4.1: leases assume bounded drift).
+
+    Both faults start within the followers' election timeout (in parallel), so the old leader's
+    last quorum round is recent. Start value ``{"rate": r}`` (default ``rate``) completes with
+    ``{"rate", "leader", "grudge", "specs", "nodes", "applied"}`` (not applied without a leader);
+    stop heals the partition and sets the rate back to 1 (no step back).
+    """
+
+    kind = "slow-leader"
+
+    def __init__(self, rate: float = 0.02) -> None:
+        if not (isinstance(rate, int | float) and 0 < rate < 1):
+            raise ValueError(f"slow-leader rate {rate!r}: expected a number in (0, 1)")
+        self.rate = float(rate)
+        self.clock = ClockNemesis(modes=("rate",))
+
+    def fs(self) -> set[str]:
+        return {"start-slow-leader", "stop-slow-leader"}
+
+    def setup(self, test: Any) -> None:
+        self.heal(test)
+
+    def teardown(self, test: Any) -> None:
+        self.heal(test)
+
+    def heal(self, test: Any) -> None:
+        from chaos.nemesis.partition import PartitionNemesis
+
+        PartitionNemesis().heal(test)
+        self.clock.heal(test)
+
+    def invoke(self, test: Any, op: Op) -> Op:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from chaos.nemesis.partition import apply_grudge, isolate
+
+        if op.f == "stop-slow-leader":
+            self.heal(test)
+            return complete(op, outcome({"healed": node_names(test), "rate": 1}, True))
+        if op.f != "start-slow-leader":
+            raise ValueError(f"slow-leader nemesis: unexpected f {op.f!r}")
+        rate = op.value.get("rate", self.rate) if isinstance(op.value, dict) else self.rate
+        leaders = choose_nodes(test, "leader")
+        if not leaders:
+            return complete(op, outcome({"rate": rate, "nodes": []}, False, "no leader to slow and isolate"))
+        leader = leaders[0]
+        grudge = isolate(node_names(test), [leader])
+        path, pidfile = offset_file(test), server_pidfile(test)
+        slow = spec_update_script(path, pidfile, 0.0, rate)
+        with ThreadPoolExecutor(2) as pool:
+            spec = pool.submit(lambda: sh(test.control.remote(leader), slow).stdout.strip())
+            cut = pool.submit(apply_grudge, test, grudge)
+            cut.result()
+            done = {"rate": rate, "leader": leader, "nodes": [leader], "grudge": grudge}
+            done.update(specs={leader: spec.result()}, clock=CLOCKS)
+        return complete(op, outcome(done, True))
