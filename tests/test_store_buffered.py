@@ -4,12 +4,12 @@ sync, reads, close(sync=False) and truncation, and one pwritev covers a batch.""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-
-import pytest
 
 from dledger.store import Entry
 from dledger.store.file import FileLogStore
+from dledger.store.fs import OsFileSystem
 
 
 def on_disk(path: Path, pos: int, n: int) -> bytes:
@@ -42,20 +42,19 @@ def test_reads_sync_truncate_and_close_write_the_buffer(tmp_path: Path) -> None:
     r.close()
 
 
-def test_one_pwritev_per_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_pwritev_per_batch(tmp_path: Path) -> None:
     calls: list[int] = []
-    real = os.pwritev
 
-    def counting(fd: int, bufs: list[bytes], off: int) -> int:
-        calls.append(len(bufs))
-        return real(fd, bufs, off)
+    class Counting(OsFileSystem):
+        @staticmethod
+        def pwritev(fd: int, bufs: Sequence[bytes], off: int) -> int:
+            calls.append(len(bufs))
+            return os.pwritev(fd, bufs, off)
 
-    s = FileLogStore(tmp_path)
-    with monkeypatch.context() as m:
-        m.setattr(os, "pwritev", counting)
-        for i in range(100):
-            s.append(Entry(i, 1, b"x" * 100))
-        s.sync()
+    s = FileLogStore(tmp_path, fs=Counting())
+    for i in range(100):
+        s.append(Entry(i, 1, b"x" * 100))
+    s.sync()
     assert calls == [200]  # header + body of 100 records in one call
     s.close()
     r = FileLogStore(tmp_path)

@@ -44,7 +44,8 @@ from pathlib import Path
 from zlib import crc32
 
 from dledger.store import MAGIC_NOOP, MAGIC_NORMAL, CorruptionError, Entry, StoreError, codec
-from dledger.store.hardstate import Checkpoint, fsync_dir
+from dledger.store.fs import OS, FileSystem
+from dledger.store.hardstate import Checkpoint
 
 log = logging.getLogger("dledger.store")
 
@@ -167,6 +168,7 @@ class FileLogStore:
         track_fsynced: bool = True,
         cache_entries: int = 4096,
         verify_files: int | None = None,
+        fs: FileSystem = OS,
     ) -> None:
         if not isinstance(data_file_size, int) or data_file_size < 4096:
             raise StoreError(f"data_file_size={data_file_size!r}: expected an int >= 4096 bytes")
@@ -178,6 +180,7 @@ class FileLogStore:
             raise StoreError(
                 f"index_file_size={index_file_size!r}: expected an int >= 4096, a multiple of 32"
             )
+        self._fs = fs
         self.directory = Path(directory)
         self.data_dir = self.directory / "data"
         self.index_dir = self.directory / "index"
@@ -227,11 +230,11 @@ class FileLogStore:
         self._base_term = -1
 
         try:
-            self.data_dir.mkdir(parents=True, exist_ok=True)
-            self.index_dir.mkdir(parents=True, exist_ok=True)
+            fs.makedirs(self.data_dir)
+            fs.makedirs(self.index_dir)
         except OSError as e:
             raise StoreError(f"cannot create store directory {self.directory}: {e}") from e
-        self._checkpoint = Checkpoint(self.directory)
+        self._checkpoint = Checkpoint(self.directory, fs=fs)
         try:
             self.recovery = self._recover()
         except OSError as e:
@@ -309,7 +312,7 @@ class FileLogStore:
             try:
                 if pad:
                     self._write_pending()
-                    os.pwrite(seg.fd, codec.encode_blank(fsize - rel), rel)
+                    self._fs.pwrite(seg.fd, codec.encode_blank(fsize - rel), rel)
                     self._dirty[seg.fd] = seg.fd
                     seg = self._new_segment(self._data, self.data_dir, pos, fsize)
                 # Buffered: written by flush_writes (the server calls it before any message
@@ -364,7 +367,7 @@ class FileLogStore:
         pos, size = self._pos[k], self._size[k]
         seg = self._data[(pos - self._data[0].start) // self.data_file_size]
         try:
-            buf = os.pread(seg.fd, size, pos - seg.start)
+            buf = self._fs.pread(seg.fd, size, pos - seg.start)
         except OSError as e:
             raise StoreError(f"read of entry {index} from {seg.path} failed: {e}") from e
         h, reason = codec.check_record(
@@ -410,7 +413,7 @@ class FileLogStore:
                 j += 1
             end = self._pos[j - self._begin] + self._size[j - self._begin]
             try:
-                buf = os.pread(seg.fd, end - pos0, pos0 - seg.start)
+                buf = self._fs.pread(seg.fd, end - pos0, pos0 - seg.start)
             except OSError as e:
                 raise StoreError(f"read of entries {i}..{j} from {seg.path} failed: {e}") from e
             mv = memoryview(buf)
@@ -506,15 +509,15 @@ class FileLogStore:
                 graveyard, self._graveyard = self._graveyard, []
             try:
                 for fd in fds:
-                    os.fdatasync(fd)
+                    self._fs.fsync(fd)
                 if dirs:
-                    fsync_dir(self.data_dir)
-                    fsync_dir(self.index_dir)
+                    self._fs.fsync_dir(self.data_dir)
+                    self._fs.fsync_dir(self.index_dir)
             except OSError as e:
                 raise StoreError(f"fsync in {self.directory} failed: {e}") from e
             finally:
                 for fd in graveyard:
-                    _close(fd)
+                    _close_quietly(self._fs, fd)
             with self._lock:
                 # Entries truncated and re-appended during the fsync are not covered by it.
                 self._synced_index = min(end, self._trunc_low, self._end)
@@ -560,11 +563,11 @@ class FileLogStore:
         seg = self._wbuf_seg
         assert seg is not None
         try:
-            n = os.pwritev(seg.fd, wb, self._wbuf_off)
+            n = self._fs.pwritev(seg.fd, wb, self._wbuf_off)
             if n != self._wbuf_len:  # a short write: finish it in one piece
                 data = b"".join(wb)
                 while n < len(data):
-                    n += os.pwrite(seg.fd, data[n:], self._wbuf_off + n)
+                    n += self._fs.pwrite(seg.fd, data[n:], self._wbuf_off + n)
         finally:
             wb.clear()
             self._wbuf_len = 0
@@ -617,7 +620,7 @@ class FileLogStore:
             try:
                 seg = self._new_segment(self._data, self.data_dir, start, fsize)
                 if gap:
-                    os.pwrite(seg.fd, codec.BLANK.pack(codec.BLANK_MAGIC, gap), 0)
+                    self._fs.pwrite(seg.fd, codec.BLANK.pack(codec.BLANK_MAGIC, gap), 0)
             except OSError as e:
                 raise StoreError(f"reset of {self.directory} at {begin_index} failed: {e}") from e
             self._dirty[seg.fd] = seg.fd
@@ -687,24 +690,24 @@ class FileLogStore:
 
     def _close_fds(self) -> None:
         for seg in self._data + self._index:
-            _close(seg.fd)
+            _close_quietly(self._fs, seg.fd)
         for fd in self._graveyard:
-            _close(fd)
+            _close_quietly(self._fs, fd)
         self._graveyard = []
         if self._fsynced_fd >= 0:
-            _close(self._fsynced_fd)
+            _close_quietly(self._fs, self._fsynced_fd)
             self._fsynced_fd = -1
         if self._high_fd >= 0:
-            _close(self._high_fd)
+            _close_quietly(self._fs, self._high_fd)
             self._high_fd = -1
 
     def _new_segment(self, segs: list[_Segment], directory: Path, start: int, size: int) -> _Segment:
         path = directory / _name(start)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = self._fs.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            os.ftruncate(fd, size)
+            self._fs.ftruncate(fd, size)
         except OSError:
-            os.close(fd)
+            self._fs.close(fd)
             raise
         seg = _Segment(start, path, fd)
         segs.append(seg)
@@ -742,7 +745,7 @@ class FileLogStore:
             seg, rel = self._index_slot(first + off // unit)
             n = min(len(buf) - off, self.index_file_size - rel)
             try:
-                os.pwrite(seg.fd, buf[off : off + n], rel)
+                self._fs.pwrite(seg.fd, buf[off : off + n], rel)
             except OSError as e:
                 raise StoreError(f"write of index records to {seg.path} failed: {e}") from e
             self._dirty[seg.fd] = seg.fd
@@ -751,7 +754,7 @@ class FileLogStore:
 
     def _remove(self, seg: _Segment) -> None:
         try:
-            os.unlink(seg.path)
+            self._fs.unlink(seg.path)
         except FileNotFoundError:
             pass
         self._dirty.pop(seg.fd, None)
@@ -761,7 +764,7 @@ class FileLogStore:
     def _zero(self, seg: _Segment, start: int, end: int) -> None:
         while start < end:
             n = min(end - start, len(_ZERO_CHUNK))
-            os.pwrite(seg.fd, _ZERO_CHUNK[:n] if n < len(_ZERO_CHUNK) else _ZERO_CHUNK, start)
+            self._fs.pwrite(seg.fd, _ZERO_CHUNK[:n] if n < len(_ZERO_CHUNK) else _ZERO_CHUNK, start)
             start += n
         self._dirty[seg.fd] = seg.fd
 
@@ -793,7 +796,7 @@ class FileLogStore:
         self._write_pending()
         entry_pos = self._pos[index - self._begin]
         seg = self._data[(entry_pos - self._data[0].start) // self.data_file_size]
-        return codec.decode_header(os.pread(seg.fd, codec.HEADER_SIZE, entry_pos - seg.start)).chain_crc
+        return codec.decode_header(self._fs.pread(seg.fd, codec.HEADER_SIZE, entry_pos - seg.start)).chain_crc
 
     def _write_fsynced(self) -> None:
         # Fixed width so a pwrite replaces the whole content; read by the lose-unfsynced fault.
@@ -806,9 +809,9 @@ class FileLogStore:
         ).encode()
         try:
             if self._fsynced_fd < 0:
-                self._fsynced_fd = os.open(self.directory / FSYNCED_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-                os.ftruncate(self._fsynced_fd, len(text))
-            os.pwrite(self._fsynced_fd, text, 0)
+                self._fsynced_fd = self._fs.open(self.directory / FSYNCED_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+                self._fs.ftruncate(self._fsynced_fd, len(text))
+            self._fs.pwrite(self._fsynced_fd, text, 0)
         except OSError as e:
             log.warning("cannot write %s: %s", self.directory / FSYNCED_FILE, e)
 
@@ -823,11 +826,11 @@ class FileLogStore:
         text = f"dataHigh={data_high:020d}\nindexHigh={index_high:020d}\n".encode()
         try:
             if self._high_fd < 0:
-                self._high_fd = os.open(self.directory / HIGHWATER_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-                os.ftruncate(self._high_fd, len(text))
+                self._high_fd = self._fs.open(self.directory / HIGHWATER_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+                self._fs.ftruncate(self._high_fd, len(text))
                 self._dirs_dirty = True
-            os.pwrite(self._high_fd, text, 0)
-            os.fdatasync(self._high_fd)
+            self._fs.pwrite(self._high_fd, text, 0)
+            self._fs.fsync(self._high_fd)
         except OSError as e:
             raise StoreError(f"cannot write {self.directory / HIGHWATER_FILE}: {e}") from e
         self._data_high, self._index_high = data_high, index_high
@@ -852,11 +855,11 @@ class FileLogStore:
 
     def _list(self, directory: Path, size: int, what: str) -> list[tuple[int, Path, int]]:
         out = []
-        for p in directory.iterdir():
-            if not _NAME.match(p.name):
+        for name, n in self._fs.list_files(directory):
+            p = directory / name
+            if not _NAME.match(name):
                 log.warning("ignoring %s: not a %s segment name (20 digits)", p, what)
                 continue
-            n = p.stat().st_size
             if n > size:
                 raise StoreError(
                     f"{p} has {n} bytes, more than {what}_file_size={size}: "
@@ -885,9 +888,7 @@ class FileLogStore:
             isize = self.index_file_size
             off = committed * unit
             try:
-                with open(self.index_dir / _name(off - off % isize), "rb") as f:
-                    f.seek(off % isize)
-                    rec = f.read(unit)
+                rec = self._fs.read_at(self.index_dir / _name(off - off % isize), off % isize, unit)
                 magic, cpos, _, cidx, _ = codec.decode_index(rec)
             except (OSError, struct.error):
                 return None
@@ -899,10 +900,8 @@ class FileLogStore:
         if any(files[i][0] != first + i * fsize or files[i][2] != fsize for i in range(t + 1)):
             return None
         try:
-            with open(files[0][1], "rb") as f:
-                h0 = codec.decode_header(f.read(codec.HEADER_SIZE))
-            with open(files[t][1], "rb") as f:
-                ht = codec.decode_header(f.read(codec.HEADER_SIZE))
+            h0 = codec.decode_header(self._fs.read_at(files[0][1], 0, codec.HEADER_SIZE))
+            ht = codec.decode_header(self._fs.read_at(files[t][1], 0, codec.HEADER_SIZE))
         except (OSError, ValueError, struct.error):
             return None
         if h0.magic not in codec.VALID_MAGICS or h0.pos != first:
@@ -917,9 +916,7 @@ class FileLogStore:
             seg_start = off - off % isize
             n = min(stop * unit, seg_start + isize) - off
             try:
-                with open(self.index_dir / _name(seg_start), "rb") as f:
-                    f.seek(off - seg_start)
-                    chunk = f.read(n)
+                chunk = self._fs.read_at(self.index_dir / _name(seg_start), off - seg_start, n)
             except OSError:
                 return None
             if len(chunk) != n:
@@ -951,9 +948,7 @@ class FileLogStore:
         # The chain continues from the last trusted entry's header, which must match its record.
         last_pos = pos_l[-1]
         fi = (last_pos - first) // fsize
-        with open(files[fi][1], "rb") as f:
-            f.seek(last_pos - files[fi][0])
-            hl = codec.decode_header(f.read(codec.HEADER_SIZE))
+        hl = codec.decode_header(self._fs.read_at(files[fi][1], last_pos - files[fi][0], codec.HEADER_SIZE))
         if (hl.index, hl.term, hl.pos, hl.size) != (stop - 1, term_l[-1], last_pos, size_l[-1]):
             return None
         self._pos.extend(pos_l)
@@ -1017,8 +1012,7 @@ class FileLogStore:
             # Bytes at or past the data high-water mark were never written: read only up to it.
             avail = length if self._data_high < 0 else min(length, max(0, self._data_high - start))
             limited = limited or avail < length
-            with open(path, "rb") as f:
-                buf = f.read(avail)
+            buf = self._fs.read_at(path, 0, avail)
             avail = len(buf)
             rep.bytes_read += avail
             mv = memoryview(buf)
@@ -1178,24 +1172,22 @@ class FileLogStore:
 
         # Open the kept files, zero the cut tail, remove later files, restore full sizes.
         for start, path, length in files[: last_fi + 1]:
-            fd = os.open(path, os.O_RDWR)
+            fd = self._fs.open(path, os.O_RDWR)
             seg = _Segment(start, path, fd)
             self._data.append(seg)
             if length < fsize:
-                os.ftruncate(fd, fsize)
+                self._fs.ftruncate(fd, fsize)
                 rep.extended_files.append(str(path))
                 self._dirty[fd] = fd
         tail = self._data[-1]
         trel = end_pos - tail.start
         if rep.cut_reason is not None and trel < fsize:
-            with open(tail.path, "rb") as f:
-                f.seek(trel)
-                rest = f.read()
+            rest = self._fs.read_at(tail.path, trel)
             nz = len(rest.rstrip(b"\0"))
             if nz:
                 self._zero(tail, trel, trel + nz)
         for p in later:
-            p.unlink()
+            self._fs.unlink(p)
             rep.removed_files.append(str(p))
             self._dirs_dirty = True
 
@@ -1211,7 +1203,7 @@ class FileLogStore:
         # Make the repairs, and whatever a killed predecessor left in the page cache, durable
         # before serving anything: synced_index and the fsynced marker then tell the truth.
         for seg in self._data + self._index:
-            os.fdatasync(seg.fd)
+            self._fs.fsync(seg.fd)
         self._dirty.clear()
         # Everything past the end is zero now (checked, or cut and synced): restart the marks there.
         self._raise_high(
@@ -1220,9 +1212,9 @@ class FileLogStore:
             exact=True,
         )
         if self._dirs_dirty or rep.removed_files:
-            fsync_dir(self.data_dir)
-            fsync_dir(self.index_dir)
-            fsync_dir(self.directory)
+            self._fs.fsync_dir(self.data_dir)
+            self._fs.fsync_dir(self.index_dir)
+            self._fs.fsync_dir(self.directory)
             self._dirs_dirty = False
         rep.seconds = time.monotonic() - t0
         if rep.clean:
@@ -1241,11 +1233,11 @@ class FileLogStore:
             if start % isize:
                 raise StoreError(f"{path}: start offset {start} is not a multiple of {isize}")
             if not (start < hi and start + isize > lo):
-                path.unlink()
+                self._fs.unlink(path)
                 rep.removed_files.append(str(path))
                 self._dirs_dirty = True
                 continue
-            self._index.append(_Segment(start, path, os.open(path, os.O_RDWR)))
+            self._index.append(_Segment(start, path, self._fs.open(path, os.O_RDWR)))
         rebuilt_from: int | None = None
         behind = False  # the index only lacks the newest records (buffered writes lost in a kill)
         # Entries below check_from came from the index itself (verify_files): nothing to compare.
@@ -1257,10 +1249,10 @@ class FileLogStore:
             if seg is None:
                 seg = self._new_segment(self._index, self.index_dir, seg_start, isize)
                 self._index.sort(key=lambda s: s.start)
-            elif os.fstat(seg.fd).st_size < isize:
-                os.ftruncate(seg.fd, isize)
+            elif self._fs.fsize(seg.fd) < isize:
+                self._fs.ftruncate(seg.fd, isize)
                 rep.extended_files.append(str(seg.path))
-            have = os.pread(seg.fd, b - a, a - seg_start)
+            have = self._fs.pread(seg.fd, b - a, a - seg_start)
             k0 = a // unit - self._begin
             want = b"".join(
                 codec.encode_index(
@@ -1277,7 +1269,7 @@ class FileLogStore:
             if rebuilt_from is not None:
                 # From the first disagreement on, rewrite everything from the data.
                 off = max(a, rebuilt_from * unit)
-                os.pwrite(seg.fd, want[off - a :], off - seg_start)
+                self._fs.pwrite(seg.fd, want[off - a :], off - seg_start)
                 self._dirty[seg.fd] = seg.fd
             seg_start += isize
         # Zero stale records past the end in the last kept file.
@@ -1288,7 +1280,7 @@ class FileLogStore:
                 n = isize - trel
                 if self._index_high >= 0:
                     n = max(0, min(n, self._index_high - hi))
-                rest = os.pread(seg.fd, n, trel)
+                rest = self._fs.pread(seg.fd, n, trel)
                 nz = len(rest.rstrip(b"\0"))
                 if nz:
                     self._zero(seg, trel, trel + nz)
@@ -1318,8 +1310,8 @@ def _all_zero(buf: bytes, start: int) -> bool:
     return True
 
 
-def _close(fd: int) -> None:
+def _close_quietly(fs: FileSystem, fd: int) -> None:
     try:
-        os.close(fd)
+        fs.close(fd)
     except OSError:
         pass

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dledger.store import StoreError
+from dledger.store.fs import OS, FileSystem
 
 CURRTERM_FILE = "currterm"
 CHECKPOINT_FILE = "checkpoint"
@@ -64,16 +65,12 @@ def parse_properties(text: str, source: str = "<text>") -> dict[str, str]:
     return out
 
 
-def fsync_dir(path: str | os.PathLike[str]) -> None:
+def fsync_dir(path: str | os.PathLike[str], fs: FileSystem = OS) -> None:
     """fsync a directory so a rename or a created file in it is durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fs.fsync_dir(Path(path))
 
 
-def write_properties_atomic(path: str | os.PathLike[str], props: dict[str, str]) -> None:
+def write_properties_atomic(path: str | os.PathLike[str], props: dict[str, str], fs: FileSystem = OS) -> None:
     """Write ``props`` to ``path`` durably: temp file, fsync, rename, fsync the directory.
 
     Raises StoreError (with the OSError) when any step fails; the old file is then unchanged.
@@ -82,24 +79,25 @@ def write_properties_atomic(path: str | os.PathLike[str], props: dict[str, str])
     tmp = p.with_name(p.name + ".tmp")
     data = "".join(f"{k}={v}\n" for k, v in props.items()).encode()
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = fs.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
+                view = view[fs.write(fd, view) :]
+            fs.fsync(fd)
         finally:
-            os.close(fd)
-        os.replace(tmp, p)
-        fsync_dir(p.parent)
+            fs.close(fd)
+        fs.replace(tmp, p)
+        fs.fsync_dir(p.parent)
     except OSError as e:
         raise StoreError(f"cannot persist {p}: {e}") from e
 
 
-def read_properties(path: str | os.PathLike[str]) -> dict[str, str] | None:
+def read_properties(path: str | os.PathLike[str], fs: FileSystem = OS) -> dict[str, str] | None:
     """The properties in ``path``, or None when it does not exist."""
     try:
-        text = Path(path).read_text()
+        # universal newlines, as Path.read_text
+        text = fs.read_at(Path(path), 0).decode().replace("\r\n", "\n").replace("\r", "\n")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as e:
@@ -135,14 +133,15 @@ class HardState:
     a short printable id.
     """
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    def __init__(self, directory: str | os.PathLike[str], fs: FileSystem = OS) -> None:
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self._fs = fs
+        fs.makedirs(self.directory)
         self.path = self.directory / CURRTERM_FILE
         self._last: TermVote | None = None
 
     def load(self) -> TermVote:
-        props = read_properties(self.path)
+        props = read_properties(self.path, self._fs)
         if props is None:
             tv = TermVote()
         else:
@@ -162,7 +161,9 @@ class HardState:
         tv = TermVote(curr_term, voted_for or None)
         if tv == self._last:
             return  # unchanged: skip the fsyncs
-        write_properties_atomic(self.path, {"currTerm": str(curr_term), "voteLeader": voted_for or ""})
+        write_properties_atomic(
+            self.path, {"currTerm": str(curr_term), "voteLeader": voted_for or ""}, self._fs
+        )
         self._last = tv
 
 
@@ -182,14 +183,15 @@ class Checkpoint:
     writes it after a sync and clamps it to the synced index.
     """
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    def __init__(self, directory: str | os.PathLike[str], fs: FileSystem = OS) -> None:
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self._fs = fs
+        fs.makedirs(self.directory)
         self.path = self.directory / CHECKPOINT_FILE
         self._last: CheckpointState | None = None
 
     def load(self) -> CheckpointState:
-        props = read_properties(self.path)
+        props = read_properties(self.path, self._fs)
         if props is None:
             cs = CheckpointState()
         else:
@@ -204,6 +206,6 @@ class Checkpoint:
         if cs == self._last:
             return
         write_properties_atomic(
-            self.path, {"endIndex": str(end_index), "committedIndex": str(committed_index)}
+            self.path, {"endIndex": str(end_index), "committedIndex": str(committed_index)}, self._fs
         )
         self._last = cs

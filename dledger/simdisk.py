@@ -1,0 +1,236 @@
+"""A simulated disk for the deterministic simulation: the :class:`dledger.store.fs.FileSystem` the
+file log store and the term/vote file run over in :mod:`dledger.sim`.
+
+Files live in memory as 4 KiB pages. Every file has its current contents (what reads see: the page
+cache) and its durable contents (what survives a power loss); ``fsync`` makes the current contents
+durable. Names are durable only once their directory is fsynced (``fsync_dir``): a file created or
+renamed but whose directory was not synced disappears in a crash, as on ext4 without
+``dir_index`` journaling guarantees. :meth:`SimDisk.crash` drops everything not durable and, with
+the given probability, lets a prefix of the last unsynced write reach the disk (a torn write);
+:meth:`SimDisk.flip_bit` corrupts one durable bit. Faults follow FoundationDB's
+``AsyncFileNonDurable`` and TigerBeetle's simulated storage (see ../shared/reference/simulation.md).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+PAGE = 4096
+
+
+class _Inode:
+    __slots__ = ("pages", "size", "dpages", "dsize", "dirty", "last_write")
+
+    def __init__(self) -> None:
+        self.pages: dict[int, bytes] = {}
+        self.size = 0
+        self.dpages: dict[int, bytes] = {}
+        self.dsize = 0
+        self.dirty: set[int] = set()
+        self.last_write: tuple[int, bytes] | None = None  # (offset, data) not yet fsynced
+
+    def read(self, offset: int, n: int, durable: bool = False) -> bytes:
+        pages, size = (self.dpages, self.dsize) if durable else (self.pages, self.size)
+        end = size if n < 0 else min(size, offset + n)
+        if offset >= end:
+            return b""
+        out = bytearray()
+        pos = offset
+        while pos < end:
+            p, rel = divmod(pos, PAGE)
+            take = min(PAGE - rel, end - pos)
+            page = pages.get(p)  # pages are always PAGE bytes long
+            out += page[rel : rel + take] if page is not None else bytes(take)
+            pos += take
+        return bytes(out)
+
+    def write(self, offset: int, data: bytes, durable: bool = False) -> None:
+        pages = self.dpages if durable else self.pages
+        pos, view = offset, memoryview(data)
+        while view:
+            p, rel = divmod(pos, PAGE)
+            take = min(PAGE - rel, len(view))
+            old = pages.get(p) or bytes(PAGE)
+            pages[p] = old[:rel] + bytes(view[:take]) + old[rel + take :]
+            if not durable:
+                self.dirty.add(p)
+            pos += take
+            view = view[take:]
+        if durable:
+            self.dsize = max(self.dsize, offset + len(data))
+        else:
+            self.size = max(self.size, offset + len(data))
+            self.last_write = (offset, bytes(data))
+
+    def truncate(self, size: int) -> None:
+        if size < self.size:
+            last = (size + PAGE - 1) // PAGE
+            for p in [p for p in self.pages if p >= last]:
+                del self.pages[p]
+                self.dirty.add(p)
+            rel = size % PAGE
+            if rel and (size // PAGE) in self.pages:
+                p = size // PAGE
+                self.pages[p] = self.pages[p][:rel] + bytes(PAGE - rel)
+                self.dirty.add(p)
+        self.size = size
+
+    def fsync(self) -> None:
+        for p in self.dirty:
+            page = self.pages.get(p)
+            if page is None:
+                self.dpages.pop(p, None)
+            else:
+                self.dpages[p] = page
+        self.dirty.clear()
+        self.dsize = self.size
+        self.last_write = None
+
+    def lose_unsynced(self, tear: int) -> None:
+        """Back to the durable contents; ``tear`` > 0 bytes of the last unsynced write survive."""
+        torn = self.last_write
+        self.pages = dict(self.dpages)
+        self.size = self.dsize
+        self.dirty.clear()
+        self.last_write = None
+        if torn is not None and tear > 0:
+            off, data = torn
+            self.write(off, data[:tear], durable=True)
+            self.pages = dict(self.dpages)
+            self.size = self.dsize
+
+
+class SimDisk:
+    """One member's disk (see the module docstring). ``rng`` draws torn-write lengths and bit
+    positions. Implements :class:`dledger.store.fs.FileSystem`."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self._names: dict[str, _Inode] = {}
+        self._durable_names: dict[str, _Inode] = {}
+        self._fds: dict[int, tuple[_Inode, list[int]]] = {}  # fd -> (inode, [position])
+        self._next_fd = 3
+        self.torn = 0  # torn writes so far
+        self.flipped = 0  # bits flipped so far
+
+    # ------------------------------------------------------------ faults
+
+    def crash(self, tear_probability: float = 0.0) -> None:
+        """Power loss: close every descriptor, forget names not made durable and every unsynced
+        write; with ``tear_probability`` per file, a prefix of its last unsynced write survives."""
+        self._fds.clear()
+        seen: set[int] = set()
+        for ino in list(self._names.values()) + list(self._durable_names.values()):
+            if id(ino) in seen:
+                continue
+            seen.add(id(ino))
+            tear = 0
+            if ino.last_write is not None and tear_probability and self.rng.random() < tear_probability:
+                tear = self.rng.randrange(1, len(ino.last_write[1]) + 1) if ino.last_write[1] else 0
+                self.torn += tear > 0
+            ino.lose_unsynced(tear)
+        self._names = dict(self._durable_names)
+
+    def flip_bit(self, under: str = "", below: int | None = None) -> str | None:
+        """Flip one random bit of a random file whose path starts with ``under`` (call it while the
+        member is down, after :meth:`crash`); the path flipped, or None when no such file has
+        bytes. ``below`` limits the bit to the first ``below`` bytes of the file."""
+        paths = sorted(p for p, ino in self._durable_names.items() if p.startswith(under) and ino.dsize > 0)
+        if not paths:
+            return None
+        path = self.rng.choice(paths)
+        ino = self._durable_names[path]
+        pos = self.rng.randrange(min(ino.dsize, below) if below is not None else ino.dsize)
+        byte = ino.read(pos, 1, durable=True)
+        flipped = bytes([byte[0] ^ (1 << self.rng.randrange(8))])
+        ino.write(pos, flipped, durable=True)
+        ino.pages = dict(ino.dpages)
+        self.flipped += 1
+        return path
+
+    # ------------------------------------------------------------ FileSystem
+
+    def _ino(self, fd: int) -> _Inode:
+        try:
+            return self._fds[fd][0]
+        except KeyError:
+            raise OSError(errno.EBADF, "bad file descriptor") from None
+
+    def open(self, path: Path, flags: int, mode: int = 0o644) -> int:
+        key = str(path)
+        ino = self._names.get(key)
+        if ino is None:
+            if not flags & os.O_CREAT:
+                raise FileNotFoundError(errno.ENOENT, "no such file", key)
+            ino = self._names[key] = _Inode()
+        elif flags & os.O_TRUNC:
+            ino.truncate(0)
+        fd = self._next_fd
+        self._next_fd += 1
+        self._fds[fd] = (ino, [0])
+        return fd
+
+    def close(self, fd: int) -> None:
+        if self._fds.pop(fd, None) is None:
+            raise OSError(errno.EBADF, "bad file descriptor")
+
+    def pread(self, fd: int, n: int, offset: int) -> bytes:
+        return self._ino(fd).read(offset, n)
+
+    def pwrite(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> int:
+        self._ino(fd).write(offset, bytes(data))
+        return len(data)
+
+    def pwritev(self, fd: int, buffers: Sequence[bytes], offset: int) -> int:
+        return self.pwrite(fd, b"".join(buffers), offset)
+
+    def write(self, fd: int, data: bytes | memoryview) -> int:
+        ino = self._ino(fd)
+        pos = self._fds[fd][1]
+        ino.write(pos[0], bytes(data))
+        pos[0] += len(data)
+        return len(data)
+
+    def fsync(self, fd: int) -> None:
+        self._ino(fd).fsync()
+
+    def ftruncate(self, fd: int, size: int) -> None:
+        self._ino(fd).truncate(size)
+
+    def fsize(self, fd: int) -> int:
+        return self._ino(fd).size
+
+    def unlink(self, path: Path) -> None:
+        if self._names.pop(str(path), None) is None:
+            raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
+
+    def replace(self, src: Path, dst: Path) -> None:
+        ino = self._names.pop(str(src), None)
+        if ino is None:
+            raise FileNotFoundError(errno.ENOENT, "no such file", str(src))
+        self._names[str(dst)] = ino
+
+    def makedirs(self, path: Path) -> None:
+        pass  # directories are implied by the paths of their files
+
+    def list_files(self, directory: Path) -> list[tuple[str, int]]:
+        d = str(directory)
+        return [(p[len(d) + 1 :], ino.size) for p, ino in self._names.items() if os.path.dirname(p) == d]
+
+    def read_at(self, path: Path, offset: int, n: int = -1) -> bytes:
+        ino = self._names.get(str(path))
+        if ino is None:
+            raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
+        return ino.read(offset, n)
+
+    def fsync_dir(self, path: Path) -> None:
+        d = str(path)
+        for p in [p for p in self._durable_names if os.path.dirname(p) == d]:
+            del self._durable_names[p]
+        for p, ino in self._names.items():
+            if os.path.dirname(p) == d:
+                self._durable_names[p] = ino
