@@ -116,17 +116,20 @@ def test_sticky_register_process_records_its_nodes_answer(local: tuple[Cluster, 
     client = register.RegisterClient().open(test, follower)
     try:
         follows = client.invoke(test, Op("invoke", 0, "write", 3, time=0, index=0, key=1))
-        sticks = client.invoke(test, Op("invoke", 1, "write", 4, time=0, index=1, key=1))
+        write = client.invoke(test, Op("invoke", 1, "write", 4, time=0, index=1, key=1))
         read = client.invoke(test, Op("invoke", 0, "read", None, time=0, index=2, key=1))
+        sticks = client.invoke(test, Op("invoke", 1, "read", None, time=0, index=3, key=1))
     finally:
         client.close(test)
     assert follows.type == "ok" and "sticky" not in follows.extra
+    assert write.type == "ok" and "sticky" not in write.extra  # writes follow the leader
+    assert read.type == "ok" and read.value == 4
+    # raft-log reads go through the log: the follower itself answers NOT_LEADER
     assert sticks.type == "fail" and sticks.extra["sticky"] is True and sticks.node == follower
     assert "NOT_LEADER" in (sticks.error or "")
-    assert read.type == "ok" and read.value == 3  # the sticky write never happened
     off = register.RegisterClient(sticky=False).open(test, follower)
     try:
-        assert off.invoke(test, Op("invoke", 1, "write", 4, time=0, index=3, key=1)).type == "ok"
+        assert off.invoke(test, Op("invoke", 1, "read", None, time=0, index=4, key=1)).value == 4
     finally:
         off.close(test)
     with pytest.raises(ValueError, match="sticky"):

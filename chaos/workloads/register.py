@@ -8,9 +8,10 @@ by a random 0.9..1.0 so keys do not end together on a fault boundary). Per key, 
 (``DLedgerClient.kv_get/kv_put/kv_cas``, key ``"r<key>"``). Checked for linearizability per key with
 the cas-register model (initial value None).
 
-Sticky processes (``sticky``, default on): odd-numbered processes keep talking to the node they were
-given (``DLedgerClient(sticky=True)``: no leader discovery, no redirect) and record that node's
-answer; NOT_LEADER is a ``fail``. So a deposed leader that still answers reads (a read-index read
+Sticky processes (``sticky``, default on): odd-numbered processes read from the node they were
+given and nowhere else (``DLedgerClient(sticky=True)``: no leader discovery, no redirect) and record
+that node's answer; NOT_LEADER is a ``fail``. Their writes and cas go through the redirecting client,
+which still reaches a deposed leader it believes in. So a deposed leader that still answers reads (a read-index read
 without its heartbeat round, a lease read after the lease ran out, a paused leader resuming with
 queued reads) is observed, while the other processes follow the leader. Since client thread ``i``
 works on node ``i mod n`` and a key's ``threads_per_key`` threads are consecutive, each key has
@@ -63,7 +64,9 @@ class RegisterClient:
         return RegisterClient(test.db.client(test.nodes, node), node, self.sticky)
 
     def _client_for(self, test: Any, op: Op) -> Any:
-        if not self.sticky or not isinstance(op.process, int) or op.process % 2 == 0:
+        # only reads stick: a write or cas a deposed leader takes blocks its thread for the whole
+        # client timeout (it cannot commit), so sticky writes would starve the reads that matter
+        if not self.sticky or op.f != "read" or not isinstance(op.process, int) or op.process % 2 == 0:
             return self.c
         if self.bound is None:
             self.bound = test.db.client(test.nodes, self.node)
