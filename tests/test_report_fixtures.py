@@ -414,8 +414,7 @@ def test_nemesis_windows_from_completions() -> None:
     _nemesis(h, "partition", 100 * MS, 300 * MS, {"nodes": ["n1", "n2"]})
     h.op("info", "nemesis", "start-kill", {"nodes": ["n3"]}, 400 * MS)
     h.op("info", "nemesis", "start-kill", {"nodes": ["n3"]}, 410 * MS)
-    _pairs, nem, end = rep.pair_ops(h.lines)
-    wins = rep.nemesis_windows(nem, 500 * MS)
+    wins = rep.nemesis_windows(h.lines, 500 * MS)
     assert [(w["kind"], w["start"], w["end"], w["open"]) for w in wins] == [
         ("partition", 105 * MS, 305 * MS, False),
         ("kill", 410 * MS, 500 * MS, True),
@@ -442,7 +441,8 @@ def test_checkers_failing_first_and_computed_availability(tmp_path: Path) -> Non
     assert data["meta"]["nodes"] == ["n1", "n2", "n3"] and data["meta"]["seed"] == 42
 
 
-def test_availability_gap_detected() -> None:
+def test_availability_comes_from_results_only() -> None:
+    """The report draws the perf checker's windows and computes none of its own."""
     h = HistoryWriter()
     for k in range(10):
         t = k * 100 * MS + (3000 * MS if k >= 5 else 0)
@@ -450,8 +450,16 @@ def test_availability_gap_detected() -> None:
         h.op("ok", 0, "read", 1, t + MS)
     pairs, nem, end = rep.pair_ops(h.lines)
     wins, src = rep.availability_windows(None, pairs, [], end)
-    assert src.startswith("computed")
-    assert [(w["start"], w["end"]) for w in wins] == [(401 * MS, 3501 * MS)]
+    assert wins == [] and "no perf checker result" in src
+    results = {
+        "checkers": {
+            "perf": {"availability": {"windows": [{"start_s": 0.401, "end_s": 3.501, "summary": "gap"}]}}
+        }
+    }
+    wins, src = rep.availability_windows(results, pairs, [], end)
+    assert src.startswith("perf checker")
+    assert [(w["start"], w["end"], w["note"]) for w in wins] == [(401 * MS, 3501 * MS, "gap")]
+    assert wins[0]["counts"]["ok"] == 0  # no ok completion strictly inside the window
 
 
 def test_bad_inputs_are_named(tmp_path: Path) -> None:

@@ -13,8 +13,9 @@ whose ``<``, ``>`` and ``&`` are escaped as ``\\u003c`` etc.; the page's script 
 
 The data sent to the browser is prepared here: ops are paired (invoke with completion) and stored
 column-wise, latency points are downsampled per (f, type) trace to keep the page fast for 100,000-op
-histories, rates are bucketed, nemesis windows are derived from the ``start-<kind>`` /
-``stop-<kind>`` completions, availability windows are taken from the perf checker or computed.
+histories, rates are bucketed. The history is read, paired and cut into fault windows by the one
+analysis core (:mod:`chaos.history.analysis`); verdicts and availability come from ``results.json``
+only, never recomputed here.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import datetime as _dt
 import json
 import math
 import os
-import statistics
 import urllib.parse
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -35,6 +35,9 @@ import click
 import jinja2
 from rich.table import Table
 from rich.text import Text
+
+from chaos.history.analysis import HistoryError, NemesisPairing, fault_windows, read_history
+from chaos.history.op import NEMESIS, Op
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -80,46 +83,24 @@ def _read_json(path: Path, what: str) -> Any:
 
 
 def read_history_lines(path: Path) -> tuple[list[dict[str, Any]], int]:
-    """Read ``history.jsonl``: one JSON object per line (docs/design.md, "Ops and histories").
+    """Read ``history.jsonl`` with the validating reader every command uses
+    (:func:`chaos.history.analysis.read_history`; docs/design.md, "Ops and histories").
 
-    Returns (ops as dicts, number of lines skipped). A truncated last line (a run killed while
-    writing) is skipped; any other line that is not a JSON object raises ReportError naming the
-    file and line number.
+    Returns (ops as dicts, number of lines skipped: a torn last line of a run killed while
+    writing). A malformed history raises ReportError naming the file and line.
     """
-    ops: list[dict[str, Any]] = []
-    skipped = 0
     try:
-        fh = path.open(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
-        return ops, 0
-    with fh:
-        lines = fh.read().split("\n")
-    last = len(lines) - 1
-    while last >= 0 and not lines[last].strip():
-        last -= 1
-    # fast path: the whole file as one JSON array (one parser call instead of one per line)
+        return [], 0
+    except OSError as e:
+        raise ReportError(f"history {path}: cannot be read ({e})") from e
     try:
-        fast = json.loads("[" + ",".join(x for x in lines if x.strip()) + "]")
-        if all(isinstance(d, dict) and "type" in d and "process" in d and "f" in d for d in fast):
-            return fast, 0
-    except ValueError:
-        pass
-    for no, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            d = json.loads(line)
-            if not isinstance(d, dict):
-                raise ValueError("not a JSON object")
-            if "type" not in d or "process" not in d or "f" not in d:
-                raise ValueError("missing type, process or f")
-        except ValueError as e:
-            if no == last:
-                skipped += 1
-                continue
-            raise ReportError(f"history {path}, line {no + 1}: expected an op as a JSON object ({e})") from e
-        ops.append(d)
-    return ops, skipped
+        ops = [op.to_dict() for op in read_history(path)]
+    except HistoryError as e:
+        raise ReportError(f"history {e}") from None
+    lines = sum(1 for line in data.split(b"\n") if line.strip())
+    return ops, lines - len(ops)
 
 
 @dataclass
@@ -223,6 +204,7 @@ def pair_ops(history: list[dict[str, Any]]) -> tuple[Paired, list[dict[str, Any]
     pending: dict[str, int] = {}
     nem: list[dict[str, Any]] = []
     nem_pending: dict[str, dict[str, Any]] = {}
+    nem_pairing = NemesisPairing()
     end = 0
     for n, o in enumerate(history):
         idx = int(o.get("index", n)) if isinstance(o.get("index", n), int) else n
@@ -231,7 +213,7 @@ def pair_ops(history: list[dict[str, Any]]) -> tuple[Paired, list[dict[str, Any]
         proc = str(o["process"])
         if proc == "nemesis":
             f = str(o["f"])
-            if f in nem_pending:
+            if nem_pairing.step(Op.from_dict(o)) is not None:  # the one pairing rule (analysis)
                 inv = nem_pending.pop(f)
                 inv["end"] = time
                 inv["result"] = o.get("value")
@@ -288,40 +270,35 @@ def pair_ops(history: list[dict[str, Any]]) -> tuple[Paired, list[dict[str, Any]
 _OP_FIELDS = {"index", "type", "process", "f", "value", "time", "node", "error", "key"}
 
 
-def nemesis_windows(nem: list[dict[str, Any]], end: int) -> list[dict[str, Any]]:
-    """Fault windows: from the completion of ``start-<kind>`` to the completion of ``stop-<kind>``.
+def nemesis_windows(history: list[dict[str, Any]], end: int) -> list[dict[str, Any]]:
+    """Fault windows by the one rule of :func:`chaos.history.analysis.fault_windows`: from the
+    completion of ``start-<kind>`` to the completion of ``stop-<kind>``.
 
-    Returns dicts ``{kind, start, end, open, label, detail, colour}`` with times in ns; a window
-    never stopped runs to the end of the history and has ``open`` true.
+    Returns dicts ``{kind, start, end, open, label, detail, result, colour}`` with times in ns; a
+    window never stopped runs to the end of the history (``end``) and has ``open`` true.
     """
-    open_: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    wins: list[dict[str, Any]] = []
     colours: dict[str, str] = {}
-    for d in nem:
-        f = d["f"]
-        t = d["end"] if d["end"] is not None else d["start"]
-        if f.startswith("start-"):
-            kind = f[len("start-") :]
-            w = {"kind": kind, "start": t, "end": None, "open": True, "detail": _short(d["value"], 300)}
-            w["result"] = _short(d["result"], 300)
-            open_[kind].append(w)
-            wins.append(w)
-        elif f.startswith("stop-"):
-            kind = f[len("stop-") :]
-            if open_[kind]:
-                w = open_[kind].pop(0)
-                w["end"] = t
-                w["open"] = False
-    for w in wins:
-        if w["end"] is None:
-            w["end"] = max(end, w["start"])
-        kind = w["kind"]
+    wins: list[dict[str, Any]] = []
+    nem = (Op.from_dict(o) for o in history if o.get("process") == NEMESIS)
+    for fw in fault_windows(nem):
+        kind = fw.kind
         if kind not in colours:
             colours[kind] = (
                 NEMESIS_COLOURS.get(kind) or _FALLBACK_COLOURS[len(colours) % len(_FALLBACK_COLOURS)]
             )
-        w["colour"] = colours[kind]
-        w["label"] = kind + _fault_nodes(w["detail"])
+        detail = _short(fw.invocation.value, 300)
+        wins.append(
+            {
+                "kind": kind,
+                "start": fw.start,
+                "end": fw.end_or(end),
+                "open": fw.end is None,
+                "detail": detail,
+                "result": _short(fw.completion.value, 300),
+                "colour": colours[kind],
+                "label": kind + _fault_nodes(detail),
+            }
+        )
     return wins
 
 
@@ -470,55 +447,30 @@ def perf_figures(pairs: Paired, end_ns: int) -> dict[str, Any]:
 def availability_windows(
     results: dict[str, Any] | None, pairs: Paired, wins: list[dict[str, Any]], end_ns: int
 ) -> tuple[list[dict[str, Any]], str]:
-    """Unavailability windows (ns): from the perf checker when it lists them, else computed.
+    """Unavailability windows (ns) as ``results.json`` gives them (the perf checker, whose rule is
+    :class:`chaos.history.analysis.Availability`); the report computes none of its own.
 
-    Computed windows are gaps between consecutive ok completions (any f) longer than
-    max(1 s, 10 × median ok latency), as well as the stretch before the first and after the last
-    ok when a client op was pending in it. Returns (windows, source description).
+    Returns (windows, source description); no windows when results.json has no perf result.
     """
     perf = ((results or {}).get("checkers") or {}).get("perf") or {}
     av = perf.get("availability")
-    raw: Any = None
-    if isinstance(av, dict):
-        raw = av.get("windows") or av.get("unavailable") or av.get("gaps")
-    elif isinstance(av, list):
-        raw = av
     out: list[dict[str, Any]] = []
-    if isinstance(raw, list) and (raw or isinstance(av, dict) and "windows" in av):
-        for w in raw:
-            if isinstance(w, dict):
-                # chaos.history.perf gives seconds (start_s, end_s: null = until the end); ns also accepted
-                if "start_s" in w:
-                    s = w["start_s"] * 1e9 if isinstance(w["start_s"], int | float) else None
-                    e = w.get("end_s")
-                    e = e * 1e9 if isinstance(e, int | float) else end_ns
-                else:
-                    s = w.get("start", w.get("from"))
-                    e = w.get("end", w.get("to"))
-                if isinstance(s, int | float) and isinstance(e, int | float):
-                    note = w.get("summary") if isinstance(w.get("summary"), str) else ""
-                    f = w.get("f", w.get("first_ok_f"))
-                    out.append({"start": int(s), "end": int(e), "f": f, "note": _short(note, 300)})
-            elif (
-                isinstance(w, list | tuple) and len(w) >= 2 and all(isinstance(x, int | float) for x in w[:2])
-            ):
-                out.append({"start": int(w[0]), "end": int(w[1]), "f": None, "note": ""})
-        source = "perf checker"
-    else:
-        oks = sorted(pairs.e[m] * 1000 for m in range(len(pairs.p)) if pairs.t[m] == 0 and pairs.e[m] >= 0)
-        lats = [pairs.e[m] - pairs.s[m] for m in range(len(pairs.p)) if pairs.t[m] == 0 and pairs.e[m] >= 0]
-        med_ns = statistics.median(lats) * 1000 if lats else 0
-        gap = max(1_000_000_000, 10 * med_ns)
-        first_inv = min(pairs.s) * 1000 if pairs.s else 0
-        points = [first_inv, *oks]
-        if pairs.s:
-            last = max(max(pairs.e) * 1000, max(pairs.s) * 1000)
-            if not oks or last > oks[-1]:
-                points.append(last)
-        for a, b in zip(points, points[1:], strict=False):
-            if b - a > gap:
-                out.append({"start": a, "end": b, "f": None, "note": ""})
-        source = f"computed: no ok completion for more than {gap / 1e9:.2f} s"
+    if not isinstance(av, dict) or not isinstance(av.get("windows"), list):
+        return out, "none: results.json has no perf checker result"
+    for w in av["windows"]:
+        if not isinstance(w, dict) or not isinstance(w.get("start_s"), int | float):
+            continue
+        e = w.get("end_s")  # null: until the end of the history
+        note = w.get("summary") if isinstance(w.get("summary"), str) else ""
+        out.append(
+            {
+                "start": int(w["start_s"] * 1e9),
+                "end": int(e * 1e9) if isinstance(e, int | float) else end_ns,
+                "f": w.get("first_ok_f"),
+                "note": _short(note, 300),
+            }
+        )
+    source = "perf checker (results.json)"
     ends: dict[str, list[int]] = {t: [] for t in TYPE_ORDER}
     for m in range(len(pairs.p)):
         if pairs.e[m] >= 0:
@@ -751,7 +703,7 @@ def _meta(run: Run, end_ns: int, n_client: int) -> dict[str, Any]:
 def build_data(run: Run) -> dict[str, Any]:
     """Everything the page draws, as one JSON-ready dict (see templates/report.js for its use)."""
     pairs, nem, end = pair_ops(run.history)
-    wins = nemesis_windows(nem, end)
+    wins = nemesis_windows(run.history, end)
     figs = perf_figures(pairs, end)
     avail, avail_src = availability_windows(run.results, pairs, wins, end)
     verdict = _verdict((run.results or {}).get("valid")) if run.results is not None else "unknown"

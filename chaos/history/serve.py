@@ -30,6 +30,8 @@ from typing import IO, Any, cast
 import click
 
 from chaos.history import report as _report
+from chaos.history.analysis import HistoryError, read_history
+from chaos.history.op import NEMESIS
 
 VERDICT_COLOURS = {"valid": "#1a9850", "invalid": "#d7191c", "unknown": "#f08c00", "incomplete": "#9ca3af"}
 _TEXT_SUFFIXES = {".jsonl", ".log", ".txt", ".edn", ".out", ".err", ".json", ".csv", ".yaml", ".yml", ".conf"}
@@ -86,24 +88,17 @@ def find_runs(store: Path) -> list[Path]:
 
 
 def _count_types(path: Path) -> tuple[dict[str, int], float | None]:
-    """Client-op lines by type and the last op's time (s), by a byte scan of the JSON Lines the writer emits."""
+    """Client ops by type and the last op's time (s), read with the validating reader every command
+    uses (:func:`chaos.history.analysis.read_history`); a malformed history counts up to its bad
+    line (the run's own page names it)."""
     counts = {"invoke": 0, "ok": 0, "fail": 0, "info": 0}
     last_time: float | None = None
     try:
-        data = path.read_bytes()
-    except OSError:
-        return counts, None
-    for t in counts:
-        counts[t] = data.count(b'"type":"' + t.encode() + b'"') + data.count(b'"type": "' + t.encode() + b'"')
-    # nemesis ops are info on both ends (docs/design.md); count client ops only
-    nem = data.count(b'"process":"nemesis"') + data.count(b'"process": "nemesis"')
-    counts["info"] = max(counts["info"] - nem, 0)
-    tail = data.rstrip().rsplit(b"\n", 1)[-1]
-    try:
-        last = json.loads(tail)
-        if isinstance(last, dict) and isinstance(last.get("time"), int | float):
-            last_time = last["time"] / 1e9
-    except ValueError:
+        for op in read_history(path):
+            last_time = op.time / 1e9
+            if op.process != NEMESIS and op.type in counts:
+                counts[op.type] += 1
+    except (OSError, HistoryError):
         pass
     return counts, last_time
 
