@@ -17,6 +17,7 @@ arguments.
 
 from __future__ import annotations
 
+import logging
 import math
 import multiprocessing
 import random
@@ -33,7 +34,8 @@ from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
 from chaos.history.store import HistoryWriter, RunDir
 
 WORKLOADS = ("register", "log")
-NEMESES = ("none", "partition", "kill", "pause", "clock-skew", "network")
+NEMESES = ("none", "partition", "kill", "pause", "clock-skew", "network", "bitflip")
+DISKS = ("memory", "file")
 NODES = 5
 NS_PER_MS = 1_000_000
 
@@ -54,6 +56,7 @@ class SimOptions:
     timeout_ms: int = 1000
     ops_per_key: int = 100
     read_mode: str = "raft-log"
+    disk: str = "file"
 
 
 @dataclass
@@ -94,8 +97,11 @@ class SimRun:
             opts.seed,
             latency=(1, latency_max),
             state_machine=KVStateMachine,
+            disk=opts.disk,
         )
         self.sim.on_answer = self._on_answer
+        # file disk: a crash tears the last unsynced write of each file with this probability
+        self.sim.tear_probability = swarm.choice([0.0, 0.5, 1.0])
         self.net_faults = "network" in opts.nemesis
         self.loss = swarm.choice([0.0, 0.01, 0.05]) if self.net_faults else 0.0
         self.dup = swarm.choice([0.0, 0.02, 0.1]) if self.net_faults else 0.0
@@ -237,7 +243,9 @@ class SimRun:
         self._write(Op(INFO, NEMESIS, f, value))
 
     def _start_fault(self) -> None:
-        kinds = [k for k in self.opts.nemesis if k not in ("none", "network") and k not in self.faults]
+        kinds = [
+            k for k in self.opts.nemesis if k not in ("none", "network", "bitflip") and k not in self.faults
+        ]
         if not kinds:
             return
         kind = self.nem_rng.choice(kinds)
@@ -255,6 +263,11 @@ class SimRun:
                 sim.crash(v)
             self.faults[kind] = victims
             self._nemesis("kill", sorted(victims))
+            if "bitflip" in self.opts.nemesis and self.opts.disk == "file":
+                # one flipped bit on one killed member's data files (a minority, so repairable)
+                v = rng.choice(sorted(victims))
+                path = sim.disks[v].flip_bit(f"/sim/{v}/data")
+                self._nemesis("bitflip", {"node": v, "file": path})
         elif kind == "pause":
             victims = rng.sample(sim.ids, rng.randint(1, NODES // 2))
             for v in victims:
@@ -278,10 +291,16 @@ class SimRun:
             sim.heal()
             self._nemesis("stop-partition", None)
         elif kind == "kill":
+            from dledger.store import StoreError
+
+            refused = {}
             for v in what:
                 if v not in sim.nodes:
-                    sim.start(v)
-            self._nemesis("start", sorted(what))
+                    try:
+                        sim.start(v)
+                    except StoreError as e:  # recovery refused a damaged committed prefix
+                        refused[v] = str(e)
+            self._nemesis("start", {"nodes": sorted(what), "refused": refused} if refused else sorted(what))
         elif kind == "pause":
             for v in what:
                 sim.resume(v)
@@ -308,7 +327,7 @@ class SimRun:
                 self._start_fault()
             sim.call_at(sim.now + max(1, int(self.nem_rng.expovariate(1.0 / interval))), fault)
 
-        if any(k not in ("none", "network") for k in opts.nemesis):
+        if any(k not in ("none", "network", "bitflip") for k in opts.nemesis):
             sim.call_at(int(self.nem_rng.expovariate(1.0 / interval)), fault)
         for c in self.clients:
             self._schedule(c)
@@ -362,6 +381,7 @@ def test_doc(opts: SimOptions) -> dict[str, Any]:
         "concurrency": opts.clients,
         "rate": opts.rate,
         "read_mode": opts.read_mode,
+        "disk": opts.disk,
         "nodes": [f"s{i + 1}" for i in range(NODES)],
         "simulated": True,
         "time_unit": "simulated nanoseconds",
@@ -374,6 +394,9 @@ def run_seed(opts: SimOptions, directory: Path | None = None) -> SeedResult:
     from chaos.history.checkers import checkers_for, compose
     from dledger.sim import SafetyViolation
 
+    dledger_log = logging.getLogger("dledger")
+    if not dledger_log.handlers:
+        dledger_log.addHandler(logging.NullHandler())  # the members' logs are not the verdict
     tmp = None
     if directory is None:
         tmp = Path(tempfile.mkdtemp(prefix="chaos-sim-"))
@@ -425,7 +448,16 @@ def write_run_dir(opts: SimOptions, store: Path) -> RunDir:
     """Replay ``opts.seed`` into a normal run directory under ``store`` (history, test.json,
     results.json, report)."""
     run = RunDir.create(store, test_doc(opts)["name"])
-    r = run_seed(opts, run.path)
+    handler = logging.FileHandler(run.log_path)  # the members' logs, in simulated order
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
+    dledger_log = logging.getLogger("dledger")
+    dledger_log.addHandler(handler)
+    dledger_log.setLevel(logging.INFO)
+    try:
+        r = run_seed(opts, run.path)
+    finally:
+        dledger_log.removeHandler(handler)
+        handler.close()
     run.write_test(test_doc(opts))
     run.write_results(r.results)
     from chaos.history.report import ReportError, write_report
@@ -450,7 +482,15 @@ def _verdict_exit(valids: list[Any]) -> int:
 @click.option(
     "--nemesis",
     default="partition,kill",
-    help=f"comma-separated faults: {', '.join(NEMESES)} (network = per-seed loss and duplication)",
+    help=f"comma-separated faults: {', '.join(NEMESES)} (network = per-seed loss and duplication; "
+    "bitflip = a flipped bit on a killed member's disk)",
+)
+@click.option(
+    "--disk",
+    type=click.Choice(DISKS),
+    default="file",
+    show_default=True,
+    help="the real FileLogStore on a simulated disk (crashes lose unsynced writes, tear), or in memory",
 )
 @click.option("--seeds", type=int, default=None, help="run seeds FIRST .. FIRST+N-1")
 @click.option("--first-seed", type=int, default=0, show_default=True)
@@ -477,6 +517,7 @@ def sim(
     concurrency: int,
     rate: float,
     read_mode: str,
+    disk: str,
     jobs: int | None,
     store: str,
 ) -> None:
@@ -507,6 +548,7 @@ def sim(
             rate,
             nemesis_interval=min(5.0, time_limit / 4),
             read_mode=read_mode,
+            disk=disk,
         )
 
     if seed is not None:
@@ -531,7 +573,8 @@ def sim(
     click.echo(
         f"{len(valids)} seeds, {len(failing)} not valid"
         + (
-            f"; replay one with: chaos sim --workload {workload} --nemesis {','.join(faults)} --seed {failing[0]}"
+            f"; replay one with: chaos sim --workload {workload} --nemesis {','.join(faults)} --disk {disk} "
+            f"--time-limit {time_limit:g} --seed {failing[0]}"
             if failing
             else ""
         )

@@ -24,6 +24,7 @@ import heapq
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -31,8 +32,13 @@ import msgpack
 from dledger.core import Core, CoreConfig, Role
 from dledger.driver import Driver
 from dledger.protocol import Code, Message
+from dledger.simdisk import SimDisk
 from dledger.statemachine import StateMachine
 from dledger.store import Entry, MemoryLogStore
+from dledger.store.file import FileLogStore
+from dledger.store.hardstate import HardState
+
+FILE_DATA_SIZE, FILE_INDEX_SIZE = 1 << 20, 1 << 16  # segment sizes on the simulated disk
 
 
 class SimLogStore(MemoryLogStore):
@@ -150,15 +156,21 @@ class SimWaiter:
 
 
 class _Hard:
-    """currTerm/votedFor of one member, kept in ``Sim.hard`` (survives crashes: saved synchronously)."""
+    """currTerm/votedFor of one member, kept in ``Sim.hard`` (survives crashes: saved synchronously)
+    and, on the simulated disk, in the real ``currterm`` file (``file``)."""
 
-    def __init__(self, sim: Sim, node: str) -> None:
-        self.sim, self.node = sim, node
+    def __init__(self, sim: Sim, node: str, file: HardState | None = None) -> None:
+        self.sim, self.node, self.file = sim, node, file
 
     def load(self) -> tuple[int, str | None]:
+        if self.file is not None:
+            tv = self.file.load()
+            return tv.curr_term, tv.voted_for
         return self.sim.hard[self.node]
 
     def save(self, term: int, vote: str | None) -> None:
+        if self.file is not None:
+            self.file.save(term, vote)
         self.sim._hard_saved(self.node, term, vote)
 
 
@@ -201,8 +213,11 @@ class Sim:
         state_machine: Callable[[], StateMachine] = LogStateMachine,
         flush: str = "sync",
         snapshot_every: int = 0,
+        disk: str = "memory",
         **cfg: Any,
     ) -> None:
+        if disk not in ("memory", "file"):
+            raise ValueError(f"disk {disk!r}: expected memory or file")
         self.ids = [f"s{i + 1}" for i in range(n)]
         self.rng = random.Random(seed)  # the caller's stream (schedules)
         # latencies and the cores' seeds come from the caller's stream too, as they always did, so
@@ -220,7 +235,11 @@ class Sim:
         self.now = 0
         self._clock: dict[str, tuple[int, int, float]] = {}  # node -> (since, local then, rate)
         self.reads: dict[str, list[tuple[int, int]]] = {i: [] for i in self.ids}  # answered reads
-        self.stores: dict[str, SimLogStore] = {i: SimLogStore() for i in self.ids}
+        self.disk = disk
+        self.tear_probability = 0.0  # file disk: chance that a crash tears a file's last write
+        # file disk: the real FileLogStore and currterm file over one SimDisk per member
+        self.disks: dict[str, SimDisk] = {i: SimDisk(random.Random(f"disk-{seed}-{i}")) for i in self.ids}
+        self.stores: dict[str, Any] = {i: SimLogStore() for i in self.ids}
         self.installed: dict[str, list[tuple[int, int, bytes]]] = {i: [] for i in self.ids}
         self.hard: dict[str, tuple[int, str | None]] = {i: (0, None) for i in self.ids}
         self.nodes: dict[str, Core] = {}
@@ -249,7 +268,22 @@ class Sim:
     def start(self, node: str) -> Core:
         """(Re)start ``node`` from its store and persisted term/vote; the state machine is rebuilt
         from the checkpointed commitIndex as the server's replay does."""
-        term, vote = self.hard[node]
+        hard_file = None
+        committed = -1
+        if self.disk == "file":
+            directory = Path(f"/sim/{node}")
+            disk = self.disks[node]
+            self.stores[node] = FileLogStore(
+                directory,
+                fs=disk,
+                verify_files=1,
+                data_file_size=FILE_DATA_SIZE,
+                index_file_size=FILE_INDEX_SIZE,
+            )
+            committed = self.stores[node].committed_index
+            hard_file = HardState(directory, fs=disk)
+        hard = _Hard(self, node, hard_file)
+        term, vote = hard.load()
         store = self.stores[node]
         core = Core(
             CoreConfig(self_id=node, peers=self.ids, **self.cfg),
@@ -258,6 +292,7 @@ class Sim:
             vote_for=vote,
             rng=random.Random(self._core_rng.random()),
             now=self.local(node),
+            commit_index=committed,
         )
         sm = self.state_machine()
         self.nodes[node] = core
@@ -265,7 +300,7 @@ class Sim:
         self.drivers[node] = Driver(
             core,
             store,
-            _Hard(self, node),
+            hard,
             sm,
             _Host(self, node),
             flush=self.flush,
@@ -288,7 +323,11 @@ class Sim:
         self.sms.pop(node, None)
         self.paused.discard(node)
         self._inbox[node] = []
-        if core is not None:
+        if core is None:
+            return
+        if self.disk == "file":
+            self.disks[node].crash(self.tear_probability)  # the store object dies with the process
+        else:
             self.stores[node].crash()
 
     def pause(self, node: str) -> None:
@@ -365,10 +404,13 @@ class Sim:
                 else:
                     item()
             if nxt % 10 == 0:
+                checkpoint = nxt % 1000 == 0  # the server checkpoints commitIndex every second
                 for i in list(self.nodes):
                     if i not in self.paused:
                         self.nodes[i].tick(self.local(i))
                         self._process(i)
+                        if checkpoint:
+                            self.stores[i].save_checkpoint(self.nodes[i].commit_index)
 
     def call_at(self, t: int, fn: Callable[[], None]) -> None:
         """Call ``fn()`` at simulated time ``t`` ms (after the messages due then)."""
@@ -523,8 +565,12 @@ class Sim:
                     f"{node} became leader in term {self.nodes[node].term} without committed entry {i}"
                 )
         for other in self.ids:
-            if other != node:
+            if other != node and self._readable(other):
                 self._check_matching(node, other)
+
+    def _readable(self, node: str) -> bool:
+        """A crashed member's file store is closed; its memory store stays readable."""
+        return self.disk == "memory" or node in self.nodes
 
     def _check_matching(self, a: str, b: str) -> None:
         """Log matching: if two logs hold an entry with the same index and term, the logs are
@@ -551,8 +597,9 @@ class Sim:
         for i in self.nodes:
             self._checked[i] = -1
             self._check(i)
-        for k, a in enumerate(self.ids):
-            for b in self.ids[k + 1 :]:
+        live = [i for i in self.ids if self._readable(i)]
+        for k, a in enumerate(live):
+            for b in live[k + 1 :]:
                 self._check_matching(a, b)
 
     def logs(self) -> dict[str, list[tuple[int, bytes]]]:
@@ -560,4 +607,5 @@ class Sim:
         return {
             i: [(s.get(k).term, s.get(k).body) for k in range(s.begin_index, s.end_index + 1)]
             for i, s in self.stores.items()
+            if self._readable(i)
         }
