@@ -491,7 +491,14 @@ class Runner:
                 self.log.exception("report failed")
                 self.say(f"[yellow]report failed:[/yellow] {e}")
         if self.console is not None:
-            self.console.print(summary(results, run.history_path))
+            table = summary(results, run.history_path)
+            if self.console.is_terminal:
+                self.console.print(table)
+            else:  # a pipe: no padding to the widest row at the end of each line
+                with self.console.capture() as cap:
+                    self.console.print(table)
+                text = "\n".join(line.rstrip() for line in cap.get().splitlines())
+                self.console.print(text, markup=False, highlight=False)
             self._print_findings(results)
         return exit_code(results.get("valid"))
 
