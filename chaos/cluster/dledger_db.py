@@ -234,7 +234,10 @@ class DLedgerDB:
         self.start_timeout = start_timeout
         self.leader_timeout = leader_timeout
         self.client_timeout = client_timeout
-        self.source_root = source_root
+        # CHAOS_DLEDGER_SOURCE: deploy the dledger package under another directory instead (the bug
+        # catalogue's patched copies, chaos.mutants); an explicit source_root wins
+        env_root = os.environ.get("CHAOS_DLEDGER_SOURCE")
+        self.source_root = Path(env_root) if env_root and source_root == PROJECT_ROOT else source_root
         self.log = log or (lambda s: None)
         self._wheel: Path | None = None
         self._nodes: list[Node] = []
@@ -265,6 +268,8 @@ class DLedgerDB:
     def wheel(self) -> Path:
         """The wheel to deploy (built once per DB object and source version)."""
         if self._wheel is None:
+            if self.source_root != PROJECT_ROOT:
+                self.log(f"deploying the dledger package from {self.source_root}")
             self._wheel = build_wheel(self.source_root)
         return self._wheel
 

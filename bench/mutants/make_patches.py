@@ -1,0 +1,242 @@
+"""Regenerate the catalogue's patch files (``bench/mutants/*.patch``) against the current tree.
+
+Each mutant is a few exact text replacements in the ``dledger`` package; this script applies them
+to a temporary copy and writes ``diff -u`` of the original and the copy, behind a header naming the
+bug class, its source and the configurations that should expose it (read by
+``chaos.mutants.load_mutants``). Run it after the server changed so the patches stay exact::
+
+    python3 bench/mutants/make_patches.py            # rewrite every patch
+    python3 bench/mutants/make_patches.py --check    # exit 1 if a replacement no longer applies
+
+A replacement whose old text is not found exactly once is an error naming the mutant and file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+# name -> header fields and (path, old, new) replacements. Header keys: bug (one line), source,
+# real (configurations for real clusters, "workload nemesis [--option value ...]", ";"-separated),
+# sim ("workload nemesis [--option value]" for ``chaos sim``, or empty), why (how it shows).
+MUTANTS: dict[str, dict[str, object]] = {
+    "ack-before-quorum": {
+        "bug": "leader acknowledges before a quorum holds the entry (quorum index off by one)",
+        "source": "Raft paper section 5.3 (commit once a majority stores the entry); DLedger QuorumAckChecker",
+        "real": "log partition-random-halves; register partition-random-halves,kill-leader",
+        "sim": "register partition",
+        "why": "a leader cut off with one follower commits with 2 of 5 copies; the majority side's "
+        "new leader overwrites acknowledged writes",
+        "edits": [
+            (
+                "dledger/core/node.py",
+                "        q = marks[len(self.cfg.peers) // 2]\n",
+                "        q = marks[len(self.cfg.peers) // 2 - 1]\n",
+            )
+        ],
+    },
+    "follower-ack-before-fsync": {
+        "bug": "follower acknowledges appended entries before they are fsynced (no sync requested)",
+        "source": "etcd#14143 and Jepsen's LazyFS reports (log not fsynced); DLedger acks never wait for disk",
+        "real": "log lose-unfsynced; register lose-unfsynced",
+        "sim": "log kill",
+        "why": "the leader counts the followers' acks; losing every node's unsynced writes leaves the "
+        "entry on a minority, and a follower elected without it truncates it",
+        "edits": [
+            (
+                "dledger/core/node.py",
+                "                st.append(e)\n                self._need_sync = True\n",
+                "                st.append(e)\n",
+            )
+        ],
+    },
+    "vote-not-persisted": {
+        "bug": "a granted vote is kept in memory only (not marked for persisting), so a restart forgets it",
+        "source": "Raft paper Figure 2 (votedFor is persistent state); etcd PR #7317 (MustSync); PySyncObj#201",
+        "real": "register kill; register kill-leader",
+        "sim": "register kill",
+        "why": "a node restarted inside a term votes twice in that term: two leaders in one term",
+        "edits": [
+            (
+                "dledger/core/node.py",
+                "        if self.vote_for != req.src:\n            self._set_vote(req.src)\n",
+                "        if self.vote_for != req.src:\n            self.vote_for = req.src\n",
+            )
+        ],
+    },
+    "vote-without-log-check": {
+        "bug": "vote granted without the candidate's log up-to-date check",
+        "source": "Raft paper section 5.4.1 (election restriction); DLedger #52 (ledgerEndTerm from currTerm)",
+        "real": "log partition-random-node,kill; register partition-random-halves,kill",
+        "sim": "register partition,kill",
+        "why": "a member with a stale log wins and truncates committed entries (the follower guard "
+        "logs it, or the final reads lose entries)",
+        "edits": [
+            (
+                "dledger/core/node.py",
+                "        if req.ledger_end_term < end_term:\n"
+                "            return VoteResult.REJECT_EXPIRED_LEDGER_TERM, self.term\n"
+                "        if req.ledger_end_term == end_term and req.ledger_end_index < end_index:\n"
+                "            return VoteResult.REJECT_SMALL_LEDGER_END_INDEX, self.term\n",
+                "",
+            )
+        ],
+    },
+    "read-index-no-confirm": {
+        "bug": "read-index read answered at once by the leader, without a heartbeat round confirming leadership",
+        "source": "Raft thesis section 6.4 (read index needs a heartbeat round); DLedger 0.2 handleGet checks only isLeader",
+        "real": "register partition-leader --read-mode read-index; register pause-leader --read-mode read-index",
+        "sim": "",
+        "why": "a deposed leader that has not stepped down yet answers reads from its stale state",
+        "edits": [
+            (
+                "dledger/core/node.py",
+                "        if lease and now < self.lease_start + self.cfg.lease_ms - self.cfg.heartbeat_ms:\n",
+                "        if not lease or now < self.lease_start + self.cfg.lease_ms - self.cfg.heartbeat_ms:\n",
+            )
+        ],
+    },
+    "lease-no-step-down": {
+        "bug": "lease read trusts the role, and a leader whose lease ran out never steps down",
+        "source": "etcd-io/raft ReadOnlyLeaseBased (relies on CheckQuorum step-down); DLedger elector lease",
+        "real": "register partition-leader --read-mode lease; register clock-slow-leader --read-mode lease",
+        "sim": "",
+        "why": "an isolated leader keeps serving lease reads while the majority elects a new leader and writes",
+        "edits": [
+            (
+                "dledger/core/node.py",
+                "        if lease and now < self.lease_start + self.cfg.lease_ms - self.cfg.heartbeat_ms:\n",
+                "        if lease and self.lease_start >= 0:\n",
+            ),
+            (
+                "dledger/core/node.py",
+                "        elif now - self.last_succ_heartbeat > self.cfg.lease_ms:\n"
+                "            log.info(\n"
+                '                "%s: leader lease expired (no quorum of heartbeats for %d ms), stepping down at term %d",\n'
+                "                self.id,\n"
+                "                now - self.last_succ_heartbeat,\n"
+                "                self.term,\n"
+                "            )\n"
+                "            self.change_to_candidate(self.term)\n"
+                "            self.next_vote_time = now + self._vote_interval()\n",
+                "",
+            ),
+        ],
+    },
+    "figure8-old-term-commit": {
+        "bug": "an old-term entry committed by counting replicas (no current-term rule)",
+        "source": "Raft paper section 5.4.2 and Figure 8; DLedger #4 (0.2.x QuorumAckChecker)",
+        "real": "log partition-random-halves,kill-leader; register partition-random-halves,kill-leader",
+        "sim": "register partition,kill",
+        "why": "a leader of a later term commits a replica-counted old entry, crashes, and a member "
+        "holding a different entry there wins and overwrites the committed one",
+        "edits": [
+            (
+                "dledger/core/node.py",
+                "        if q > self.commit_index and q >= self.store.begin_index and self.store.term_at(q) == self.term:\n",
+                "        if q > self.commit_index and q >= self.store.begin_index:\n",
+            )
+        ],
+    },
+    "get-uncommitted": {
+        "bug": "GET returns entries beyond the commitIndex (uncommitted entries)",
+        "source": "DLedger 0.2.x DLedgerServer.handleGet (any local entry); Jepsen set-full (reads during the run)",
+        "real": "log partition-random-halves; log partition-leader",
+        "sim": "log partition",
+        "why": "a reader sees an entry of a cut-off leader that is later truncated: seen, then lost",
+        "edits": [
+            (
+                "dledger/server.py",
+                "            elif index > self.core.commit_index:\n"
+                "                self._reply(conn, code, opaque, Code.INDEX_OUT_OF_RANGE, commitIndex=self.core.commit_index)\n",
+                "            elif index > self.store.end_index:\n"
+                "                self._reply(conn, code, opaque, Code.INDEX_OUT_OF_RANGE, commitIndex=self.core.commit_index)\n",
+            )
+        ],
+    },
+    "follower-commit-unbounded": {
+        "bug": "follower takes the leader's commitIndex without bounding it by the entries it verified",
+        "source": "Raft paper Figure 2 (commitIndex = min(leaderCommit, index of last new entry)); DLedger #316",
+        "real": "log partition-random-halves,kill-leader; register partition-random-halves,kill",
+        "sim": "log partition,kill",
+        "why": "a follower applies and serves its own divergent suffix as committed",
+        "edits": [
+            (
+                "dledger/core/node.py",
+                "                new_commit = min(req.commit_index, self.verified_index, self.store.end_index)\n",
+                "                new_commit = req.commit_index\n",
+            )
+        ],
+    },
+    "leader-local-kv-read": {
+        "bug": "raft-log KV get answered from the leader's state machine instead of through the log",
+        "source": "aphyr.com/posts/316 (etcd and Consul stale reads); DLedger 0.2 handleGet checks isLeader",
+        "real": "register partition-leader; register pause-leader",
+        "sim": "",
+        "why": "a deposed leader that still believes it leads answers reads from stale state",
+        "edits": [
+            (
+                "dledger/server.py",
+                '            if mode == "unsafe":\n',
+                '            if mode == "unsafe" or (mode == "raft-log" and self.core.role == "LEADER"):\n',
+            )
+        ],
+    },
+}
+
+
+def build(name: str, spec: dict[str, object], root: Path = ROOT) -> str:
+    """The patch text of mutant ``name`` (header + ``diff -u``) against ``root``'s dledger package."""
+    edits = spec["edits"]
+    assert isinstance(edits, list)
+    with tempfile.TemporaryDirectory(prefix="mutant-gen-") as tmp:
+        a, b = Path(tmp) / "a", Path(tmp) / "b"
+        for rel in sorted({e[0] for e in edits}):
+            for d in (a, b):
+                (d / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(root / rel, d / rel)
+        for rel, old, new in edits:
+            text = (b / rel).read_text()
+            count = text.count(old)
+            if count != 1:
+                raise SystemExit(f"mutant {name}: {rel}: expected the old text once, found it {count} times")
+            (b / rel).write_text(text.replace(old, new))
+        header = [f"# class: {name}"]
+        for key in ("bug", "source", "real", "sim", "why"):
+            header.append(f"# {key}: {spec[key]}")
+        diffs = []
+        for rel in sorted({e[0] for e in edits}):
+            out = subprocess.run(
+                ["diff", "-u", "--label", f"a/{rel}", "--label", f"b/{rel}", f"a/{rel}", f"b/{rel}"],
+                cwd=tmp,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if out.returncode != 1:
+                raise SystemExit(f"mutant {name}: diff failed on {rel}: {out.stderr.strip()}")
+            diffs.append(out.stdout)
+        return "\n".join(header) + "\n" + "".join(diffs)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="only check that every mutant still applies")
+    args = ap.parse_args()
+    for name, spec in MUTANTS.items():
+        text = build(name, spec)
+        if not args.check:
+            (HERE / f"{name}.patch").write_text(text)
+            print(f"wrote bench/mutants/{name}.patch")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
