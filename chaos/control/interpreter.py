@@ -53,6 +53,7 @@ log = logging.getLogger("chaos.interpreter")
 
 _POLL_S = 0.005  # how often a pending generator is asked again (time may have moved on)
 _TICK_S = 0.25  # the longest the scheduler sleeps without looking at the watchdog and stop()
+_SPIN_S = 20e-6  # shorter waits are not slept: the scheduler looks again at once
 _WATCH_NS = 1_000_000_000  # how often the scheduler scans the in-flight ops for the watchdog
 
 STALL_MIN_S = 300.0
@@ -107,9 +108,11 @@ class _Mailbox:
         return self._items.popleft()
 
     def get(self, timeout: float) -> Any:
-        """The oldest item, waiting at most ``timeout`` s (<= 0: no wait); None when there is none."""
+        """The oldest item, waiting at most ``timeout`` s; None when there is none. A timeout under
+        :data:`_SPIN_S` does not wait at all: the caller looks again, sooner than a timed sleep
+        (which lasts at least the kernel's timer slack, ~50 us) would return."""
         with self._cv:
-            if not self._items and timeout > 0:
+            if not self._items and timeout >= _SPIN_S:
                 self._cv.wait(timeout)
             return self._items.popleft() if self._items else None
 
