@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import click
 import pytest
 
 from chaos.control.runner import exit_code, worst
@@ -164,3 +165,40 @@ def test_exit_codes_and_worst() -> None:
     assert (
         run_name({"workload": "register", "nemesis": "partition-ring,kill"}) == "register-partition-ring+kill"
     )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["nosuchcmd"],
+        ["check"],
+        ["check", "/nonexistent/run"],
+        ["report", "/nonexistent/run"],
+        ["serve", "--port", "-1"],
+        ["run", "--workload"],
+        ["run", "--provider", "x"],
+    ],
+)
+def test_every_bad_argument_of_every_command_is_one_line(args: list[str]) -> None:
+    r = chaos(*args)
+    assert r.returncode == 254, r.stdout + r.stderr
+    assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith("chaos: "), r.stderr
+    assert "Usage:" not in r.stderr and "Try " not in r.stderr
+
+
+@click.command("boom")
+def _boom_command() -> None:
+    raise RuntimeError("injected\nsecond line")
+
+
+def test_an_unexpected_error_is_one_line_and_255(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    # whatever a command does not handle must not end in a traceback and exit 1 ("invalid")
+    import chaos.cli
+
+    monkeypatch.setitem(chaos.cli.COMMANDS, "boom", (f"{__name__}:_boom_command", "raises"))
+    monkeypatch.delenv("CHAOS_TRACEBACK", raising=False)
+    with pytest.raises(SystemExit) as e:
+        chaos.cli.main(["boom"])
+    assert e.value.code == 255
+    err = capsys.readouterr().err
+    assert err == "chaos: crashed: RuntimeError: injected second line\n"
