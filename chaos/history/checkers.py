@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from chaos.history.models import get_model
+from chaos.history.models import ModelError, get_model
 from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
 from chaos.history.store import HistoryError, RunDir, find_run, read_history, read_history_lines
 
@@ -251,9 +251,14 @@ class LinearChecker:
                     path=history_path,
                 )
             ops.append(op)
-        result = linear.check_history(
-            ops, model=model, time_limit=opts.get("time_limit"), workers=opts.get("workers")
-        )
+        try:
+            result = linear.check_history(
+                ops, model=model, time_limit=opts.get("time_limit"), workers=opts.get("workers")
+            )
+        except ModelError as e:  # an op the model cannot check: bad input, named by its line
+            lines = read_history_lines(history_path)
+            line = next((n for n, op in lines if op.index == e.index), None)
+            raise HistoryError(f"{e}; pass --model", line=line, path=history_path) from None
         if not isinstance(result, dict):
             to_dict = getattr(result, "to_dict", None)
             result = to_dict() if callable(to_dict) else {"valid": getattr(result, "valid", UNKNOWN)}

@@ -87,12 +87,19 @@ def _check_foreign(
     path: Path, fmt: str, model: str | None, time_limit: float | None, workers: int | None
 ) -> dict[str, Any]:
     """Linearizability of an imported history (chaos.history.formats + chaos.history.linear)."""
+    from chaos.history.models import ModelError
+    from chaos.history.store import HistoryError
+
     formats = importlib.import_module("chaos.history.formats")
     linear = importlib.import_module("chaos.history.linear")
     ops, default_model = formats.load_history(path, format=fmt)
     spec = model or default_model
     formats.require_checkable(ops, spec, path)
-    result = linear.check_history(ops, spec, time_limit=time_limit, workers=workers)
+    try:
+        result = linear.check_history(ops, spec, time_limit=time_limit, workers=workers)
+    except ModelError as e:  # an op the model cannot check: name its line
+        line = next((op.extra.get("line") for op in ops if op.index == e.index), None)
+        raise HistoryError(str(e), line=line if isinstance(line, int) else None, path=path) from None
     return {"valid": result["valid"], "checkers": {"linear": result}}
 
 

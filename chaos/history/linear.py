@@ -877,6 +877,7 @@ def check_history(
     rest = [t for t in tasks if t[0] not in results]
     if rest:
         results.update(_run_pool(rest, m, deadline, min(nworkers, len(rest)), cancel_on_failure))
+    results = {label: results[label] for label, _ in tasks}  # in key order, however they finished
     return _summary(results, m, invokes, time.monotonic() - t0)
 
 

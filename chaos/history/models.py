@@ -181,10 +181,23 @@ class BaseModel:
         return f"<model {self.name}>"
 
 
-def _bad(model: str, call: Call, expected: str) -> ValueError:
-    return ValueError(
-        f"model {model}: op {call.index} (process {call.process}) has f={call.f!r} value={call.value!r}; "
-        f"expected {expected}"
+class ModelError(ValueError):
+    """An op the model cannot check (wrong f, wrong value shape). ``index`` is the op's invocation
+    index in the history, so a reader can name its line. Survives pickling (worker processes)."""
+
+    def __init__(self, message: str, index: int = -1):
+        super().__init__(message)
+        self.index = index
+
+    def __reduce__(self) -> Any:
+        return (ModelError, (str(self), self.index))
+
+
+def _bad(model: str, call: Call, expected: str) -> ModelError:
+    return ModelError(
+        f"model {model}: op {call.index} (process {call.process}) has f={call.f!r} value={call.value!r:.60}; "
+        f"expected {expected}",
+        call.index,
     )
 
 
