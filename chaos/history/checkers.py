@@ -256,9 +256,8 @@ class LinearChecker:
                 ops, model=model, time_limit=opts.get("time_limit"), workers=opts.get("workers")
             )
         except ModelError as e:  # an op the model cannot check: bad input, named by its line
-            lines = read_history_lines(history_path)
-            line = next((n for n, op in lines if op.index == e.index), None)
-            raise HistoryError(f"{e}; pass --model", line=line, path=history_path) from None
+            at = next((n for n, o in read_history_lines(history_path) if o.index == e.index), None)
+            raise HistoryError(f"{e}; pass --model", line=at, path=history_path) from None
         if not isinstance(result, dict):
             to_dict = getattr(result, "to_dict", None)
             result = to_dict() if callable(to_dict) else {"valid": getattr(result, "valid", UNKNOWN)}
