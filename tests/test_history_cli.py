@@ -164,3 +164,33 @@ def test_a_history_that_does_not_tell_its_model_asks_for_model(tmp_path: Path) -
     ]
     r = _chaos("--workers", "0", path)
     assert r.returncode == 254 and r.stderr.splitlines() == ["chaos: --workers must be at least 1, got 0"]
+
+
+def test_an_op_the_model_cannot_check_names_its_line(tmp_path: Path) -> None:
+    """A cas whose value is not [expected, new]: bad input (254) naming the file and line, in a run
+    directory (JSON Lines, blank line skipped) and in an EDN file; never a checker crash or exit 1."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "test.json").write_text('{"workload": "register"}')
+    rows = [
+        {"index": 0, "type": "invoke", "process": 0, "f": "write", "value": 1, "time": 1},
+        {"index": 1, "type": "ok", "process": 0, "f": "write", "value": 1, "time": 2},
+        {"index": 2, "type": "invoke", "process": 1, "f": "cas", "value": 5, "time": 3},
+        {"index": 3, "type": "ok", "process": 1, "f": "cas", "value": 5, "time": 4},
+    ]
+    lines = [json.dumps(x) + "\n" for x in rows]
+    (run / "history.jsonl").write_text("".join(lines[:2]) + "\n" + "".join(lines[2:]))
+    r = _chaos(run)
+    assert r.returncode == 254 and r.stdout == ""
+    assert r.stderr.splitlines() == [
+        f"chaos: malformed history: {run / 'history.jsonl'}: line 4: model cas-register: op 2 (process 1) "
+        "has f='cas' value=5; expected cas value [expected, new]; pass --model"
+    ]
+    edn = tmp_path / "h.edn"
+    edn.write_text(
+        "[{:process 0, :type :invoke, :f :write, :value 1}\n {:process 0, :type :ok, :f :write, :value 1}\n"
+        " {:process 1, :type :invoke, :f :cas, :value 5}\n {:process 1, :type :ok, :f :cas, :value 5}]\n"
+    )
+    r = _chaos(edn)
+    assert r.returncode == 254 and f"{edn}: line 3: model cas-register: op 2" in r.stderr
+    assert len(r.stderr.splitlines()) == 1
