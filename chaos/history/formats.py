@@ -8,7 +8,9 @@
   lists, ``:process :nemesis`` stays ``"nemesis"``. Op times are the op's position (knossos orders by
   history position, not ``:time``; the original ``:time`` is kept as ``edn_time``). The implied model
   follows knossos's tests: ``multi-register`` for ``:txn`` ops, ``mutex`` for acquire/release, else
-  ``cas-register``; all with knossos's rule that a read of nil matches any value.
+  ``cas-register``; all with knossos's rule that a read of nil matches any value. A
+  ``jepsen.independent`` history (``:value [k v]`` tuples) is split per key (``op.key = k``).
+  Nesting deeper than ``MAX_DEPTH`` and bytes that are not UTF-8 are errors naming the line.
 - ``porcupine-etcd``: porcupine's ``test_data/jepsen/etcd_NNN.log``, read as porcupine's
   ``parseJepsenLog``: the line number is the time; ``:info`` lines leave the op open (crashed);
   ``:fail :read :timed-out`` is a failed read (no information); ``:fail :cas`` is a completed cas whose
