@@ -31,7 +31,14 @@ def register_run(store: Path, *extra: str) -> tuple[int, Path]:
     return r.returncode, (store / "latest").resolve()
 
 
-def test_gate_over_real_runs(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def spark() -> object:
+    from chaos.history.spark import spark_session
+
+    return spark_session("local[2]")  # getOrCreate: shared with the other Spark tests of the session
+
+
+def test_gate_over_real_runs(spark: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store = tmp_path / "store"
     rc1, valid1 = register_run(store, "--nemesis", "none", "--seed", "1")
     rc2, valid2 = register_run(store, "--nemesis", "partition-random-node", "--nemesis-interval", "5")
@@ -46,22 +53,25 @@ def test_gate_over_real_runs(tmp_path: Path) -> None:
             break
     assert rc == 1, "three runs with --read-mode unsafe found no stale read"
 
-    gate = [sys.executable, "-m", "chaos.cli", "gate", "--master", "local[2]"]
-    bad = subprocess.run(
-        [*gate, "--out", str(tmp_path / "bad"), str(valid1), str(valid2), str(unsafe)],
-        capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert bad.returncode == 1, bad.stdout + bad.stderr
-    assert f"FAIL {unsafe.parent.name}__{unsafe.name}: invalid" in bad.stderr
+    # in this process, so both gates share one Spark session (the JVM starts once)
+    code, out, err = gate_here(capsys, "--out", tmp_path / "bad", valid1, valid2, unsafe)
+    assert code == 1, out + err
+    assert f"FAIL {unsafe.parent.name}__{unsafe.name}: invalid" in err
     summary = json.loads((tmp_path / "bad" / "summary.json").read_text())
     for r in summary["runs"]:
         assert r["valid"] == check_run(Path(r["dir"]))["valid"], r["run"]
 
-    good = subprocess.run(
-        [*gate, "--out", str(tmp_path / "good"), str(valid1), str(valid2)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert good.returncode == 0, good.stdout + good.stderr
-    assert "gate: PASS" in good.stdout
+    code, out, err = gate_here(capsys, "--out", tmp_path / "good", valid1, valid2)
+    assert code == 0, out + err
+    assert "gate: PASS" in out
+
+
+def gate_here(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
+    """``chaos gate --master local[2] ARGS`` in this process: (exit status, stdout, stderr)."""
+    from chaos.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["gate", "--master", "local[2]", *map(str, args)])
+    captured = capsys.readouterr()
+    code = e.value.code
+    return (code if isinstance(code, int) else 0), captured.out, captured.err

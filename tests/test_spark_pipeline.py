@@ -4,6 +4,7 @@ exit status follows the runs, and the SQL statistics describe the histories."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,9 +21,19 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 def spark():
     from chaos.history.spark import spark_session
 
-    session = spark_session("local[2]")
-    yield session
-    session.stop()
+    # getOrCreate: every Spark test module of the session shares this JVM; the process ends it
+    return spark_session("local[2]")
+
+
+def chaos_here(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
+    """``chaos ARGS`` in this process, reusing the running Spark session: (exit, stdout, stderr)."""
+    from chaos.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main([str(a) for a in args])
+    out = capsys.readouterr()
+    code = e.value.code
+    return (code if isinstance(code, int) else 0), out.out, out.err
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +43,7 @@ def runs(tmp_path_factory) -> tuple[Path, list[Path], dict[str, list[str]]]:
     store = tmp_path_factory.mktemp("store")
     dirs, expected = [], {}
     for i, violations in enumerate([0, 2, 0]):
-        ops, violated = register_history(3000, keys=20, processes=6, seed=100 + i, violations=violations)
+        ops, violated = register_history(2000, keys=12, processes=6, seed=100 + i, violations=violations)
         if i == 2:
             # a nemesis window around the middle of the run, for the per-fault statistics
             mid = ops[len(ops) // 2].time
@@ -50,17 +61,35 @@ def runs(tmp_path_factory) -> tuple[Path, list[Path], dict[str, list[str]]]:
     return store, dirs, expected
 
 
-def test_spark_verdicts_equal_in_process_checker(spark, runs, tmp_path):
+@pytest.fixture(scope="module")
+def analyzed(spark, runs, tmp_path_factory) -> tuple[dict, Path]:
+    from chaos.history.spark import analyze
+
+    _, dirs, _ = runs
+    out = tmp_path_factory.mktemp("analysis") / "out"
+    return analyze(dirs, out=out, spark=spark), out
+
+
+def test_spark_verdicts_equal_in_process_checker(spark, runs, analyzed):
     from chaos.history.checkers import check_run
-    from chaos.history.spark import analyze, run_id
+    from chaos.history.spark import run_id
 
     _, dirs, expected = runs
-    summary = analyze(dirs, out=tmp_path / "out", spark=spark)
+    summary, out = analyzed
     for run_dir in dirs:
         rid = run_id(run_dir)
         spark_result = summary["verdicts"][rid]
         local_result = check_run(run_dir)
         assert spark_result["valid"] == local_result["valid"], rid
+        # every checker of the workload ran, each with chaos check's verdict
+        assert list(spark_result["checkers"]) == list(local_result["checkers"])
+        assert {"linear", "stats", "perf"} <= set(local_result["checkers"])
+        for name, res in local_result["checkers"].items():
+            assert spark_result["checkers"][name]["valid"] == res["valid"], (rid, name)
+        assert (
+            spark_result["checkers"]["perf"]["availability"]
+            == local_result["checkers"]["perf"]["availability"]
+        )
         assert sorted(spark_result["checkers"]["linear"]["failures"]) == expected[rid]
         # in one process the first invalid key cancels the rest (P-compositionality); Spark checks all
         local_failures = set(local_result["checkers"]["linear"]["failures"])
@@ -72,7 +101,6 @@ def test_spark_verdicts_equal_in_process_checker(spark, runs, tmp_path):
     assert matrix == [
         {**matrix[0], "workload": "register", "nemesis": "partition-ring", "runs": 3, "pass_rate": 2 / 3}
     ]
-    out = tmp_path / "out"
     assert (out / "history.parquet").is_dir()
     assert (out / "summary.parquet").is_dir()
     assert json.loads((out / "summary.json").read_text())["valid"] is False
@@ -81,13 +109,15 @@ def test_spark_verdicts_equal_in_process_checker(spark, runs, tmp_path):
     parquet = spark.read.parquet(str(out / "history.parquet"))
     assert parquet.select("run").distinct().count() == 3
     assert parquet.count() == sum(len((d / "history.jsonl").read_text().splitlines()) for d in dirs)
+    rows = spark.read.parquet(str(out / "summary.parquet")).collect()
+    assert sorted(json.loads(r["valid"]) for r in rows) == [False, True, True]
 
 
-def test_spark_statistics(spark, runs, tmp_path):
-    from chaos.history.spark import analyze, run_id
+def test_spark_statistics(runs, analyzed):
+    from chaos.history.spark import run_id
 
     _, dirs, _ = runs
-    summary = analyze(dirs[2:], out=tmp_path / "out", spark=spark)
+    summary, _ = analyzed
     rid = run_id(dirs[2])
     lat = {row["f"]: row for row in summary["perf"]["latency"] if row["run"] == rid}
     assert set(lat) == {"read", "write", "cas"}
@@ -96,34 +126,145 @@ def test_spark_statistics(spark, runs, tmp_path):
     assert lat["read"]["n"] == reads
     for row in lat.values():
         assert 0 < row["p50"] <= row["p95"] <= row["p99"] <= row["max"]
-    faults = {row["fault"] for row in summary["perf"]["by_fault"]}
+    faults = {row["fault"] for row in summary["perf"]["by_fault"] if row["run"] == rid}
     assert faults == {"none", "partition"}
-    run = summary["runs"][0]
+    run = next(r for r in summary["runs"] if r["run"] == rid)
     assert 0 < run["ok_rate"] <= 1
-    assert run["max_unavailable_s"] > 0
-    assert sum(row["ok"] for row in summary["perf"]["throughput"]) == sum(r["ok"] for r in lat.values())
+    # the longest unavailability is the perf checker's (the one analysis core), not a second rule
+    perf = summary["verdicts"][rid]["checkers"]["perf"]
+    assert run["max_unavailable_s"] == perf["availability"]["longest_s"] > 0
+    throughput = [row for row in summary["perf"]["throughput"] if row["run"] == rid]
+    assert sum(row["ok"] for row in throughput) == sum(r["ok"] for r in lat.values())
 
 
-def test_gate_exit_status_names_the_invalid_run(runs, tmp_path):
+def test_spark_fault_windows_follow_the_core_rule(spark, tmp_path):
+    """Windows as Spark joins on them equal chaos.history.analysis's on the same history, including
+    a start completing while its kind is in force, a stop with nothing open and a window left open."""
+    from chaos.history.analysis import fault_windows as core_windows
+    from chaos.history.spark import fault_windows, load_runs
+    from chaos.history.store import read_history
+
+    ops, _ = register_history(200, keys=2, processes=3, seed=7)
+    t = [ops[n].time for n in (20, 60, 90, 120, 150, 180)]
+    nem = [
+        ("start-partition", t[0]),
+        ("start-partition", t[1]),  # already in force: no second window
+        ("stop-partition", t[2]),
+        ("stop-kill", t[2]),  # nothing open
+        ("start-kill", t[3]),
+        ("stop-kill", t[4]),
+        ("start-clock", t[5]),  # never stopped
+    ]
+    for f, when in nem:
+        ops.append(Op(type="info", process="nemesis", f=f, value=None, time=when))
+        ops.append(Op(type="info", process="nemesis", f=f, value="done", time=when + 1000))
+    ops.sort(key=lambda op: op.time)
+    for n, op in enumerate(ops):
+        op.index = n
+    run_dir = write_run(tmp_path, "register-windows", "20260101T000000.000", ops)
+    core = core_windows(read_history(run_dir / "history.jsonl"))
+    end = max(op.time for op in ops)
+    assert [(w.kind, w.start, w.end_or(end)) for w in core] == [
+        ("partition", t[0] + 1000, t[2] + 1000),
+        ("kill", t[3] + 1000, t[4] + 1000),
+        ("clock", t[5] + 1000, end),
+    ]
+    rows = fault_windows(load_runs(spark, [run_dir])).collect()
+    assert [(r.kind, r.start, r.end) for r in sorted(rows, key=lambda r: r.start)] == [
+        (w.kind, w.start, w.end_or(end)) for w in core
+    ]
+
+
+def test_gate_exit_status_names_the_invalid_run(spark, runs, tmp_path, capsys):
     _, dirs, _ = runs
-    chaos = [sys.executable, "-m", "chaos.cli", "gate", "--master", "local[2]"]
-    bad = subprocess.run(
-        [*chaos, "--out", str(tmp_path / "a"), *map(str, dirs)], capture_output=True, text=True
-    )
-    assert bad.returncode == 1, bad.stderr
-    assert f"FAIL register-synth__{dirs[1].name}: invalid" in bad.stderr
-    good = subprocess.run(
-        [*chaos, "--out", str(tmp_path / "b"), str(dirs[0]), str(dirs[2])], capture_output=True, text=True
-    )
-    assert good.returncode == 0, good.stderr + good.stdout
-    assert "gate: PASS" in good.stdout
-    strict = subprocess.run(
-        [*chaos, "--out", str(tmp_path / "c"), "--max-p99-ms", "0.001", str(dirs[0])],
+    # all three runs with an impossible p99: the invalid run is named, and so is every p99 breach
+    code, out, err = chaos_here(capsys, "gate", "--out", tmp_path / "a", "--max-p99-ms", "0.001", *dirs)
+    assert code == 1, err
+    assert f"FAIL register-synth__{dirs[1].name}: invalid" in err
+    for d in dirs:
+        assert re.search(rf"FAIL register-synth__{d.name}: p99 [0-9.]+ ms > 0.001 ms", err), err
+    assert "gate: FAIL" in out
+    code, out, err = chaos_here(capsys, "gate", "--out", tmp_path / "b", dirs[0], dirs[2])
+    assert code == 0, err + out
+    assert "gate: PASS" in out
+    assert "FAIL" not in err
+
+
+@pytest.mark.parametrize(
+    "option,value",
+    [
+        ("--max-p99-ms", "nan"),
+        ("--max-p99-ms", "-1"),
+        ("--max-unavailable-s", "nan"),
+        ("--max-unavailable-s", "inf"),
+        ("--min-ok-rate", "nan"),
+        ("--min-ok-rate", "1.5"),
+        ("--time-limit", "nan"),
+        ("--time-limit", "0"),
+    ],
+)
+def test_gate_rejects_bad_thresholds_before_anything_runs(runs, tmp_path, option, value):
+    _, dirs, _ = runs
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "chaos.cli",
+            "gate",
+            "--out",
+            str(tmp_path / "out"),
+            option,
+            value,
+            str(dirs[0]),
+        ],
         capture_output=True,
         text=True,
     )
-    assert strict.returncode == 1
-    assert "p99" in strict.stderr
+    assert res.returncode == 254, res.stderr
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and option in lines[0] and "Traceback" not in res.stderr, res.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_require_faults_applied():
+    from chaos.history.gate import _exit_for, notes, threshold_failures
+
+    def run(name, faults):
+        return {"run": name, "valid": True, "failures": [], "max_unavailable_s": 0.0, "p99_ms": 1.0,
+                "ok_rate": 1.0, "faults": faults}  # fmt: skip
+
+    summary = {
+        "runs": [
+            run("a", {"kill": {"requested": 3, "applied": 3, "failed": 0}}),
+            run(
+                "b",
+                {
+                    "kill": {"requested": 2, "applied": 1, "failed": 1},
+                    "restart": {"requested": 4, "applied": 0, "failed": 4},
+                },
+            ),  # fmt: skip
+            run("c", None),
+        ]
+    }
+    assert threshold_failures(summary) == []
+    failures = threshold_failures(summary, require_faults_applied=True)
+    assert [str(f) for f in failures] == ["b: fault restart requested 4 times, never applied (4 failed)"]
+    assert _exit_for(failures) == 1
+    assert notes(summary, require_faults_applied=True) == [
+        "c: no faults result in the run; --require-faults-applied not checked"
+    ]
+
+
+def test_fault_counts_read_from_the_faults_checker():
+    from chaos.history.spark import fault_counts
+
+    verdict = {
+        "checkers": {
+            "faults": {"valid": True, "kinds": {"kill": {"requested": 2, "applied": 1, "failed": 1}}}
+        }
+    }
+    assert fault_counts(verdict) == {"kill": {"requested": 2, "applied": 1, "failed": 1}}
+    assert fault_counts({"checkers": {"stats": {"valid": True}}}) is None
 
 
 def test_gate_bad_arguments(tmp_path):
