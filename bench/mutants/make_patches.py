@@ -149,7 +149,7 @@ MUTANTS: dict[str, dict[str, object]] = {
         "bug": "GET returns entries beyond the commitIndex (uncommitted entries)",
         "source": "DLedger 0.2.x DLedgerServer.handleGet (any local entry); Jepsen set-full (reads during the run)",
         "real": "log partition-random-halves; log partition-leader",
-        "sim": "log partition",
+        "sim": "",
         "why": "a reader sees an entry of a cut-off leader that is later truncated: seen, then lost",
         "edits": [
             (
