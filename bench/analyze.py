@@ -58,7 +58,9 @@ def main() -> None:
     found = {r: sorted(v["checkers"]["linear"]["failures"]) for r, v in summary["verdicts"].items()}
     print(
         f"spark ({args.master}): {spark_total:.1f} s total = start-up {timings['spark_start']:.1f} s"
-        f" + parquet {timings['parquet']:.1f} s + check {timings['check']:.1f} s + sql stats {timings['perf']:.1f} s"
+        f" + driver validation and per-run checkers {timings['validate_and_check_per_run']:.1f} s"
+        f" + parquet {timings['parquet']:.1f} s + linear on executors {timings['check_linear']:.1f} s"
+        f" + sql stats {timings['perf']:.1f} s"
     )
     print(f"spark found exactly the injected violations: {found == expected}")
 
