@@ -192,3 +192,20 @@ def test_leadership_samples_and_torn_last_line(tmp_path: Path) -> None:
     p.write_text('{"time": 2\n' + json.dumps(sample(1, "n1", 1)) + "\n")
     with pytest.raises(ValueError, match=f"{p}:1: bad leadership sample"):
         read_leadership(p)
+
+
+def test_report_and_summary_show_faults_per_kind_and_window(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from chaos.history.report import summary_table, write_report
+
+    run = write_run(tmp_path, history(), [sample(0.2, "n3", 1), sample(1.8, "n1", 2)])
+    results = check_run(run)
+    html = write_report(run.path).read_text()
+    assert 'id="fault-kinds"' in html and 'id="fault-windows"' in html
+    assert "n2: start failed: no start script" in html and "n3 -&gt; n1" in html
+    console = Console(width=300, record=True)
+    console.print(summary_table(results, run.history_path))
+    text = console.export_text()
+    assert "2 of 4 requested nemesis faults took effect, 2 did not" in text
+    assert "fault windows (leadership observed)" in text and "n3 -> n1" in text
