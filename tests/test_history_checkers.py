@@ -55,6 +55,7 @@ def test_verdicts_that_crossed_pickling_merge_by_value() -> None:
         ([("read", None, 1)], {"workload": "register"}),  # reads only, of a scalar: a register
         ([("cas", [1, 2], [1, 2])], {"workload": "register"}),
         ([("append", 1, 1), ("read", None, [1])], {"workload": "log"}),
+        ([("append", 1, 1), ("read-range", [0, 1], [1])], {"workload": "log"}),
         ([("add", 1, 1), ("read", None, [1])], {"workload": "set"}),
         (
             [("acquire", None, None), ("release", None, None)],
