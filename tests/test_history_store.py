@@ -315,3 +315,13 @@ def test_run_dir_layout_symlinks_and_find_run(tmp_path: Path) -> None:
         find_run(tmp_path / "empty")
     with pytest.raises(ValueError, match="test name"):
         RunDir.create(store, "a/b")
+
+
+def test_a_deep_or_broken_test_json_is_a_value_error_naming_the_file(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path / "store", "t")
+    run.test_path.write_text('{"a":' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(ValueError, match=rf"{run.test_path}: not valid JSON \(nested too deep\)"):
+        run.load_test()
+    run.test_path.write_bytes(b'{"a": "\xff"}')
+    with pytest.raises(ValueError, match=rf"{run.test_path}: not valid JSON"):
+        run.load_test()

@@ -488,6 +488,8 @@ class RunDir:
             raise FileNotFoundError(f"{path}: no such file in run directory {self.path}") from None
         except ValueError as e:
             raise ValueError(f"{path}: not valid JSON ({e})") from None
+        except RecursionError:
+            raise ValueError(f"{path}: not valid JSON (nested too deep)") from None
         if not isinstance(d, dict):
             raise ValueError(f"{path}: expected a JSON object")
         return d
