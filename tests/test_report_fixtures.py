@@ -250,7 +250,10 @@ def make_invalid_register_run(root: Path) -> Path:
                 "valid": True,
                 "latency": {},
                 "throughput": [],
-                "availability": {"windows": [{"start": 2_100 * MS, "end": 3_400 * MS, "f": "write"}]},
+                "availability": {
+                    # as chaos.history.perf writes it (seconds; the report computes none itself)
+                    "windows": [{"start_s": 2.1, "end_s": 3.4, "duration_s": 1.3, "first_ok_f": "write"}]
+                },
             },
             "stats": {"valid": True, "by_f": {}},
         },
