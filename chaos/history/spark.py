@@ -1,9 +1,13 @@
 """The offline analysis pipeline on Apache Spark (PySpark): ``chaos analyze``.
 
-Reads the histories of many runs into one DataFrame, writes it as Parquet partitioned by run, checks
-each run with the same checker code ``chaos check`` uses (register runs split by (run, key), so the
-linearizability search runs in parallel on the executors; other workloads one task per run), and
-computes latency quantiles, throughput and availability per run and per fault kind with Spark SQL.
+Gives every run the verdict ``chaos check`` gives it. In the driver, each run's history is read
+with the validating reader and every checker of its workload but ``linear`` runs, exactly as
+``chaos check`` picks and composes them (:func:`check_in_driver`); a malformed history stops here,
+before Spark. Then the histories go into one DataFrame, written as Parquet partitioned by run; the
+linearizability search runs per (run, key) in parallel on the executors with the run's model; each
+run's checker results merge with :func:`chaos.history.analysis.merge_valid`; and Spark SQL computes
+latency quantiles and throughput per run and per fault kind, joining on fault windows made by the
+one rule of :mod:`chaos.history.analysis`. Availability is the perf checker's.
 
 Local mode (``--master local[*]``) is the embedded default; any master Spark accepts works
 (``spark://host:7077``, ``yarn``, ``k8s://...``). On a real cluster the run directories must be
@@ -87,7 +91,8 @@ def load_runs(spark: Any, run_dirs: list[Path]) -> Any:
 
     Columns: ``run`` (run id), ``raw`` (the JSON line, exact), and the parsed fields
     index, type, process, f, time (ns), node, error, key (JSON text) and log_index.
-    Lines that are not JSON objects (a torn last line of a killed writer) are dropped.
+    Every history was validated in the driver first (:func:`check_in_driver`); the lines dropped
+    here are blank ones and a torn last line, which the reader skips too.
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
