@@ -70,7 +70,7 @@ def invalid_checkers(stdout: str, run_dir: Path | None) -> list[tuple[str, str]]
 
 def latest_run(store: Path, before: set[Path]) -> Path | None:
     """The run directory this run created under ``store`` (one not in ``before``)."""
-    runs = {p.parent for p in store.glob("*/*/test.json")} - before
+    runs = {p.parent for p in store.glob("*/*/test.json") if p.parent.name != "latest"} - before
     return max(runs, key=lambda p: p.stat().st_mtime) if runs else None
 
 
@@ -78,7 +78,7 @@ def real_run(cfg: Config, source: Path | None, args: argparse.Namespace, seed: i
     """One ``chaos run`` (under the Docker lock); returns the record of its outcome."""
     store = Path(args.store)
     store.mkdir(parents=True, exist_ok=True)
-    before = {p.parent for p in store.glob("*/*/test.json")}
+    before = {p.parent for p in store.glob("*/*/test.json") if p.parent.name != "latest"}
     cmd = [
         "flock",
         DOCKER_LOCK,
