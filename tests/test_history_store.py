@@ -317,6 +317,15 @@ def test_run_dir_layout_symlinks_and_find_run(tmp_path: Path) -> None:
         RunDir.create(store, "a/b")
 
 
+def test_an_f_that_is_not_a_string_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "h.jsonl"
+    path.write_text(
+        '{"index":0,"type":"invoke","process":0,"f":"read","time":1}\n{"index":1,"type":"invoke","process":1,"f":5,"time":2}\n'
+    )
+    with pytest.raises(HistoryError, match=rf"{path}: line 2: field 'f' must be a string, got 5"):
+        list(read_history(path))
+
+
 def test_a_deep_or_broken_test_json_is_a_value_error_naming_the_file(tmp_path: Path) -> None:
     run = RunDir.create(tmp_path / "store", "t")
     run.test_path.write_text('{"a":' + "[" * 100_000 + "]" * 100_000 + "}")

@@ -266,6 +266,8 @@ class Validator:
                 f"time goes backwards: {op.time} ns after {self.last_time} ns", line=line, path=self.path
             )
         self.last_time = op.time
+        if type(op.f) is not str:
+            raise HistoryError(f"field 'f' must be a string, got {op.f!r:.40}", line=line, path=self.path)
         p = op.process
         if p == NEMESIS:
             # Nemesis ops are info on both invocation and completion (Jepsen): alternate per f.
