@@ -34,7 +34,7 @@ from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
 from chaos.history.store import HistoryWriter, RunDir
 
 WORKLOADS = ("register", "log")
-NEMESES = ("none", "partition", "kill", "pause", "clock-skew", "network", "bitflip")
+NEMESES = ("none", "partition", "kill", "kill-leader", "pause", "clock-skew", "network", "bitflip")
 DISKS = ("memory", "file")
 NODES = 5
 NS_PER_MS = 1_000_000
@@ -257,12 +257,16 @@ class SimRun:
             sim.partition(ids[:cut], ids[cut:])
             self.faults[kind] = [ids[:cut], ids[cut:]]
             self._nemesis("start-partition", [sorted(ids[:cut]), sorted(ids[cut:])])
-        elif kind == "kill":
-            victims = rng.sample(sim.ids, rng.randint(1, NODES // 2))
+        elif kind in ("kill", "kill-leader"):
+            if kind == "kill-leader":
+                leader = sim.leader()
+                victims = [leader] if leader is not None else [rng.choice(sim.ids)]
+            else:
+                victims = rng.sample(sim.ids, rng.randint(1, NODES // 2))
             for v in victims:
                 sim.crash(v)
             self.faults[kind] = victims
-            self._nemesis("kill", sorted(victims))
+            self._nemesis(kind, sorted(victims))
             if "bitflip" in self.opts.nemesis and self.opts.disk == "file":
                 # one flipped bit on one killed member's data files (a minority, so repairable)
                 v = rng.choice(sorted(victims))
@@ -290,7 +294,7 @@ class SimRun:
         if kind == "partition":
             sim.heal()
             self._nemesis("stop-partition", None)
-        elif kind == "kill":
+        elif kind in ("kill", "kill-leader"):
             from dledger.store import StoreError
 
             refused = {}

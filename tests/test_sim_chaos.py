@@ -15,7 +15,7 @@ import pytest
 from dledger.sim import SimLogStore
 from dledger.store import Entry
 
-ALL_FAULTS = "partition,kill,pause,clock-skew,network,bitflip"
+ALL_FAULTS = "partition,kill,kill-leader,pause,clock-skew,network,bitflip"
 
 
 def chaos_sim(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
