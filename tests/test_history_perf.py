@@ -158,3 +158,26 @@ def test_outage_without_nemesis(tmp_path: Path) -> None:
     r = _perf(tmp_path, b, top_windows=1)
     (w,) = r["availability"]["windows"]
     assert w["summary"] == "no ok op for 2.09 s from 0.9 s (first ok append at 3.0 s), no fault before it"
+
+
+def test_perf_windows_and_availability_are_the_analysis_core(tmp_path: Path) -> None:
+    """The perf checker reports the core's fault windows and availability, not rules of its own."""
+    from chaos.history.analysis import availability, fault_windows
+    from chaos.history.store import read_history
+
+    b = _kill_history()
+    b.at(45.5)
+    b.nemesis("start-kill", {"nodes": ["n2"]})  # opens a second kill window, never stopped
+    b.nemesis("start-kill", {"nodes": ["n3"]})  # already in force: no third window
+    b.nemesis("stop-pause")  # nothing open: no window
+    path = b.write(tmp_path / "history.jsonl")
+    r = PerfChecker().check({}, path, {})
+    core = fault_windows(read_history(path))
+    assert [(w.kind, w.end is None) for w in core] == [("kill", False), ("kill", True)]
+    assert [(f["kind"], f["start_s"], f["end_s"]) for f in r["latency"]["faults"]] == [
+        (w.kind, round(w.start / 1e9, 3), None if w.end is None else round(w.end / 1e9, 3)) for w in core
+    ]
+    gaps = availability(read_history(path))
+    assert [(w["start_s"], w["duration_s"]) for w in r["availability"]["windows"]] == [
+        (round(g.start / 1e9, 3), round(g.duration / 1e9, 3)) for g in gaps
+    ]
