@@ -17,6 +17,9 @@ arguments.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import json
 import logging
 import math
 import multiprocessing
@@ -57,12 +60,14 @@ class SimOptions:
     ops_per_key: int = 100
     read_mode: str = "raft-log"
     disk: str = "file"
+    schedule: list[dict[str, Any]] | None = None  # explicit fault events instead of drawn ones
 
 
 @dataclass
 class SeedResult:
     """The verdict of one seed: ``valid`` True/False/"unknown"; ``results`` as results.json;
-    ``history`` the history file's bytes; ``sim_ms`` simulated ms run."""
+    ``history`` the history file's bytes; ``sim_ms`` simulated ms run; ``schedule`` the fault events
+    of the generator phase (replayable through ``SimOptions.schedule``)."""
 
     seed: int
     valid: Any
@@ -70,6 +75,7 @@ class SeedResult:
     history: bytes
     sim_ms: int
     ops: int
+    schedule: list[dict[str, Any]] = field(default_factory=list)
 
 
 class _Client:
@@ -116,6 +122,7 @@ class SimRun:
         self._key_ops = 0
         self._key = 0
         self.faults: dict[str, Any] = {}
+        self.schedule: list[dict[str, Any]] = []  # the faults as run: {"at": ms, "op", "kind", "params"}
         self.ops = 0
         self.accepting = True
 
@@ -242,53 +249,67 @@ class SimRun:
         self._write(Op(INFO, NEMESIS, f, value))
         self._write(Op(INFO, NEMESIS, f, value))
 
-    def _start_fault(self) -> None:
+    def _draw_start(self) -> tuple[str, Any] | None:
+        """The next fault to start, from the nemesis stream: ``(kind, params)``, or None."""
         kinds = [
             k for k in self.opts.nemesis if k not in ("none", "network", "bitflip") and k not in self.faults
         ]
         if not kinds:
-            return
+            return None
         kind = self.nem_rng.choice(kinds)
         sim, rng = self.sim, self.nem_rng
         if kind == "partition":
             ids = sim.ids[:]
             rng.shuffle(ids)
             cut = rng.randint(1, NODES // 2)
-            sim.partition(ids[:cut], ids[cut:])
-            self.faults[kind] = [ids[:cut], ids[cut:]]
-            self._nemesis("start-partition", [sorted(ids[:cut]), sorted(ids[cut:])])
-        elif kind in ("kill", "kill-leader"):
+            return kind, [ids[:cut], ids[cut:]]
+        if kind in ("kill", "kill-leader"):
             if kind == "kill-leader":
                 leader = sim.leader()
                 victims = [leader] if leader is not None else [rng.choice(sim.ids)]
             else:
                 victims = rng.sample(sim.ids, rng.randint(1, NODES // 2))
-            for v in victims:
-                sim.crash(v)
-            self.faults[kind] = victims
-            self._nemesis(kind, sorted(victims))
+            flip = None
             if "bitflip" in self.opts.nemesis and self.opts.disk == "file":
-                # one flipped bit on one killed member's data files (a minority, so repairable)
-                v = rng.choice(sorted(victims))
-                path = sim.disks[v].flip_bit(f"/sim/{v}/data")
-                self._nemesis("bitflip", {"node": v, "file": path})
-        elif kind == "pause":
-            victims = rng.sample(sim.ids, rng.randint(1, NODES // 2))
-            for v in victims:
-                sim.pause(v)
-            self.faults[kind] = victims
-            self._nemesis("pause", sorted(victims))
-        elif kind == "clock-skew":
-            rates = {v: rng.choice([0.5, 0.8, 1.25, 2.0]) for v in rng.sample(sim.ids, 2)}
-            for v, r in rates.items():
-                sim.set_clock_rate(v, r)
-            self.faults[kind] = rates
-            self._nemesis("clock-skew", rates)
+                flip = rng.choice(sorted(victims))  # one bit on one killed member: a minority, repairable
+            return kind, {"victims": victims, "flip": flip}
+        if kind == "pause":
+            return kind, rng.sample(sim.ids, rng.randint(1, NODES // 2))
+        return kind, {v: rng.choice([0.5, 0.8, 1.25, 2.0]) for v in rng.sample(sim.ids, 2)}  # clock-skew
 
-    def _stop_fault(self, kind: str | None = None) -> None:
-        if not self.faults:
+    def _start(self, kind: str, params: Any) -> None:
+        """Start fault ``kind`` with explicit ``params`` (as drawn, or from a schedule)."""
+        if kind in self.faults:
             return
-        kind = kind or self.nem_rng.choice(sorted(self.faults))
+        self.schedule.append({"at": self.sim.now, "op": "start", "kind": kind, "params": params})
+        sim = self.sim
+        if kind == "partition":
+            sim.partition(*params)
+            self.faults[kind] = params
+            self._nemesis("start-partition", [sorted(g) for g in params])
+        elif kind in ("kill", "kill-leader"):
+            for v in params["victims"]:
+                sim.crash(v)
+            self.faults[kind] = params["victims"]
+            self._nemesis(kind, sorted(params["victims"]))
+            if params.get("flip"):
+                v = params["flip"]
+                self._nemesis("bitflip", {"node": v, "file": sim.disks[v].flip_bit(f"/sim/{v}/data")})
+        elif kind == "pause":
+            for v in params:
+                sim.pause(v)
+            self.faults[kind] = params
+            self._nemesis("pause", sorted(params))
+        elif kind == "clock-skew":
+            for v, r in params.items():
+                sim.set_clock_rate(v, r)
+            self.faults[kind] = params
+            self._nemesis("clock-skew", params)
+
+    def _stop_fault(self, kind: str) -> None:
+        if kind not in self.faults:
+            return
+        self.schedule.append({"at": self.sim.now, "op": "stop", "kind": kind})
         what = self.faults.pop(kind)
         sim = self.sim
         if kind == "partition":
@@ -326,12 +347,24 @@ class SimRun:
             if sim.now >= end:
                 return
             if self.faults and (self.nem_rng.random() < 0.5 or len(self.faults) >= 2):
-                self._stop_fault()
+                self._stop_fault(self.nem_rng.choice(sorted(self.faults)))
             else:
-                self._start_fault()
+                drawn = self._draw_start()
+                if drawn is not None:
+                    self._start(*drawn)
             sim.call_at(sim.now + max(1, int(self.nem_rng.expovariate(1.0 / interval))), fault)
 
-        if any(k not in ("none", "network", "bitflip") for k in opts.nemesis):
+        def replay(ev: dict[str, Any]) -> None:
+            if ev["op"] == "start":
+                self._start(ev["kind"], ev["params"])
+            else:
+                self._stop_fault(ev["kind"])
+
+        if opts.schedule is not None:
+            for ev in opts.schedule:  # an explicit (shrunk) fault schedule instead of drawn faults
+                if ev["at"] < end:
+                    sim.call_at(ev["at"], functools.partial(replay, ev))
+        elif any(k not in ("none", "network", "bitflip") for k in opts.nemesis):
             sim.call_at(int(self.nem_rng.expovariate(1.0 / interval)), fault)
         for c in self.clients:
             self._schedule(c)
@@ -389,6 +422,7 @@ def test_doc(opts: SimOptions) -> dict[str, Any]:
         "nodes": [f"s{i + 1}" for i in range(NODES)],
         "simulated": True,
         "time_unit": "simulated nanoseconds",
+        **({"schedule": opts.schedule} if opts.schedule is not None else {}),
     }
 
 
@@ -424,10 +458,45 @@ def run_seed(opts: SimOptions, directory: Path | None = None) -> SeedResult:
         results["safety"] = safety
         if safety["valid"] is False:
             results["valid"] = False
-        return SeedResult(opts.seed, results.get("valid"), results, hist.read_bytes(), run.sim.now, run.ops)
+        end = int(opts.time_limit * 1000)
+        schedule = [ev for ev in run.schedule if ev["at"] < end]
+        return SeedResult(
+            opts.seed, results.get("valid"), results, hist.read_bytes(), run.sim.now, run.ops, schedule
+        )
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def shrink_schedule(
+    opts: SimOptions, schedule: list[dict[str, Any]], budget: int = 100
+) -> list[dict[str, Any]]:
+    """A smaller fault schedule with which ``opts.seed`` still fails: ddmin over the events
+    (Zeller & Hildebrandt, TSE 2002; complements only), each candidate replayed from the same seed;
+    at most ``budget`` runs."""
+
+    def fails(events: list[dict[str, Any]]) -> bool:
+        return run_seed(dataclasses.replace(opts, schedule=events)).valid is False
+
+    if fails([]):
+        return []
+    events, n, runs = list(schedule), 2, 1
+    while len(events) >= 2 and runs < budget:
+        size = math.ceil(len(events) / n)
+        chunks = [events[i : i + size] for i in range(0, len(events), size)]
+        for k in range(len(chunks)):
+            candidate = [e for j, c in enumerate(chunks) if j != k for e in c]
+            runs += 1
+            if fails(candidate):
+                events, n = candidate, max(n - 1, 2)
+                break
+            if runs >= budget:
+                break
+        else:
+            if n >= len(events):
+                break
+            n = min(len(events), 2 * n)
+    return events
 
 
 def _run_one(args: tuple[SimOptions]) -> tuple[int, Any, str]:
@@ -473,6 +542,26 @@ def write_run_dir(opts: SimOptions, store: Path) -> RunDir:
     return run
 
 
+def _load_schedule(path: Path, bad: type[Exception]) -> list[dict[str, Any]]:
+    """A fault schedule file: a JSON list of ``{"at": ms, "op": "start"|"stop", "kind", "params"}``."""
+    try:
+        events = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise bad(f"--schedule {path}: cannot read a JSON fault schedule: {e}") from None
+    ok = isinstance(events, list) and all(
+        isinstance(e, dict)
+        and isinstance(e.get("at"), int)
+        and e.get("op") in ("start", "stop")
+        and e.get("kind") in NEMESES
+        for e in events
+    )
+    if not ok:
+        raise bad(
+            f"--schedule {path}: expected a list of {{'at': ms, 'op': 'start'|'stop', 'kind': nemesis}}"
+        )
+    return events
+
+
 def _verdict_exit(valids: list[Any]) -> int:
     if any(v is False for v in valids):
         return 1
@@ -499,6 +588,18 @@ def _verdict_exit(valids: list[Any]) -> int:
 @click.option("--seeds", type=int, default=None, help="run seeds FIRST .. FIRST+N-1")
 @click.option("--first-seed", type=int, default=0, show_default=True)
 @click.option("--seed", type=int, default=None, help="replay one seed exactly and write its run directory")
+@click.option(
+    "--shrink",
+    is_flag=True,
+    help="with --seed: shrink a failing seed's fault schedule before writing the run",
+)
+@click.option(
+    "--schedule",
+    "schedule_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="with --seed: replay this fault schedule (a run's schedule.json) instead of drawing faults",
+)
 @click.option("--time-limit", type=float, default=60.0, show_default=True, help="simulated seconds per seed")
 @click.option("--concurrency", type=int, default=10, show_default=True, help="simulated clients")
 @click.option("--rate", type=float, default=50.0, show_default=True, help="client ops per simulated second")
@@ -517,6 +618,8 @@ def sim(
     seeds: int | None,
     first_seed: int,
     seed: int | None,
+    shrink: bool,
+    schedule_file: str | None,
     time_limit: float,
     concurrency: int,
     rate: float,
@@ -555,8 +658,21 @@ def sim(
             disk=disk,
         )
 
+    if (shrink or schedule_file) and seed is None:
+        raise BadArguments("--shrink and --schedule need --seed S")
     if seed is not None:
-        run = write_run_dir(options(seed), Path(store))
+        opts = options(seed)
+        if schedule_file is not None:
+            opts.schedule = _load_schedule(Path(schedule_file), BadArguments)
+        if shrink:
+            first = run_seed(opts)
+            if first.valid is False:
+                shrunk = shrink_schedule(opts, first.schedule)
+                click.echo(f"fault schedule shrunk from {len(first.schedule)} to {len(shrunk)} events")
+                opts.schedule = shrunk
+        run = write_run_dir(opts, Path(store))
+        if opts.schedule is not None:
+            (run.path / "schedule.json").write_text(json.dumps(opts.schedule, indent=1) + "\n")
         results = run.load_results()
         valid = results.get("valid")
         click.echo(f"seed {seed}: valid = {valid}; run directory {run.path}")
@@ -578,7 +694,7 @@ def sim(
         f"{len(valids)} seeds, {len(failing)} not valid"
         + (
             f"; replay one with: chaos sim --workload {workload} --nemesis {','.join(faults)} --disk {disk} "
-            f"--time-limit {time_limit:g} --seed {failing[0]}"
+            f"--time-limit {time_limit:g} --read-mode {read_mode} --seed {failing[0]}"
             if failing
             else ""
         )

@@ -89,3 +89,36 @@ def test_a_crash_loses_what_the_store_had_not_synced() -> None:
     assert st.end_index == 2
     st.append(Entry(3, 2, b"z"))  # the log continues at the synced end, same byte position
     assert st.get(3).pos == st.get(2).pos + st.get(2).size
+
+
+def test_a_mutant_voting_without_the_log_check_is_found_shrunk_and_replayed(tmp_path: Path) -> None:
+    """The bug catalogue's vote-without-log-check applied to a copy of the package (the shipped
+    server is untouched): seeds fail on leader completeness; the failing seed's fault schedule
+    shrinks and replays from schedule.json."""
+    import os
+
+    from chaos.mutants import apply_mutant, load_mutants
+
+    mutant = {m.name: m for m in load_mutants()}["vote-without-log-check"]
+    copy = apply_mutant(mutant, tmp_path / "mutant")
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "chaos.cli", "sim", "--nemesis", "partition,kill",
+                               "--time-limit", "5", "--store", str(tmp_path / "store"), *args],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, check=False)  # fmt: skip
+
+    p = run("--seeds", "60", "--jobs", "2")
+    assert p.returncode == 1, p.stdout + p.stderr
+    failing = [
+        int(s)
+        for s in re.findall(r"^seed (\d+): valid = False: safety \(.*without committed entry", p.stdout, re.M)
+    ]
+    assert failing, p.stdout
+    r = run("--seed", str(failing[0]), "--shrink")
+    assert r.returncode == 1, r.stdout + r.stderr
+    shrunk = re.search(r"fault schedule shrunk from (\d+) to (\d+) events", r.stdout)
+    assert shrunk and int(shrunk[2]) <= int(shrunk[1])
+    schedule = next((tmp_path / "store").glob("*/latest/schedule.json"))
+    again = run("--seed", str(failing[0]), "--schedule", str(schedule))
+    assert again.returncode == 1 and "without committed entry" in again.stdout
