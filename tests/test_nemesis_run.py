@@ -72,7 +72,9 @@ def test_combined_faults_run_is_valid_and_leaves_nothing(cluster: Any, tmp_path:
         assert f"stop-{kind}" in done, sorted(done)
     assert all(len(v["grudge"]) == 5 for v in done["start-partition"])
     assert all(v["nodes"] for v in done["start-kill"])
-    assert all(v["mode"] in ("bump", "rate", "strobe") and v["specs"] for v in done["start-clock"])
+    # every clock fault names the spec each node got, or says why it was not applied (no leader)
+    assert all(v["mode"] in ("bump", "rate", "strobe") for v in done["start-clock"])
+    assert all(bool(v["specs"]) == v["applied"] for v in done["start-clock"])
     # windows close: the last op of each kind is a stop
     for kind in ("partition", "kill", "pause", "clock"):
         last = [op["f"] for op in nem if op["f"].endswith(f"-{kind}")][-1]
