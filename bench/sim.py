@@ -6,7 +6,7 @@ time of the simulation; then the same seeds through `run_seed` (simulation plus 
 seeds/s. CPU seconds are printed beside wall seconds because wall figures depend on the machine's load; the issue's target is 60 simulated seconds in under
 1 s of wall time.
 
-    python bench/sim.py [--seeds 5] [--time-limit 60] [--workload register]
+    python bench/sim.py [--seeds 5] [--time-limit 60] [--workload register] [--disk file|memory]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from chaos.sim import SimOptions, SimRun, run_seed
 
-FAULTS = ["partition", "kill", "pause", "clock-skew", "network"]
+FAULTS = ["partition", "kill", "kill-leader", "pause", "clock-skew", "network", "bitflip"]
 
 
 def main() -> None:
@@ -26,11 +26,16 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--time-limit", type=float, default=60.0, help="simulated seconds per seed")
     ap.add_argument("--workload", choices=["register", "log"], default="register")
+    ap.add_argument(
+        "--disk", choices=["file", "memory"], default="file", help="FileLogStore on SimDisk, or memory"
+    )
     a = ap.parse_args()
     sim_s = wall = cpu = 0.0
     with tempfile.TemporaryDirectory() as d:
         for seed in range(a.seeds):
-            run = SimRun(SimOptions(a.workload, FAULTS, seed, a.time_limit), Path(d) / f"{seed}.jsonl")
+            run = SimRun(
+                SimOptions(a.workload, FAULTS, seed, a.time_limit, disk=a.disk), Path(d) / f"{seed}.jsonl"
+            )
             t0, c0 = time.perf_counter(), time.process_time()
             run.run()
             dt, dc = time.perf_counter() - t0, time.process_time() - c0
@@ -45,7 +50,7 @@ def main() -> None:
     print(f"simulation only: {sim_s / wall:.1f} simulated s per wall s, {sim_s / cpu:.1f} per CPU s")
     t0 = time.perf_counter()
     for seed in range(a.seeds):
-        run_seed(SimOptions(a.workload, FAULTS, seed, a.time_limit))
+        run_seed(SimOptions(a.workload, FAULTS, seed, a.time_limit, disk=a.disk))
     dt = time.perf_counter() - t0
     print(f"with checking: {a.seeds / dt:.2f} seeds/s of {a.time_limit:.0f} simulated s (one process)")
 
