@@ -1,15 +1,20 @@
 """``chaos sim``: deterministic simulation testing of the DLedger server's code.
 
-Each seed runs a 5-member group — the real :class:`dledger.core.Core` and runtime driver
-(:mod:`dledger.driver`) on :class:`dledger.sim.Sim`'s simulated network and clock — with simulated
-clients running the register or log workload and a nemesis, for ``time_limit`` simulated seconds;
+Each seed runs a 5-member group — the real :class:`dledger.core.Core`, runtime driver
+(:mod:`dledger.driver`), FileLogStore and currterm file, on :class:`dledger.sim.Sim`'s simulated
+network and clock and :class:`dledger.simdisk.SimDisk` (``--disk file``, the default: a kill loses
+unsynced writes and may tear the last one; ``bitflip`` flips a bit on a killed member's disk) — with
+simulated clients running the register or log workload and a nemesis, for ``time_limit`` simulated
+seconds;
 then heals, lets the group settle, writes the history (JSON Lines, the normal format, simulated
 nanoseconds) and checks it with the same checkers ``chaos check`` uses (``linear`` per key for
 register; ``log`` and ``log-reads`` for log). Raft's safety invariants are checked at every step by
 the simulation (election safety, log matching, leader completeness, state machine safety); a breach
 fails the seed. One seed decides everything (TigerBeetle's VOPR, FoundationDB's simulator; see
 ``../shared/reference/simulation.md``): fault rates are drawn per seed (swarm testing) and the same
-seed gives the same history byte for byte.
+seed gives the same history byte for byte. The faults are explicit events (time, start/stop,
+kind, parameters): ``--seed S --shrink`` shrinks a failing seed's events by ddmin (Zeller &
+Hildebrandt 2002) and writes them to the run's ``schedule.json``; ``--schedule FILE`` replays them.
 
 Exit status: 0 every seed valid, 1 some seed invalid, 2 some seed unknown (none invalid), 254 bad
 arguments.
