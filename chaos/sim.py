@@ -403,7 +403,10 @@ class SimRun:
         for p, node in enumerate(self.sim.ids):
             op = Op(INVOKE, self._next_process + p, "read", None, node=node)
             self._write(op)
-            core = self.sim.nodes[node]
+            core = self.sim.nodes.get(node)
+            if core is None:  # its recovery refused a damaged committed prefix: it stays down
+                self._write(op.completion(FAIL, None, node=node, error="member down"))
+                continue
             st = self.sim.stores[node]
             values: list[int | None] = []
             for i in range(st.begin_index, core.commit_index + 1):
