@@ -262,12 +262,20 @@ def check_runs(
                 res = {"error": traceback.format_exception_only(type(e), e)[-1].strip()}
             return pd.DataFrame({"run": [run], "key": [key], "result": [json.dumps(res, default=str)]})
 
-        # Arrow moves each (run, key) group to a Python worker in one batch
-        rows = (
-            keyed.groupBy("run", "key")
-            .applyInPandas(check_group, schema="run string, key string, result string")
-            .collect()
-        )
+        # Arrow moves each (run, key) group to a Python worker in one batch. The groups are small
+        # but each is a search: adaptive execution would coalesce them into one task and check
+        # them one after another, so it keeps the shuffle's partitions here
+        conf = spark.conf
+        before = conf.get("spark.sql.adaptive.coalescePartitions.enabled", "true")
+        conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
+        try:
+            rows = (
+                keyed.groupBy("run", "key")
+                .applyInPandas(check_group, schema="run string, key string, result string")
+                .collect()
+            )
+        finally:
+            conf.set("spark.sql.adaptive.coalescePartitions.enabled", before)
         for row in rows:
             per_run[row.run].append(json.loads(row.result))
     results: dict[str, dict[str, Any]] = {}
