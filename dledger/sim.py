@@ -257,6 +257,9 @@ class Sim:
         self._stints: set[tuple[str, int]] = set()  # (node, term) of every leadership stint
         self.votes: dict[tuple[str, int], str] = {}  # (voter, term) -> the member it voted for
         self.committed: dict[int, tuple[int, bytes]] = {}  # index -> (term, body) (state machine safety)
+        # index -> the term of the member that first reported it committed (>= the term it was
+        # committed in; leader completeness binds the leaders of later terms only)
+        self.commit_term: dict[int, int] = {}
         self.max_term_seen = 0
         self._checked: dict[str, int] = {}
         self.steps = 0
@@ -548,17 +551,20 @@ class Sim:
         for i in range(start, core.commit_index + 1):
             e = st.get(i)
             seen = self.committed.setdefault(i, (e.term, e.body))
+            self.commit_term.setdefault(i, core.term)
             if seen != (e.term, e.body):
                 raise SafetyViolation(
                     f"{node} committed ({e.term}, {e.body!r}) at {i}, but ({seen[0]}, {seen[1]!r}) was committed there"
                 )
 
     def _check_new_leader(self, node: str) -> None:
-        """Leader completeness (Raft 5.4): the new leader holds every committed entry it has not
-        compacted away; and its log matches every other log (5.3)."""
+        """Leader completeness (Raft 5.4): the new leader holds every entry committed in an earlier
+        term that it has not compacted away (a leader of a stale term, elected late by delayed votes,
+        need not); and its log matches every other log (5.3)."""
         st = self.stores[node]
+        leader_term = self.nodes[node].term
         for i, (term, body) in self.committed.items():
-            if i < st.begin_index:
+            if i < st.begin_index or self.commit_term[i] >= leader_term:
                 continue
             if i > st.end_index or (st.get(i).term, st.get(i).body) != (term, body):
                 raise SafetyViolation(
