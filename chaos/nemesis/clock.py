@@ -14,8 +14,8 @@ start, so a rate change alone would jump the clock by the rate difference times 
 offset so the clock stays continuous (to within a clock tick times the rate change, ~10-20 ms).
 A kernel never steps ``CLOCK_MONOTONIC`` back and the server may rely on that, so the faults keep it
 monotonic: bumps are forward steps, a slow clock is a rate below 1, and the stop / heal of a run
-sets the rate back to 1 without undoing an offset (only ``chaos heal``'s :func:`reset_script`
-writes ``+0``, between runs). A restarted server starts at the file's offset.
+sets the rate back to 1 without undoing an offset (:func:`reset_script` writes ``+0`` only in
+the nemesis teardown, after the final phase, and in ``chaos heal``). A restarted server starts at the file's offset.
 
 Ops (the schedule draws a value; a recorded value replays exactly):
 
@@ -214,7 +214,10 @@ class ClockNemesis:
         self.heal(test)
 
     def teardown(self, test: Any) -> None:
-        self.heal(test)
+        """After the final phase (the runner tears the nemesis down last): real time again (``+0``),
+        so no offset outlives the run; a server left running may see its clock step back."""
+        path = offset_file(test)
+        on_nodes(test, lambda r: sh(r, reset_script(path)))
 
     def heal(self, test: Any) -> None:
         path, pidfile = offset_file(test), server_pidfile(test)
@@ -317,7 +320,10 @@ class SlowLeaderNemesis:
         self.heal(test)
 
     def teardown(self, test: Any) -> None:
-        self.heal(test)
+        from chaos.nemesis.partition import PartitionNemesis
+
+        PartitionNemesis().heal(test)
+        self.clock.teardown(test)
 
     def heal(self, test: Any) -> None:
         from chaos.nemesis.partition import PartitionNemesis
