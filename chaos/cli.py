@@ -29,7 +29,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("chaos.history.cli:check", "Re-check a stored run or a history file."),
     "report": ("chaos.history.report:report", "Write the HTML report of a run directory."),
     "serve": ("chaos.history.serve:serve", "Serve the store's runs and reports over HTTP."),
-    "sim": ("chaos.sim:sim", "Deterministic simulation: the real DLedger code on simulated network and time."),
+    "sim": (
+        "chaos.sim:sim",
+        "Deterministic simulation: the real DLedger code on simulated network and time.",
+    ),
     "analyze": ("chaos.history.gate:analyze_cmd", "Analyse runs on Spark: verdicts, latency, availability."),
     "gate": (
         "chaos.history.gate:gate_cmd",
