@@ -64,7 +64,13 @@ def invalid_checkers(stdout: str, run_dir: Path | None) -> list[tuple[str, str]]
         return []
     for name, r in (res.get("checkers") or {}).items():
         if isinstance(r, dict) and r.get("valid") is False:
-            found.append((name, str(r.get("error") or r.get("failures") or "invalid")[:160]))
+            if r.get("error"):
+                text = str(r["error"])
+            elif r.get("failures"):
+                text = "not linearizable: key " + ", ".join(map(str, r["failures"]))
+            else:
+                text = "invalid"
+            found.append((name, text[:160]))
     return found
 
 
@@ -104,7 +110,13 @@ def real_run(cfg: Config, source: Path | None, args: argparse.Namespace, seed: i
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     run_dir = latest_run(store, before)
-    bad = invalid_checkers(proc.stdout, run_dir) if proc.returncode == 1 else []
+    bad: list[tuple[str, str]] = []
+    if proc.returncode == 1 and run_dir is not None:
+        # chaos check prints one line per checker in a fixed shape ("linear INVALID not linearizable: key 3")
+        check = subprocess.run(["chaos", "check", str(run_dir)], capture_output=True, text=True, check=False)
+        bad = invalid_checkers(check.stdout, None)
+    if proc.returncode == 1 and not bad:
+        bad = invalid_checkers(proc.stdout, run_dir)
     tail = (
         (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:]
         if proc.returncode not in (0, 1, 2)
@@ -275,7 +287,7 @@ def table(results: Path, mutants: list[Mutant]) -> str:
             else:
                 det = f"error (exit {rec['exit']})"
             rows.append(
-                f"| {cls} | chaos sim {cfg[4:]} | {det} | sim | {'; '.join(rec.get('failing') or [])[:140]}"
+                f"| {cls} | chaos sim {cfg[4:]} | {det} | {'sim' if rec['exit'] == 1 else ''} | {'; '.join(rec.get('failing') or [])[:140]}"
                 f"{rec.get('error') or ''} |"
             )
             continue
@@ -375,7 +387,8 @@ def main() -> int:
         for m in mutants:
             if (not only or m.name in only) and not args.correct_only:
                 bench_mutant(m, args, results)
-        bench_correct(mutants, args, results)
+        if args.correct_only or not only:  # --only CLASS runs that class alone
+            bench_correct(mutants, args, results)
     text = table(results, mutants)
     print(text)
     Path(args.out).write_text(
