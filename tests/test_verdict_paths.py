@@ -154,3 +154,27 @@ def test_gate_exit_status_per_verdict(
             else:
                 assert f"FAIL {_run_name(run)}: {verdict}" in stderr, stderr
         assert {"valid": "gate: PASS", "invalid": "gate: FAIL", "unknown": "gate: UNKNOWN"}[verdict] in stdout
+
+
+def test_op_the_model_cannot_check_is_254_as_in_check(
+    spark: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A cas whose value is not [expected, new] is bad input for chaos check (254 naming its line);
+    found by the search on an executor, it is the same 254 here, not a crashed (unknown) key."""
+    run = tmp_path / "verdicts" / "bad-cas"
+    run.mkdir(parents=True)
+    lines = [
+        {"index": 0, "type": "invoke", "process": 0, "f": "write", "value": 1, "time": 1, "key": 1},
+        {"index": 1, "type": "ok", "process": 0, "f": "write", "value": 1, "time": 2, "key": 1},
+        {"index": 2, "type": "invoke", "process": 0, "f": "cas", "value": 5, "time": 3, "key": 1},
+        {"index": 3, "type": "ok", "process": 0, "f": "cas", "value": 5, "time": 4, "key": 1},
+    ]
+    (run / "history.jsonl").write_text("".join(json.dumps(d) + "\n" for d in lines))
+    (run / "test.json").write_text(json.dumps({"workload": "register"}))
+    check = run_chaos("check", run)
+    assert check.returncode == 254, check.stdout + check.stderr
+    code, out, err = chaos_here(capsys, "analyze", "--out", tmp_path / "out", run)
+    assert code == 254, out + err
+    assert "Traceback" not in out + err
+    assert len(err.splitlines()) == 1 and "history.jsonl" in err and "line 3" in err, err
+    assert err.strip().endswith(check.stderr.strip().split(": ", 1)[-1][-40:]), (err, check.stderr)

@@ -171,7 +171,13 @@ def check_in_driver(run_dir: Path, time_limit: float | None) -> dict[str, Any]:
                     line=line,
                     path=history,
                 )
-    out: dict[str, Any] = {"test": test, "order": order, "model": model, "checkers": results}
+    out: dict[str, Any] = {
+        "test": test,
+        "history": history,
+        "order": order,
+        "model": model,
+        "checkers": results,
+    }
     if "perf" not in results:
         # the gate's availability threshold needs the figure even when the workload has no perf checker
         gaps = availability(read_history(history), top=1)
@@ -206,7 +212,7 @@ def merge_linear(model: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
     """
     from chaos.history.analysis import UNKNOWN, merge_valid
 
-    errors = [p["error"] for p in parts if "error" in p and "keys" not in p]
+    errors = [p["error"] for p in parts if "error" in p and "keys" not in p and "valid" not in p]
     if errors:
         return {"valid": UNKNOWN, "model": model, "error": f"checker linear crashed: {errors[0]}"}
     out: dict[str, Any] = {"valid": True, "model": model, "keys": {}, "failures": [], "unknown": [], "ops": 0}
@@ -256,8 +262,12 @@ def check_runs(
             import pandas as pd
 
             run, key = pdf["run"].iloc[0], pdf["key"].iloc[0]
+            from chaos.history.models import ModelError
+
             try:
                 res = check_key(models[run], time_limit, pdf["raw"].tolist())
+            except ModelError as e:  # an op the model cannot check: bad input, as in chaos check
+                res = {"model_error": str(e), "index": e.index}
             except Exception as e:  # reported unknown, as a crashing checker is (Jepsen's check-safe)
                 res = {"error": traceback.format_exception_only(type(e), e)[-1].strip()}
             return pd.DataFrame({"run": [run], "key": [key], "result": [json.dumps(res, default=str)]})
@@ -278,6 +288,10 @@ def check_runs(
             conf.set("spark.sql.adaptive.coalescePartitions.enabled", before)
         for row in rows:
             per_run[row.run].append(json.loads(row.result))
+    for run, parts in per_run.items():
+        bad = [p for p in parts if "model_error" in p]
+        if bad:
+            _raise_model_error(driver[run]["history"], min(bad, key=lambda p: p["index"]))
     results: dict[str, dict[str, Any]] = {}
     for run, d in driver.items():
         checkers = dict(d["checkers"])
@@ -289,6 +303,16 @@ def check_runs(
             "checkers": ordered,
         }
     return results
+
+
+def _raise_model_error(history: Path, part: dict[str, Any]) -> None:
+    """Raise the HistoryError ``chaos check`` raises for an op the model cannot check: the model's
+    message and the op's line (the linear checker's rule, :class:`chaos.history.checkers.LinearChecker`)."""
+    from chaos.history.analysis import HistoryError
+    from chaos.history.store import read_history_lines
+
+    at = next((n for n, o in read_history_lines(history) if o.index == part["index"]), None)
+    raise HistoryError(f"{part['model_error']}; pass --model", line=at, path=history)
 
 
 # --- performance with Spark SQL ------------------------------------------------------------------
