@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 from chaos.mutants import Config, Mutant, MutantError, apply_mutant, check_imports, load_mutants  # noqa: E402
 
 DOCKER_LOCK = "/tmp/chaos-docker.lock"
-INVALID_LINE = re.compile(r"^\s+([a-z][\w-]*)\s+INVALID\s+(.*)$")
+INVALID_LINE = re.compile(r"^\s+([a-z][\w-]*)\s+INVALID\s*(.*)$")
 FAILING_SEED = re.compile(r"^seed (\d+): valid = (?!True)")
 
 
@@ -56,8 +56,9 @@ def say(msg: str) -> None:
 def invalid_checkers(stdout: str, run_dir: Path | None) -> list[tuple[str, str]]:
     """``(checker, anomaly)`` for every checker the run summary (or results.json) calls invalid."""
     found = [(m.group(1), m.group(2).strip()) for m in map(INVALID_LINE.match, stdout.splitlines()) if m]
-    if found or run_dir is None:
+    if run_dir is None or (found and all(text for _, text in found)):
         return found
+    found = []
     try:
         res = json.loads((run_dir / "results.json").read_text())
     except (OSError, ValueError):
@@ -66,6 +67,8 @@ def invalid_checkers(stdout: str, run_dir: Path | None) -> list[tuple[str, str]]
         if isinstance(r, dict) and r.get("valid") is False:
             if r.get("error"):
                 text = str(r["error"])
+            elif r.get("cause"):  # server-logs: the first quoted anomaly line
+                text = f"{r.get('summary', '')}: {r['cause']}"
             elif r.get("failures"):
                 text = "not linearizable: key " + ", ".join(map(str, r["failures"]))
             else:
@@ -114,7 +117,7 @@ def real_run(cfg: Config, source: Path | None, args: argparse.Namespace, seed: i
     if proc.returncode == 1 and run_dir is not None:
         # chaos check prints one line per checker in a fixed shape ("linear INVALID not linearizable: key 3")
         check = subprocess.run(["chaos", "check", str(run_dir)], capture_output=True, text=True, check=False)
-        bad = invalid_checkers(check.stdout, None)
+        bad = invalid_checkers(check.stdout, run_dir)
     if proc.returncode == 1 and not bad:
         bad = invalid_checkers(proc.stdout, run_dir)
     tail = (
