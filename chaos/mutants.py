@@ -10,14 +10,15 @@ Each mutant is a unified diff against the ``dledger`` package in ``bench/mutants
   cannot reach the class.
 
 The shipped server never carries the bug: :func:`apply_mutant` copies the package into a directory
-and applies the patch there (``patch -p1 -F0``: no fuzz, so a patch that drifted from the tree fails
-instead of landing somewhere else). A run deploys the copy with ``CHAOS_DLEDGER_SOURCE=<dir>``
+and applies the patch there exactly (every context and removed line must match, no fuzz: a patch
+that drifted from the tree fails instead of landing somewhere else). A run deploys the copy with ``CHAOS_DLEDGER_SOURCE=<dir>``
 (read by :class:`chaos.cluster.dledger_db.DLedgerDB`); ``chaos sim`` runs it with ``PYTHONPATH=<dir>``.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -115,34 +116,61 @@ def copy_package(dest: Path, root: Path = PROJECT_ROOT) -> Path:
 def apply_mutant(mutant: Mutant, dest: Path, root: Path = PROJECT_ROOT) -> Path:
     """A copy of ``root``'s dledger package under ``dest`` with ``mutant``'s patch applied exactly.
 
-    Returns ``dest`` (put it on PYTHONPATH or in CHAOS_DLEDGER_SOURCE). Raises MutantError with
-    patch's own message when a hunk does not apply without fuzz.
+    Returns ``dest`` (put it on PYTHONPATH or in CHAOS_DLEDGER_SOURCE). Raises MutantError naming the
+    file and hunk when a hunk's context and removed lines are not found exactly.
     """
     dest.mkdir(parents=True, exist_ok=True)
     if (dest / "dledger").exists():
         raise MutantError(f"{dest}/dledger exists already; expected an empty directory")
     copy_package(dest, root)
-    res = subprocess.run(
-        [
-            "patch",
-            "-p1",
-            "--batch",
-            "--forward",
-            "-F0",
-            "--no-backup-if-mismatch",
-            "-d",
-            str(dest),
-            "-i",
-            str(mutant.path),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if res.returncode != 0:
-        out = " ".join((res.stdout + res.stderr).split())
-        raise MutantError(f"{mutant.path}: does not apply to {root}/dledger: {out}")
+    for rel, hunks in _file_hunks(mutant.path):
+        target = dest / rel
+        try:
+            lines = target.read_text().splitlines(keepends=True)
+        except OSError as e:
+            raise MutantError(f"{mutant.path}: does not apply: {rel}: {e}") from None
+        shift = 0
+        for start, old, new in hunks:
+            at = _find(lines, old, start - 1 + shift)
+            if at < 0:
+                raise MutantError(
+                    f"{mutant.path}: does not apply to {root}/{rel}: hunk at line {start} not found"
+                )
+            lines[at : at + len(old)] = new
+            shift += len(new) - len(old)
+        target.write_text("".join(lines))
     return dest
+
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+\d+(?:,\d+)? @@")
+
+
+def _file_hunks(path: Path) -> list[tuple[str, list[tuple[int, list[str], list[str]]]]]:
+    """``[(file, [(old start line, old lines, new lines), ...]), ...]`` of a unified diff."""
+    files: list[tuple[str, list[tuple[int, list[str], list[str]]]]] = []
+    hunk: tuple[int, list[str], list[str]] | None = None
+    for line in path.read_text().splitlines(keepends=True):
+        if line.startswith("+++ "):
+            files.append((line[4:].split("\t")[0].strip().removeprefix("b/"), []))
+            hunk = None
+        elif m := _HUNK.match(line):
+            if not files:
+                raise MutantError(f"{path}: hunk before any '+++' line")
+            hunk = (int(m.group(1)), [], [])
+            files[-1][1].append(hunk)
+        elif hunk is not None and line[:1] in (" ", "-", "+"):
+            body = line[1:] if line.endswith("\n") else line[1:] + "\n"
+            if line[0] in " -":
+                hunk[1].append(body)
+            if line[0] in " +":
+                hunk[2].append(body)
+    return files
+
+
+def _find(lines: list[str], block: list[str], near: int) -> int:
+    """Index where ``block`` occurs exactly in ``lines``, the one nearest ``near``; -1 if none."""
+    hits = [i for i in range(len(lines) - len(block) + 1) if lines[i : i + len(block)] == block]
+    return min(hits, key=lambda i: abs(i - near)) if hits else -1
 
 
 def check_imports(dest: Path) -> None:
