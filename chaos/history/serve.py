@@ -5,20 +5,33 @@ Routes (all GET):
 - ``/`` lists runs newest first: verdict colour, test name, workload, nemeses, duration, op counts by
   type, links to the report, the files and a zip download.
 - ``/runs/<test>/<run>/`` the run's ``index.html``; written on first request if the run has none.
-- ``/runs/<test>/<run>/<file>`` any file of the run; logs and histories are sent as ``text/plain``
-  so that HTML inside them is never rendered.
+- ``/runs/<test>/<run>/files/`` a listing of the run's files.
+- ``/runs/<test>/<run>/<file>`` any other file of the run, never as a type a browser runs: text files
+  (logs, histories, JSON) as ``text/plain``, everything else (``.svg``, ``.xhtml``, ``.html``, images,
+  archives) as an ``application/octet-stream`` download (``Content-Disposition: attachment``).
 - ``/zip/<test>/<run>.zip`` the whole run directory as a zip archive, streamed.
 
+Every response carries a Content-Security-Policy: ``default-src 'none'`` with a sandbox for files, the
+hashes of its own inline style for the run list and file list, and for the report only the hashes of
+its inline scripts (styles inline, images ``data:``/``blob:``, as Plotly draws them). Every error is
+an HTTP status: 400 for a path with ``%00`` or invalid UTF-8, 404 for what is not in the store, 421 for
+a Host header that is not loopback (``localhost``, ``127.0.0.0/8``, ``[::1]``), the bound address or
+an ``--allow-host`` name (against DNS rebinding), 500 for anything the handler did not foresee.
+
 Paths are resolved and must stay inside the store (no ``..``, no symlinks out). Binds to 127.0.0.1
-unless ``--host`` says otherwise. Standard library only (``http.server.ThreadingHTTPServer``).
+unless ``--host`` says otherwise. Standard library ``http.server.ThreadingHTTPServer``; pages are
+jinja2 templates with autoescape, like the report.
 """
 
 from __future__ import annotations
 
-import html
+import base64
+import hashlib
+import ipaddress
 import json
 import mimetypes
 import os
+import re
 import threading
 import urllib.parse
 import zipfile
@@ -28,13 +41,17 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 import click
+import jinja2
+from markupsafe import Markup
 
 from chaos.history import report as _report
 from chaos.history.analysis import HistoryError, read_history
 from chaos.history.op import NEMESIS
 
-VERDICT_COLOURS = {"valid": "#1a9850", "invalid": "#d7191c", "unknown": "#f08c00", "incomplete": "#9ca3af"}
 _TEXT_SUFFIXES = {".jsonl", ".log", ".txt", ".edn", ".out", ".err", ".json", ".csv", ".yaml", ".yml", ".conf"}
+# text/* types that a browser renders or runs: never sent as themselves from a run directory
+_ACTIVE_TEXT_TYPES = {"text/html", "text/xml", "text/xsl", "text/javascript", "text/ecmascript", "text/css"}
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 MAX_LISTED = 1000
 
 
@@ -98,7 +115,7 @@ def _count_types(path: Path) -> tuple[dict[str, int], float | None]:
             last_time = op.time / 1e9
             if op.process != NEMESIS and op.type in counts:
                 counts[op.type] += 1
-    except (OSError, HistoryError):
+    except (OSError, HistoryError, UnicodeDecodeError, ValueError):
         pass
     return counts, last_time
 
@@ -116,7 +133,7 @@ def summarize(run: Path) -> RunSummary:
     try:
         t = json.loads((run / "test.json").read_text(encoding="utf-8"))
         test = t if isinstance(t, dict) else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
         pass
     try:
         results = json.loads((run / "results.json").read_text(encoding="utf-8"))
@@ -153,89 +170,177 @@ def _q(s: str) -> str:
     return urllib.parse.quote(s, safe="")
 
 
+def _sha256_source(text: str) -> str:
+    """A CSP hash source (``'sha256-…'``) for one inline ``<script>`` or ``<style>`` body."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
+
+
+_env = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+    autoescape=jinja2.select_autoescape(["html"], default=True),
+    undefined=jinja2.StrictUndefined,
+)
+_CSS = (TEMPLATES / "serve.css").read_text(encoding="utf-8")
+# the run list and file list: no script at all, only their own stylesheet
+PAGE_CSP = (
+    f"default-src 'none'; style-src {_sha256_source(_CSS)}; img-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+# any file, error or redirect: nothing may load or run, and the document is sandboxed (own origin lost)
+FILE_CSP = "default-src 'none'; sandbox; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+_INLINE_SCRIPT = re.compile(r"<script(?P<attrs>[^>]*)>(?P<body>.*?)</script>", re.S | re.I)
+
+
+def report_csp(page: str) -> str:
+    """The report's policy: its own inline scripts by hash (the JSON data block is not run), inline
+    styles (Plotly inserts ``<style>`` elements), ``data:``/``blob:`` images (Plotly's exports), no
+    connections, frames or forms."""
+    hashes = sorted(
+        {
+            _sha256_source(m.group("body"))
+            for m in _INLINE_SCRIPT.finditer(page)
+            if "application/json" not in m.group("attrs").lower()
+        }
+    )
+    script_src = " ".join(hashes) or "'none'"
+    return (
+        f"default-src 'none'; script-src {script_src}; "
+        "style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; font-src 'self' data:; "
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    )
+
+
 def render_index(store: Path) -> str:
-    """The run list page; every value goes through ``html.escape``."""
+    """The run list page (``serve_index.html``, autoescaped)."""
     runs = find_runs(store)
     rows = []
     for run in runs[:MAX_LISTED]:
         s = summarize(run)
-        e = html.escape
-        colour = VERDICT_COLOURS[s.verdict]
-        base = f"/runs/{_q(s.test)}/{_q(s.run)}/"
-        dur = f"{s.duration_s:.1f} s" if s.duration_s is not None else "?"
-        client = s.ops["ok"] + s.ops["fail"] + s.ops["info"]
         rows.append(
-            f'<tr class="run verdict-{e(s.verdict)}" data-test="{e(s.test)}" data-run="{e(s.run)}">'
-            f'<td><span class="v" style="background:{colour}">{e(s.verdict)}</span></td>'
-            f'<td><a href="{base}">{e(s.test)}</a></td><td class="mono">{e(s.run)}</td>'
-            f"<td>{e(s.workload)}</td><td>{e(s.nemesis)}</td><td class='num'>{e(dur)}</td>"
-            f"<td class='num'>{client}</td><td class='num ok'>{s.ops['ok']}</td>"
-            f"<td class='num fail'>{s.ops['fail']}</td><td class='num info'>{s.ops['info']}</td>"
-            f'<td><a href="{base}">report</a>{"" if s.has_report else " (new)"} · '
-            f'<a href="{base}files/">files</a> · <a href="/zip/{_q(s.test)}/{_q(s.run)}.zip">zip</a></td></tr>'
+            {
+                "test": s.test,
+                "run": s.run,
+                "verdict": s.verdict,
+                "workload": s.workload,
+                "nemesis": s.nemesis,
+                "duration": f"{s.duration_s:.1f} s" if s.duration_s is not None else "?",
+                "client": s.ops["ok"] + s.ops["fail"] + s.ops["info"],
+                "ok": s.ops["ok"],
+                "fail": s.ops["fail"],
+                "info": s.ops["info"],
+                "has_report": s.has_report,
+                "base": f"/runs/{_q(s.test)}/{_q(s.run)}/",
+                "zip": f"/zip/{_q(s.test)}/{_q(s.run)}.zip",
+            }
         )
-    more = (
-        f"<p class='dim'>{len(runs) - MAX_LISTED} older runs not listed.</p>"
-        if len(runs) > MAX_LISTED
-        else ""
+    return _env.get_template("serve_index.html").render(
+        store=str(store),
+        store_abs=str(store.resolve()),
+        total=len(runs),
+        rows=rows,
+        not_listed=max(0, len(runs) - MAX_LISTED),
+        css=Markup(_CSS),
     )
-    body = "\n".join(rows) or "<tr><td colspan='11' class='dim'>No runs in this store yet.</td></tr>"
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>chaos runs: {html.escape(str(store))}</title>
-<style>
-body {{ font: 14px/1.45 system-ui, "DejaVu Sans", sans-serif; margin: 0; background: #f6f7f9; color: #1d2430; }}
-header {{ background: #1d2430; color: #fff; padding: 12px 24px; }} header h1 {{ margin: 0; font-size: 19px; }}
-main {{ padding: 12px 24px; }} .dim {{ color: #6b7280; }} .mono {{ font-family: ui-monospace, monospace; font-size: 12.5px; }}
-table {{ border-collapse: collapse; width: 100%; background: #fff; border: 1px solid #e2e5ea; }}
-th, td {{ padding: 5px 9px; border-bottom: 1px solid #e2e5ea; text-align: left; }} th {{ background: #f3f4f6; }}
-td.num {{ text-align: right; font-variant-numeric: tabular-nums; }} .ok {{ color: #2b83ba; }} .fail {{ color: #d7191c; }}
-.info {{ color: #c2410c; }} .v {{ color: #fff; border-radius: 10px; padding: 1px 9px; font-weight: 700; font-size: 12px; }}
-tr.run:hover {{ background: #eef4ff; }} a {{ color: #2563eb; }}
-</style></head><body>
-<header><h1>chaos runs</h1><span class="dim">{html.escape(str(store.resolve()))} · {len(runs)} runs, newest first</span></header>
-<main><table id="runs"><thead><tr><th>verdict</th><th>test</th><th>run</th><th>workload</th><th>nemesis</th>
-<th>duration</th><th>client ops</th><th>ok</th><th>fail</th><th>info</th><th></th></tr></thead>
-<tbody>{body}</tbody></table>{more}</main></body></html>"""
 
 
 def render_files(run: Path, base: str) -> str:
-    """A plain listing of a run's files."""
-    items = []
-    for root, dirs, files in os.walk(run):
+    """A plain listing of a run's files (``serve_files.html``, autoescaped)."""
+    files = []
+    for root, dirs, names in os.walk(run):
         dirs.sort()
-        for f in sorted(files):
-            rel = str((Path(root) / f).relative_to(run))
-            size = (Path(root) / f).stat().st_size
-            href = base + "/".join(_q(x) for x in Path(rel).parts)
-            items.append(
-                f'<li><a href="{href}">{html.escape(rel)}</a> <span class="dim">{size} bytes</span></li>'
-            )
-    return (
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>files</title>"
-        "<style>body{font:14px system-ui,sans-serif;margin:20px}.dim{color:#6b7280}</style></head><body>"
-        f"<h1>{html.escape(run.parent.name)} / {html.escape(run.name)}</h1><p><a href='/'>all runs</a> · "
-        f"<a href='{base}'>report</a></p><ul>{''.join(items)}</ul></body></html>"
+        for f in sorted(names):
+            p = Path(root) / f
+            rel = p.relative_to(run)
+            try:
+                size = p.stat().st_size
+            except OSError:
+                continue
+            files.append({"name": str(rel), "size": size, "href": base + "/".join(_q(x) for x in rel.parts)})
+    return _env.get_template("serve_files.html").render(
+        test=run.parent.name, run=run.name, base=base, files=files, css=Markup(_CSS)
     )
+
+
+def _host_name(header: str) -> str:
+    """The name in a Host header, without port or IPv6 brackets, lower case."""
+    h = header.strip().lower()
+    if h.startswith("["):
+        return h[1 : h.find("]")] if "]" in h else h
+    return h.rsplit(":", 1)[0] if h.count(":") == 1 else h
+
+
+def is_allowed_host(header: str, bound: str, allowed: frozenset[str]) -> bool:
+    """Whether a request's ``Host`` names this server: a loopback name (``localhost``, ``127.0.0.0/8``,
+    ``::1``), the bound address, or one of ``allowed`` (``--allow-host``). Anything else may be a DNS
+    rebinding page in the user's browser reaching the store."""
+    name = _host_name(header).rstrip(".")
+    if not name:
+        return False
+    if name == "localhost" or name.endswith(".localhost") or name in allowed or name == bound.lower():
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+class _BadPath(Exception):
+    """A request path that is not a path (``%00``, invalid UTF-8): answered 400."""
+
+
+def _path_parts(raw: str) -> list[str]:
+    parts = []
+    for p in raw.split("/"):
+        if not p:
+            continue
+        try:
+            part = urllib.parse.unquote_to_bytes(p).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise _BadPath("the path is not UTF-8") from e
+        if "\x00" in part or "/" in part:
+            raise _BadPath("the path holds a NUL byte or an encoded separator")
+        parts.append(part)
+    return parts
 
 
 class _Handler(BaseHTTPRequestHandler):
     server_version = "chaos-serve"
     store: Path  # set on the subclass by make_server
+    bound_host: str  # the address the server was bound to (also accepted as Host)
+    allowed_hosts: frozenset[str]  # --allow-host names
+    _csp = FILE_CSP
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
         pass
 
-    def _send(self, status: int, body: bytes, ctype: str) -> None:
+    def end_headers(self) -> None:
+        # every response, including http.server's own errors (bad request line, 501)
+        self.send_header("Content-Security-Policy", self._csp)
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Referrer-Policy", "no-referrer")
+        self.send_header("Cross-Origin-Resource-Policy", "same-origin")
+        self._headers_sent = True
+        super().end_headers()
+
+    def _send(
+        self, status: int, body: bytes, ctype: str, csp: str = FILE_CSP, download: str | None = None
+    ) -> None:
+        self._csp = csp
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
-        self.send_header("X-Content-Type-Options", "nosniff")
+        if download is not None:
+            ascii_name = re.sub(r"[^A-Za-z0-9._-]", "_", download) or "file"
+            self.send_header(
+                "Content-Disposition",
+                f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{_q(download)}",
+            )
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
 
     def _error(self, status: int, text: str) -> None:
-        self._send(status, (html.escape(text) + "\n").encode(), "text/plain; charset=utf-8")
+        self._send(status, (text + "\n").encode("utf-8", "replace"), "text/plain; charset=utf-8")
 
     def _run_dir(self, test: str, run: str) -> Path | None:
         store = self.store.resolve()
@@ -250,21 +355,45 @@ class _Handler(BaseHTTPRequestHandler):
         self.do_GET()
 
     def do_GET(self) -> None:
-        url = urllib.parse.urlsplit(self.path)
-        parts = [urllib.parse.unquote(p) for p in url.path.split("/") if p]
+        self._headers_sent = False
+        self._csp = FILE_CSP
         try:
-            if not parts:
-                self._send(200, render_index(self.store).encode(), "text/html; charset=utf-8")
-            elif parts[0] == "zip" and len(parts) == 3 and parts[2].endswith(".zip"):
-                self._zip(parts[1], parts[2][: -len(".zip")])
-            elif parts[0] == "runs" and len(parts) >= 3:
-                self._run_file(parts[1], parts[2], parts[3:], url.path.endswith("/"))
-            elif parts == ["favicon.ico"]:
-                self._send(204, b"", "image/x-icon")
-            else:
-                self._error(404, f"not found: {url.path}")
+            self._route()
         except (BrokenPipeError, ConnectionResetError):
-            pass
+            self.close_connection = True
+        except Exception as e:  # noqa: BLE001 - any fault is a 500 rather than a dropped connection
+            if self._headers_sent:
+                self.close_connection = True  # mid-body (a streamed zip): the client sees a short body
+                return
+            try:
+                self._error(500, f"internal error: {type(e).__name__}: {e}")
+            except OSError:
+                self.close_connection = True
+
+    def _route(self) -> None:
+        host = self.headers.get("Host")
+        if host is None:
+            self._error(400, "missing Host header")
+            return
+        if not is_allowed_host(host, self.bound_host, self.allowed_hosts):
+            self._error(421, f"Host {host!r} is not served here; start chaos serve with --allow-host NAME")
+            return
+        url = urllib.parse.urlsplit(self.path)
+        try:
+            parts = _path_parts(url.path)
+        except _BadPath as e:
+            self._error(400, f"bad path: {e}")
+            return
+        if not parts:
+            self._send(200, render_index(self.store).encode(), "text/html; charset=utf-8", PAGE_CSP)
+        elif parts[0] == "zip" and len(parts) == 3 and parts[2].endswith(".zip"):
+            self._zip(parts[1], parts[2][: -len(".zip")])
+        elif parts[0] == "runs" and len(parts) >= 3:
+            self._run_file(parts[1], parts[2], parts[3:], url.path.endswith("/"))
+        elif parts == ["favicon.ico"]:
+            self._send(204, b"", "image/x-icon")
+        else:
+            self._error(404, f"not found: {url.path}")
 
     def _run_file(self, test: str, run: str, rest: list[str], slash: bool) -> None:
         rd = self._run_dir(test, run)
@@ -273,33 +402,43 @@ class _Handler(BaseHTTPRequestHandler):
             return
         base = f"/runs/{_q(test)}/{_q(run)}/"
         if not rest and not slash:
+            self._csp = FILE_CSP
             self.send_response(301)
             self.send_header("Location", base)
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        if rest == ["files"] or rest == []:
-            if rest == ["files"]:
-                self._send(200, render_files(rd, base).encode(), "text/html; charset=utf-8")
-                return
-            index = rd / "index.html"
-            if not index.exists():
-                try:
-                    _report.write_report(rd)
-                except _report.ReportError as e:
-                    self._error(500, f"cannot write the report: {e}")
-                    return
-            rest = ["index.html"]
+        if rest == ["files"]:
+            self._send(200, render_files(rd, base).encode(), "text/html; charset=utf-8", PAGE_CSP)
+            return
+        if rest in ([], ["index.html"]):
+            self._report(rd, test, run)
+            return
         target = (rd / Path(*rest)).resolve()
         if rd not in target.parents or not target.is_file():
             self._error(404, f"no file {'/'.join(rest)} in run {test}/{run}")
             return
-        ctype = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
-        if target.suffix in _TEXT_SUFFIXES or ctype.startswith("text/") and target.name != "index.html":
-            ctype = "text/plain"
-        if ctype in ("text/plain", "text/html", "application/json"):
-            ctype += "; charset=utf-8"
-        self._send(200, target.read_bytes(), ctype)
+        ctype = mimetypes.guess_type(target.name, strict=False)[0] or "application/octet-stream"
+        body = target.read_bytes()
+        if target.suffix.lower() in _TEXT_SUFFIXES or (
+            ctype.startswith("text/") and ctype not in _ACTIVE_TEXT_TYPES
+        ):
+            self._send(200, body, "text/plain; charset=utf-8")
+        else:
+            self._send(200, body, "application/octet-stream", download=target.name)
+
+    def _report(self, rd: Path, test: str, run: str) -> None:
+        """The run's report (``index.html``), written first if missing: the only HTML served from a run."""
+        index = rd / "index.html"
+        if not index.exists():
+            try:
+                _report.write_report(rd)
+            except (_report.ReportError, HistoryError, UnicodeDecodeError, ValueError) as e:
+                self._error(500, f"cannot write the report of {test}/{run}: {e}")
+                return
+        page = index.read_bytes()
+        csp = report_csp(page.decode("utf-8", "replace"))
+        self._send(200, page, "text/html; charset=utf-8", csp)
 
     def _zip(self, test: str, run: str) -> None:
         rd = self._run_dir(test, run)
@@ -307,9 +446,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, f"no run {test}/{run} in the store")
             return
         # Streamed: ZipFile writes data descriptors on an unseekable stream; HTTP/1.0 ends at close.
+        self._csp = FILE_CSP
         self.send_response(200)
         self.send_header("Content-Type", "application/zip")
-        name = f"{test}-{run}.zip".replace('"', "")
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", f"{test}-{run}.zip")
         self.send_header("Content-Disposition", f'attachment; filename="{name}"')
         self.send_header("Connection", "close")
         self.end_headers()
@@ -351,16 +491,27 @@ class _Unseekable:
 
 
 def make_server(
-    store: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 8080
+    store: str | os.PathLike[str],
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    allow_hosts: tuple[str, ...] = (),
 ) -> ThreadingHTTPServer:
     """An HTTP server over ``store`` (not yet serving; call ``serve_forever``). Port 0 picks a free port.
+
+    Requests whose ``Host`` is not loopback, ``host`` or one of ``allow_hosts`` (names or addresses,
+    without port) are answered 421.
 
     Raises ValueError if ``store`` is not a directory; OSError if the address cannot be bound.
     """
     path = Path(store)
     if not path.is_dir():
         raise ValueError(f"store {path}: expected an existing directory of runs")
-    handler = type("Handler", (_Handler,), {"store": path})
+    allowed = frozenset(_host_name(h).rstrip(".") for h in allow_hosts if h.strip())
+    handler = type(
+        "Handler",
+        (_Handler,),
+        {"store": path, "bound_host": _host_name(host).rstrip("."), "allowed_hosts": allowed},
+    )
     srv = ThreadingHTTPServer((host, port), handler)
     srv.daemon_threads = True
     return srv
@@ -374,12 +525,20 @@ def make_server(
     "--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="TCP port (0: any)."
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-def serve(store: str, port: int, host: str) -> None:
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Also accept requests whose Host header is NAME (repeatable); by default only loopback names "
+    "and the bound address are accepted, against DNS rebinding.",
+)
+def serve(store: str, port: int, host: str, allow_hosts: tuple[str, ...]) -> None:
     """Serve the store's runs and reports over HTTP until interrupted."""
     from chaos.cli import BadArguments
 
     try:
-        srv = make_server(store, host, port)
+        srv = make_server(store, host, port, allow_hosts)
     except ValueError as e:
         raise BadArguments(str(e)) from e
     except OSError as e:
