@@ -530,3 +530,13 @@ def test_run_progress_shows_rate_faults_leader() -> None:
     assert "75 ops" in text and "faults: partition" in text and "leader: n2" in text and "/ 30 s" in text
     with pytest.raises(ValueError, match="time_limit_s"):
         rep.RunProgress(time_limit_s=0)
+
+
+def test_checker_summary_names_keys_as_check_does() -> None:
+    """The run summary names the failing and undecided keys plainly, as ``chaos check`` does."""
+    from chaos.history.report import checker_summaries
+
+    rows = checker_summaries(
+        {"checkers": {"linear": {"valid": False, "failures": ["13", "x"], "unknown": ["7"], "keys": {}}}}
+    )
+    assert rows[0]["summary"].startswith("2 non-linearizable keys: 13, x; 1 undecided key: 7")

@@ -602,11 +602,14 @@ def _checker_line(name: str, r: dict[str, Any]) -> str:
     fails = r.get("failures")
     if isinstance(fails, list) and fails:
         parts.append(
-            f"{len(fails)} non-linearizable key{'s' if len(fails) != 1 else ''}: " + _short(fails, 80)
+            f"{len(fails)} non-linearizable key{'s' if len(fails) != 1 else ''}: "
+            + _short(", ".join(map(str, fails)), 80)
         )
     unk = r.get("unknown")
     if isinstance(unk, list) and unk:
-        parts.append(f"{len(unk)} undecided key{'s' if len(unk) != 1 else ''}")
+        parts.append(
+            f"{len(unk)} undecided key{'s' if len(unk) != 1 else ''}: " + _short(", ".join(map(str, unk)), 80)
+        )
     keys = r.get("keys")
     if isinstance(keys, dict) and not parts:
         parts.append(f"{len(keys)} key{'s' if len(keys) != 1 else ''} checked")
