@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from test_nemesis_support import make_test
+from test_nemesis_support import dledger_test, make_test
 
 from chaos.control.interpreter import Clock
 from chaos.control.observer import LEADERSHIP_FILE, LeadershipObserver, read_leadership
@@ -33,21 +33,15 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def env() -> Iterator[Any]:
     """The shared local cluster (``chaos-n1..n5``; reused, never removed) with DLedger set up."""
-    from chaos.cluster.dledger_db import DLedgerDB
     from chaos.cluster.docker import DockerProvider
     from chaos.control.ssh import Control
-    from chaos.nemesis.cli import heal_control
 
     nodes = DockerProvider(5).up()
     control = Control(nodes)
-    db = DLedgerDB(flush="sync")
     try:
-        heal_control(control)
-        db.setup(control)
-        yield make_test(nodes, control, db)
+        with dledger_test(nodes, control) as test:
+            yield test
     finally:
-        heal_control(control)
-        db.teardown(control)
         control.close()
 
 

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from test_nemesis_support import make_test, node_cluster
+from test_nemesis_support import dledger_test, node_cluster
 
 from chaos.nemesis.base import nemesis_op
-from chaos.nemesis.cli import heal_control, residue
+from chaos.nemesis.cli import residue
 from chaos.nemesis.dledger import LeaderTransferNemesis
 from chaos.nemesis.files import FileNemesis
 from chaos.nemesis.partition import PartitionNemesis
@@ -24,17 +24,8 @@ CLUSTER = os.environ.get("CHAOS_NEMESIS_CLUSTER", "nemtest")
 
 @pytest.fixture(scope="module")
 def env() -> Iterator[Any]:
-    from chaos.cluster.dledger_db import DLedgerDB
-
-    with node_cluster(CLUSTER) as (nodes, control):
-        db = DLedgerDB(flush="sync")
-        try:
-            heal_control(control)
-            db.setup(control)
-            yield make_test(nodes, control, db)
-        finally:
-            heal_control(control)
-            db.teardown(control)
+    with node_cluster(CLUSTER) as (nodes, control), dledger_test(nodes, control) as test:
+        yield test
 
 
 def only(test: Any, name: str) -> Any:

@@ -94,6 +94,23 @@ def make_test(nodes: list[Any], control: Any, db: Any = None, seed: int = 1) -> 
     )
 
 
+@contextmanager
+def dledger_test(nodes: list[Any], control: Any) -> Iterator[SimpleNamespace]:
+    """A Test over ``nodes`` with DLedger set up (flush sync) on healed nodes; healed and torn down
+    again on exit."""
+    from chaos.cluster.dledger_db import DLedgerDB
+    from chaos.nemesis.cli import heal_control
+
+    db = DLedgerDB(flush="sync")
+    try:
+        heal_control(control)
+        db.setup(control)
+        yield make_test(nodes, control, db)
+    finally:
+        heal_control(control)
+        db.teardown(control)
+
+
 def reachability(control: Any, nodes: list[Any], count: int = 3, port: int = PORT) -> dict[str, Any]:
     """Measure the network: ``{"udp": {src: {dst: received count}}, "tcp": {a: {b: connected}}}``.
 
