@@ -427,8 +427,9 @@ def test_follower_drops_pushes_of_an_earlier_dispatcher_epoch() -> None:
     assert c.store.end_index == 1
 
 
-def test_sim_lagging_follower_rejoins_through_install_snapshot() -> None:
-    sim = Sim(3, 21)
+def rejoin_through_snapshot(sim: Sim) -> tuple[str, str, str, int]:
+    """Crash a follower, write 300 entries, snapshot and compact the leader's log, restart the
+    follower and wait until it caught up (through INSTALL_SNAPSHOT): ``(leader, lagger, other, snap)``."""
     assert sim.run(3000, lambda: sim.leader() is not None)
     ld = sim.leader()
     assert ld is not None
@@ -446,6 +447,12 @@ def test_sim_lagging_follower_rejoins_through_install_snapshot() -> None:
     sim.start(lag)
     sim.propose(b"after")
     assert sim.run(5000, lambda: sim.nodes[lag].commit_index == sim.stores[ld].end_index)
+    return ld, lag, other, snap
+
+
+def test_sim_lagging_follower_rejoins_through_install_snapshot() -> None:
+    sim = Sim(3, 21)
+    ld, lag, _, snap = rejoin_through_snapshot(sim)
     assert sim.installed[lag] == [(snap, sim.stores[ld].term_at(snap), b"state-at-%d" % snap)]
     st = sim.stores[lag]
     assert st.begin_index == snap + 1

@@ -24,6 +24,7 @@ from test_dledger_bounds import (
     peak_rss_kib,
 )
 from test_dledger_cluster import Cluster
+from test_dledger_core import rejoin_through_snapshot
 
 from dledger.client import DLedgerClient
 from dledger.core import Core, CoreConfig
@@ -310,23 +311,7 @@ def test_every_message_a_simulated_group_sends_passes_the_wire_checks() -> None:
 
     sim = Sim(3, 21)
     sim.drop = through_the_wire
-    assert sim.run(3000, lambda: sim.leader() is not None)
-    ld = sim.leader()
-    assert ld is not None
-    lag = next(i for i in sim.ids if i != ld)
-    sim.crash(lag)
-    for k in range(300):
-        sim.propose(f"v{k}".encode())
-        sim.run(2)
-    other = next(i for i in sim.ids if i not in (ld, lag))
-    assert sim.run(3000, lambda: sim.nodes[other].commit_index == sim.stores[ld].end_index)
-    leader = sim.nodes[ld]
-    snap = leader.commit_index - 5
-    leader.set_snapshot(snap, sim.stores[ld].term_at(snap), b"state")
-    sim.stores[ld].compact_prefix(snap)
-    sim.start(lag)
-    sim.propose(b"after")
-    assert sim.run(5000, lambda: sim.nodes[lag].commit_index == sim.stores[ld].end_index)
+    ld, _, other, _ = rejoin_through_snapshot(sim)
     assert sim.transfer(other) == 200
     assert sim.run(5000, lambda: sim.leader() == other)
     sim.isolate(ld)
