@@ -53,6 +53,10 @@ def test_help_lists_workloads_and_nemeses_one_line_each() -> None:
         (["--read-mode", "dirty"], "read-mode"),
         (["--provider", "ssh"], "--nodes"),
         (["--bogus-option"], "--bogus-option"),
+        (["--nemesis-opt", "kill_targets"], "--nemesis-opt 'kill_targets'"),
+        (["--nemesis-opt", "no_such_knob=1"], "no_such_knob"),
+        (["--nemesis-opt", "clock_max_rate=nan"], "clock_max_rate"),
+        (["--nemesis-opt", "bitflip_count=two"], "bitflip_count"),
     ],
 )
 def test_bad_arguments_exit_254_with_one_clear_line(args: list[str], needle: str, tmp_path) -> None:
@@ -202,3 +206,15 @@ def test_an_unexpected_error_is_one_line_and_255(monkeypatch: pytest.MonkeyPatch
     assert e.value.code == 255
     err = capsys.readouterr().err
     assert err == "chaos: crashed: RuntimeError: injected second line\n"
+
+
+def test_nemesis_opts_reach_the_nemeses_build_makes() -> None:
+    """``--nemesis-opt`` values are parsed by kind and read by ``chaos.nemesis.build``."""
+    from chaos.nemesis import build, parse_nemesis_opts
+
+    opts = parse_nemesis_opts(["kill_targets=leader, minority", "clock_max_rate=1.5", "bitflip_count=3"])
+    assert opts == {"kill_targets": ["leader", "minority"], "clock_max_rate": 1.5, "bitflip_count": 3}
+    nem, _ = build("kill,clock-skew", {"nemesis_interval": 5.0, **opts})
+    parts = {type(p).__name__: p for p in nem.nemeses}
+    assert parts["KillNemesis"].targets == ["leader", "minority"]
+    assert parts["ClockNemesis"].max_rate == 1.5

@@ -84,6 +84,13 @@ class _RunCommand(click.Command):
     help="Longest s to wait for the cluster to recover after healing (at least the DB's own bound, 60 s).",
 )
 @click.option("--per-key-limit", type=int, default=100, show_default=True, help="register: ops per key.")
+@click.option(
+    "--nemesis-opt",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A nemesis option (repeatable), e.g. kill_targets=leader,minority or clock_max_rate=1.5; "
+    "recorded in test.json as nemesis_opts.",
+)
 @click.option("--no-live", is_flag=True, help="Plain status lines every 10 s instead of the live view.")
 def run(**kw: Any) -> int:
     """Run a test: cluster, DB, workload, nemesis, check, report.
@@ -101,10 +108,15 @@ def run(**kw: Any) -> int:
     opts["server_args"] = list(opts.pop("server_arg") or [])
     plain = opts.pop("no_live")
     try:
+        from chaos.nemesis import parse_nemesis_opts
+
+        nemesis_opts = parse_nemesis_opts(opts.pop("nemesis_opt") or ())
+        opts.update(nemesis_opts)  # build() reads them from the run's options
+        opts["nemesis_opts"] = nemesis_opts
         validate_options(opts)
         if opts["provider"] == "ssh" and not (opts["nodes"] or opts["nodes_file"]):
             raise ConfigError("--provider ssh needs --nodes or --nodes-file")
-    except ConfigError as e:
+    except ValueError as e:  # ConfigError and bad --nemesis-opt items
         raise BadArguments(str(e)) from None
     # --no-live: the live view's plain form, one status line every 10 s
     console = make_console(force_terminal=False if plain else None)

@@ -74,6 +74,75 @@ _PACKET = {
 _FILE = ("truncate", "bitflip", "lose-unfsynced")
 _DEFAULT_TARGETS = ["one", "minority", "all"]
 
+# Every option build() reads, and how `--nemesis-opt KEY=VALUE` parses its value: "list" is a
+# comma-separated list of words, "number" a finite float, "int" an integer, "str" a word, "json" JSON.
+NEMESIS_OPTIONS: dict[str, str] = {
+    "kill_targets": "list",
+    "pause_targets": "list",
+    "restart_targets": "list",
+    "clock_modes": "list",
+    "clock_max_offset_ms": "number",
+    "clock_max_rate": "number",
+    "slow_leader_rate": "number",
+    "packet_loss": "json",
+    "packet_delay_ms": "number",
+    "packet_delay_jitter_ms": "number",
+    "packet_rate_kbit": "number",
+    "packet_duplicate": "json",
+    "packet_reorder": "json",
+    "packet_targets": "list",
+    "file_targets": "list",
+    "lose_unfsynced_targets": "list",
+    "truncate_bytes": "int",
+    "bitflip_count": "int",
+    "bitflip_region": "str",
+}
+
+
+def parse_nemesis_opts(items: Iterable[str]) -> dict[str, Any]:
+    """``["kill_targets=leader,minority", "clock_max_rate=1.5"]`` -> ``{"kill_targets": ["leader",
+    "minority"], "clock_max_rate": 1.5}``, each value parsed as :data:`NEMESIS_OPTIONS` says.
+
+    Raises ValueError (one line naming the item and what was expected) for an item without ``=``,
+    an unknown key, or a value of the wrong kind (NaN and infinities are not numbers here)."""
+    import json
+    import math
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or key not in NEMESIS_OPTIONS:
+            raise ValueError(
+                f"--nemesis-opt {item!r}: expected KEY=VALUE with KEY one of {', '.join(NEMESIS_OPTIONS)}"
+            )
+        kind = NEMESIS_OPTIONS[key]
+        try:
+            if kind == "list":
+                value: Any = [w.strip() for w in raw.split(",") if w.strip()]
+                if not value:
+                    raise ValueError
+            elif kind == "number":
+                value = float(raw)
+                if not math.isfinite(value) or value < 0:
+                    raise ValueError
+            elif kind == "int":
+                value = int(raw)
+                if value < 0:
+                    raise ValueError
+            elif kind == "json":
+                value = json.loads(raw)
+            else:
+                value = raw.strip()
+                if not value:
+                    raise ValueError
+        except ValueError:
+            what = {"list": "a comma-separated list", "number": "a finite number >= 0"}.get(kind, kind)
+            what = {"int": "an integer >= 0", "json": "a JSON value", "str": "a word"}.get(kind, what)
+            raise ValueError(f"--nemesis-opt {item!r}: expected {what} for {key}") from None
+        out[key] = value
+    return out
+
 
 def parse_names(names: str | Iterable[str]) -> list[str]:
     """``"a,b"`` or ``["a", "b,c"]`` -> ``["a", "b", "c"]``, checked against :data:`NEMESES`.
