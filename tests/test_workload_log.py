@@ -134,3 +134,37 @@ def test_sticky_register_process_records_its_nodes_answer(local: tuple[Cluster, 
         off.close(test)
     with pytest.raises(ValueError, match="sticky"):
         DLedgerClient(cluster.peers, sticky=True)
+
+
+def test_sticky_read_sent_to_a_paused_node_is_answered_when_it_resumes(
+    local: tuple[Cluster, SimpleNamespace],
+) -> None:
+    """A sticky read queued at a SIGSTOPped member waits past the 1 s client timeout and records the
+    member's own answer after SIGCONT (here a follower's NOT_LEADER), not an indeterminate info."""
+    import signal
+    import threading
+
+    cluster, test = local
+    leader = cluster.leader(timeout=60)
+    follower = next(n for n in cluster.ids if n != leader)
+    client = register.RegisterClient().open(test, follower)
+    proc = cluster.procs[follower]
+    out: list[Op] = []
+    try:
+        proc.send_signal(signal.SIGSTOP)
+        t = threading.Thread(
+            target=lambda: out.append(
+                client.invoke(test, Op("invoke", 1, "read", None, time=0, index=0, key=1))
+            )
+        )
+        t.start()
+        t.join(2.5)  # longer than the client timeout: the read is still waiting for the paused member
+        assert t.is_alive() and not out
+        proc.send_signal(signal.SIGCONT)
+        t.join(30)
+    finally:
+        proc.send_signal(signal.SIGCONT)
+        client.close(test)
+    assert len(out) == 1
+    assert out[0].type == "fail" and out[0].node == follower and "NOT_LEADER" in (out[0].error or "")
+    assert out[0].extra["sticky"] is True

@@ -17,6 +17,9 @@ queued reads) is observed, while the other processes follow the leader. Since cl
 works on node ``i mod n`` and a key's ``threads_per_key`` threads are consecutive, each key has
 sticky and following processes on several nodes, on both sides of a partition (Jepsen's
 ``independent/concurrent-generator``). Completions of sticky processes carry ``sticky: true``.
+A sticky read waits ``STICKY_READ_TIMEOUT_S`` (longer than the client timeout) so a read sent to a
+paused leader is answered, or refused, when it resumes: the queued-read case of Jepsen's pause
+nemesis, where a deposed leader answers before it hears of the new term.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from chaos.history.op import FAIL, INFO, OK, Op
 from chaos.workloads import Workload
 
 VALUES = 5
+STICKY_READ_TIMEOUT_S = 10.0
 
 
 def kv_key(key: Any) -> str:
@@ -71,6 +75,7 @@ class RegisterClient:
         if self.bound is None:
             self.bound = test.db.client(test.nodes, self.node)
             self.bound.sticky = True
+            self.bound.timeout = max(float(self.bound.timeout), STICKY_READ_TIMEOUT_S)
         return self.bound
 
     def invoke(self, test: Any, op: Op) -> Op:
