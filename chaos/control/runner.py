@@ -34,21 +34,13 @@ from rich.markup import escape
 
 from chaos.control import generator as gen
 from chaos.control.test import DEFAULTS, ConfigError, Test, parse_concurrency, run_name, validate_options
+from chaos.history.cli import exit_code  # results.json's valid -> exit status, as chaos check
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_BAD_ARGS, EXIT_CRASH = 0, 1, 2, 254, 255
 
 
 class RunAborted(Exception):
     """The run was interrupted (Ctrl-C or SIGTERM)."""
-
-
-def exit_code(valid: Any) -> int:
-    """results.json's ``valid`` -> exit status."""
-    if valid is True:
-        return EXIT_VALID
-    if valid is False:
-        return EXIT_INVALID
-    return EXIT_UNKNOWN
 
 
 def worst(codes: list[int]) -> int:

@@ -16,7 +16,7 @@ import importlib
 import os
 import time
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -222,6 +222,21 @@ class StatsChecker(StreamChecker):
 # linearizability (the search itself is chaos.history.linear, imported lazily)
 
 
+def model_ops(history_path: Path, model: Any) -> Iterator[Op]:
+    """Every op of the history, validated, in order. Raises HistoryError naming the line for a client
+    op whose ``f`` the model (a :mod:`chaos.history.models` model, or None for any) does not check."""
+    fs = getattr(model, "fs", None)
+    for line, op in read_history_lines(history_path):
+        if fs is not None and op.f not in fs and op.process != NEMESIS:
+            raise HistoryError(
+                f"client op f {op.f!r} is not one the {model.name} model checks "
+                f"(expected {', '.join(sorted(fs))}; pass --model)",
+                line=line,
+                path=history_path,
+            )
+        yield op
+
+
 class LinearChecker:
     """Linearizability of the whole history under a model, per key (``chaos.history.linear``).
 
@@ -239,18 +254,7 @@ class LinearChecker:
         linear = importlib.import_module("chaos.history.linear")  # the checker helper's module
 
         model = opts.get("model") or self.model
-        m = get_model(model)
-        fs = getattr(m, "fs", None)
-        ops: list[Op] = []
-        for line, op in read_history_lines(history_path):
-            if fs is not None and op.f not in fs and op.process != NEMESIS:
-                raise HistoryError(
-                    f"client op f {op.f!r} is not one the {m.name} model checks "
-                    f"(expected {', '.join(sorted(fs))}; pass --model)",
-                    line=line,
-                    path=history_path,
-                )
-            ops.append(op)
+        ops = list(model_ops(history_path, get_model(model)))
         try:
             result = linear.check_history(
                 ops, model=model, time_limit=opts.get("time_limit"), workers=opts.get("workers")

@@ -144,11 +144,10 @@ def check_in_driver(run_dir: Path, time_limit: float | None) -> dict[str, Any]:
     "checkers": {name: result}}`` (and ``longest_unavailable_s`` when there is no perf checker).
     Raises HistoryError (malformed history, naming file and line) and ValueError (bad test.json).
     """
-    from chaos.history.analysis import HistoryError, availability, read_history
-    from chaos.history.checkers import checkers_for, compose, load_run_test
+    from chaos.history.analysis import availability, read_history
+    from chaos.history.checkers import checkers_for, compose, load_run_test, model_ops
     from chaos.history.models import get_model
-    from chaos.history.op import NEMESIS
-    from chaos.history.store import RunDir, read_history_lines
+    from chaos.history.store import RunDir
 
     run = RunDir(run_dir)
     history = run.history_path
@@ -161,16 +160,8 @@ def check_in_driver(run_dir: Path, time_limit: float | None) -> dict[str, Any]:
     if model is not None or not results:
         # the whole file is read (validated) here when no stream checker read it; with a model, the
         # same rule as LinearChecker.check: a client op the model does not check is bad input
-        m = get_model(model) if model is not None else None
-        fs = getattr(m, "fs", None)
-        for line, op in read_history_lines(history):
-            if m is not None and fs is not None and op.f not in fs and op.process != NEMESIS:
-                raise HistoryError(
-                    f"client op f {op.f!r} is not one the {m.name} model checks "
-                    f"(expected {', '.join(sorted(fs))}; pass --model)",
-                    line=line,
-                    path=history,
-                )
+        for _ in model_ops(history, get_model(model) if model is not None else None):
+            pass
     out: dict[str, Any] = {
         "test": test,
         "history": history,
