@@ -15,6 +15,10 @@ the order of the core's contract (dledger.core.node's module docstring; etcd-io/
    requests waiting on them, confirmed reads once their read index is applied, and transfers;
 6. every ``snapshot_every`` applied entries save a snapshot and compact the log once it is durable.
 
+Client requests enter here too (:meth:`Driver.propose`, :meth:`Driver.kv_get` in every read mode,
+:meth:`Driver.get` of a log entry, :meth:`Driver.metadata`), so the simulator serves reads through
+the production read paths (DLedgerServer.handleAppend/handleGet, the KV state machine's reads).
+
 The driver owns no clock, socket, thread or file: its :class:`Host` sends messages, runs the fsync
 and the snapshot save (at once or later), and delivers answers to clients. Times are the host's
 milliseconds.
@@ -28,10 +32,14 @@ from typing import Any, Protocol
 
 from dledger.core import Core, Role
 from dledger.protocol import Code, Message, PushResponse
-from dledger.statemachine import StateMachine
-from dledger.store import RuntimeLogStore
+from dledger.statemachine import StateMachine, encode_kv
+from dledger.store import Entry, RuntimeLogStore
 
 log = logging.getLogger("dledger.driver")
+
+# KV read modes: through the log (a "get" entry), read index (Raft thesis 6.4: a heartbeat round
+# confirms leadership), leader lease (no round while the lease holds), or the member's local state
+READ_MODES = ("raft-log", "read-index", "lease", "unsafe")
 
 
 class HardStateStore(Protocol):
@@ -114,6 +122,7 @@ class Driver:
         self._sync_wanted = False
         self._held: list[Message] = []
         self._role = core.role
+        self._next_read_id = 0
 
     # ------------------------------------------------------------ the Ready loop
 
@@ -167,6 +176,63 @@ class Driver:
                 self._role = core.role
             if not core.has_ready() and core.commit_index <= self.last_applied:
                 break
+
+    # ------------------------------------------------------------ client requests
+
+    def propose(self, body: bytes, waiter: Any, now: int) -> int:
+        """Append ``body`` as a client entry (DLedgerServer.handleAppend); ``waiter`` (a
+        :class:`Pending`, its ``term`` set here) is answered through the host once the entry is
+        applied. Returns SUCCESS when accepted, else the refusal (NOT_LEADER, LEADER_PENDING_FULL,
+        LEADER_TRANSFERRING, DISK_ERROR) and nothing was appended."""
+        if len(self.waiters) >= self.core.cfg.max_pending:
+            return Code.LEADER_PENDING_FULL
+        code, entry = self.core.propose(body, now)
+        if code != Code.SUCCESS or entry is None:
+            return code
+        waiter.term = entry.term
+        self.waiters[entry.index] = waiter
+        return Code.SUCCESS
+
+    def kv_get(self, key: str, mode: str, waiter: Any, now: int) -> int:
+        """A KV read of ``key`` in read ``mode`` (one of :data:`READ_MODES`); ``waiter`` is answered
+        with ``value`` through the host: at once for "unsafe" (this member's state, leader or not),
+        once the "get" entry is applied for "raft-log", once the read index is confirmed and applied
+        for "read-index" and "lease". Returns SUCCESS when accepted (or answered), else the refusal
+        code (NOT_LEADER, LEADER_NOT_READY, ...). Raises ValueError for an unknown mode."""
+        if mode == "unsafe":
+            self.host.answer(waiter, Code.SUCCESS, value=self.sm.get(key))  # type: ignore[attr-defined]
+            return Code.SUCCESS
+        if mode == "raft-log":
+            return self.propose(encode_kv("get", key), waiter, now)
+        if mode not in READ_MODES:
+            raise ValueError(f"read mode {mode!r}: expected one of {READ_MODES}")
+        self._next_read_id += 1
+        code = self.core.read_index(self._next_read_id, now, lease=mode == "lease")
+        if code == Code.SUCCESS:
+            self.reads[self._next_read_id] = waiter
+        return code
+
+    def get(self, index: int) -> tuple[int, Entry | None]:
+        """DLedger's GET of log entry ``index`` from this member (committed entries only):
+        ``(SUCCESS, entry)``, or ``(INDEX_LESS_THAN_LOCAL_BEGIN | INDEX_OUT_OF_RANGE, None)``.
+        Raises the store's errors (a damaged record)."""
+        if index < self.store.begin_index:
+            return Code.INDEX_LESS_THAN_LOCAL_BEGIN, None
+        if index > self.core.commit_index:
+            return Code.INDEX_OUT_OF_RANGE, None
+        return Code.SUCCESS, self.store.get(index)
+
+    def metadata(self) -> dict[str, Any]:
+        """This member's view, as DLedger's METADATA answers it: role, commitIndex,
+        ledgerBeginIndex, ledgerEndIndex, ledgerEndTerm, appliedIndex."""
+        return {
+            "role": self.core.role,
+            "commitIndex": self.core.commit_index,
+            "ledgerBeginIndex": self.store.begin_index,
+            "ledgerEndIndex": self.store.end_index,
+            "ledgerEndTerm": self.store.end_term,
+            "appliedIndex": self.last_applied,
+        }
 
     # ------------------------------------------------------------ group commit
 

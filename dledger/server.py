@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dledger.core import Core, CoreConfig
-from dledger.driver import Driver
+from dledger.driver import READ_MODES, Driver
 from dledger.protocol import (
     MAX_TERM_STEP,
     Code,
@@ -44,7 +44,6 @@ from dledger.transport import DEFAULT_MAX_FRAME, FrameDecoder, FrameError, decod
 
 log = logging.getLogger("dledger.server")
 
-READ_MODES = ("raft-log", "read-index", "lease", "unsafe")
 FLUSH_MODES = ("sync", "async")
 
 _KIND_CODE = {
@@ -358,7 +357,6 @@ class _Waiter:
     term: int
     deadline: float
     key: str | None = None
-    index: int = -1
 
 
 class Server:
@@ -915,13 +913,8 @@ class Server:
                 code,
                 opaque,
                 Code.SUCCESS,
-                role=self.core.role,
                 peers=self.cfg.peers,
-                commitIndex=self.core.commit_index,
-                ledgerBeginIndex=self.store.begin_index,
-                ledgerEndIndex=self.store.end_index,
-                ledgerEndTerm=self.store.end_term,
-                appliedIndex=self.last_applied,
+                **self.driver.metadata(),
                 connections=len(self._conns),
                 bufferedBytes=self.buffered,
             )
@@ -936,12 +929,11 @@ class Server:
             if type(index) is not int:
                 self._reply(conn, code, opaque, Code.UNEXPECTED_ARGUMENT, error="index: expected an int")
                 return
-            if index < self.store.begin_index:
-                self._reply(conn, code, opaque, Code.INDEX_LESS_THAN_LOCAL_BEGIN)
-            elif index > self.core.commit_index:
-                self._reply(conn, code, opaque, Code.INDEX_OUT_OF_RANGE, commitIndex=self.core.commit_index)
+            rc, e = self.driver.get(index)
+            if e is None:
+                extra = {"commitIndex": self.core.commit_index} if rc == Code.INDEX_OUT_OF_RANGE else {}
+                self._reply(conn, code, opaque, rc, **extra)
             else:
-                e = self.store.get(index)
                 self._reply(
                     conn,
                     code,
@@ -979,9 +971,6 @@ class Server:
     def _propose(
         self, conn: _Conn, code: int, opaque: int, data: bytes, kind: str, key: str | None = None
     ) -> None:
-        if len(self._waiters) >= self.cfg.max_pending:
-            self._reply(conn, code, opaque, Code.LEADER_PENDING_FULL)
-            return
         file_size = getattr(self.store, "data_file_size", None)
         if file_size is not None and len(data) + 56 > file_size:  # 48-byte header + 8-byte blank
             # a bad argument, not a disk error: refused before the core appends anything
@@ -993,14 +982,9 @@ class Server:
                 error=f"entry of {len(data)} bytes does not fit a data file of {file_size} bytes",
             )
             return
-        rc, entry = self.core.propose(data, self._now())
-        if rc != Code.SUCCESS or entry is None:
+        rc = self.driver.propose(data, self._waiter(kind, conn, code, opaque, key), self._now())
+        if rc != Code.SUCCESS:
             self._reply(conn, code, opaque, rc)
-            return
-        w = self._waiter(kind, conn, code, opaque, key)
-        w.term = entry.term
-        w.index = entry.index
-        self._waiters[entry.index] = w
 
     def _handle_kv(self, conn: _Conn, code: int, opaque: int, body: dict[str, Any]) -> None:
         op, key = body.get("op"), body.get("key")
@@ -1018,17 +1002,11 @@ class Server:
                     error=f"readMode {mode!r}: expected one of {READ_MODES}",
                 )
                 return
-            if mode == "unsafe":
-                self._reply(conn, code, opaque, Code.SUCCESS, value=self.sm.get(key))
-            elif mode == "raft-log":
-                self._propose(conn, code, opaque, encode_kv("get", key), "kv:get", key)
-            else:
-                rid = self._new_id()
-                rc = self.core.read_index(rid, self._now(), lease=mode == "lease")
-                if rc != Code.SUCCESS:
-                    self._reply(conn, code, opaque, rc)
-                    return
-                self._reads[rid] = self._waiter("read", conn, code, opaque, key)
+            # the driver's read paths (shared with the simulator)
+            kind = "kv:get" if mode == "raft-log" else "read"
+            rc = self.driver.kv_get(key, mode, self._waiter(kind, conn, code, opaque, key), self._now())
+            if rc != Code.SUCCESS:
+                self._reply(conn, code, opaque, rc)
             return
         wanted = KV_ARGS.get(op, ()) if isinstance(op, str) else ()
         missing = [f for f in wanted if f not in body]  # null is a value, absence is not

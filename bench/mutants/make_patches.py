@@ -153,11 +153,9 @@ MUTANTS: dict[str, dict[str, object]] = {
         "why": "a reader sees an entry of a cut-off leader that is later truncated: seen, then lost",
         "edits": [
             (
-                "dledger/server.py",
-                "            elif index > self.core.commit_index:\n"
-                "                self._reply(conn, code, opaque, Code.INDEX_OUT_OF_RANGE, commitIndex=self.core.commit_index)\n",
-                "            elif index > self.store.end_index:\n"
-                "                self._reply(conn, code, opaque, Code.INDEX_OUT_OF_RANGE, commitIndex=self.core.commit_index)\n",
+                "dledger/driver.py",
+                "        if index > self.core.commit_index:\n            return Code.INDEX_OUT_OF_RANGE, None\n",
+                "        if index > self.store.end_index:\n            return Code.INDEX_OUT_OF_RANGE, None\n",
             )
         ],
     },
@@ -183,9 +181,9 @@ MUTANTS: dict[str, dict[str, object]] = {
         "why": "a deposed leader that still believes it leads answers reads from stale state",
         "edits": [
             (
-                "dledger/server.py",
-                '            if mode == "unsafe":\n',
-                '            if mode == "unsafe" or (mode == "raft-log" and self.core.role == "LEADER"):\n',
+                "dledger/driver.py",
+                '        if mode == "unsafe":\n',
+                '        if mode == "unsafe" or (mode == "raft-log" and self.core.role == Role.LEADER):\n',
             )
         ],
     },
