@@ -1,22 +1,48 @@
-"""Jepsen's DB protocol (``jepsen.db``): how a test installs, runs and breaks the system under test.
+"""The DB contract: how a test installs, runs, observes and breaks the system under test.
 
-``setup``/``teardown`` act on all nodes of a :class:`~chaos.control.ssh.Control` (in parallel);
-``start``/``kill``/``pause``/``resume`` act on one node's :class:`~chaos.control.ssh.Remote`
-(Jepsen's ``db/Process`` and ``db/Pause``); ``primaries`` names the nodes that currently claim to be
-leader (``db/Primary``); ``log_files`` lists remote files to collect into the run directory
-(``db/LogFiles``). ``log_patterns`` declares the anomalies the DB's logs may show
-(:class:`chaos.history.nodelogs.LogPattern`, Jepsen's ``log-file-pattern`` checker) and
-``await_recovery`` waits, after healing, up to ``recovery_timeout`` seconds for the cluster to serve
-again (the record the ``liveness`` checker judges, see :mod:`chaos.history.liveness`). The DLedger
-implementation is :class:`chaos.cluster.dledger_db.DLedgerDB`.
+Follows Jepsen's ``jepsen.db``: one required protocol (:class:`DB`: ``name``, ``setup``,
+``teardown``, ``describe``) and optional *capabilities*, each a small ``runtime_checkable`` Protocol.
+A DB offers a capability by having its members; :func:`capabilities` lists what a DB offers, and
+``chaos run`` refuses at start (exit 254, one line naming the DB and the capability) a nemesis or
+workload that needs one the DB lacks (the table is ``chaos.nemesis.REQUIRES``).
+
+==============  ==================  ============================================================
+capability      protocol            used by
+==============  ==================  ============================================================
+``process``     :class:`Process`    kill, restart, file faults, ``stop-kill`` restarts
+``pause``       :class:`Pause`      pause nemesis, ``chaos heal`` (resume)
+``primary``     :class:`Primary`    ``*-leader`` targets, leader-transfer, the runner's leader wait
+``log-files``   :class:`LogFiles`   node logs downloaded into the run, the ``server-logs`` checker
+``data-dir``    :class:`DataDir`    truncate, bitflip, lose-unfsynced
+``clock``       :class:`Clock`      clock-skew, clock-slow-leader (libfaketime)
+``recovery``    :class:`Recovery`   the wait after healing, the ``liveness`` checker
+``leadership``  :class:`Leadership` the leadership observer (``leadership.jsonl``)
+``clients``     :class:`Clients`    every workload: the DB supplies the client of its protocol
+==============  ==================  ============================================================
+
+Who calls what: the runner (``chaos.control.runner``) calls ``setup``/``teardown`` once per run on
+the control node's main thread; nemeses call the per-node methods (``remote``: a
+:class:`chaos.control.ssh.Remote`) from the nemesis thread, often for several nodes in parallel,
+so a per-node method must be safe to run concurrently for *different* nodes. Unless a method says
+otherwise it may raise; a nemesis records the error in its completion (``applied: false``, ``why``)
+and never counts such a fault as injected.
+
+Plugging a DB in: ``chaos run --db module:attr`` (or an entry point in the ``chaos.dbs`` group,
+see :mod:`chaos.plugins`) names either a DB object or a factory (a class or function) called with
+the parsed ``--db-opt key=value`` options as keyword arguments. The factory declares its options
+in an attribute ``db_options`` (a sequence of :class:`DBOption`); the factory validates them itself
+and raises ValueError (one line naming the option) for a bad value. The built-in DLedger DB is
+:class:`chaos.cluster.dledger_db.DLedgerDB`; :class:`NoopDB` is the smallest DB.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from chaos.cluster.node import Node
     from chaos.control.ssh import Control, Remote
     from chaos.history.nodelogs import LogPattern
 
@@ -31,34 +57,296 @@ class DBError(RuntimeError):
         super().__init__(f"{node}: {message}" + (f"; server log tail: {tail}" if tail else ""))
 
 
+# -- options -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DBOption:
+    """One option a DB factory takes (``--db-opt name=value``).
+
+    ``name``: the key (and the factory's keyword argument, ``-`` read as ``_``); ``parse``: text ->
+    value (raises ValueError for bad text; default: the text itself); ``choices``: the allowed
+    values (after parsing; empty: any); ``multiple``: the option may repeat and the factory gets a
+    list; ``help``: one line for ``chaos run --help``.
+    """
+
+    name: str
+    parse: Callable[[str], Any] = str
+    choices: Sequence[Any] = ()
+    multiple: bool = False
+    help: str = ""
+
+    @property
+    def keyword(self) -> str:
+        return self.name.replace("-", "_")
+
+
+def db_options(factory: Any) -> list[DBOption]:
+    """The options ``factory`` declares (its ``db_options`` attribute; none when it has none)."""
+    return list(getattr(factory, "db_options", ()) or ())
+
+
+def parse_db_opts(factory: Any, items: Sequence[str], db_name: str = "the DB") -> dict[str, Any]:
+    """``["flush=async", "server-arg=--x"]`` -> the factory's keyword arguments, each parsed as its
+    :class:`DBOption` says (a ``multiple`` option collects a list).
+
+    Raises ValueError, one line naming the item and what was expected: an item without ``=``, a key
+    the DB does not declare (the declared keys are listed), a value its ``parse`` rejects or not
+    among its ``choices``, a second value of a single option."""
+    declared = {o.name: o for o in db_options(factory)}
+    declared.update({o.keyword: o for o in declared.values()})
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = str(item).partition("=")
+        key = key.strip()
+        if not sep or key not in declared:
+            names = ", ".join(o.name for o in db_options(factory)) or "none"
+            raise ValueError(
+                f"--db-opt {item!r}: expected KEY=VALUE with KEY an option of {db_name} ({names})"
+            )
+        opt = declared[key]
+        try:
+            value = opt.parse(raw)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"--db-opt {item!r}: bad value for {opt.name} of {db_name}: {e}") from None
+        if opt.choices and value not in opt.choices:
+            raise ValueError(
+                f"--db-opt {item!r}: expected {opt.name} one of {', '.join(map(str, opt.choices))}"
+            )
+        if opt.multiple:
+            out.setdefault(opt.keyword, []).append(value)
+        elif opt.keyword in out:
+            raise ValueError(f"--db-opt {item!r}: {opt.name} given twice")
+        else:
+            out[opt.keyword] = value
+    return out
+
+
+# -- the required protocol ---------------------------------------------------------------------------
+
+
 @runtime_checkable
 class DB(Protocol):
-    """The DB protocol every system under test implements."""
+    """The protocol every system under test implements (``jepsen.db/DB`` plus a name).
+
+    ``name``: the system's name for messages and ``test.json`` (e.g. ``"DLedger"``).
+    ``setup(control)``: install and start the system on every node of ``control`` (in parallel,
+    ``control.on_nodes``) and return when it is ready to serve clients; called once by the runner
+    after OS setup; raises :class:`DBError` (naming the node, with its log tail) when it cannot.
+    ``teardown(control)``: stop it and wipe its state on every node; called by the runner at the
+    end of every run (also after a crash) and by setup retries; must be idempotent and should not
+    raise for a system that is already down. ``describe()``: one short phrase of the options in
+    force, for the runner's ``"<name> setup on N nodes (<describe>)"`` line; must not raise.
+    """
+
+    name: str
 
     def setup(self, control: Control) -> None: ...
 
     def teardown(self, control: Control) -> None: ...
 
+    def describe(self) -> str: ...
+
+
+# -- capabilities ------------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Process(Protocol):
+    """``jepsen.db/Process``: start and kill the server on one node.
+
+    ``start(remote)``: start the server unless it already runs (idempotent); called by the kill,
+    restart and file nemeses and by ``heal``; raises :class:`DBError` if it cannot start.
+    ``kill(remote)``: SIGKILL the server and return when it is gone (idempotent: no server is not
+    an error). ``running(remote)``: whether the server process exists (a paused one counts as
+    running); must not raise for a node that answers. Optional: an attribute ``pidfile`` (the
+    server's pidfile on the node) lets the restart nemesis stop it cleanly (SIGTERM, then wait)
+    instead of killing it. ``chaos.control.util`` has the daemon helpers to write these in a line.
+    """
+
     def start(self, remote: Remote) -> None: ...
 
     def kill(self, remote: Remote) -> None: ...
+
+    def running(self, remote: Remote) -> bool: ...
+
+
+@runtime_checkable
+class Pause(Protocol):
+    """``jepsen.db/Pause``: SIGSTOP and SIGCONT the server on one node.
+
+    ``pause(remote)``: called by the pause nemesis; raises when no server runs (the nemesis records
+    that node as not paused). ``resume(remote)``: called by the pause nemesis's stop and ``heal``
+    and by ``chaos heal``; idempotent, a no-op when nothing is paused or nothing runs; should not
+    raise for a node that answers.
+    """
 
     def pause(self, remote: Remote) -> None: ...
 
     def resume(self, remote: Remote) -> None: ...
 
+
+@runtime_checkable
+class Primary(Protocol):
+    """``jepsen.db/Primary``: which nodes lead.
+
+    ``primaries(control)``: names of the nodes that claim leadership now, each by its own account
+    (may be empty, or several during a partition); called by ``leader``/``primaries`` targets,
+    the live view and the observer; should not raise for unreachable nodes (they are not primaries).
+    ``await_leader(control, timeout)``: wait up to ``timeout`` s until some node claims leadership
+    and return its name; raises :class:`DBError` after the timeout. The runner calls it after setup
+    (when the DB offers this capability) so the workload starts against a serving cluster.
+    """
+
     def primaries(self, control: Control) -> list[str]: ...
+
+    def await_leader(self, control: Control, timeout: float) -> str: ...
+
+
+@runtime_checkable
+class LogFiles(Protocol):
+    """``jepsen.db/LogFiles``: files to collect from each node, and what may go wrong in them.
+
+    ``log_files(remote)``: remote paths the runner downloads into ``nodes/<node>/`` at the end of a
+    run (on every exit path; may write a file first, e.g. a listing); a missing file is skipped.
+    ``log_patterns``: :class:`chaos.history.nodelogs.LogPattern` s (Jepsen's ``log-file-pattern``)
+    the ``server-logs`` checker searches; ``pattern_files``: base names of the downloaded files
+    those patterns apply to (empty: every downloaded file).
+    """
+
+    log_patterns: Sequence[LogPattern]
+    pattern_files: Sequence[str]
 
     def log_files(self, remote: Remote) -> list[str]: ...
 
-    log_patterns: Sequence[LogPattern]
+
+@runtime_checkable
+class DataDir(Protocol):
+    """The server's durable state, for disk faults (``jepsen.nemesis.file``, LazyFS).
+
+    ``data_dir``: the directory on every node that holds it (a string, or a function of the
+    ``remote`` giving one). File faults kill the server (:class:`Process`), change files under it,
+    and start it again, so this capability is only useful with ``process``. ``log_tail(remote,
+    lines)`` (optional) lets the file nemesis record why a server did not come back.
+    """
+
+    data_dir: Any
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """Clock control for clock faults through libfaketime (``jepsen.faketime``).
+
+    A DB opts in by starting its server with ``LD_PRELOAD=<libfaketime.so.1>``,
+    ``FAKETIME_TIMESTAMP_FILE=<faketime_file>`` and ``FAKETIME_NO_CACHE=1`` (monotonic clock faked
+    too) and writing ``+0`` into ``faketime_file`` before the first start; the clock nemesis then
+    rewrites that file (the running server's clocks move at once). ``pidfile`` names the server's
+    pid, whose start time keeps a rate change continuous. Both are paths on every node.
+    ``chaos.control.util`` starts a daemon that way.
+    """
+
+    faketime_file: str
+    pidfile: str
+
+
+@runtime_checkable
+class Recovery(Protocol):
+    """Waiting until the cluster serves again after healing (the ``liveness`` checker's record).
+
+    ``await_recovery(control, timeout)``: called once by the runner after the heal, before the
+    final phase; waits up to ``timeout`` s (the runner passes the larger of ``recovery_timeout`` and
+    ``--recovery-time``) and returns ``{"recovered": bool, "bound_s", "waited_s", "problems":
+    [one line each], ...}`` (see :mod:`chaos.history.liveness`). An unhealthy cluster is the answer,
+    not an error: raise only when the wait itself broke. ``recovery_timeout``: seconds.
+    Without this capability the run records no recovery and liveness is ``unknown``.
+    """
+
     recovery_timeout: float
 
     def await_recovery(self, control: Control, timeout: float) -> dict[str, Any]: ...
 
 
+@runtime_checkable
+class Leadership(Protocol):
+    """Each node's own view of leadership, for the observer (``leadership.jsonl``).
+
+    ``leadership(node, timeout_s)``: ``{"leader": name | None, "term": int | None}`` as ``node``
+    (a :class:`chaos.cluster.node.Node`) answers for itself, or ``{"error": text}``; called every
+    few hundred ms from the observer's thread pool, concurrently for different nodes; must not
+    raise; may keep a connection per node. ``close_leadership()``: drop those connections
+    (idempotent). Without it the observer samples ``primaries`` only.
+    """
+
+    def leadership(self, node: Node, timeout_s: float) -> dict[str, Any]: ...
+
+    def close_leadership(self) -> None: ...
+
+
+@runtime_checkable
+class Clients(Protocol):
+    """The DB supplies the client of a workload's client protocol (``chaos.workloads.clients``).
+
+    ``client_protocols``: the protocols offered (e.g. ``{"register", "log"}``); the runner refuses
+    at start a workload whose ``protocol`` is not among them. ``open_client(protocol, test, node,
+    process)``: a client talking to ``node`` first, for one process (Jepsen opens a new client for
+    a process that crashed); called from the worker's thread; raises
+    :class:`chaos.workloads.clients.NotSent` when it cannot connect. The client's methods are the
+    protocol's (see :mod:`chaos.workloads.clients`).
+    """
+
+    client_protocols: Collection[str]
+
+    def open_client(self, protocol: str, test: Any, node: str, process: Any) -> Any: ...
+
+
+CAPABILITIES: Mapping[str, tuple[type, tuple[str, ...]]] = {
+    "process": (Process, ("start", "kill", "running")),
+    "pause": (Pause, ("pause", "resume")),
+    "primary": (Primary, ("primaries", "await_leader")),
+    "log-files": (LogFiles, ("log_files", "log_patterns", "pattern_files")),
+    "data-dir": (DataDir, ("data_dir",)),
+    "clock": (Clock, ("faketime_file", "pidfile")),
+    "recovery": (Recovery, ("await_recovery", "recovery_timeout")),
+    "leadership": (Leadership, ("leadership", "close_leadership")),
+    "clients": (Clients, ("open_client", "client_protocols")),
+}
+"""capability name -> (its Protocol, the members a DB must have for it)."""
+
+
+def capabilities(db: Any) -> set[str]:
+    """The capability names (:data:`CAPABILITIES`) ``db`` offers: those whose members it has all of
+    (an attribute set to ``None`` does not count, so a DB can switch a capability off per
+    instance, e.g. no ``faketime_file`` when it does not run under libfaketime)."""
+    return {
+        name
+        for name, (_, members) in CAPABILITIES.items()
+        if all(getattr(db, m, None) is not None for m in members)
+    }
+
+
+def db_name(db: Any) -> str:
+    """``db.name``, else its class name."""
+    return str(getattr(db, "name", None) or type(db).__name__)
+
+
+def check_db(db: Any, where: str = "the DB") -> None:
+    """Raise TypeError naming ``where`` when ``db`` lacks a member of :class:`DB`."""
+    missing = [m for m in ("name", "setup", "teardown", "describe") if getattr(db, m, None) is None]
+    if missing:
+        raise TypeError(f"{where} is not a DB (no {', '.join(missing)}); see chaos.cluster.db.DB")
+
+
 class NoopDB:
-    """A DB that does nothing (for exercising the control layer and nemeses alone)."""
+    """A DB that does nothing: every capability but ``clients``, ``data-dir`` and ``clock``; for
+    exercising the control layer and the nemeses alone."""
+
+    name = "noop"
+    log_patterns: Sequence[LogPattern] = ()
+    pattern_files: Sequence[str] = ()
+    recovery_timeout = 0.0
+
+    def describe(self) -> str:
+        return "nothing installed"
 
     def setup(self, control: Control) -> None:
         pass
@@ -72,6 +360,9 @@ class NoopDB:
     def kill(self, remote: Remote) -> None:
         pass
 
+    def running(self, remote: Remote) -> bool:
+        return True
+
     def pause(self, remote: Remote) -> None:
         pass
 
@@ -81,11 +372,11 @@ class NoopDB:
     def primaries(self, control: Control) -> list[str]:
         return []
 
+    def await_leader(self, control: Control, timeout: float) -> str:
+        raise DBError("cluster", "the noop DB has no leader")
+
     def log_files(self, remote: Remote) -> list[str]:
         return []
-
-    log_patterns: Sequence[LogPattern] = ()
-    recovery_timeout = 0.0
 
     def await_recovery(self, control: Control, timeout: float) -> dict[str, Any]:
         return {"recovered": True, "bound_s": timeout, "waited_s": 0.0, "problems": [], "nodes": {}}
