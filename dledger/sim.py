@@ -338,11 +338,14 @@ class Sim:
         if node in self.nodes:
             self.paused.add(node)
 
-    def resume(self, node: str) -> None:
-        """SIGCONT: ``node`` handles its queued messages, then ticks again."""
+    def resume(self, node: str, first: Callable[[], None] | None = None) -> None:
+        """SIGCONT: ``node`` handles its queued messages, then ticks again; ``first()`` runs before
+        the queued messages (requests that were queued for it and come first)."""
         if node not in self.paused:
             return
         self.paused.discard(node)
+        if first is not None:
+            first()
         queued, self._inbox[node] = self._inbox[node], []
         for msg in queued:
             self._deliver(msg)
@@ -469,26 +472,51 @@ class Sim:
         self._process(ld)
         return e
 
-    def submit(self, node: str, kind: str, body: bytes, token: Any, key: str | None = None) -> int:
-        """A client request to ``node`` as the server takes it: ``kind`` "append"/"kv:*" proposes
-        ``body`` (answered through ``on_answer`` once applied); "read" starts a read index for
-        ``key``. Returns the immediate code (SUCCESS when accepted; NOT_LEADER etc. otherwise)."""
+    def submit(
+        self,
+        node: str,
+        kind: str,
+        body: bytes,
+        token: Any,
+        key: str | None = None,
+        read_mode: str = "raft-log",
+    ) -> int:
+        """A client request to ``node`` through the driver, as the server takes it: "kv:get" reads
+        ``key`` in ``read_mode`` (:meth:`dledger.driver.Driver.kv_get`); other kinds ("append",
+        "kv:put", "kv:cas", ...) propose ``body``; "read" starts a read index for ``key``. Answers come
+        through ``on_answer``. Returns the immediate code (SUCCESS when accepted or answered;
+        NOT_LEADER etc. otherwise; NOT_LEADER for a crashed or paused member)."""
         core = self.nodes.get(node)
         if core is None or node in self.paused:
             return Code.NOT_LEADER
         drv = self.drivers[node]
+        now = self.local(node)
         if kind == "read":
             self._seq += 1
             rid = self._seq
-            code = core.read_index(rid, self.local(node))
+            code = core.read_index(rid, now)
             if code == Code.SUCCESS:
                 drv.reads[rid] = SimWaiter("read", core.term, token, key)
+        elif kind == "kv:get":
+            code = drv.kv_get(key or "", read_mode, SimWaiter(kind, core.term, token, key), now)
         else:
-            code, entry = core.propose(body, self.local(node))
-            if code == Code.SUCCESS and entry is not None:
-                drv.waiters[entry.index] = SimWaiter(kind, entry.term, token, key)
+            code = drv.propose(body, SimWaiter(kind, core.term, token, key), now)
         self._process(node)
         return code
+
+    def get(self, node: str, index: int) -> tuple[int, Entry | None]:
+        """DLedger's GET of entry ``index`` at ``node`` (:meth:`dledger.driver.Driver.get`);
+        NOT_LEADER for a crashed or paused member."""
+        if node not in self.nodes or node in self.paused:
+            return Code.NOT_LEADER, None
+        return self.drivers[node].get(index)
+
+    def metadata(self, node: str) -> dict[str, Any] | None:
+        """METADATA of ``node`` (:meth:`dledger.driver.Driver.metadata`); None when it is crashed
+        or paused."""
+        if node not in self.nodes or node in self.paused:
+            return None
+        return self.drivers[node].metadata()
 
     def _answered(self, node: str, waiter: Any, code: int, fields: dict[str, Any]) -> None:
         token = waiter.token
