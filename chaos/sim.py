@@ -42,17 +42,28 @@ from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
 from chaos.history.store import HistoryWriter, RunDir
 
 WORKLOADS = ("register", "log")
-NEMESES = ("none", "partition", "kill", "kill-leader", "pause", "clock-skew", "network", "bitflip")
+NEMESES = ("none", "partition", "kill", "kill-leader", "pause", "clock-skew", "network", "bitflip", "figure8")
 DISKS = ("memory", "file")
+READ_MODES = ("raft-log", "read-index", "lease", "unsafe")  # dledger.driver.READ_MODES
 NODES = 5
 NS_PER_MS = 1_000_000
+READ_RANGE = "read-range"  # chaos.workloads.log.READ_RANGE
+LOG_READ_FRACTION = 0.25  # the log workload's default read_fraction
+LOG_READ_WINDOW = 16  # and read_window
+STICKY_READ_TIMEOUT_MS = 10_000  # chaos.workloads.register.STICKY_READ_TIMEOUT_S
+F8_POLL_MS = 5  # the figure8 nemesis looks for a new leader this often
+
+
+# kinds the random fault stream does not draw: swarm settings (network, bitflip) and figure8's own loop
+_NOT_DRAWN = ("none", "network", "bitflip", "figure8")
 
 
 @dataclass
 class SimOptions:
     """One seed's settings: ``time_limit`` and ``nemesis_interval`` in simulated seconds; ``rate``
     client ops per simulated second in total; ``timeout_ms`` before a client gives up on an op
-    (completing it ``info``)."""
+    (completing it ``info``); ``read_mode`` of the register's reads (one of :data:`READ_MODES`);
+    ``sticky``: odd processes read from their own member only (as the register workload's)."""
 
     workload: str = "register"
     nemesis: list[str] = field(default_factory=lambda: ["partition", "kill"])
@@ -64,6 +75,7 @@ class SimOptions:
     timeout_ms: int = 1000
     ops_per_key: int = 100
     read_mode: str = "raft-log"
+    sticky: bool = True
     disk: str = "file"
     schedule: list[dict[str, Any]] | None = None  # explicit fault events instead of drawn ones
 
@@ -84,13 +96,15 @@ class SeedResult:
 
 
 class _Client:
-    """One simulated client process: one op at a time against its target member."""
+    """One simulated client process: one op at a time against its target member (its ``home``
+    member for a sticky read, which never redirects)."""
 
     def __init__(self, process: int, home: str) -> None:
         self.process = process
         self.home = home
         self.target = home
         self.op: Op | None = None
+        self.sticky_op = False
 
 
 class SimRun:
@@ -126,7 +140,13 @@ class SimRun:
         self._next_value = 0
         self._key_ops = 0
         self._key = 0
-        self.faults: dict[str, Any] = {}
+        self.faults: dict[str, Any] = {}  # fault id (its kind, or "kill:<member>") -> what it holds
+        self.queued: dict[str, list[tuple[Any, ...]]] = {}  # requests waiting at a paused member
+        # figure8 nemesis: its own stream; act on this share of new leaders, within this many ms
+        self.f8_rng = random.Random(f"figure8-{opts.seed}")
+        self.f8_act = swarm.choice([0.3, 0.6, 0.9])
+        self.f8_reach = 4 * latency_max
+        self.f8_seen: set[tuple[str, int]] = set()
         self.schedule: list[dict[str, Any]] = []  # the faults as run: {"at": ms, "op", "kind", "params"}
         self.ops = 0
         self.accepting = True
@@ -143,6 +163,8 @@ class SimRun:
     def _new_op(self, c: _Client) -> Op:
         rng = self.wl_rng
         if self.opts.workload == "log":
+            if rng.random() < LOG_READ_FRACTION:
+                return Op(INVOKE, c.process, READ_RANGE, None)
             v = self._next_value
             self._next_value += 1
             return Op(INVOKE, c.process, "append", v)
@@ -158,45 +180,93 @@ class SimRun:
         return Op(INVOKE, c.process, f, value, key=self._key)
 
     def _invoke(self, c: _Client) -> None:
-        from dledger.protocol import Code
         from dledger.statemachine import encode_kv
 
         op = self._new_op(c)
-        op.node = c.target
+        # the register workload's sticky processes: odd ones read from their own member only
+        c.sticky_op = self.opts.sticky and op.f == "read" and c.process % 2 == 1
+        op.node = c.home if c.sticky_op or op.f == READ_RANGE else c.target
         self._write(op)
-        if op.f == "read" and self.opts.read_mode == "unsafe":
-            # the known-bad configuration: the member's local state, leader or not
-            sm = self.sim.sms.get(c.target)
-            if sm is None or c.target in self.sim.paused:
-                c.op = op
-                self._complete(c, op.completion(FAIL, None, error="NOT_LEADER"))
-            else:
-                c.op = op
-                self._complete(c, op.completion(OK, sm.get(f"r{op.key}")))  # type: ignore[attr-defined]
+        c.op = op
+        if op.f == READ_RANGE:
+            self._read_range(c, op)
             return
         self._token += 1
         token = self._token
+        key = None
         if op.f == "append":
             kind, body = "append", str(op.value).encode()
         else:
-            k = f"r{op.key}"
+            key = f"r{op.key}"
             if op.f == "read":
-                kind, body = "kv:get", encode_kv("get", k)
+                kind, body = "kv:get", b""
             elif op.f == "write":
-                kind, body = "kv:put", encode_kv("put", k, op.value)
+                kind, body = "kv:put", encode_kv("put", key, op.value)
             else:
-                kind, body = "kv:cas", encode_kv("cas", k, *op.value)
-        c.op = op
+                kind, body = "kv:cas", encode_kv("cas", key, *op.value)
         self.by_token[token] = c
-        self.sim.call_at(self.sim.now + self.opts.timeout_ms, lambda: self._timeout(c, op, token))
-        code = self.sim.submit(c.target, kind, body, token)
-        if code != Code.SUCCESS and c.op is op:
+        wait = STICKY_READ_TIMEOUT_MS if c.sticky_op else self.opts.timeout_ms
+        self.sim.call_at(self.sim.now + wait, lambda: self._timeout(c, op, token))
+        request = (c, op, token, kind, body, key)
+        if op.node in self.sim.paused:
+            self.queued.setdefault(op.node, []).append(request)  # the request waits in its socket
+        else:
+            self._send(op.node, request)
+
+    def _send(self, node: str, request: tuple[Any, ...]) -> None:
+        from dledger.protocol import Code
+
+        c: _Client = request[0]
+        op: Op = request[1]
+        token, kind, body, key = request[2:]
+        code = self.sim.submit(node, kind, body, token, key=key, read_mode=self.opts.read_mode)
+        if code != Code.SUCCESS and c.op is op and self.by_token.get(token) is c:
             # refused before anything was appended: definitely not done; try the leader next
             self.by_token.pop(token, None)
-            core = self.sim.nodes.get(c.target)
-            hint = core.leader_id if core is not None else None
-            c.target = hint if hint is not None and hint != c.target else c.home
+            if not c.sticky_op:
+                core = self.sim.nodes.get(node)
+                hint = core.leader_id if core is not None else None
+                c.target = hint if hint is not None and hint != node else c.home
             self._complete(c, op.completion(FAIL, op.value, error=Code(code).name))
+
+    def _send_queued(self, node: str) -> None:
+        """Hand the requests that waited at a paused member to it (it was resumed)."""
+        for request in self.queued.pop(node, []):
+            if node in self.sim.nodes:
+                self._send(node, request)
+
+    def _read_range(self, c: _Client, op: Op) -> None:
+        """The log workload's ``read-range`` at the client's own member, through the driver's
+        METADATA and GET (see chaos.workloads.log): from ``commitIndex - window + 1`` until
+        INDEX_OUT_OF_RANGE or ``window + 64`` entries."""
+        from dledger.protocol import Code
+
+        node = c.home
+        meta = self.sim.metadata(node)
+        if meta is None:
+            self._complete(c, op.completion(FAIL, None, error=f"metadata of {node}: member down"))
+            return
+        commit, begin = meta["commitIndex"], meta["ledgerBeginIndex"]
+        start = max(0, begin, commit - LOG_READ_WINDOW + 1)
+        values: list[int | None] = []
+        to_end, error = False, None
+        for i in range(start, start + LOG_READ_WINDOW + 64):
+            code, e = self.sim.get(node, i)
+            if e is not None:
+                values.append(int(e.body) if e.magic == 1 and e.body.isdigit() else None)
+                continue
+            if code in (Code.INDEX_OUT_OF_RANGE, Code.INDEX_LESS_THAN_LOCAL_BEGIN):
+                to_end = True
+            else:
+                error = f"read of index {i} failed: {Code(code).name}"
+            break
+        if not values and not to_end:
+            self._complete(c, op.completion(FAIL, None, error=error))
+            return
+        comp = op.completion(OK, values, from_index=start, to_end=to_end, commit_index=commit)
+        if error:
+            comp.error = error
+        self._complete(c, comp)
 
     def _on_answer(self, node: str, token: Any, code: int, fields: dict[str, Any]) -> None:
         from dledger.protocol import Code
@@ -216,14 +286,16 @@ class SimRun:
                 comp = op.completion(OK, op.value, log_index=fields.get("index"))
             else:
                 comp = op.completion(OK, op.value)
-        elif code == Code.TERM_CHANGED:
-            comp = op.completion(FAIL, op.value, error="TERM_CHANGED")
+        elif code == Code.TERM_CHANGED or op.f == "read":  # a read that failed changed nothing
+            comp = op.completion(FAIL, op.value, error=Code(code).name)
         else:
             comp = op.completion(INFO, op.value, error=Code(code).name)
         self._complete(c, comp)
 
     def _complete(self, c: _Client, comp: Op) -> None:
-        comp.node = comp.node or c.target
+        comp.node = comp.node or (c.home if c.sticky_op else c.target)
+        if c.sticky_op:
+            comp.extra["sticky"] = True
         self._write(comp)
         c.op = None
         if comp.type == INFO:
@@ -245,7 +317,8 @@ class SimRun:
         if c.op is not op:
             return  # answered in time
         self.by_token.pop(token, None)
-        c.target = self.sim.ids[(self.sim.ids.index(c.target) + 1) % NODES]
+        if not c.sticky_op:
+            c.target = self.sim.ids[(self.sim.ids.index(c.target) + 1) % NODES]
         self._complete(c, op.completion(INFO, op.value, error="timeout"))
 
     # ------------------------------------------------------------ nemesis
@@ -256,9 +329,7 @@ class SimRun:
 
     def _draw_start(self) -> tuple[str, Any] | None:
         """The next fault to start, from the nemesis stream: ``(kind, params)``, or None."""
-        kinds = [
-            k for k in self.opts.nemesis if k not in ("none", "network", "bitflip") and k not in self.faults
-        ]
+        kinds = [k for k in self.opts.nemesis if k not in _NOT_DRAWN and k not in self.faults]
         if not kinds:
             return None
         kind = self.nem_rng.choice(kinds)
@@ -282,20 +353,23 @@ class SimRun:
             return kind, rng.sample(sim.ids, rng.randint(1, NODES // 2))
         return kind, {v: rng.choice([0.5, 0.8, 1.25, 2.0]) for v in rng.sample(sim.ids, 2)}  # clock-skew
 
-    def _start(self, kind: str, params: Any) -> None:
-        """Start fault ``kind`` with explicit ``params`` (as drawn, or from a schedule)."""
-        if kind in self.faults:
+    def _start(self, kind: str, params: Any, fid: str | None = None) -> None:
+        """Start fault ``kind`` with explicit ``params`` (as drawn, or from a schedule) under the
+        id ``fid`` (default: the kind; the figure8 nemesis kills members under ids of their own)."""
+        fid = fid or kind
+        if fid in self.faults or (kind == "partition" and "partition" in self.faults):
             return
-        self.schedule.append({"at": self.sim.now, "op": "start", "kind": kind, "params": params})
+        self.schedule.append({"at": self.sim.now, "op": "start", "kind": kind, "params": params, "id": fid})
         sim = self.sim
         if kind == "partition":
             sim.partition(*params)
-            self.faults[kind] = params
+            self.faults["partition"] = params
             self._nemesis("start-partition", [sorted(g) for g in params])
         elif kind in ("kill", "kill-leader"):
             for v in params["victims"]:
                 sim.crash(v)
-            self.faults[kind] = params["victims"]
+                self.queued.pop(v, None)  # requests waiting at a killed member are gone
+            self.faults[fid] = params["victims"]
             self._nemesis(kind, sorted(params["victims"]))
             if params.get("flip"):
                 v = params["flip"]
@@ -303,19 +377,20 @@ class SimRun:
         elif kind == "pause":
             for v in params:
                 sim.pause(v)
-            self.faults[kind] = params
+            self.faults[fid] = params
             self._nemesis("pause", sorted(params))
         elif kind == "clock-skew":
             for v, r in params.items():
                 sim.set_clock_rate(v, r)
-            self.faults[kind] = params
+            self.faults[fid] = params
             self._nemesis("clock-skew", params)
 
-    def _stop_fault(self, kind: str) -> None:
-        if kind not in self.faults:
+    def _stop_fault(self, fid: str) -> None:
+        if fid not in self.faults:
             return
-        self.schedule.append({"at": self.sim.now, "op": "stop", "kind": kind})
-        what = self.faults.pop(kind)
+        kind = self.fault_kind(fid)
+        self.schedule.append({"at": self.sim.now, "op": "stop", "kind": kind, "id": fid})
+        what = self.faults.pop(fid)
         sim = self.sim
         if kind == "partition":
             sim.heal()
@@ -333,12 +408,62 @@ class SimRun:
             self._nemesis("start", {"nodes": sorted(what), "refused": refused} if refused else sorted(what))
         elif kind == "pause":
             for v in what:
-                sim.resume(v)
+                # requests queued at the paused member and its queued peer messages race (seeded)
+                first = self.nem_rng.random() < 0.5
+                sim.resume(v, first=functools.partial(self._send_queued, v) if first else None)
+                self._send_queued(v)
             self._nemesis("resume", sorted(what))
         elif kind == "clock-skew":
             for v in what:
                 sim.set_clock_rate(v, 1.0)
             self._nemesis("reset-clock", sorted(what))
+
+    @staticmethod
+    def fault_kind(fid: str) -> str:
+        """The kind of the fault with id ``fid`` (figure8 kills are "kill:<member>")."""
+        return fid.split(":", 1)[0]
+
+    def _figure8_poll(self, end: int) -> None:
+        """The figure8 nemesis (Raft paper Figure 8's schedule, as a fault pattern): whenever a new
+        leader appears, with a per-seed probability, cut it off within a few network round trips of
+        its election (before its no-op reaches a quorum) — killed, or partitioned with one
+        follower — and bring it back after a short window; so leaders of successive terms leave
+        entries on minorities and come back to finish replicating them."""
+        sim, rng = self.sim, self.f8_rng
+        if sim.now >= end:
+            return
+        ld = sim.leader()
+        if ld is not None and (ld, sim.nodes[ld].term) not in self.f8_seen:
+            self.f8_seen.add((ld, sim.nodes[ld].term))
+            if rng.random() < self.f8_act:
+                delay = rng.randint(0, self.f8_reach)
+                if rng.random() < 0.5:
+                    sim.call_at(sim.now + delay, functools.partial(self._figure8_kill, ld, end))
+                else:
+                    sim.call_at(sim.now + delay, functools.partial(self._figure8_cut, ld, end))
+        sim.call_at(sim.now + F8_POLL_MS, functools.partial(self._figure8_poll, end))
+
+    def _figure8_window(self) -> int:
+        return int(self.f8_rng.choice([20, 50, 100, 300, 600, 1500]) * self.f8_rng.uniform(0.5, 1.5))
+
+    def _figure8_kill(self, node: str, end: int) -> None:
+        down = sum(1 for i in self.sim.ids if i not in self.sim.nodes)
+        fid = f"kill:{node}"
+        if self.sim.now >= end or down >= NODES // 2 or fid in self.faults or node not in self.sim.nodes:
+            return
+        self._start("kill", {"victims": [node], "flip": None}, fid)
+        self.sim.call_at(self.sim.now + self._figure8_window(), functools.partial(self._stop_fault, fid))
+
+    def _figure8_cut(self, node: str, end: int) -> None:
+        if self.sim.now >= end or "partition" in self.faults:
+            return
+        peer = self.f8_rng.choice([i for i in self.sim.ids if i != node])
+        self._start(
+            "partition", [sorted([node, peer]), sorted(i for i in self.sim.ids if i not in (node, peer))]
+        )
+        self.sim.call_at(
+            self.sim.now + self._figure8_window(), functools.partial(self._stop_fault, "partition")
+        )
 
     # ------------------------------------------------------------ the run
 
@@ -351,8 +476,9 @@ class SimRun:
         def fault() -> None:
             if sim.now >= end:
                 return
-            if self.faults and (self.nem_rng.random() < 0.5 or len(self.faults) >= 2):
-                self._stop_fault(self.nem_rng.choice(sorted(self.faults)))
+            drawn_faults = sorted(f for f in self.faults if ":" not in f)  # not the figure8 kills
+            if drawn_faults and (self.nem_rng.random() < 0.5 or len(drawn_faults) >= 2):
+                self._stop_fault(self.nem_rng.choice(drawn_faults))
             else:
                 drawn = self._draw_start()
                 if drawn is not None:
@@ -361,16 +487,19 @@ class SimRun:
 
         def replay(ev: dict[str, Any]) -> None:
             if ev["op"] == "start":
-                self._start(ev["kind"], ev["params"])
+                self._start(ev["kind"], ev["params"], ev.get("id"))
             else:
-                self._stop_fault(ev["kind"])
+                self._stop_fault(ev.get("id") or ev["kind"])
 
         if opts.schedule is not None:
             for ev in opts.schedule:  # an explicit (shrunk) fault schedule instead of drawn faults
                 if ev["at"] < end:
                     sim.call_at(ev["at"], functools.partial(replay, ev))
-        elif any(k not in ("none", "network", "bitflip") for k in opts.nemesis):
-            sim.call_at(int(self.nem_rng.expovariate(1.0 / interval)), fault)
+        else:
+            if any(k not in _NOT_DRAWN for k in opts.nemesis):
+                sim.call_at(int(self.nem_rng.expovariate(1.0 / interval)), fault)
+            if "figure8" in opts.nemesis:
+                sim.call_at(F8_POLL_MS, functools.partial(self._figure8_poll, end))
         for c in self.clients:
             self._schedule(c)
         sim.run_to(end)
@@ -426,6 +555,7 @@ def test_doc(opts: SimOptions) -> dict[str, Any]:
         "concurrency": opts.clients,
         "rate": opts.rate,
         "read_mode": opts.read_mode,
+        "sticky": opts.sticky,
         "disk": opts.disk,
         "nodes": [f"s{i + 1}" for i in range(NODES)],
         "simulated": True,
@@ -613,10 +743,18 @@ def _verdict_exit(valids: list[Any]) -> int:
 @click.option("--rate", type=float, default=50.0, show_default=True, help="client ops per simulated second")
 @click.option(
     "--read-mode",
-    type=click.Choice(["raft-log", "unsafe"]),
+    type=click.Choice(READ_MODES),
     default="raft-log",
     show_default=True,
-    help="register reads through the log, or stale local reads (a known-bad configuration)",
+    help="register reads through the driver: the log, read index, leader lease, or the member's "
+    "local state (unsafe: a known-bad configuration)",
+)
+@click.option(
+    "--sticky/--no-sticky",
+    default=True,
+    show_default=True,
+    help="odd client processes read from their own member only and record its answer (a deposed "
+    "leader's too), as the register workload's",
 )
 @click.option("--jobs", type=int, default=None, help="parallel processes (default: the CPU count)")
 @click.option("--store", type=click.Path(file_okay=False), default="store", show_default=True)
@@ -632,6 +770,7 @@ def sim(
     concurrency: int,
     rate: float,
     read_mode: str,
+    sticky: bool,
     disk: str,
     jobs: int | None,
     store: str,
@@ -663,6 +802,7 @@ def sim(
             rate,
             nemesis_interval=min(5.0, time_limit / 4),
             read_mode=read_mode,
+            sticky=sticky,
             disk=disk,
         )
 
@@ -702,7 +842,8 @@ def sim(
         f"{len(valids)} seeds, {len(failing)} not valid"
         + (
             f"; replay one with: chaos sim --workload {workload} --nemesis {','.join(faults)} --disk {disk} "
-            f"--time-limit {time_limit:g} --read-mode {read_mode} --seed {failing[0]}"
+            f"--time-limit {time_limit:g} --read-mode {read_mode}{'' if sticky else ' --no-sticky'} "
+            f"--seed {failing[0]}"
             if failing
             else ""
         )
