@@ -1,8 +1,9 @@
-"""Pure-logic tests of the cluster layer: node validation, host entries, the wheel, peers, errors."""
+"""Pure-logic tests of the cluster layer: node validation, host entries, the zipapp, peers, errors."""
 
 from __future__ import annotations
 
 import pickle
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -10,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos.cluster.dledger_db import PROJECT_ROOT, DLedgerDB, build_wheel, source_hash
+from chaos.cluster.db import DBError
+from chaos.cluster.dledger_db import PROJECT_ROOT, DLedgerDB, build_zipapp, source_hash
 from chaos.cluster.image import debian_mirror, image_tag, recipe_hash
 from chaos.cluster.node import Node, check_unique, nodes_from_json, nodes_to_json
 from chaos.cluster.sshhosts import SSHHosts, parse_entry, read_nodes_file
@@ -118,7 +120,7 @@ def test_peers_and_db_options() -> None:
     cmd = DLedgerDB(flush="async", read_mode="lease", server_args="--heartbeat-ms 50").server_command(
         nodes[0], nodes
     )
-    assert cmd[:3] == ["/opt/dledger/venv/bin/dledger", "server", "--group"]
+    assert cmd[:4] == ["python3", "/opt/dledger/dledger.pyz", "server", "--group"]
     assert cmd[-6:] == ["--flush", "async", "--read-mode", "lease", "--heartbeat-ms", "50"]
     with pytest.raises(ValueError, match="cannot contain '-'"):
         db.peers([Node("db-1", "h")])
@@ -130,33 +132,27 @@ def test_peers_and_db_options() -> None:
         DLedgerDB(port=0)
 
 
-def test_wheel_is_installable_and_cached(tmp_path: Path) -> None:
-    w = build_wheel(PROJECT_ROOT, tmp_path / "cache")
-    assert w.name == f"dledger_chaos_node-0.1.0+{source_hash()}-py3-none-any.whl"
-    assert build_wheel(PROJECT_ROOT, tmp_path / "cache") == w  # cached
-    with zipfile.ZipFile(w) as z:
+def test_zipapp_runs_with_plain_python_and_is_cached(tmp_path: Path) -> None:
+    pyz = build_zipapp(PROJECT_ROOT, tmp_path / "cache")
+    assert pyz.name.startswith(f"dledger-{source_hash()}-") and pyz.suffix == ".pyz"
+    assert build_zipapp(PROJECT_ROOT, tmp_path / "cache") == pyz  # cached
+    with zipfile.ZipFile(pyz) as z:
         names = z.namelist()
-        assert "dledger/__init__.py" in names and not any(n.startswith("chaos/") for n in names)
-        record = z.read(next(n for n in names if n.endswith("/RECORD"))).decode()
-        assert "dledger/__init__.py,sha256=" in record
-    # a real venv install of the wheel, without network, exposes the dledger package
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    site = subprocess.run(
-        [str(venv / "bin/python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    zipfile.ZipFile(w).extractall(site)
+    assert "__main__.py" in names and "dledger/__init__.py" in names and "dledger/server.pyc" in names
+    assert not any(n.startswith("chaos/") or "__pycache__" in n for n in names)
+    # the archive alone, outside the source tree, is the dledger command
     out = subprocess.run(
-        [str(venv / "bin/python"), "-c", "import dledger, os; print(os.path.dirname(dledger.__file__))"],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=tmp_path,
-    ).stdout.strip()
-    assert out.startswith(site)
+        [sys.executable, "-I", str(pyz), "server", "--help"], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert out.returncode == 0 and "--read-mode" in out.stdout, out.stderr
+    # a changed source is a new build (CHAOS_DLEDGER_SOURCE's patched copies get their own)
+    copy = tmp_path / "src"
+    shutil.copytree(PROJECT_ROOT / "dledger", copy / "dledger", ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "dledger" / "cli.py").write_text((copy / "dledger" / "cli.py").read_text() + "\n# mutant\n")
+    assert build_zipapp(copy, tmp_path / "cache").name != pyz.name
+    (copy / "dledger" / "cli.py").write_text("def main(:\n")
+    with pytest.raises(DBError, match="cli.py does not compile"):
+        build_zipapp(copy, tmp_path / "cache")
 
 
 def test_image_recipe_tag_and_mirror() -> None:

@@ -75,7 +75,7 @@ def test_node_that_cannot_start_after_healing_is_a_liveness_failure(tmp_path: Pa
         text=True,
     )
     control = Control(load_nodes())
-    program = f"{DLedgerDB.venv}/bin/dledger"
+    program = DLedgerDB.zipapp
     n5 = control.remote("n5")
     try:
         while proc.poll() is None:  # until the generator phase is under way
@@ -85,12 +85,12 @@ def test_node_that_cannot_start_after_healing_is_a_liveness_failure(tmp_path: Pa
             time.sleep(0.2)
         assert proc.poll() is None, "the run ended before the node could be broken"
         # from outside: the server cannot start again, then it dies
-        n5.exec_raw(f"chmod a-x {program} && kill -9 $(cat {DLedgerDB.pidfile})", sudo=True)
+        n5.exec_raw(f"mv {program} {program}.away && kill -9 $(cat {DLedgerDB.pidfile})", sudo=True)
         out, _ = proc.communicate(timeout=900)
     finally:
         if proc.poll() is None:
             proc.kill()
-        n5.exec_raw(f"chmod a+x {program}", sudo=True, check=False)
+        n5.exec_raw(f"mv {program}.away {program}", sudo=True, check=False)
         control.close()
     assert proc.returncode == 1, out[-3000:]
     run = RunDir(store / "latest")

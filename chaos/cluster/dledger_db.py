@@ -1,11 +1,11 @@
 """Deploying the Python DLedger server onto nodes (Jepsen's DB protocol for DLedger).
 
-Setup, per node and in parallel: upload a wheel of the ``dledger`` package built on the control node
-(once per source version, cached in ``~/.chaos/wheels/``), install it into a venv at
-``/opt/dledger/venv`` made with ``--system-site-packages`` (so the image's python3-msgpack is used and
-no network is needed), then start ``dledger server`` as a daemon (``setsid``, pidfile, log file)
-under libfaketime with a runtime-writable offset file (the clock nemesis writes it), and wait for
-its port. When every node is up, setup waits for a leader. Setup is tried 3 times; a failure raises
+Setup, per node and in parallel: upload a zipapp of the ``dledger`` package built on the control
+node (once per source version, cached in ``~/.chaos/zipapps/``, see :mod:`chaos.cluster.deploy`)
+to ``/opt/dledger/dledger.pyz``, which the node's own ``python3`` runs (the image's python3-msgpack
+is its one dependency; no venv, no network), then start ``python3 dledger.pyz server`` as a daemon
+(``setsid``, pidfile, log file) under libfaketime with a runtime-writable offset file (the clock
+nemesis writes it), and wait for its port. When every node is up, setup waits for a leader. Setup is tried 3 times; a failure raises
 :class:`~chaos.cluster.db.DBError` with the node's server-log tail. Teardown kills the server and
 wipes its data dir. ``kill`` is SIGKILL, ``pause``/``resume`` SIGSTOP/SIGCONT, all by pidfile.
 ``primaries`` asks every node's METADATA from the control node; ``await_recovery`` waits after
@@ -15,20 +15,15 @@ healing for a leader, every node answering METADATA and every follower's commitI
 
 from __future__ import annotations
 
-import base64
-import csv
-import fcntl
-import hashlib
-import io
 import os
 import shlex
 import time
-import zipfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from chaos.cluster import deploy
 from chaos.cluster.db import DBError
 from chaos.cluster.node import Node
 
@@ -81,95 +76,24 @@ def _log_patterns() -> list[Any]:
     ]
 
 
-# -- the wheel -----------------------------------------------------------------------------------------
+# -- the zipapp ----------------------------------------------------------------------------------------
 
 
 def source_hash(root: Path = PROJECT_ROOT) -> str:
-    """12 hex digits over every file of the ``dledger`` package (paths and contents)."""
-    h = hashlib.sha256()
-    pkg = root / "dledger"
-    if not pkg.is_dir():
-        raise DBError("control", f"dledger package not found at {pkg}")
-    for p in sorted(pkg.rglob("*")):
-        if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo"):
-            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
-    return h.hexdigest()[:12]
+    """12 hex digits over every file of the ``dledger`` package under ``root`` (paths and contents)."""
+    try:
+        return deploy.source_hash(root / "dledger")
+    except deploy.DeployError as e:
+        raise DBError("control", str(e)) from None
 
 
-def build_wheel(root: Path = PROJECT_ROOT, cache_dir: Path | None = None) -> Path:
-    """A PEP 427 wheel of the ``dledger`` package with its ``dledger`` console script.
-
-    Built directly (pure Python, no build backend or network needed), named
-    ``dledger_chaos_node-0.1.0+<source hash>-py3-none-any.whl`` and cached in ``cache_dir``
-    (default ``~/.chaos/wheels``), so one source version is built once. Safe under concurrency
-    (file lock, atomic rename).
-    """
-    from chaos.cluster.docker import chaos_home
-
-    cache_dir = cache_dir or chaos_home() / "wheels"
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    digest = source_hash(root)
-    dist = "dledger_chaos_node"
-    version = f"{VERSION}+{digest}"
-    path = cache_dir / f"{dist}-{version}-py3-none-any.whl"
-    if path.is_file():
-        return path
-    with open(cache_dir / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if path.is_file():
-            return path
-        info = f"{dist}-{version}.dist-info"
-        files: list[tuple[str, bytes]] = []
-        for p in sorted((root / "dledger").rglob("*")):
-            if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo"):
-                files.append((str(p.relative_to(root)).replace(os.sep, "/"), p.read_bytes()))
-        meta = (
-            f"Metadata-Version: 2.1\nName: dledger-chaos-node\nVersion: {version}\n"
-            "Summary: Python DLedger server (deployed by dledger-chaos)\nRequires-Python: >=3.11\n"
-            "Requires-Dist: msgpack>=1.0\n"
-        )
-        wheel = "Wheel-Version: 1.0\nGenerator: dledger-chaos\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-        entry = "[console_scripts]\ndledger = dledger.cli:main\n"
-        files += [
-            (f"{info}/METADATA", meta.encode()),
-            (f"{info}/WHEEL", wheel.encode()),
-            (f"{info}/entry_points.txt", entry.encode()),
-        ]
-        record = io.StringIO()
-        w = csv.writer(record, lineterminator="\n")
-        for name, data in files:
-            d = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-            w.writerow([name, f"sha256={d}", len(data)])
-        w.writerow([f"{info}/RECORD", "", ""])
-        files.append((f"{info}/RECORD", record.getvalue().encode()))
-        tmp = path.with_suffix(".tmp")
-        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
-            for name, data in files:
-                zi = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
-                zi.external_attr = 0o644 << 16
-                zi.compress_type = zipfile.ZIP_DEFLATED
-                z.writestr(zi, data)
-        os.replace(tmp, path)
-    return path
-
-
-_INSTALLER = """
-import compileall, glob, os, shutil, sys, sysconfig, zipfile
-venv, whl = sys.argv[1], sys.argv[2]
-site = sysconfig.get_paths()["purelib"]
-assert site.startswith(venv), site
-shutil.rmtree(os.path.join(site, "dledger"), ignore_errors=True)
-for d in glob.glob(os.path.join(site, "dledger_chaos_node-*.dist-info")):
-    shutil.rmtree(d)
-zipfile.ZipFile(whl).extractall(site)
-# bytecode now, so the first server start after a deploy does not compile every module
-compileall.compile_dir(os.path.join(site, "dledger"), quiet=1)
-script = os.path.join(venv, "bin", "dledger")
-with open(script, "w") as f:
-    f.write("#!" + os.path.join(venv, "bin", "python3") + "\\nimport sys\\nfrom dledger.cli import main\\n"
-            "sys.exit(main())\\n")
-os.chmod(script, 0o755)
-"""
+def build_zipapp(root: Path = PROJECT_ROOT, cache_dir: Path | None = None) -> Path:
+    """The ``dledger`` zipapp of the package under ``root`` (``python3 dledger.pyz server ...``),
+    built once per source version (:func:`chaos.cluster.deploy.build_zipapp`); DBError if it cannot."""
+    try:
+        return deploy.build_zipapp(root / "dledger", "dledger.cli:main", cache_dir)
+    except deploy.DeployError as e:
+        raise DBError("control", str(e)) from None
 
 
 # -- the DB --------------------------------------------------------------------------------------------
@@ -191,7 +115,7 @@ class DLedgerDB:
     recovery_timeout = 60.0
 
     base_dir = "/opt/dledger"
-    venv = "/opt/dledger/venv"
+    zipapp = "/opt/dledger/dledger.pyz"
     pidfile = "/var/run/dledger.pid"
     data_dir = "/var/lib/dledger"
     log_file = "/var/log/dledger.log"
@@ -239,7 +163,7 @@ class DLedgerDB:
         env_root = os.environ.get("CHAOS_DLEDGER_SOURCE")
         self.source_root = Path(env_root) if env_root and source_root == PROJECT_ROOT else source_root
         self.log = log or (lambda s: None)
-        self._wheel: Path | None = None
+        self._zipapp: Path | None = None
         self._nodes: list[Node] = []
         self.log_patterns = _log_patterns()
 
@@ -265,22 +189,22 @@ class DLedgerDB:
 
     # -- setup / teardown ---------------------------------------------------------------------------
 
-    def wheel(self) -> Path:
-        """The wheel to deploy (built once per DB object and source version)."""
-        if self._wheel is None:
+    def zipapp_file(self) -> Path:
+        """The zipapp to deploy (built once per DB object and source version)."""
+        if self._zipapp is None:
             if self.source_root != PROJECT_ROOT:
                 self.log(f"deploying the dledger package from {self.source_root}")
-            self._wheel = build_wheel(self.source_root)
-        return self._wheel
+            self._zipapp = build_zipapp(self.source_root)
+        return self._zipapp
 
     def setup(self, control: Control) -> None:
         """Install and start DLedger on every node, then wait for a leader; 3 tries, DBError on failure."""
         self._nodes = list(control.nodes)
-        wheel = self.wheel()
+        pyz = self.zipapp_file()
         last: Exception | None = None
         for attempt in range(1, self.tries + 1):
             try:
-                control.on_nodes(lambda r: self._setup_node(r, wheel))
+                control.on_nodes(lambda r: self._setup_node(r, pyz))
                 if self.leader_timeout > 0:
                     self.await_leader(control, self.leader_timeout)
                 return
@@ -299,35 +223,19 @@ class DLedgerDB:
         node = getattr(last, "node", "cluster")
         raise DBError(str(node), f"DLedger setup failed after {self.tries} tries: {last}") from last
 
-    def install(self, remote: Remote, wheel: Path) -> None:
-        """Upload ``wheel`` and install it into the venv (skipped when that exact wheel is installed)."""
-        marker = f"{self.base_dir}/installed"
-        want = wheel.name
-        have = remote.exec_raw(f"cat {marker} 2>/dev/null || true", sudo=True).stdout.strip()
-        if have == want and remote.exec_raw(f"test -x {self.venv}/bin/dledger", sudo=True, check=False).ok:
-            return
-        remote.exec("mkdir", "-p", f"{self.base_dir}/wheels", sudo=True)
-        target = f"{self.base_dir}/wheels/{wheel.name}"
-        remote.upload(wheel, target, sudo=True)
-        # a pure-Python wheel is installed by unpacking it into the venv's site-packages and writing
-        # the console script (what pip does); ensurepip in a fresh venv costs minutes on a busy host
-        script = (
-            f"set -e; [ -x {self.venv}/bin/python3 ] || "
-            f"python3 -m venv --system-site-packages --without-pip {self.venv}; "
-            f"{self.venv}/bin/python3 -c {shlex.quote(_INSTALLER)} {self.venv} {shlex.quote(target)}; "
-            f"echo {shlex.quote(want)} > {marker}"
-        )
-        remote.exec_raw(script, sudo=True, timeout=300)
+    def install(self, remote: Remote, pyz: Path) -> None:
+        """Upload the zipapp to :attr:`zipapp` (skipped when that exact build is installed)."""
+        deploy.install_file(remote, pyz, self.zipapp)
 
-    def _setup_node(self, remote: Remote, wheel: Path) -> None:
-        self.install(remote, wheel)
+    def _setup_node(self, remote: Remote, pyz: Path) -> None:
+        self.install(remote, pyz)
         self._stop_and_wipe(remote)
         remote.write_file(self.faketime_file, "+0\n", sudo=True)
         self.start(remote)
         self.await_port(remote)
 
     def teardown(self, control: Control) -> None:
-        """Kill the server and wipe its data dir, pidfile and log on every node (the venv stays)."""
+        """Kill the server and wipe its data dir, pidfile and log on every node (the zipapp stays)."""
         control.on_nodes(self._stop_and_wipe)
 
     def _stop_and_wipe(self, remote: Remote) -> None:
@@ -342,7 +250,8 @@ class DLedgerDB:
     def server_command(self, node: Node, nodes: Sequence[Node]) -> list[str]:
         """The ``dledger server`` argv for ``node`` (without the faketime environment)."""
         return [
-            f"{self.venv}/bin/dledger",
+            "python3",
+            self.zipapp,
             "server",
             "--group",
             self.group,
@@ -407,12 +316,11 @@ class DLedgerDB:
         return self.pid(remote) is not None
 
     def kill(self, remote: Remote) -> None:
-        """SIGKILL the server (by pidfile, then any leftover server of this venv) and wait until gone."""
+        """SIGKILL the server (by pidfile, then any leftover server of this zipapp) and wait until gone."""
         remote.exec_raw(
             f"p=$(cat {self.pidfile} 2>/dev/null); "
             f'if [ -n "$p" ]; then kill -9 $p 2>/dev/null; fi; '
-            f"pkill -9 -f '^{self.venv}/bin/python3? {self.venv}/bin/dledger server' 2>/dev/null; "
-            f"pkill -9 -f '^{self.venv}/bin/dledger server' 2>/dev/null; "
+            f"pkill -9 -f '^python3 {self.zipapp} server' 2>/dev/null; "
             f'for i in $(seq 50); do [ -n "$p" ] && kill -0 $p 2>/dev/null || break; sleep 0.1; done; '
             f"rm -f {self.pidfile}; true",
             sudo=True,
