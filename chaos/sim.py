@@ -42,7 +42,22 @@ from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
 from chaos.history.store import HistoryWriter, RunDir
 
 WORKLOADS = ("register", "log")
-NEMESES = ("none", "partition", "kill", "kill-leader", "pause", "clock-skew", "network", "bitflip", "figure8")
+NEMESES = (
+    "none",
+    "partition",
+    "partition-leader",
+    "kill",
+    "kill-leader",
+    "pause",
+    "pause-leader",
+    "clock-skew",
+    "clock-slow-leader",
+    "network",
+    "bitflip",
+    "figure8",
+)
+# the fault id a kind starts under: one partition at a time (any shape), one clock fault at a time
+_SLOT = {"partition-leader": "partition", "clock-slow-leader": "clock-skew"}
 DISKS = ("memory", "file")
 READ_MODES = ("raft-log", "read-index", "lease", "unsafe")  # dledger.driver.READ_MODES
 NODES = 5
@@ -329,19 +344,26 @@ class SimRun:
 
     def _draw_start(self) -> tuple[str, Any] | None:
         """The next fault to start, from the nemesis stream: ``(kind, params)``, or None."""
-        kinds = [k for k in self.opts.nemesis if k not in _NOT_DRAWN and k not in self.faults]
+        kinds = [k for k in self.opts.nemesis if k not in _NOT_DRAWN and _SLOT.get(k, k) not in self.faults]
         if not kinds:
             return None
         kind = self.nem_rng.choice(kinds)
         sim, rng = self.sim, self.nem_rng
+        leader = sim.leader()
         if kind == "partition":
             ids = sim.ids[:]
             rng.shuffle(ids)
             cut = rng.randint(1, NODES // 2)
             return kind, [ids[:cut], ids[cut:]]
+        if kind == "partition-leader":  # the leader alone on the minority side
+            alone = leader if leader is not None else rng.choice(sim.ids)
+            return kind, [[alone], [i for i in sim.ids if i != alone]]
+        if kind == "pause-leader":
+            return kind, [leader if leader is not None else rng.choice(sim.ids)]
+        if kind == "clock-slow-leader":
+            return kind, {leader if leader is not None else rng.choice(sim.ids): rng.choice([0.25, 0.5, 0.8])}
         if kind in ("kill", "kill-leader"):
             if kind == "kill-leader":
-                leader = sim.leader()
                 victims = [leader] if leader is not None else [rng.choice(sim.ids)]
             else:
                 victims = rng.sample(sim.ids, rng.randint(1, NODES // 2))
@@ -356,12 +378,12 @@ class SimRun:
     def _start(self, kind: str, params: Any, fid: str | None = None) -> None:
         """Start fault ``kind`` with explicit ``params`` (as drawn, or from a schedule) under the
         id ``fid`` (default: the kind; the figure8 nemesis kills members under ids of their own)."""
-        fid = fid or kind
-        if fid in self.faults or (kind == "partition" and "partition" in self.faults):
+        fid = fid or _SLOT.get(kind, kind)
+        if fid in self.faults or (kind in ("partition", "partition-leader") and "partition" in self.faults):
             return
         self.schedule.append({"at": self.sim.now, "op": "start", "kind": kind, "params": params, "id": fid})
         sim = self.sim
-        if kind == "partition":
+        if kind in ("partition", "partition-leader"):
             sim.partition(*params)
             self.faults["partition"] = params
             self._nemesis("start-partition", [sorted(g) for g in params])
@@ -374,12 +396,12 @@ class SimRun:
             if params.get("flip"):
                 v = params["flip"]
                 self._nemesis("bitflip", {"node": v, "file": sim.disks[v].flip_bit(f"/sim/{v}/data")})
-        elif kind == "pause":
+        elif kind in ("pause", "pause-leader"):
             for v in params:
                 sim.pause(v)
             self.faults[fid] = params
             self._nemesis("pause", sorted(params))
-        elif kind == "clock-skew":
+        elif kind in ("clock-skew", "clock-slow-leader"):
             for v, r in params.items():
                 sim.set_clock_rate(v, r)
             self.faults[fid] = params
@@ -406,7 +428,7 @@ class SimRun:
                     except StoreError as e:  # recovery refused a damaged committed prefix
                         refused[v] = str(e)
             self._nemesis("start", {"nodes": sorted(what), "refused": refused} if refused else sorted(what))
-        elif kind == "pause":
+        elif kind in ("pause", "pause-leader"):
             for v in what:
                 # requests queued at the paused member and its queued peer messages race (seeded)
                 first = self.nem_rng.random() < 0.5
