@@ -1,7 +1,8 @@
 """The ``docker`` node provider: n1..nN containers with sshd on a private Docker network.
 
 Each container is a Debian node (see :mod:`chaos.cluster.image`) with its own hostname (``n1``...),
-a fixed address on the cluster's network, the capabilities that iptables, tc and clock faults need,
+a fixed address on the cluster's network, the capabilities that iptables, tc and clock faults need
+(and ``/dev/fuse`` with ``SYS_ADMIN`` for the FUSE layer of ``lose-unfsynced``),
 and the cluster's generated ed25519 public key authorised for root. The control node reaches the
 containers directly at their network addresses. The state (key pair, ``nodes.json``) lives in
 ``~/.chaos/cluster/`` (``~/.chaos/cluster-<name>/`` for a non-default cluster name), so ``chaos run``
@@ -26,7 +27,9 @@ from chaos.cluster.image import LABEL, ImageError, docker_client, ensure_image
 from chaos.cluster.node import Node, nodes_from_json, nodes_to_json
 
 DEFAULT_CLUSTER = "default"
-CAPS = ["NET_ADMIN", "NET_RAW", "SYS_TIME", "SYS_PTRACE"]
+# SYS_ADMIN and /dev/fuse: the lose-unfsynced fault mounts a FUSE layer over the data dir
+CAPS = ["NET_ADMIN", "NET_RAW", "SYS_TIME", "SYS_PTRACE", "SYS_ADMIN"]
+DEVICES = ["/dev/fuse:/dev/fuse:rwm"]
 SUBNET_POOL = "10.89.0.0/16"  # /24 per cluster, the first free one
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,30}$")
 
@@ -248,6 +251,7 @@ class DockerProvider:
         self.log(f"creating {name} ({ip})")
         host_config = api.create_host_config(
             cap_add=CAPS,
+            devices=DEVICES,
             init=True,  # reaps SIGKILLed servers so their pids really disappear
             restart_policy={"Name": "no"},
             # a fresh /var/run so pidfiles do not survive a container restart

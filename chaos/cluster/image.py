@@ -41,6 +41,8 @@ PACKAGES = [
     "tcpdump",
     "iputils-ping",
     "ca-certificates",
+    "fuse3",  # lose-unfsynced: the data dir on a FUSE layer (chaos/nemesis/lazyfs_node.py)
+    "python3-pyfuse3",
 ]
 
 # Runs as PID 1's command in every node container: authorise the cluster key, give the node its own
