@@ -1,6 +1,7 @@
-"""The file faults' node-side script run against a real ``dledger.store.file.FileLogStore`` directory
-on this machine (the same python3 code the nemesis ships to a node), then the store reopened:
-what the store recovers is the outcome asserted."""
+"""The truncate and bitflip faults' node-side script run against a real
+``dledger.store.file.FileLogStore`` directory on this machine (the same python3 code the nemesis
+ships to a node), then the store reopened: what the store recovers is the outcome asserted.
+lose-unfsynced needs its FUSE layer on a node: tests/test_nemesis_lazyfs.py."""
 
 from __future__ import annotations
 
@@ -40,27 +41,6 @@ def fill(root: Path, synced: int, unsynced: int) -> None:
 
 def reopen(root: Path) -> FileLogStore:
     return FileLogStore(root, data_file_size=SIZE, index_file_size=4096)
-
-
-def test_lose_unfsynced_cuts_back_to_last_sync(tmp_path: Path) -> None:
-    fill(tmp_path, synced=40, unsynced=25)
-    assert reopen(tmp_path).end_index == 64  # without the fault every write survives
-    fill(tmp_path / "b", synced=40, unsynced=25)
-    out = run_fault(tmp_path / "b", "lose-unfsynced")
-    assert out["error"] is None
-    files = {Path(c["file"]).parent.name for c in out["changes"]}
-    assert "data" in files  # index records may still sit in the store's write buffer
-    s = reopen(tmp_path / "b")
-    assert s.end_index == 39
-    assert s.get(39).body == b"entry-00039" * 4
-
-
-def test_lose_unfsynced_without_marker_reports_it(tmp_path: Path) -> None:
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "00000000000000000000").write_bytes(b"x" * 100)
-    out = run_fault(tmp_path, "lose-unfsynced")
-    assert "no fsynced marker" in out["error"]
-    assert out["changes"] == []
 
 
 def test_truncate_tears_the_last_record(tmp_path: Path) -> None:

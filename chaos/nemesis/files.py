@@ -1,40 +1,65 @@
-"""File faults on the server's data directory while the server is down (``jepsen.nemesis.file``,
-``jepsen.lazyfs``).
+"""File faults on the server's data directory (``jepsen.nemesis.file``, ``jepsen.lazyfs``).
 
-``start-file`` SIGKILLs the server on the chosen nodes (``DLedgerDB.kill``), then applies one fault
+``start-file`` SIGKILLs the server on the chosen nodes (the DB's ``kill``), then applies one fault
 to its data files and leaves it down; ``stop-file`` starts it again and records whether it came up
 (the server must recover or refuse to start with a clear error; the checker decides whether data
-was lost). Faults:
+was lost). The data directory is the DB's ``data_dir`` (a path, or a function of the node). Faults:
 
 - ``truncate``: drop the last ``bytes`` bytes of the newest data segment (a torn write). Segments
   that are preallocated (zero tail) keep their length and get the last written bytes zeroed.
-- ``bitflip``: flip ``count`` random bits, in the tail region (bytes past the last fsync if the
-  store reports it, else the last ``tail_bytes`` written) or ``anywhere`` in the written data.
-- ``lose-unfsynced``: cut every data file back to its length at the last fsync, as lost page
-  cache would (LazyFS's ``clear-cache``). The store reports those lengths in a marker file named
-  ``fsynced`` (``dledger.store.file``: ``dataPos=``/``indexPos=`` global positions over segments
-  named by their start offset; a ``<file name> <length>`` list or a JSON object ``{name: length}``
-  is accepted too). Preallocated segments keep their size: the lost bytes are zeroed. Without a
-  marker the completion says so (``"error": "no fsynced marker ..."``) and nothing is changed.
+- ``bitflip``: flip ``count`` random bits in the newest data segment, in its last ``tail_bytes``
+  written bytes (``region`` ``tail``) or ``anywhere`` in its written data.
+- ``lose-unfsynced``: everything written but not fsynced is lost, as when a machine loses power
+  (LazyFS's ``clear-cache``). This is done from outside the server: when the enabled faults include
+  it, :meth:`FileNemesis.setup` stops the server on every node, moves the data directory's contents
+  to a backing directory, mounts :mod:`chaos.nemesis.lazyfs_node` (a FUSE passthrough layer that
+  records, per file, the length at the last fsync and the pre-images of bytes overwritten since,
+  and per directory the names changed since its last fsync) on the data directory and starts the
+  server again; ``teardown`` unmounts it and moves the files back. The fault kills the server and
+  tells the layer to drop; the layer's report (bytes and files per node) is the completion.
+
+  Targets: the node specs of :data:`chaos.nemesis.base.TARGETS`, plus ``majority-followers``: a
+  majority of the cluster chosen among the followers loses its unfsynced writes while the leader is
+  killed with its disk intact, and on stop the leader is started only after the followers elected
+  a leader among themselves (or ``leader_wait_s`` passed). An entry a follower acknowledged before
+  fsyncing it is then gone from a quorum, and the old leader cannot hand it back: the composition
+  that exposes a follower acknowledging before fsync (Raft section 5.4.1 relies on persisted logs).
 
 Completion of ``start-file``: ``{"fault": ..., "nodes": [...], "changes": {node: [...]}, "applied":
-bool}`` where each change names the file and the byte range cut, zeroed or flipped. ``applied`` is
-true when the fault ran on at least one node without an error (``changes`` may be empty: e.g.
-lose-unfsynced with everything fsynced loses nothing, as real page-cache loss would); a node
-without the fsynced marker, or no target node, gives ``applied: false`` and ``why``. Completion of
+bool}`` where each change names the file and the byte range cut, zeroed or flipped; for
+lose-unfsynced each change is a file the layer restored (``{"file", "mode": "lose-unfsynced",
+"cut_from": size, "to": fsynced size, "restored_bytes": n}``) or a name change it undid (``{"name":
+{"op", "path", "to"}}``), plus ``dropped_bytes: {node: n}`` and, for ``majority-followers``,
+``killed`` (every node stopped) and ``held_back`` (the old leader). ``applied`` is true when the
+fault ran on at least one node without an error (``changes`` may be empty: lose-unfsynced with
+everything fsynced loses nothing, as real power loss would); a node without the layer or without
+an answer from it, or no target node, gives ``applied: false`` and ``why``. Completion of
 ``stop-file``: ``{"nodes": {node: {"running": bool, "log_tail": str}}, "applied": bool}`` (false when
-a restarted server is not running).
+a restarted server is not running), with ``elected_first`` (the leader the followers elected
+before the held-back node was started, or null) after ``majority-followers``.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from chaos.history.op import Op
-from chaos.nemesis.base import TARGETS, NemesisError, choose_nodes, complete, not_applied, on_nodes, outcome
+from chaos.nemesis.base import (
+    TARGETS,
+    NemesisError,
+    choose_nodes,
+    complete,
+    node_names,
+    not_applied,
+    on_nodes,
+    outcome,
+    sh,
+)
 
 FAULTS = ("truncate", "bitflip", "lose-unfsynced")
 
@@ -44,7 +69,7 @@ import errno, json, os, random, sys
 job = json.loads(sys.argv[1])
 root, fault = job["data_dir"], job["fault"]
 rng = random.Random(job["seed"])
-SKIP = ("currterm", "fsynced", "checkpoint", "hardstate")
+SKIP = ("currterm", "checkpoint", "hardstate", "highwater")
 def data_files():
     out = []
     for d, _, names in os.walk(root):
@@ -82,33 +107,6 @@ def written_end(p, floor=0):
                 return pos - step + len(bytes(view[:n]).rstrip(b"\0"))
             pos -= step
     return floor
-def markers():
-    # {file path: fsynced length}. Our store's "fsynced" holds global positions (dataPos=,
-    # indexPos=, dataFileSize=, indexFileSize=) over segments named by their 20-digit start offset;
-    # a plain "<name> <length>" list or a JSON object is accepted too.
-    m = {}
-    for d, _, names in os.walk(root):
-        if "fsynced" not in names:
-            continue
-        text = open(os.path.join(d, "fsynced")).read().strip()
-        kv = dict(l.split("=", 1) for l in text.splitlines() if "=" in l)
-        if "dataPos" in kv:
-            for sub, pos, size in (("data", "dataPos", "dataFileSize"), ("index", "indexPos", "indexFileSize")):
-                sd = os.path.join(d, sub)
-                if not os.path.isdir(sd) or pos not in kv:
-                    continue
-                for n in os.listdir(sd):
-                    if n.isdigit():
-                        fsize = int(kv.get(size, 0)) or os.path.getsize(os.path.join(sd, n))
-                        m[os.path.join(sd, n)] = max(0, min(int(kv[pos]) - int(n), fsize))
-            continue
-        try:
-            items = json.loads(text).items() if text.startswith("{") else [l.rsplit(None, 1) for l in text.splitlines() if l.strip()]
-        except ValueError:
-            items = []
-        for name, length in items:
-            m[os.path.join(d, name)] = int(length)
-    return m
 def segments(files):
     # data segments if the store has a "data" directory, newest (highest offset / mtime) last
     data = [p for p in files if os.path.basename(os.path.dirname(p)) == "data"] or files
@@ -135,17 +133,11 @@ if fault == "truncate":
         if c:
             changes.append(c)
 elif fault == "bitflip":
-    fs = markers()
     cands = [(p, written_end(p)) for p in segments(files)]
     cands = [(p, e) for p, e in cands if e > 0]
     if cands:
         p, end = cands[-1]
-        if job["region"] == "anywhere":
-            lo = 0
-        else:
-            lo = fs.get(p, max(0, end - int(job["tail_bytes"])))
-            if lo >= end:
-                lo = max(0, end - int(job["tail_bytes"]))
+        lo = 0 if job["region"] == "anywhere" else max(0, end - int(job["tail_bytes"]))
         flips = []
         with open(p, "r+b") as f:
             for _ in range(int(job["count"])):
@@ -154,16 +146,6 @@ elif fault == "bitflip":
                 f.seek(off); f.write(bytes([b ^ (1 << bit)]))
                 flips.append([off, bit])
         changes.append({"file": p, "mode": "bitflip", "region": [lo, end], "flips": flips})
-elif fault == "lose-unfsynced":
-    fs = markers()
-    if not fs:
-        error = "no fsynced marker under " + root + "; the store does not report fsynced lengths"
-    else:
-        for p in files:
-            if p in fs:
-                c = cut(p, fs[p])
-                if c:
-                    changes.append(c)
 for c in changes:  # make the damage itself durable (not os.sync: that flushes the whole host)
     fd = os.open(c["file"], os.O_RDWR)
     os.fsync(fd)
@@ -172,11 +154,54 @@ print(json.dumps({"changes": changes, "error": error}))
 """
 
 
+# The FUSE layer's place on a node: backing/ holds the real files, stash/ what the layer may bring
+# back, pid and lazyfs.log the daemon's; the program itself is uploaded next to them.
+LAZYFS_STATE = "/var/lib/chaos-lazyfs"
+LAZYFS_PROGRAM = Path(__file__).resolve().parent / "lazyfs_node.py"
+MAJORITY_FOLLOWERS = "majority-followers"
+LU_TARGETS = (*TARGETS, MAJORITY_FOLLOWERS)
+
+
+def mount_script(data: str, state: str = LAZYFS_STATE, wait_s: float = 10.0) -> str:
+    """Shell (root): move ``data``'s contents to ``state/backing`` and mount the layer on ``data``;
+    prints ``mounted``. Exit 1 with the daemon's log when the mount does not appear in
+    ``wait_s`` seconds. The server must be stopped."""
+    d, s = shlex.quote(data), shlex.quote(state)
+    steps = int(wait_s * 10)
+    return (
+        f"set -e; mkdir -p {d} {s}/backing; "
+        f"find {d} -mindepth 1 -maxdepth 1 -exec mv -t {s}/backing {{}} +; "
+        f"setsid python3 {s}/lazyfs_node.py mount {s}/backing {d} {s} >> {s}/lazyfs.log 2>&1 < /dev/null & "
+        f"i=0; while ! grep -qs ' {data} fuse' /proc/mounts; do "
+        f"  i=$((i+1)); if [ $i -gt {steps} ]; then tail -n 20 {s}/lazyfs.log >&2; exit 1; fi; sleep 0.1; "
+        "done; echo mounted"
+    )
+
+
+def unmount_script(data: str, state: str = LAZYFS_STATE) -> str:
+    """Shell (root): unmount the layer from ``data`` (lazily if it is busy), stop its daemon, move
+    the backing files back into ``data`` and remove ``state``. Idempotent; prints ``unmounted`` or
+    ``absent``. The server must be stopped."""
+    d, s = shlex.quote(data), shlex.quote(state)
+    return (
+        f"had=absent; if grep -qs ' {data} fuse' /proc/mounts; then had=unmounted; "
+        f"fusermount3 -u {d} 2>/dev/null || fusermount3 -uz {d}; fi; "
+        f'p=$(cat {s}/pid 2>/dev/null); if [ -n "$p" ]; then kill -TERM "$p" 2>/dev/null; '
+        f'for i in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done; kill -9 "$p" 2>/dev/null; fi; '
+        f"if [ -d {s}/backing ]; then mkdir -p {d}; "
+        f"find {s}/backing -mindepth 1 -maxdepth 1 -exec mv -t {d} {{}} +; fi; "
+        f"rm -rf {s}; echo $had"
+    )
+
+
 class FileNemesis:
     """``start-file`` / ``stop-file``: kill, corrupt the data files, later restart.
 
     ``faults`` are the enabled fault names (one is drawn per start unless the invocation value
-    names one: ``{"fault": "truncate", "targets": "all", "bytes": 100}``).
+    names one: ``{"fault": "truncate", "targets": "all", "bytes": 100}``). ``lose_unfsynced_targets``
+    may hold ``majority-followers`` too. ``leader_wait_s``: how long a ``majority-followers`` stop
+    waits for the followers to elect a leader before starting the held-back one. Raises ValueError
+    for unknown faults, targets or non-positive sizes.
     """
 
     kind = "file"
@@ -191,13 +216,17 @@ class FileNemesis:
         bitflip_region: str = "tail",
         tail_bytes: int = 4096,
         start_wait_s: float = 3.0,
+        leader_wait_s: float = 20.0,
     ) -> None:
         bad = [f for f in faults if f not in FAULTS]
         if bad or not faults:
             raise ValueError(f"file faults {list(faults)!r}: expected some of {', '.join(FAULTS)}")
-        for t in list(targets) + list(lose_unfsynced_targets):
+        for t in targets:
             if t not in TARGETS:
                 raise ValueError(f"file fault target {t!r}: expected one of {', '.join(TARGETS)}")
+        for t in lose_unfsynced_targets:
+            if t not in LU_TARGETS:
+                raise ValueError(f"lose-unfsynced target {t!r}: expected one of {', '.join(LU_TARGETS)}")
         if bitflip_region not in ("tail", "anywhere"):
             raise ValueError(f"bitflip region {bitflip_region!r}: expected 'tail' or 'anywhere'")
         if truncate_bytes <= 0 or bitflip_count <= 0 or tail_bytes <= 0:
@@ -214,26 +243,76 @@ class FileNemesis:
             "tail_bytes": tail_bytes,
         }
         self.start_wait_s = start_wait_s
+        self.leader_wait_s = leader_wait_s
         self.down: set[str] = set()
+        self.held_back: set[str] = set()  # started only once the others elected a leader
+        self.mounted: set[str] = set()
 
     def fs(self) -> set[str]:
         return {"start-file", "stop-file"}
 
+    # -- the FUSE layer -----------------------------------------------------------------------
+
     def setup(self, test: Any) -> None:
-        pass
+        """With lose-unfsynced enabled: put every node's data directory on the FUSE layer (stop the
+        server, mount, start it again) and wait for a leader. Raises NemesisError naming the node
+        when a mount fails (e.g. no ``/dev/fuse`` or no ``python3-pyfuse3`` on it)."""
+        if "lose-unfsynced" not in self.faults:
+            return
+
+        def one(remote: Any) -> None:
+            name = remote.node.name
+            db_kill(test, remote)
+            sh(remote, unmount_script(data_dir(test, remote)), check=False)  # a run that died early
+            sh(remote, f"mkdir -p {LAZYFS_STATE}")
+            remote.upload(LAZYFS_PROGRAM, f"{LAZYFS_STATE}/lazyfs_node.py", sudo=True)
+            res = sh(remote, mount_script(data_dir(test, remote)), check=False)
+            if res.exit_code != 0:
+                raise NemesisError(
+                    f"lose-unfsynced: mounting the FUSE layer on {name} failed: {res.stderr.strip()[-800:]}"
+                )
+            self.mounted.add(name)
+            db_start(test, remote)
+
+        on_nodes(test, one)
+        await_leader(test, self.leader_wait_s)
 
     def teardown(self, test: Any) -> None:
+        """Restart what this nemesis left down, then unmount the layer and put the files back (a
+        server still running, e.g. a run that leaves the DB up, is stopped and started again)."""
         self.heal(test)
+        if not self.mounted:
+            return
+
+        def one(remote: Any) -> None:
+            was = db_running(test, remote)
+            if was:
+                db_kill(test, remote)
+            res = sh(remote, unmount_script(data_dir(test, remote)), check=False)
+            if res.exit_code != 0:
+                test.log.warning("unmounting the FUSE layer on %s: %s", remote.node.name, res.stderr.strip())
+            if was:
+                db_start(test, remote)
+
+        on_nodes(test, one, sorted(self.mounted))
+        self.mounted.clear()
 
     def heal(self, test: Any) -> None:
         if self.down:
             self.restart(test)
 
+    # -- faults -------------------------------------------------------------------------------
+
     def invoke(self, test: Any, op: Op) -> Op:
         if op.f == "stop-file":
+            held = bool(self.held_back)
             res = self.restart(test)
-            down = sorted(n for n, r in res.items() if not r.get("running"))
-            return complete(op, outcome({"nodes": res}, not down, f"not running after the restart: {down}"))
+            nodes = res.pop("nodes")
+            down = sorted(n for n, r in nodes.items() if not r.get("running"))
+            value: dict[str, Any] = {"nodes": nodes}
+            if held:
+                value["elected_first"] = res.get("elected_first")
+            return complete(op, outcome(value, not down, f"not running after the restart: {down}"))
         if op.f != "start-file":
             raise ValueError(f"file nemesis: unexpected f {op.f!r}")
         value = dict(op.value) if isinstance(op.value, dict) else {}
@@ -243,11 +322,13 @@ class FileNemesis:
         spec = value.get("nodes") or value.get("targets")
         if spec is None:
             spec = test.rng.choice(self.lu_targets if fault == "lose-unfsynced" else self.targets)
+        if fault == "lose-unfsynced":
+            return self.lose_unfsynced(test, op, spec)
         nodes = choose_nodes(test, spec)
         if not nodes:
             return not_applied(op, f"no node matched target {spec!r}", fault=fault, targets=spec, nodes=[])
         params = {k: value.get(k, v) for k, v in self.defaults.items()}
-        on_nodes(test, test.db.kill, nodes)
+        on_nodes(test, lambda r: db_kill(test, r), nodes)
         self.down |= set(nodes)
         seeds = {n: test.rng.randrange(1 << 30) for n in nodes}
 
@@ -267,29 +348,123 @@ class FileNemesis:
         why = "; ".join(f"{n}: {e}" for n, e in sorted(errors.items()))
         return complete(op, outcome(out, len(errors) < len(nodes), why))
 
+    def lose_unfsynced(self, test: Any, op: Op, spec: Any) -> Op:
+        """Kill the chosen servers and have the layer drop what they did not fsync."""
+        held: list[str] = []
+        if spec == MAJORITY_FOLLOWERS:
+            leader = choose_nodes(test, "leader")
+            if not leader:
+                return not_applied(op, "no leader", fault="lose-unfsynced", targets=spec, nodes=[])
+            followers = [n for n in node_names(test) if n not in leader]
+            test.rng.shuffle(followers)
+            nodes = sorted(followers[: len(test.nodes) // 2 + 1])
+            held = leader
+        else:
+            nodes = choose_nodes(test, spec)
+        if not nodes:
+            return not_applied(
+                op, f"no node matched target {spec!r}", fault="lose-unfsynced", targets=spec, nodes=[]
+            )
+        killed = sorted(set(nodes) | set(held))
+        on_nodes(test, lambda r: db_kill(test, r), killed)
+        self.down |= set(killed)
+        self.held_back |= set(held)
+
+        def one(remote: Any) -> dict[str, Any]:
+            if remote.node.name not in self.mounted:
+                return {"error": "no FUSE layer on this node (the nemesis setup did not mount it)"}
+            res = sh(remote, f"python3 {LAZYFS_STATE}/lazyfs_node.py drop {LAZYFS_STATE} 60", check=False)
+            if res.exit_code != 0:
+                return {"error": f"the FUSE layer did not answer: {res.stderr.strip()[-300:]}"}
+            report: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
+            return report
+
+        results = on_nodes(test, one, nodes)
+        out: dict[str, Any] = {"fault": "lose-unfsynced", "targets": spec, "nodes": nodes}
+        if held:
+            out["killed"], out["held_back"] = killed, held[0]
+        out["changes"] = {
+            n: [{"file": f, "mode": "lose-unfsynced", **c} for f, c in sorted(r.get("files", {}).items())]
+            + [{"name": x} for x in r.get("names", [])]
+            for n, r in results.items()
+        }
+        out["dropped_bytes"] = {n: r.get("dropped_bytes", 0) for n, r in results.items() if "error" not in r}
+        errors = {n: r["error"] for n, r in results.items() if r.get("error")}
+        errors |= {n: "; ".join(r["errors"]) for n, r in results.items() if r.get("errors")}
+        if errors:
+            out["errors"] = errors
+        answered = [n for n, r in results.items() if "error" not in r]
+        why = "; ".join(f"{n}: {e}" for n, e in sorted(errors.items()))
+        return complete(op, outcome(out, bool(answered), why))
+
     def restart(self, test: Any) -> dict[str, Any]:
-        """Start every node this nemesis left down; after ``start_wait_s`` report, per node,
-        whether the server runs and the tail of its log."""
+        """Start every node this nemesis left down (a held-back node after the others elected a
+        leader, or after ``leader_wait_s``); after ``start_wait_s`` report, per node, whether the
+        server runs and the tail of its log: ``{"nodes": {node: {...}}, "elected_first": node|None}``."""
         nodes = sorted(self.down)
         if not nodes:
-            return {}
+            return {"nodes": {}}
 
-        def one(remote: Any) -> None:
+        def start(remote: Any) -> None:
             try:
-                test.db.start(remote)
+                db_start(test, remote)
             except Exception as e:  # a server that refuses to start is an outcome, not a crash
                 test.log.info("start after file fault on %s failed: %s", remote.node.name, e)
 
-        on_nodes(test, one, nodes)
+        held = sorted(self.held_back & self.down)
+        first = [n for n in nodes if n not in held]
+        elected = None
+        on_nodes(test, start, first)
+        if held:
+            elected = await_leader(test, self.leader_wait_s, among=first)
+            on_nodes(test, start, held)
         self.down.clear()
+        self.held_back.clear()
         time.sleep(self.start_wait_s)
 
         def outcome(remote: Any) -> dict[str, Any]:
-            return {"running": bool(test.db.running(remote)), "log_tail": test.db.log_tail(remote, 5)}
+            tail = getattr(test.db, "log_tail", None)
+            return {"running": db_running(test, remote), "log_tail": tail(remote, 5) if tail else ""}
 
-        return on_nodes(test, outcome, nodes)
+        return {"nodes": on_nodes(test, outcome, nodes), "elected_first": elected}
+
+
+# -- the DB as this nemesis uses it (the data-dir and process capabilities) ------------------------
 
 
 def data_dir(test: Any, remote: Any) -> str:
+    """The DB's data directory on ``remote`` (its ``data_dir``: a path or a function of the node)."""
     d = test.db.data_dir
     return str(d(remote) if callable(d) else d)
+
+
+def db_kill(test: Any, remote: Any) -> None:
+    test.db.kill(remote)
+
+
+def db_start(test: Any, remote: Any) -> None:
+    test.db.start(remote)
+
+
+def db_running(test: Any, remote: Any) -> bool:
+    running = getattr(test.db, "running", None)
+    return bool(running(remote)) if running is not None else True
+
+
+def await_leader(test: Any, timeout: float, among: Sequence[str] | None = None) -> str | None:
+    """Wait up to ``timeout`` s until a node (of ``among``, default any) claims leadership; its
+    name, or None (also for a DB that does not report primaries)."""
+    primaries = getattr(test.db, "primaries", None)
+    if primaries is None:
+        return None
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            found = [n for n in primaries(test.control) if among is None or n in among]
+        except Exception:  # noqa: BLE001 - nodes still starting
+            found = []
+        if found:
+            return str(found[0])
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.2)
