@@ -24,7 +24,7 @@ from chaos.history.faults import leadership_windows, overall_leadership
 from chaos.history.op import Op
 from chaos.history.store import RunDir
 from chaos.nemesis.base import Compose, nemesis_op
-from chaos.nemesis.dledger import LeaderTransferNemesis
+from chaos.nemesis.leadership import LeaderTransferNemesis
 from chaos.nemesis.process import KillNemesis, PauseNemesis
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

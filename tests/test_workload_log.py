@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from test_dledger_cluster import Cluster
 
+from chaos.cluster.dledger_clients import open_client
 from chaos.control import generator as gen
 from chaos.control.interpreter import Interpreter
 from chaos.history.logcheck import LogChecker, LogReadsChecker
@@ -24,13 +25,20 @@ from dledger.client import DLedgerClient
 
 
 class LocalDB:
-    """What the workloads ask of ``test.db``, for a local :class:`Cluster`."""
+    """What the workloads ask of ``test.db`` (the clients capability), for a local :class:`Cluster`:
+    DLedger's own register and log clients, as ``DLedgerDB.open_client`` makes them."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    client_protocols = frozenset({"register", "log"})
+
+    def __init__(self, cluster: Cluster, sticky: bool = True) -> None:
         self.cluster = cluster
+        self.sticky = sticky
 
     def client(self, nodes: Any, node_name: str | None = None) -> DLedgerClient:
         return DLedgerClient(self.cluster.peers, timeout=1.0, prefer=node_name)
+
+    def open_client(self, protocol: str, test: Any, node: str, process: Any) -> Any:
+        return open_client(protocol, lambda n: self.client(None, n), node, process, sticky=self.sticky)
 
 
 @pytest.fixture
@@ -91,7 +99,7 @@ def test_read_range_stays_on_its_node(local: tuple[Cluster, SimpleNamespace]) ->
             assert c.append(str(v).encode()).ok
     cluster.wait_caught_up()
     follower = next(n for n in cluster.ids if n != leader)
-    client = log.LogClient(window=3).open(test, follower)
+    client = log.LogWorker(window=3).open(test, follower)
     try:
         comp = client.invoke(test, Op("invoke", 0, "read-range", None, time=0, index=0))
     finally:
@@ -101,7 +109,7 @@ def test_read_range_stays_on_its_node(local: tuple[Cluster, SimpleNamespace]) ->
     assert comp.extra["from_index"] == commit - 2 and comp.extra["to_end"] is True
     assert comp.value[-1] == 4 and len(comp.value) == 3
     cluster.kill(follower)
-    client = log.LogClient().open(test, follower)
+    client = log.LogWorker().open(test, follower)
     try:
         down = client.invoke(test, Op("invoke", 0, "read-range", None, time=0, index=1))
     finally:
@@ -113,7 +121,7 @@ def test_sticky_register_process_records_its_nodes_answer(local: tuple[Cluster, 
     cluster, test = local
     leader = cluster.leader(timeout=60)
     follower = next(n for n in cluster.ids if n != leader)
-    client = register.RegisterClient().open(test, follower)
+    client = register.RegisterWorker().open(test, follower)
     try:
         follows = client.invoke(test, Op("invoke", 0, "write", 3, time=0, index=0, key=1))
         write = client.invoke(test, Op("invoke", 1, "write", 4, time=0, index=1, key=1))
@@ -127,11 +135,12 @@ def test_sticky_register_process_records_its_nodes_answer(local: tuple[Cluster, 
     # raft-log reads go through the log: the follower itself answers NOT_LEADER
     assert sticks.type == "fail" and sticks.extra["sticky"] is True and sticks.node == follower
     assert "NOT_LEADER" in (sticks.error or "")
-    off = register.RegisterClient(sticky=False).open(test, follower)
+    unstuck = SimpleNamespace(db=LocalDB(cluster, sticky=False), nodes=test.nodes)
+    off = register.RegisterWorker().open(unstuck, follower)
     try:
-        assert off.invoke(test, Op("invoke", 1, "read", None, time=0, index=4, key=1)).value == 4
+        assert off.invoke(unstuck, Op("invoke", 1, "read", None, time=0, index=4, key=1)).value == 4
     finally:
-        off.close(test)
+        off.close(unstuck)
     with pytest.raises(ValueError, match="sticky"):
         DLedgerClient(cluster.peers, sticky=True)
 
@@ -147,7 +156,7 @@ def test_sticky_read_sent_to_a_paused_node_is_answered_when_it_resumes(
     cluster, test = local
     leader = cluster.leader(timeout=60)
     follower = next(n for n in cluster.ids if n != leader)
-    client = register.RegisterClient().open(test, follower)
+    client = register.RegisterWorker().open(test, follower)
     proc = cluster.procs[follower]
     out: list[Op] = []
     try:

@@ -6,19 +6,20 @@ A DB offers a capability by having its members; :func:`capabilities` lists what 
 ``chaos run`` refuses at start (exit 254, one line naming the DB and the capability) a nemesis or
 workload that needs one the DB lacks (the table is ``chaos.nemesis.REQUIRES``).
 
-==============  ==================  ============================================================
-capability      protocol            used by
-==============  ==================  ============================================================
-``process``     :class:`Process`    kill, restart, file faults, ``stop-kill`` restarts
-``pause``       :class:`Pause`      pause nemesis, ``chaos heal`` (resume)
-``primary``     :class:`Primary`    ``*-leader`` targets, leader-transfer, the runner's leader wait
-``log-files``   :class:`LogFiles`   node logs downloaded into the run, the ``server-logs`` checker
-``data-dir``    :class:`DataDir`    truncate, bitflip, lose-unfsynced
-``clock``       :class:`Clock`      clock-skew, clock-slow-leader (libfaketime)
-``recovery``    :class:`Recovery`   the wait after healing, the ``liveness`` checker
-``leadership``  :class:`Leadership` the leadership observer (``leadership.jsonl``)
-``clients``     :class:`Clients`    every workload: the DB supplies the client of its protocol
-==============  ==================  ============================================================
+=====================  =========================  ==============================================================
+capability             protocol                   used by
+=====================  =========================  ==============================================================
+``process``            :class:`Process`           kill, restart, file faults, ``stop-kill`` restarts
+``pause``              :class:`Pause`             pause nemesis, ``chaos heal`` (resume)
+``primary``            :class:`Primary`           ``*-leader`` targets, leader-transfer, the runner's leader wait
+``log-files``          :class:`LogFiles`          node logs downloaded into the run, the ``server-logs`` checker
+``data-dir``           :class:`DataDir`           truncate, bitflip, lose-unfsynced
+``clock``              :class:`Clock`             clock-skew, clock-slow-leader (libfaketime)
+``recovery``           :class:`Recovery`          the wait after healing, the ``liveness`` checker
+``leadership``         :class:`Leadership`        the leadership observer (``leadership.jsonl``)
+``leader-transfer``    :class:`LeaderTransfer`    the leader-transfer nemesis
+``clients``            :class:`Clients`           every workload: the DB supplies the client of its protocol
+=====================  =========================  ==============================================================
 
 Who calls what: the runner (``chaos.control.runner``) calls ``setup``/``teardown`` once per run on
 the control node's main thread; nemeses call the per-node methods (``remote``: a
@@ -64,7 +65,8 @@ class DBError(RuntimeError):
 class DBOption:
     """One option a DB factory takes (``--db-opt name=value``).
 
-    ``name``: the key (and the factory's keyword argument, ``-`` read as ``_``); ``parse``: text ->
+    ``name``: the key (and the factory's keyword argument, ``-`` read as ``_``, unless ``dest``
+    names another); ``parse``: text ->
     value (raises ValueError for bad text; default: the text itself); ``choices``: the allowed
     values (after parsing; empty: any); ``multiple``: the option may repeat and the factory gets a
     list; ``help``: one line for ``chaos run --help``.
@@ -75,10 +77,11 @@ class DBOption:
     choices: Sequence[Any] = ()
     multiple: bool = False
     help: str = ""
+    dest: str = ""
 
     @property
     def keyword(self) -> str:
-        return self.name.replace("-", "_")
+        return self.dest or self.name.replace("-", "_")
 
 
 def db_options(factory: Any) -> list[DBOption]:
@@ -299,6 +302,19 @@ class Clients(Protocol):
     def open_client(self, protocol: str, test: Any, node: str, process: Any) -> Any: ...
 
 
+@runtime_checkable
+class LeaderTransfer(Protocol):
+    """Asking the leader to hand leadership over (Raft's TimeoutNow, Ongaro's thesis section 3.10).
+
+    ``transfer_leadership(control, leader, to)``: ask node ``leader`` to make ``to`` leader; returns
+    ``{"outcome": "ok"|"fail"|"info", "code": the system's response code or None, "error": text or
+    None}`` (ok: ``to`` took over). Called by the leader-transfer nemesis; raises only when the
+    request could not be made at all.
+    """
+
+    def transfer_leadership(self, control: Control, leader: str, to: str) -> dict[str, Any]: ...
+
+
 CAPABILITIES: Mapping[str, tuple[type, tuple[str, ...]]] = {
     "process": (Process, ("start", "kill", "running")),
     "pause": (Pause, ("pause", "resume")),
@@ -309,6 +325,7 @@ CAPABILITIES: Mapping[str, tuple[type, tuple[str, ...]]] = {
     "recovery": (Recovery, ("await_recovery", "recovery_timeout")),
     "leadership": (Leadership, ("leadership", "close_leadership")),
     "clients": (Clients, ("open_client", "client_protocols")),
+    "leader-transfer": (LeaderTransfer, ("transfer_leadership",)),
 }
 """capability name -> (its Protocol, the members a DB must have for it)."""
 

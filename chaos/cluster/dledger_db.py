@@ -15,6 +15,7 @@ healing for a leader, every node answering METADATA and every follower's commitI
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import time
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chaos.cluster import deploy
-from chaos.cluster.db import DBError
+from chaos.cluster.db import DBError, DBOption
 from chaos.cluster.node import Node
 
 if TYPE_CHECKING:
@@ -99,8 +100,30 @@ def build_zipapp(root: Path = PROJECT_ROOT, cache_dir: Path | None = None) -> Pa
 # -- the DB --------------------------------------------------------------------------------------------
 
 
+def _bool(text: str) -> bool:
+    t = text.strip().lower()
+    if t in ("1", "true", "yes", "on"):
+        return True
+    if t in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{text!r} is not a boolean (true/false)")
+
+
+def _int(text: str) -> int:
+    return int(text.strip())
+
+
+def _seconds(text: str) -> float:
+    v = float(text)
+    if not v >= 0 or v == float("inf"):
+        raise ValueError(f"{text!r} is not a finite number of seconds >= 0")
+    return v
+
+
 class DLedgerDB:
-    """DLedger as the system under test (``jepsen.db/DB`` + Process + Pause + Primary + LogFiles).
+    """DLedger as the system under test: :class:`chaos.cluster.db.DB` with every capability
+    (process, pause, primary, log-files, data-dir, clock, recovery, leadership, leader-transfer,
+    clients for the ``register`` and ``log`` protocols, see :mod:`chaos.cluster.dledger_clients`).
 
     ``flush``: ``sync`` | ``async`` (the server's ``--flush``); ``read_mode``: ``raft-log`` |
     ``read-index`` | ``lease`` | ``unsafe``; ``port``: DLedger port on every node; ``server_args``:
@@ -109,9 +132,24 @@ class DLedgerDB:
     to wait for a node's port; ``leader_timeout``: seconds setup waits for a leader (0 = do not wait);
     ``client_timeout``: DLedgerClient timeout (s) used by :meth:`client` and :meth:`primaries`;
     ``recovery_timeout``: the longest :meth:`await_recovery` may take after healing (s) before the
-    run is a liveness failure.
+    run is a liveness failure; ``sticky_reads``: odd processes of the register workload read from
+    their own node only (see :mod:`chaos.cluster.dledger_clients`).
     """
 
+    name = "DLedger"
+    db_options = (
+        DBOption("flush", choices=FLUSH_MODES, help="the server's --flush (sync: fsync before acking)"),
+        DBOption(
+            "read-mode", choices=READ_MODES, help="the server's --read-mode (unsafe: stale reads possible)"
+        ),
+        DBOption("server-arg", multiple=True, dest="server_args", help="an extra server flag (repeatable)"),
+        DBOption("port", parse=_int, help="DLedger port on every node"),
+        DBOption("group", help="DLedger group"),
+        DBOption("faketime", parse=_bool, help="run under libfaketime (clock faults need it)"),
+        DBOption("client-timeout", parse=_seconds, help="client timeout (s)"),
+        DBOption("sticky-reads", parse=_bool, help="odd register processes read from their own node only"),
+    )
+    client_protocols = frozenset({"register", "log"})
     recovery_timeout = 60.0
 
     base_dir = "/opt/dledger"
@@ -119,7 +157,7 @@ class DLedgerDB:
     pidfile = "/var/run/dledger.pid"
     data_dir = "/var/lib/dledger"
     log_file = "/var/log/dledger.log"
-    faketime_file = "/var/run/dledger.faketime"
+    faketime_file: str | None = "/var/run/dledger.faketime"
     listing_file = "/var/log/dledger-data.txt"
 
     def __init__(
@@ -135,6 +173,7 @@ class DLedgerDB:
         start_timeout: float = 30.0,
         leader_timeout: float = 30.0,
         client_timeout: float = 1.0,
+        sticky_reads: bool = True,
         source_root: Path = PROJECT_ROOT,
         log: Callable[[str], None] | None = None,
     ) -> None:
@@ -158,14 +197,28 @@ class DLedgerDB:
         self.start_timeout = start_timeout
         self.leader_timeout = leader_timeout
         self.client_timeout = client_timeout
+        self.sticky_reads = sticky_reads
         # CHAOS_DLEDGER_SOURCE: deploy the dledger package under another directory instead (the bug
         # catalogue's patched copies, chaos.mutants); an explicit source_root wins
         env_root = os.environ.get("CHAOS_DLEDGER_SOURCE")
         self.source_root = Path(env_root) if env_root and source_root == PROJECT_ROOT else source_root
-        self.log = log or (lambda s: None)
+        self.log = log or (lambda s: logging.getLogger("chaos.db").info("%s", s))
+        if not faketime:  # no clock capability (chaos.cluster.db.capabilities)
+            self.faketime_file = None
+        self._observer_clients: dict[str, Any] = {}
         self._zipapp: Path | None = None
         self._nodes: list[Node] = []
         self.log_patterns = _log_patterns()
+
+    @property
+    def pattern_files(self) -> tuple[str, ...]:
+        """The downloaded files the log patterns apply to: the server log."""
+        return (os.path.basename(self.log_file),)
+
+    def describe(self) -> str:
+        """The options in force, e.g. ``flush sync, read mode raft-log``."""
+        extra = f", server args {' '.join(self.server_args)}" if self.server_args else ""
+        return f"flush {self.flush}, read mode {self.read_mode}{extra}"
 
     # -- peers and clients --------------------------------------------------------------------------
 
@@ -186,6 +239,62 @@ class DLedgerDB:
         return DLedgerClient(
             peers=self.client_peers(nodes), timeout=self.client_timeout, group=self.group, prefer=node_name
         )
+
+    def open_client(self, protocol: str, test: Any, node: str, process: Any) -> Any:
+        """The ``register`` or ``log`` client (:mod:`chaos.cluster.dledger_clients`) for ``process``
+        on ``node``; ValueError for another protocol."""
+        from chaos.cluster.dledger_clients import open_client
+
+        nodes = list(test.nodes)
+        return open_client(protocol, lambda n: self.client(nodes, n), node, process, sticky=self.sticky_reads)
+
+    def transfer_leadership(self, control: Control, leader: str, to: str) -> dict[str, Any]:
+        """DLedger's LEADERSHIP_TRANSFER (``DLedgerServer.handleLeadershipTransfer``) sent to
+        ``leader``: ``{"outcome", "code", "error"}``."""
+        client = self.client(control.nodes, leader)
+        try:
+            r = client.leadership_transfer(to)
+        finally:
+            client.close()
+        return {"outcome": r.outcome, "code": r.code, "error": r.error}
+
+    def leadership(self, node: Node, timeout_s: float) -> dict[str, Any]:
+        """``node``'s own METADATA answer (``DLedgerServer.handleMetadata``): ``{"leader", "term"}``
+        or ``{"error"}``; one cached sticky client per node (dropped after an error). Never raises."""
+        from dledger.client import DLedgerClient
+
+        try:
+            c = self._observer_clients.get(node.name)
+            if c is None:
+                c = DLedgerClient(
+                    peers=f"{_member_id(node)}-{node.host}:{self.port}",
+                    timeout=timeout_s,
+                    group=self.group,
+                    prefer=node.name,
+                    sticky=True,
+                )
+                self._observer_clients[node.name] = c
+            r = c.metadata()
+        except Exception as e:  # a poll never stops the observer
+            self._drop_observer_client(node.name)
+            return {"error": f"{type(e).__name__}: {e}"}
+        if r.outcome != "ok":
+            self._drop_observer_client(node.name)
+            return {"error": r.error or f"code {r.code}"}
+        return {"leader": r.leader_id, "term": r.term}
+
+    def _drop_observer_client(self, name: str) -> None:
+        c = self._observer_clients.pop(name, None)
+        if c is not None:
+            try:
+                c.close()
+            except Exception:
+                pass
+
+    def close_leadership(self) -> None:
+        """Close the observer's per-node clients (idempotent)."""
+        for name in list(self._observer_clients):
+            self._drop_observer_client(name)
 
     # -- setup / teardown ---------------------------------------------------------------------------
 
@@ -230,7 +339,8 @@ class DLedgerDB:
     def _setup_node(self, remote: Remote, pyz: Path) -> None:
         self.install(remote, pyz)
         self._stop_and_wipe(remote)
-        remote.write_file(self.faketime_file, "+0\n", sudo=True)
+        if self.faketime_file:
+            remote.write_file(self.faketime_file, "+0\n", sudo=True)
         self.start(remote)
         self.await_port(remote)
 

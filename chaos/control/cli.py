@@ -11,11 +11,26 @@ from chaos.cli import BadArguments
 
 
 def _epilog() -> str:
+    from chaos import plugins
+    from chaos.cluster.db import db_options
     from chaos.nemesis import NEMESES
     from chaos.workloads import WORKLOADS
 
-    lines = ["\b", "Workloads:"]
+    lines = ["\b", "DBs (--db NAME or module:attr; --db-opt KEY=VALUE):"]
+    for name in plugins.names("db"):
+        try:
+            factory = plugins.db_factory(name)
+        except Exception as e:  # a broken plug-in must not break --help
+            lines.append(f"  {name:<26} (cannot load: {e})")
+            continue
+        doc = (getattr(factory, "__doc__", None) or "").strip().splitlines()
+        lines.append(f"  {name:<26} {doc[0] if doc else ''}")
+        for o in db_options(factory):
+            choices = f" ({'|'.join(map(str, o.choices))})" if o.choices else ""
+            lines.append(f"    {o.name + choices:<36} {o.help}")
+    lines += ["", "\b", "Workloads (--workload NAME or module:attr):"]
     lines += [f"  {k:<26} {v}" for k, v in WORKLOADS.items()]
+    lines += [f"  {k:<26} (entry point)" for k in plugins.names("workload") if k not in WORKLOADS]
     lines += ["", "\b", "Nemeses (comma-separated, e.g. partition-ring,kill):"]
     lines += [f"  {k:<26} {v}" for k, v in NEMESES.items()]
     lines += [
@@ -40,6 +55,18 @@ class _RunCommand(click.Command):
 
 
 @click.command(cls=_RunCommand)
+@click.option(
+    "--db",
+    default="dledger",
+    show_default=True,
+    help="The system under test: a DB name (see below) or module:attr of a DB factory.",
+)
+@click.option(
+    "--db-opt",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="An option of the DB (repeatable; see below); recorded in test.json as db_opts.",
+)
 @click.option("--workload", "-w", default="register", show_default=True, help="Workload name (see below).")
 @click.option("--nemesis", default="none", show_default=True, help="Comma-separated nemeses, or none.")
 @click.option(
@@ -51,6 +78,12 @@ class _RunCommand(click.Command):
     "--rate", type=float, default=50.0, show_default=True, help="Client ops/s in total (0: no limit)."
 )
 @click.option("--provider", type=click.Choice(["docker", "ssh"]), default="docker", show_default=True)
+@click.option(
+    "--cluster-name",
+    default="default",
+    show_default=True,
+    help="docker provider: the named cluster (chaos cluster up --name NAME), provisioned if missing.",
+)
 @click.option("--node-count", type=int, default=5, show_default=True, help="Nodes of the docker cluster.")
 @click.option("--nodes", default=None, help="ssh provider: comma-separated nodes (name=host[:port] or host).")
 @click.option("--nodes-file", default=None, help="ssh provider: a file with one node per line.")
@@ -67,15 +100,19 @@ class _RunCommand(click.Command):
     is_flag=True,
     help="Clear the cluster lock another run left (after a crash on another host) before taking it.",
 )
-@click.option("--flush", type=click.Choice(["sync", "async"]), default="sync", show_default=True)
+@click.option(
+    "--flush",
+    type=click.Choice(["sync", "async"]),
+    default=None,
+    help="Alias of --db-opt flush=... (DBs declaring flush). [default of the DB: sync]",
+)
 @click.option(
     "--read-mode",
     type=click.Choice(["raft-log", "read-index", "lease", "unsafe"]),
-    default="raft-log",
-    show_default=True,
-    help="Server read mode (unsafe: stale reads possible).",
+    default=None,
+    help="Alias of --db-opt read-mode=... (unsafe: stale reads possible). [default of the DB: raft-log]",
 )
-@click.option("--server-arg", multiple=True, help="Extra DLedger server flag (repeatable).")
+@click.option("--server-arg", multiple=True, help="Alias of --db-opt server-arg=... (repeatable).")
 @click.option(
     "--recovery-time",
     type=float,
@@ -95,7 +132,7 @@ class _RunCommand(click.Command):
 def run(**kw: Any) -> int:
     """Run a test: cluster, DB, workload, nemesis, check, report.
 
-    Provisions (or reuses) the local Docker cluster, deploys DLedger, runs the workload for
+    Provisions (or reuses) the local Docker cluster, sets the DB up, runs the workload for
     --time-limit seconds while the nemesis injects faults, heals, runs the final phase, checks the
     history, writes the report under --store and exits with the verdict.
     """
@@ -105,12 +142,20 @@ def run(**kw: Any) -> int:
     from chaos.control.test import ConfigError, validate_options
 
     opts = dict(kw)
-    opts["server_args"] = list(opts.pop("server_arg") or [])
     plain = opts.pop("no_live")
+    # the aliases of a DB's options, as --db-opt items before the explicit ones
+    aliases = [f"flush={opts.pop('flush')}"] if opts.get("flush") else []
+    opts.pop("flush", None)
+    if opts.get("read_mode"):
+        aliases.append(f"read-mode={opts['read_mode']}")
+    opts.pop("read_mode", None)
+    aliases += [f"server-arg={a}" for a in opts.pop("server_arg") or ()]
+    opts["db_opts"] = [*aliases, *(opts.get("db_opt") or ())]
+    opts.pop("db_opt", None)
     try:
-        from chaos.nemesis import parse_nemesis_opts
+        from chaos.nemesis import parse_nemesis_opts, plugin_options
 
-        nemesis_opts = parse_nemesis_opts(opts.pop("nemesis_opt") or ())
+        nemesis_opts = parse_nemesis_opts(opts.pop("nemesis_opt") or (), plugin_options(opts["nemesis"]))
         opts.update(nemesis_opts)  # build() reads them from the run's options
         opts["nemesis_opts"] = nemesis_opts
         validate_options(opts)

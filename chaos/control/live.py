@@ -60,6 +60,9 @@ class LiveView:
         )
 
     def _poll_leader(self) -> None:
+        if not callable(getattr(self.test.db, "primaries", None)):
+            self.leader = "n/a (the DB has no primary capability)"
+            return
         while not self._stop.is_set():
             try:
                 p = self.test.db.primaries(self.test.control)

@@ -1,8 +1,8 @@
 """The leadership observer: who leads, at which term, while the faults run.
 
-A thread independent of the nemesis polls every node's own view of leadership through the DB
-(DLedger's METADATA request, answered by each node for itself: ``leader_id`` and ``term``, see
-``DLedgerServer.handleMetadata``) every ``interval_s`` seconds (default 0.3) and appends one JSON
+A thread independent of the nemesis polls every node's own view of leadership through the DB's
+``leadership`` capability (:class:`chaos.cluster.db.Leadership`: each node answers for itself with
+its leader and term) every ``interval_s`` seconds (default 0.3) and appends one JSON
 line per poll to ``leadership.jsonl`` in the run directory, written and flushed as observed. It is
 not part of ``history.jsonl``: the history holds client and nemesis ops only, which every checker,
 the store's validator and the invoke/complete pairing rely on.
@@ -49,9 +49,9 @@ class LeadershipObserver:
     """Polls leadership on a background thread and writes ``leadership.jsonl``.
 
     Args:
-        db: the DB; DLedger (anything with ``port``, ``group`` and ``client_peers``) is asked per node
-            with a client bound to that node; another DB must offer ``primaries(control)``, which
-            gives ``primaries``/``leader`` only.
+        db: the DB; with the ``leadership`` capability each node is asked for its own view
+            (``db.leadership(node, timeout_s)``); otherwise the DB must offer ``primaries(control)``
+            (the ``primary`` capability), which gives ``primaries``/``leader`` only.
         nodes: the test's nodes (``chaos.cluster.node.Node``); control: their ``Control``.
         path: the file to write (``<run dir>/leadership.jsonl``).
         clock: ns since the test start (the interpreter's ``Clock``), so samples line up with ops.
@@ -80,49 +80,21 @@ class LeadershipObserver:
         self.samples = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._clients: dict[str, Any] = {}
         self._pool: ThreadPoolExecutor | None = None
 
     # -- polling -----------------------------------------------------------------------------------
 
-    def _client(self, node: Any) -> Any:
-        c = self._clients.get(node.name)
-        if c is None:
-            from dledger.client import DLedgerClient
-
-            c = DLedgerClient(
-                peers=f"{node.name}-{node.host}:{self.db.port}",
-                timeout=self.timeout_s,
-                group=self.db.group,
-                prefer=node.name,
-                sticky=True,
-            )
-            self._clients[node.name] = c
-        return c
-
     def _ask(self, node: Any) -> dict[str, Any]:
         try:
-            r = self._client(node).metadata()
-        except Exception as e:  # a poll never stops the observer
-            self._drop(node.name)
+            answer = self.db.leadership(node, self.timeout_s)
+        except Exception as e:  # the contract says it does not raise; a poll never stops the observer
             return {"error": f"{type(e).__name__}: {e}"}
-        if r.outcome != "ok":
-            self._drop(node.name)
-            return {"error": r.error or f"code {r.code}"}
-        return {"leader": r.leader_id, "term": r.term}
-
-    def _drop(self, name: str) -> None:
-        c = self._clients.pop(name, None)
-        if c is not None:
-            try:
-                c.close()
-            except Exception:
-                pass
+        return dict(answer) if isinstance(answer, dict) else {"error": f"bad answer {answer!r}"}
 
     def poll(self) -> dict[str, Any]:
         """One sample (see the module docstring), not written."""
         t = self.clock()
-        if hasattr(self.db, "client_peers") and hasattr(self.db, "port"):
+        if callable(getattr(self.db, "leadership", None)):
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=max(1, len(self.nodes)))
             futs = {n.name: self._pool.submit(self._ask, n) for n in self.nodes}
@@ -163,8 +135,12 @@ class LeadershipObserver:
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
-        for name in list(self._clients):
-            self._drop(name)
+        close = getattr(self.db, "close_leadership", None)
+        if callable(close):
+            try:
+                close()
+            except Exception as e:
+                log.warning("closing the leadership connections failed: %s", e)
 
 
 def read_leadership(path: Path | str) -> list[dict[str, Any]]:

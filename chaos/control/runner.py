@@ -1,4 +1,11 @@
-"""The test runner: Jepsen's lifecycle (jepsen.core/run!) for one test.
+"""The test runner: Jepsen's lifecycle (jepsen.core/run!) for one test, for any DB.
+
+The DB, workload and nemeses come from :mod:`chaos.plugins` (``--db``, ``--db-opt``, ``--workload``,
+``--nemesis``); the runner knows only the DB contract (:mod:`chaos.cluster.db`) and asks for a
+capability before using it: it waits for a leader only when the DB has ``primary``, observes
+leadership through ``leadership`` (else ``primaries``), waits for recovery through ``recovery``.
+Before any node is touched it refuses (ConfigError, exit 254) a nemesis needing a capability the DB
+lacks and a workload whose client protocol the DB does not offer.
 
 connect -> cluster lock (``chaos.cluster.lock``: one run per cluster; a second run exits 254 naming
 the holder) -> OS setup (and healing of faults a previous run left behind) -> DB setup -> client and
@@ -52,17 +59,34 @@ def worst(codes: list[int]) -> int:
     return max(codes) if codes else EXIT_VALID
 
 
+def docker_node_count(opts: dict[str, Any]) -> int:
+    """The docker cluster's node count: ``node_count``, else that of the named cluster
+    (``cluster_name``) when it exists, else 5."""
+    if opts.get("node_count"):
+        return int(opts["node_count"])
+    from chaos.cluster.docker import DEFAULT_CLUSTER, ClusterError, load_nodes
+
+    try:
+        return len(load_nodes(str(opts.get("cluster_name") or DEFAULT_CLUSTER)))
+    except ClusterError:
+        return 5
+
+
 def provision(opts: dict[str, Any], log: Callable[[str], None]) -> list[Any]:
-    """The nodes: the local Docker cluster (provisioned or reused) or existing SSH hosts."""
+    """The nodes: the local Docker cluster ``cluster_name`` (provisioned or reused) or existing SSH
+    hosts."""
     provider = opts.get("provider", "docker")
     if provider == "docker":
         from chaos.cli import BadArguments
-        from chaos.cluster.docker import DockerProvider
+        from chaos.cluster.docker import DEFAULT_CLUSTER, DockerProvider
         from chaos.cluster.lock import ClusterLocked
 
         try:
             return DockerProvider(
-                nodes=int(opts.get("node_count") or 5), log=log, break_lock=bool(opts.get("break_lock"))
+                nodes=docker_node_count(opts),
+                name=str(opts.get("cluster_name") or DEFAULT_CLUSTER),
+                log=log,
+                break_lock=bool(opts.get("break_lock")),
             ).up()
         except ClusterLocked as e:
             raise BadArguments(str(e)) from None
@@ -131,12 +155,38 @@ PIPE_WIDTH = 4096  # columns for a non-terminal: wide enough that no table folds
 
 
 def _server_logs_doc(db: Any) -> dict[str, Any]:
-    """test.json's ``server_logs``: the DB's log file names (as downloaded under nodes/<node>/) and
-    its declared anomaly patterns, so ``chaos check`` scans the same files the same way."""
+    """test.json's ``server_logs``: the files the DB's log patterns apply to (``pattern_files``, as
+    downloaded under nodes/<node>/) and its declared anomaly patterns, so ``chaos check`` scans the
+    same files the same way (none without the ``log-files`` capability)."""
     from chaos.history.nodelogs import patterns_doc
 
-    names = [os.path.basename(p) for p in [getattr(db, "log_file", "")] if p]
+    names = [os.path.basename(str(p)) for p in getattr(db, "pattern_files", ()) or ()]
     return patterns_doc(names, list(getattr(db, "log_patterns", ()) or ()))
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` as JSON can hold it (other objects as their text)."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+def _describe(db: Any) -> str:
+    """The DB's own description of its options (its ``describe()``; never raises)."""
+    try:
+        return str(db.describe())
+    except Exception as e:
+        return f"describe() failed: {type(e).__name__}: {e}"
+
+
+def plugins_default_db() -> str:
+    from chaos.plugins import DEFAULT_DB
+
+    return DEFAULT_DB
 
 
 def _sigterm(signum: int, frame: Any) -> None:
@@ -157,6 +207,8 @@ class Runner:
         self.run_dir: Any = None
         self.results: dict[str, Any] | None = None
         self.recovery: dict[str, Any] | None = None  # DB.await_recovery's record, into test.json
+        self.db: Any = None  # built by prepare()
+        self.db_kwargs: dict[str, Any] = {}
         self.log = logging.getLogger("chaos.run")
 
     def say(self, msg: str) -> None:
@@ -165,26 +217,36 @@ class Runner:
             self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {msg}", highlight=False)
 
     def prepare(self) -> tuple[Any, Any]:
-        """Validate options (:func:`chaos.control.test.validate_options`) and build workload and
-        nemesis. Touches no node. Raises ConfigError (a ValueError) naming the option for bad input."""
+        """Validate options (:func:`chaos.control.test.validate_options`), build the DB
+        (:func:`chaos.plugins.build_db`, kept in :attr:`db`), the workload and the nemesis, and check
+        the DB can serve both (the workload's client protocol, every nemesis's capabilities). Touches
+        no node. Raises ConfigError (a ValueError) naming the option for bad input."""
+        from chaos import plugins
+        from chaos.cluster.db import db_name
+        from chaos.nemesis import build, check_capabilities
         from chaos.workloads import get as get_workload
 
         o = self.opts
         validate_options(o)
         if o["seed"] is None:
             o["seed"] = random.SystemRandom().randrange(2**31)
-        from chaos.cluster.dledger_db import FLUSH_MODES, READ_MODES
-
-        if o["flush"] not in FLUSH_MODES:
-            raise ConfigError(f"--flush {o['flush']!r}: expected one of {', '.join(FLUSH_MODES)}")
-        if o["read_mode"] not in READ_MODES:
-            raise ConfigError(f"--read-mode {o['read_mode']!r}: expected one of {', '.join(READ_MODES)}")
+        self.db = plugins.build_db(o.get("db"), list(o.get("db_opts") or ()))
+        self.db_kwargs = plugins.parse_db_kwargs(o.get("db"), list(o.get("db_opts") or ()))
         try:
             workload = get_workload(o["workload"], {**o, "node_names": o.get("node_names")})
+        except ConfigError:
+            raise
         except ValueError as e:
-            raise ConfigError(f"--workload: {e}") from None
-        from chaos.nemesis import build
-
+            raise ConfigError(f"--workload {o['workload']}: {e}") from None
+        protocol = getattr(workload, "protocol", None)
+        offered = getattr(self.db, "client_protocols", None) or ()
+        if protocol is not None and protocol not in offered:
+            raise ConfigError(
+                f"--workload {o['workload']}: the DB {db_name(self.db)} offers no {protocol!r} client "
+                f"(the clients capability: client_protocols, open_client; it offers "
+                f"{', '.join(sorted(offered)) or 'none'})"
+            )
+        check_capabilities(o["nemesis"], o, self.db)
         nem, nem_gen = build(o["nemesis"], o)
         return workload, (nem, nem_gen)
 
@@ -192,7 +254,7 @@ class Runner:
         """The whole lifecycle; returns the exit status. Before a run directory exists: raises
         ConfigError for bad options and ``chaos.control.ssh.NodeUnreachable`` when a node cannot be
         reached (nothing is written then); later failures are crashes (255); raises RunAborted."""
-        from chaos.cluster.dledger_db import DLedgerDB
+        from chaos.cluster.db import capabilities, db_name
         from chaos.control.interpreter import Clock, Interpreter
         from chaos.control.ssh import Control
         from chaos.history.store import RunDir
@@ -200,7 +262,7 @@ class Runner:
         o = self.opts
         self.prepare()  # fail fast on bad arguments before touching any node
         if o.get("provider", "docker") == "docker":
-            parse_concurrency(o["concurrency"], int(o.get("node_count") or 5))
+            parse_concurrency(o["concurrency"], docker_node_count(o))
         nodes = provision(o, self.say)
         o["node_count"] = len(nodes)
         o["node_names"] = [n.name for n in nodes]
@@ -217,12 +279,8 @@ class Runner:
         self.run_dir = run
         logs = _Logs(run.log_path)
         rng = random.Random(o["seed"])
-        db = DLedgerDB(
-            flush=o["flush"],
-            read_mode=o["read_mode"],
-            server_args=list(o.get("server_args") or []),
-            log=lambda s: self.log.info("db: %s", s),
-        )
+        db = self.db
+        caps = capabilities(db)
         control = Control(nodes)
         test = Test(
             name=name,
@@ -244,8 +302,14 @@ class Runner:
             "checkers": [*workload.checkers, "server-logs", "liveness"],
             "server_logs": _server_logs_doc(db),
             "model": workload.model,
+            "db": str(o.get("db") or plugins_default_db()),
+            "db_name": db_name(db),
+            "db_description": _describe(db),
+            "db_capabilities": sorted(caps),
+            "db_opts": _jsonable(self.db_kwargs),
             "nemesis": o["nemesis"],
-            "opts": {k: v for k, v in o.items()},
+            "nemesis_opts": _jsonable(o.get("nemesis_opts") or {}),
+            "opts": _jsonable(dict(o)),
             "nodes": [{"name": n.name, "host": n.host, "port": n.port, "user": n.user} for n in nodes],
             "concurrency": concurrency,
             "seed": o["seed"],
@@ -270,8 +334,11 @@ class Runner:
 
             DebianOS().setup(control)
             self._heal_leftovers(test)
-            self.say(f"DLedger setup on {len(nodes)} nodes (flush {o['flush']}, read mode {o['read_mode']})")
+            self.say(f"{db_name(db)} setup on {len(nodes)} nodes ({_describe(db)})")
             db.setup(control)
+            if "primary" in caps:
+                leader = db.await_leader(control, max(30.0, float(o["recovery_time"])))
+                self.say(f"{db_name(db)} leader: {leader}")
             nemesis.setup(test)
             writer = run.writer()
             clock = Clock()
@@ -304,8 +371,9 @@ class Runner:
                 live_view.phase = "main"
             from chaos.control.observer import LEADERSHIP_FILE, LeadershipObserver
 
-            observer = LeadershipObserver(db, nodes, control, run.path / LEADERSHIP_FILE, clock)
-            observer.start()
+            if caps & {"leadership", "primary"}:
+                observer = LeadershipObserver(db, nodes, control, run.path / LEADERSHIP_FILE, clock)
+                observer.start()
             interp.run(gen.time_limit(o["time_limit"], main))
             if live_view is not None:
                 live_view.phase = "heal"
@@ -424,7 +492,13 @@ class Runner:
         return lock
 
     def _recover(self, test: Test) -> None:
-        """Wait until the cluster serves again (the DB's condition, within its bound); record it."""
+        """Wait until the cluster serves again (the DB's condition, within its bound); record it.
+        A DB without the ``recovery`` capability records nothing (liveness is then unknown)."""
+        from chaos.cluster.db import capabilities
+
+        if "recovery" not in capabilities(test.db):
+            self.say("the DB has no recovery capability: no recovery wait (liveness unknown)")
+            return
         bound = max(
             float(getattr(test.db, "recovery_timeout", 0.0) or 0.0), float(self.opts["recovery_time"])
         )
@@ -448,6 +522,11 @@ class Runner:
             )
 
     def _download_logs(self, test: Test) -> None:
+        from chaos.cluster.db import capabilities
+
+        if "log-files" not in capabilities(test.db):
+            return
+
         def fetch(remote: Any) -> None:
             d = self.run_dir.nodes_dir(remote.node.name)
             for path in test.db.log_files(remote):

@@ -74,6 +74,34 @@ _PACKET = {
 _FILE = ("truncate", "bitflip", "lose-unfsynced")
 _DEFAULT_TARGETS = ["one", "minority", "all"]
 
+# What each fault kind needs from the DB (capability names, chaos.cluster.db.CAPABILITIES); chaos run
+# refuses at start a nemesis the DB cannot support. Kinds not listed need nothing from the DB
+# (partitions and packet faults act on the network alone).
+REQUIRES: dict[str, frozenset[str]] = {
+    "partition-leader": frozenset({"primary"}),
+    "kill": frozenset({"process"}),
+    "kill-leader": frozenset({"process", "primary"}),
+    "pause": frozenset({"pause"}),
+    "pause-leader": frozenset({"pause", "primary"}),
+    "restart": frozenset({"process"}),
+    "clock-skew": frozenset({"clock"}),
+    "clock-slow-leader": frozenset({"clock", "primary"}),
+    # file faults (chaos.nemesis.files): kill, change the files under the data dir, start again
+    "truncate": frozenset({"data-dir", "process"}),
+    "bitflip": frozenset({"data-dir", "process"}),
+    "lose-unfsynced": frozenset({"data-dir", "process"}),
+    "leader-transfer": frozenset({"primary", "leader-transfer"}),
+}
+# a *_targets option naming the leader needs the DB to tell it
+_TARGET_OPTIONS = (
+    "kill_targets",
+    "pause_targets",
+    "restart_targets",
+    "packet_targets",
+    "file_targets",
+    "lose_unfsynced_targets",
+)
+
 # Every option build() reads, and how `--nemesis-opt KEY=VALUE` parses its value: "list" is a
 # comma-separated list of words, "number" a finite float, "int" an integer, "str" a word, "json" JSON.
 NEMESIS_OPTIONS: dict[str, str] = {
@@ -99,24 +127,25 @@ NEMESIS_OPTIONS: dict[str, str] = {
 }
 
 
-def parse_nemesis_opts(items: Iterable[str]) -> dict[str, Any]:
+def parse_nemesis_opts(items: Iterable[str], extra: Mapping[str, str] | None = None) -> dict[str, Any]:
     """``["kill_targets=leader,minority", "clock_max_rate=1.5"]`` -> ``{"kill_targets": ["leader",
     "minority"], "clock_max_rate": 1.5}``, each value parsed as :data:`NEMESIS_OPTIONS` says.
+
+    ``extra``: the options plug-in nemeses declare (``{key: kind}``, see :func:`plugin_options`).
 
     Raises ValueError (one line naming the item and what was expected) for an item without ``=``,
     an unknown key, or a value of the wrong kind (NaN and infinities are not numbers here)."""
     import json
     import math
 
+    known = {**NEMESIS_OPTIONS, **(extra or {})}
     out: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         key = key.strip()
-        if not sep or key not in NEMESIS_OPTIONS:
-            raise ValueError(
-                f"--nemesis-opt {item!r}: expected KEY=VALUE with KEY one of {', '.join(NEMESIS_OPTIONS)}"
-            )
-        kind = NEMESIS_OPTIONS[key]
+        if not sep or key not in known:
+            raise ValueError(f"--nemesis-opt {item!r}: expected KEY=VALUE with KEY one of {', '.join(known)}")
+        kind = known[key]
         try:
             if kind == "list":
                 value: Any = [w.strip() for w in raw.split(",") if w.strip()]
@@ -145,8 +174,9 @@ def parse_nemesis_opts(items: Iterable[str]) -> dict[str, Any]:
 
 
 def parse_names(names: str | Iterable[str]) -> list[str]:
-    """``"a,b"`` or ``["a", "b,c"]`` -> ``["a", "b", "c"]``, checked against :data:`NEMESES`.
-    Raises :class:`chaos.cli.BadArguments` naming the unknown names."""
+    """``"a,b"`` or ``["a", "b,c"]`` -> ``["a", "b", "c"]``, checked against :data:`NEMESES`; a
+    ``module:attr`` reference or the name of a ``chaos.nemeses`` entry point is a plug-in nemesis
+    (:mod:`chaos.plugins`). Raises :class:`chaos.cli.BadArguments` naming the unknown names."""
     from chaos.cli import BadArguments
 
     raw = [names] if isinstance(names, str) else list(names)
@@ -156,12 +186,75 @@ def parse_names(names: str | Iterable[str]) -> list[str]:
             n = n.strip()
             if n and n not in out:
                 out.append(n)
-    unknown = [n for n in out if n not in NEMESES]
+    unknown = [n for n in out if n not in NEMESES and not _is_plugin(n)]
     if unknown:
         raise BadArguments(
             f"--nemesis: unknown nemesis {', '.join(unknown)}; expected some of {', '.join(NEMESES)}"
         )
     return [n for n in out if n != "none"]
+
+
+def _is_plugin(name: str) -> bool:
+    from chaos import plugins
+
+    return plugins.is_reference(name) or name in plugins.entry_points("nemesis")
+
+
+def plugin_names(names: str | Iterable[str]) -> list[str]:
+    """The plug-in nemeses among ``names`` (after :func:`parse_names`)."""
+    return [n for n in parse_names(names) if n not in NEMESES]
+
+
+def plugin_factories(names: str | Iterable[str]) -> dict[str, Any]:
+    """name -> the factory of each plug-in nemesis among ``names`` (ConfigError when one does not load)."""
+    from chaos import plugins
+
+    return {n: plugins.nemesis_factory(n) for n in plugin_names(names)}
+
+
+def plugin_options(names: str | Iterable[str]) -> dict[str, str]:
+    """The ``--nemesis-opt`` keys the plug-in nemeses among ``names`` declare (``nemesis_options``:
+    ``{key: kind}`` with the kinds of :data:`NEMESIS_OPTIONS`)."""
+    out: dict[str, str] = {}
+    for f in plugin_factories(names).values():
+        out.update(dict(getattr(f, "nemesis_options", None) or {}))
+    return out
+
+
+def requirements(names: str | Iterable[str], opts: Mapping[str, Any] | None = None) -> dict[str, set[str]]:
+    """name -> the DB capabilities that nemesis needs (:data:`REQUIRES`; a plug-in's ``requires``);
+    a ``*_targets`` option naming ``leader`` or ``primaries`` adds ``primary`` to the kinds it aims."""
+    opts = opts or {}
+    factories = plugin_factories(names)
+    out: dict[str, set[str]] = {}
+    for n in parse_names(names):
+        need = set(REQUIRES.get(n, ())) if n in NEMESES else set(getattr(factories[n], "requires", ()) or ())
+        out[n] = need
+    for key in _TARGET_OPTIONS:
+        targets = opts.get(key) or []
+        if any(t in ("leader", "primaries") for t in targets):
+            kind = key.removesuffix("_targets").replace("_", "-")
+            for n in out:
+                if n == kind or (kind == "file" and n in _FILE) or (kind == "packet" and n in _PACKET):
+                    out[n].add("primary")
+    return out
+
+
+def check_capabilities(names: str | Iterable[str], opts: Mapping[str, Any] | None, db: Any) -> None:
+    """Raise :class:`chaos.control.test.ConfigError` (one line naming the DB, the nemesis and the
+    missing capability) when ``db`` cannot support a nemesis among ``names``."""
+    from chaos.cluster.db import CAPABILITIES, capabilities, db_name
+    from chaos.control.test import ConfigError
+
+    has = capabilities(db)
+    for n, need in requirements(names, opts).items():
+        missing = sorted(need - has)
+        if missing:
+            members = "; ".join(f"{c}: {', '.join(CAPABILITIES[c][1])}" for c in missing if c in CAPABILITIES)
+            raise ConfigError(
+                f"--nemesis {n}: the DB {db_name(db)} lacks the {', '.join(missing)} capability "
+                f"({members}); it offers {', '.join(sorted(has)) or 'none'}"
+            )
 
 
 def _opt(opts: Mapping[str, Any], key: str, default: Any) -> Any:
@@ -179,8 +272,7 @@ def build(names: str | Iterable[str], opts: Mapping[str, Any] | None = None) -> 
     from chaos.cli import BadArguments
     from chaos.control import generator as gen
     from chaos.nemesis.clock import ClockNemesis
-    from chaos.nemesis.dledger import LeaderTransferNemesis
-    from chaos.nemesis.files import FileNemesis
+    from chaos.nemesis.leadership import LeaderTransferNemesis
     from chaos.nemesis.packet import DEFAULTS, PacketNemesis
     from chaos.nemesis.partition import PartitionNemesis
     from chaos.nemesis.process import KillNemesis, PauseNemesis, RestartNemesis
@@ -261,6 +353,8 @@ def build(names: str | Iterable[str], opts: Mapping[str, Any] | None = None) -> 
             )
         faults = [n for n in _FILE if n in chosen]
         if faults:
+            from chaos.nemesis.files import FileNemesis
+
             file_targets = list(_opt(opts, "file_targets", ["one", "minority"]))
             lu_targets = list(_opt(opts, "lose_unfsynced_targets", ["all"]))
             files = FileNemesis(
@@ -282,6 +376,10 @@ def build(names: str | Iterable[str], opts: Mapping[str, Any] | None = None) -> 
             add(files, file_value)
         if "leader-transfer" in chosen:
             add(LeaderTransferNemesis(), lambda rng: None)
+        for factory in plugin_factories(chosen).values():
+            plug = factory(opts)
+            start = getattr(plug, "start_value", None)
+            add(plug, start if callable(start) else (lambda rng: None))
     except ValueError as e:
         raise BadArguments(f"--nemesis: {e}") from e
 

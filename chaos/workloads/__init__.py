@@ -1,8 +1,14 @@
-"""Workloads: what the clients do and how the history is checked.
+"""Workloads: what the clients do and how the history is checked, independent of the DB.
 
-A workload is one module ``chaos/workloads/<name>.py`` with a function ``workload(opts) -> Workload``
-(registered in :data:`WORKLOADS` below with a one-line description). The :class:`Workload` gives:
+As Jepsen's ``jepsen.tests.linearizable-register``: a workload is a function ``workload(opts) ->
+Workload`` (the built-ins ``chaos/workloads/<name>.py``, listed in :data:`WORKLOADS`; others named
+``--workload module:attr`` or by a ``chaos.workloads`` entry point, see :mod:`chaos.plugins`).
+The DB supplies the client: the workload names a client ``protocol`` (:mod:`chaos.workloads.clients`:
+``register`` or ``log``) and its client template asks the DB (``db.open_client(protocol, ...)``)
+for a client of that protocol. The :class:`Workload` gives:
 
+- ``protocol``: the client protocol the DB must offer (``client_protocols``), or None when the
+  workload's client talks to the system itself;
 - ``client``: a client template (``open(test, node) -> client``, ``invoke(test, op) -> op``,
   ``close(test)``; Jepsen's jepsen.client), one opened per worker thread;
 - ``generator``: the client ops of the main phase (unbounded; the runner applies ``--rate`` and
@@ -15,7 +21,6 @@ A workload is one module ``chaos/workloads/<name>.py`` with a function ``workloa
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,14 +43,20 @@ class Workload:
     checkers: list[str] = field(default_factory=lambda: ["stats", "perf"])
     model: str | None = None
     idempotent: frozenset[str] = frozenset({"read"})
+    protocol: str | None = None
 
 
 def get(name: str, opts: Mapping[str, Any] | None = None) -> Workload:
-    """Build the workload ``name`` with ``opts``. Raises ValueError naming the known workloads."""
-    if name not in WORKLOADS:
-        raise ValueError(f"unknown workload {name!r}; expected one of {', '.join(WORKLOADS)}")
-    module = importlib.import_module(f"chaos.workloads.{name}")
-    w = module.workload(dict(opts or {}))
+    """Build the workload ``name`` (a built-in name, an entry point's name or ``module:attr``) with
+    ``opts``. Raises ValueError (a :class:`chaos.control.test.ConfigError` from the loader) naming
+    the workload: unknown, not loadable, or its function does not return a Workload."""
+    from chaos import plugins
+    from chaos.control.test import ConfigError
+
+    fn = plugins.workload_function(name)
+    w = fn(dict(opts or {}))
     if not isinstance(w, Workload):
-        raise TypeError(f"chaos.workloads.{name}.workload() returned {type(w).__name__}, not a Workload")
+        raise ConfigError(
+            f"--workload {name}: the workload function returned {type(w).__name__}, not a Workload"
+        )
     return w

@@ -1,22 +1,19 @@
-"""The log workload: unique appends to the DLedger log, reads of every node's log during the run
-and a final read of every node's log after healing (Jepsen's set-full, for an append log).
+"""The log workload: unique appends to the DB's log, reads of every node's log during the run
+and a final read of every node's log after healing (Jepsen's set-full, for an append log), through
+the DB's ``log`` client (:class:`chaos.workloads.clients.LogClient`).
 
 Main phase, a random mix (``read_fraction`` of the ops are reads, default 0.25):
 
-- ``append`` of unique ints (0, 1, 2, ...; the entry body is ``str(v).encode()``), ok value ``v``
-  with extra field ``log_index`` (the DLedger index it got);
-- ``read-range`` on the worker's own node, which it never leaves (DLedger's GET is member-local,
-  ``DLedgerClient.get`` with ``prefer=node`` does not redirect): METADATA gives the node's
-  ``commitIndex`` ``c``; then GET of ``max(0, c - window + 1)``, ``+1``, ... until the node answers
-  INDEX_OUT_OF_RANGE (``to_end: true``) or ``window + 64`` entries were read. Ok value ``[...]``
-  where ``value[k]`` is the workload value at index ``from_index + k`` (None for a non-workload
-  entry), extra fields ``from_index``, ``to_end`` and ``commit_index``; ok with a shorter list
-  (``to_end: false``) when a later GET failed, fail when the first did.
+- ``append`` of unique ints (0, 1, 2, ...), ok value ``v`` with extra field ``log_index`` (the
+  index the DB gave it, when its client says);
+- ``read-range`` on the worker's own node: the client's ``read_recent(window)`` (the entries from
+  about ``window`` below the node's commit index to its end), ok value ``[...]`` where
+  ``value[k]`` is the workload value at index ``from_index + k`` (None for a non-workload entry),
+  extra fields ``from_index``, ``to_end`` and ``commit_index``; a client without ``read_recent``
+  reads the node's whole log (``from_index`` 0, ``to_end`` true).
 
-GET is DLedger's only read path of the log (``DLedgerServer.handleGet``); the server's read modes
-(raft-log, read-index, lease, unsafe) are paths of the KV state machine, read by the register
-workload. Reads go to every node because client thread ``i`` works on node ``i mod n``, leaders
-and deposed leaders included.
+Reads go to every node because client thread ``i`` works on node ``i mod n``, leaders and deposed
+leaders included; the DB's client must answer a read from the node it was opened for.
 
 Final phase, once per node after healing: ``read`` with ``node`` the node read; ok value ``[...]``
 from index 0, committed entries only. Checked by the log checker (final logs: lost, duplicated,
@@ -28,15 +25,15 @@ value no client wrote; stale reads and the latency until stable), both in
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from chaos.control import generator as gen
-from chaos.history.op import FAIL, OK, Op
+from chaos.history.op import OK, Op
 from chaos.workloads import Workload
-from chaos.workloads.register import outcome_completion
+from chaos.workloads.clients import Answer, complete, open_db_client
 
 READ_RANGE = "read-range"
+PROTOCOL = "log"
 
 
 class LogOps(gen.Generator):
@@ -68,110 +65,72 @@ class UniqueAppends(LogOps):
         super().__init__(next, 0.0)
 
 
-def _decode(body: Any) -> int | None:
-    if not body:
-        return None
-    try:
-        return int(bytes(body).decode())
-    except (ValueError, UnicodeDecodeError):
-        return None
+class LogWorker:
+    """The Jepsen client of one worker: the DB's ``log`` client for its node (opened at the first op
+    of each process), and for a final read of another node a client of that node."""
 
-
-class LogClient:
-    """One DLedger client per worker, preferring its node; reads never leave the node read."""
-
-    def __init__(self, c: Any = None, node: str | None = None, retries: int = 20, window: int = 16) -> None:
-        self.c = c
+    def __init__(self, node: str | None = None, window: int = 16) -> None:
         self.node = node
-        self.retries = retries
         self.window = window
+        self.c: Any = None
+        self.process: Any = None
 
-    def open(self, test: Any, node: str) -> LogClient:
-        return LogClient(test.db.client(test.nodes, node), node, self.retries, self.window)
+    def open(self, test: Any, node: str) -> LogWorker:
+        return LogWorker(node, self.window)
+
+    def _client(self, test: Any, op: Op) -> Any:
+        if self.c is None or op.process != self.process:
+            self.close(test)
+            self.c = open_db_client(test, PROTOCOL, str(self.node), op.process)
+            self.process = op.process
+        return self.c
 
     def invoke(self, test: Any, op: Op) -> Op:
         if op.f == "append":
-            r = self.c.append(str(op.value).encode())
-            comp = outcome_completion(op, r, op.value)
-            if comp.type == OK:
-                comp.extra["log_index"] = r.index
+            index: list[Any] = []
+
+            def append() -> Any:
+                r = self._client(test, op).append(op.value)
+                index.append(r.value if isinstance(r, Answer) else r)
+                return r
+
+            comp = complete(op, append, lambda _: op.value)
+            if comp.type == OK and isinstance(index[0], int):
+                comp.extra["log_index"] = index[0]
             return comp
         if op.f == READ_RANGE:
-            return self._read_range(op)
+            return complete(op, lambda: self._read_range(test, op))
         if op.f == "read":
-            return self._read_all(test, op)
+            return complete(op, lambda: self._read_all(test, op))
         raise ValueError(f"log client: unknown f {op.f!r}; expected append, {READ_RANGE} or read")
 
-    def _read_range(self, op: Op) -> Op:
-        node = self.node
-        m = self.c.metadata()
-        if m.outcome != OK or getattr(m, "node", node) not in (None, node):
-            return op.completion(FAIL, error=f"metadata of {node}: {m.error}", node=node)
-        raw = m.raw or {}
-        commit = raw.get("commitIndex", -1)
-        begin = raw.get("ledgerBeginIndex", 0)
-        if type(commit) is not int or type(begin) is not int:
-            return op.completion(FAIL, error=f"metadata of {node} without commitIndex", node=node)
-        start = max(0, begin, commit - self.window + 1)
-        values: list[int | None] = []
-        to_end = False
-        error = None
-        for i in range(start, start + self.window + 64):
-            r = self.c.get(i)
-            if r.outcome == OK and getattr(r, "node", node) not in (None, node):
-                error = f"read answered by {r.node}, not {node}"
-                break
-            if r.outcome == OK and r.body is not None:
-                values.append(_decode(r.body))
-                continue
-            if r.outcome == OK or getattr(r, "code", None) in _OUT_OF_RANGE:
-                to_end = True
-            else:
-                error = f"read of index {i} failed: {r.error}"
-            break
-        if not values and not to_end:
-            return op.completion(FAIL, error=error, node=node)
-        comp = op.completion(OK, values, node=node, from_index=start, to_end=to_end, commit_index=commit)
-        if error:
-            comp.error = error
-        return comp
+    def _read_range(self, test: Any, op: Op) -> Any:
+        c = self._client(test, op)
+        recent = getattr(c, "read_recent", None)
+        if recent is not None:
+            return recent(self.window)
+        r = c.read()
+        values = r.value if isinstance(r, Answer) else r
+        return Answer(list(values), self.node, {"from_index": 0, "to_end": True})
 
-    def _read_all(self, test: Any, op: Op) -> Op:
+    def _read_all(self, test: Any, op: Op) -> Any:
         target = op.node or self.node
-        c = test.db.client(test.nodes, target) if target != self.node else self.c
-        values: list[int | None] = []
-        try:
-            i = 0
-            fails = 0
-            while True:
-                r = c.get(i)
-                if r.outcome == OK and getattr(r, "node", target) not in (None, target):
-                    return op.completion(FAIL, error=f"read answered by {r.node}, not {target}", node=target)
-                if r.outcome == OK:
-                    if r.body is None:
-                        break  # past the committed end
-                    values.append(_decode(r.body))
-                    i += 1
-                    fails = 0
-                    continue
-                if getattr(r, "code", None) in _OUT_OF_RANGE:
-                    break
-                fails += 1
-                if fails > self.retries:
-                    return op.completion(FAIL, error=f"read of index {i} failed: {r.error}", node=target)
-                time.sleep(0.1)
-        finally:
-            if c is not self.c:
+        if target == self.node:
+            r = self._client(test, op).read()
+        else:
+            c = open_db_client(test, PROTOCOL, str(target), op.process)
+            try:
+                r = c.read()
+            finally:
                 c.close()
-        return op.completion(OK, values, node=target)
+        if isinstance(r, Answer):
+            return Answer(list(r.value), r.node or target, r.fields)
+        return Answer(list(r), target)
 
     def close(self, test: Any) -> None:
         if self.c is not None:
-            self.c.close()
-
-
-# DLedger's INDEX_OUT_OF_RANGE (reading past the end / below the start)
-_OUT_OF_RANGE = frozenset({410, 419})
+            c, self.c = self.c, None
+            c.close()
 
 
 def workload(opts: dict[str, Any]) -> Workload:
@@ -186,10 +145,11 @@ def workload(opts: dict[str, Any]) -> Workload:
     final = [{"f": "read", "value": None, "node": n} for n in names] if names else None
     return Workload(
         name="log",
-        client=LogClient(window=window),
+        client=LogWorker(window=window),
         generator=LogOps(0, frac),
         final_generator=final,
         checkers=["log", "log-reads", "stats", "perf"],
         model=None,
         idempotent=frozenset({"read", READ_RANGE}),
+        protocol=PROTOCOL,
     )

@@ -1,16 +1,17 @@
-"""DLedger-aware faults: leadership transfer (DLedger's ``LEADERSHIP_TRANSFER`` request, see
-``DLedgerServer.handleLeadershipTransfer``).
+"""Leadership transfer: ask the leader to hand leadership to another node, through the DB's
+``leader-transfer`` capability (:class:`chaos.cluster.db.LeaderTransfer`; Raft's TimeoutNow,
+Ongaro's thesis section 3.10).
 
 ``kill-leader``, ``pause-leader`` and ``partition-leader`` are the kill, pause and partition
-nemeses aimed at the node the DB reports as leader (``DLedgerDB.primaries``); see
+nemeses aimed at the node the DB reports as leader (``primaries``); see
 :mod:`chaos.nemesis.process` and :mod:`chaos.nemesis.partition`.
 
 ``start-leader-transfer``: ask the current leader to hand leadership to another node (random, or
 ``{"to": "n3"}``); completion ``{"from": leader, "to": node, "outcome": "ok"|"fail"|"info",
-"code": DLedger response code, "error": text}`` or ``{"from": null, "error": "no leader"}``.
+"code": the DB's response code, "error": text}`` or ``{"from": null, "error": "no leader"}``.
 ``stop-leader-transfer`` does nothing (a transfer is instantaneous) and completes with the leader the
 DB reports then: ``{"leader": node | null}``. A start is ``applied`` only when the leader answered
-SUCCESS (its new leader took over); no leader, a refusal (e.g. the target is down or behind) or an
+ok (its new leader took over); no leader, a refusal (e.g. the target is down or behind) or an
 indeterminate answer give ``applied: false`` with ``why``.
 """
 
@@ -23,7 +24,7 @@ from chaos.nemesis.base import NoState, complete, node_names, not_applied, outco
 
 
 class LeaderTransferNemesis(NoState):
-    """Leadership transfer through ``DLedgerClient.leadership_transfer``."""
+    """Leadership transfer through ``test.db.transfer_leadership(control, leader, to)``."""
 
     kind = "leader-transfer"
 
@@ -46,13 +47,15 @@ class LeaderTransferNemesis(NoState):
             to = test.rng.choice(others) if others else leader
         elif to not in names:
             raise ValueError(f"leader-transfer target {to!r}: expected one of {names}")
-        client = test.db.client(test.nodes, leader)
-        try:
-            r = client.leadership_transfer(to)
-        finally:
-            client.close()
-        value = {"from": leader, "to": to, "outcome": r.outcome, "code": r.code, "error": r.error}
+        r = dict(test.db.transfer_leadership(test.control, leader, to))
+        value = {
+            "from": leader,
+            "to": to,
+            "outcome": r.get("outcome"),
+            "code": r.get("code"),
+            "error": r.get("error"),
+        }
         if to == leader:
             return complete(op, outcome(value, False, f"{to} is already the leader"))
-        why = f"the leader answered {r.outcome} (code {r.code}): {r.error or 'no error text'}"
-        return complete(op, outcome(value, r.outcome == "ok", why))
+        why = f"the leader answered {r.get('outcome')} (code {r.get('code')}): {r.get('error') or 'no error text'}"
+        return complete(op, outcome(value, r.get("outcome") == "ok", why))

@@ -1,0 +1,191 @@
+"""DLedger's clients for the workloads' protocols (:mod:`chaos.workloads.clients`): ``register``
+over the DLedger KV state machine and ``log`` over the DLedger log, both through
+``dledger.client.DLedgerClient``.
+
+Register (``DLedgerClient.kv_get/kv_put/kv_cas``, key ``"r<key>"``). Sticky processes (``sticky``,
+default on): odd-numbered processes read from the node they were given and nowhere else
+(``DLedgerClient(sticky=True)``: no leader discovery, no redirect) and record that node's answer;
+NOT_LEADER is a ``fail``. Their writes and cas go through the redirecting client, which still reaches
+a deposed leader it believes in. So a deposed leader that still answers reads (a read-index read
+without its heartbeat round, a lease read after the lease ran out, a paused leader resuming with
+queued reads) is observed, while the other processes follow the leader. Since client thread ``i``
+works on node ``i mod n`` and a key's threads are consecutive, each key has sticky and following
+processes on several nodes, on both sides of a partition. Completions of sticky reads carry
+``sticky: true``. A sticky read waits :data:`STICKY_READ_TIMEOUT_S` (longer than the client timeout)
+so a read sent to a paused leader is answered, or refused, when it resumes: the queued-read case of
+Jepsen's pause nemesis, where a deposed leader answers before it hears of the new term.
+
+Log: ``append`` is DLedger's APPEND (redirected to the leader), answering the index; ``read`` and
+``read_recent`` use GET, which is member-local (``DLedgerServer.handleGet``; ``prefer=node`` does not
+redirect), so a read never leaves the node read. ``read_recent(window)``: METADATA gives the node's
+``commitIndex`` ``c``; then GET of ``max(0, c - window + 1)``, ``+1``, ... until the node answers
+INDEX_OUT_OF_RANGE (``to_end``) or ``window + 64`` entries were read.
+
+A DLedger ``Result`` maps onto the protocol: ``ok`` -> the value, ``fail`` -> :class:`Failed`
+(DLedger refused: NOT_LEADER, a definite error), ``info`` -> :class:`Indeterminate` (timeout).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from chaos.workloads.clients import Answer, Failed, Indeterminate
+
+STICKY_READ_TIMEOUT_S = 10.0
+# DLedger's INDEX_OUT_OF_RANGE (reading past the end / below the start)
+OUT_OF_RANGE = frozenset({410, 419})
+
+Connect = Callable[[str], Any]
+"""node name -> a ``DLedgerClient`` talking to that node first."""
+
+
+def kv_key(key: Any) -> str:
+    return f"r{key}"
+
+
+def _decode(body: Any) -> int | None:
+    if not body:
+        return None
+    try:
+        return int(bytes(body).decode())
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def result(r: Any, value: Any = None, **fields: Any) -> Answer:
+    """``Answer(value, r.node, fields)`` for an ok DLedger ``Result``; raises :class:`Failed` for
+    ``fail`` and :class:`Indeterminate` for ``info`` or a result without an outcome."""
+    outcome = getattr(r, "outcome", None)
+    node = getattr(r, "node", None) or None
+    if outcome == "ok":
+        return Answer(value, node, fields)
+    err = str(getattr(r, "error", None) or f"code {getattr(r, 'code', '?')}")
+    if outcome == "fail":
+        raise Failed(err, node=node, **fields)
+    if outcome == "info":
+        raise Indeterminate(err, node=node, **fields)
+    raise Indeterminate(f"client result without outcome: {r!r}", node=node, **fields)
+
+
+class DLedgerRegisterClient:
+    """The ``register`` protocol for one process on ``node`` (see the module docstring)."""
+
+    def __init__(self, connect: Connect, node: str, process: Any, sticky: bool = True) -> None:
+        self.connect = connect
+        self.node = node
+        self.c = connect(node)
+        self.sticky = sticky and isinstance(process, int) and process % 2 == 1
+        self.bound: Any = None
+
+    def _reader(self) -> Any:
+        # only reads stick: a write or cas a deposed leader takes blocks its thread for the whole
+        # client timeout (it cannot commit), so sticky writes would starve the reads that matter
+        if not self.sticky:
+            return self.c
+        if self.bound is None:
+            self.bound = self.connect(self.node)
+            self.bound.sticky = True
+            self.bound.timeout = max(float(self.bound.timeout), STICKY_READ_TIMEOUT_S)
+        return self.bound
+
+    def read(self, key: Any) -> Answer:
+        r = self._reader().kv_get(kv_key(key))
+        extra = {"sticky": True} if self.sticky else {}
+        return result(r, getattr(r, "value", None), **extra)
+
+    def write(self, key: Any, value: Any) -> Answer:
+        return result(self.c.kv_put(kv_key(key), value), value)
+
+    def cas(self, key: Any, expected: Any, new: Any) -> Answer:
+        r = self.c.kv_cas(kv_key(key), expected, new)
+        return result(r, bool(getattr(r, "applied", False)))
+
+    def close(self) -> None:
+        for c in (self.c, self.bound):
+            if c is not None:
+                c.close()
+
+
+class DLedgerLogClient:
+    """The ``log`` protocol on ``node``; reads never leave the node read."""
+
+    def __init__(self, connect: Connect, node: str, retries: int = 20) -> None:
+        self.node = node
+        self.retries = retries
+        self.c = connect(node)
+
+    def append(self, value: int) -> Answer:
+        r = self.c.append(str(value).encode())
+        return result(r, getattr(r, "index", None))
+
+    def read_recent(self, window: int) -> Answer:
+        node = self.node
+        m = self.c.metadata()
+        if m.outcome != "ok" or getattr(m, "node", node) not in (None, node):
+            raise Failed(f"metadata of {node}: {m.error}", node=node)
+        raw = m.raw or {}
+        commit = raw.get("commitIndex", -1)
+        begin = raw.get("ledgerBeginIndex", 0)
+        if type(commit) is not int or type(begin) is not int:
+            raise Failed(f"metadata of {node} without commitIndex", node=node)
+        start = max(0, begin, commit - window + 1)
+        values: list[int | None] = []
+        to_end = False
+        error = None
+        for i in range(start, start + window + 64):
+            r = self.c.get(i)
+            if r.outcome == "ok" and getattr(r, "node", node) not in (None, node):
+                error = f"read answered by {r.node}, not {node}"
+                break
+            if r.outcome == "ok" and r.body is not None:
+                values.append(_decode(r.body))
+                continue
+            if r.outcome == "ok" or getattr(r, "code", None) in OUT_OF_RANGE:
+                to_end = True
+            else:
+                error = f"read of index {i} failed: {r.error}"
+            break
+        if not values and not to_end:
+            raise Failed(error or "nothing read", node=node)
+        fields: dict[str, Any] = {"from_index": start, "to_end": to_end, "commit_index": commit}
+        if error:
+            fields["error"] = error
+        return Answer(values, node, fields)
+
+    def read(self) -> Answer:
+        target = self.node
+        values: list[int | None] = []
+        i = 0
+        fails = 0
+        while True:
+            r = self.c.get(i)
+            if r.outcome == "ok" and getattr(r, "node", target) not in (None, target):
+                raise Failed(f"read answered by {r.node}, not {target}", node=target)
+            if r.outcome == "ok":
+                if r.body is None:
+                    break  # past the committed end
+                values.append(_decode(r.body))
+                i += 1
+                fails = 0
+                continue
+            if getattr(r, "code", None) in OUT_OF_RANGE:
+                break
+            fails += 1
+            if fails > self.retries:
+                raise Failed(f"read of index {i} failed: {r.error}", node=target)
+            time.sleep(0.1)
+        return Answer(values, target)
+
+    def close(self) -> None:
+        self.c.close()
+
+
+def open_client(protocol: str, connect: Connect, node: str, process: Any, *, sticky: bool = True) -> Any:
+    """The DLedger client of ``protocol`` (``register`` or ``log``); ValueError for another."""
+    if protocol == "register":
+        return DLedgerRegisterClient(connect, node, process, sticky)
+    if protocol == "log":
+        return DLedgerLogClient(connect, node)
+    raise ValueError(f"DLedger client protocol {protocol!r}: expected register or log")
