@@ -140,6 +140,7 @@ class SimRun:
             disk=opts.disk,
         )
         self.sim.on_answer = self._on_answer
+        self.sim.cut_in_flight = True
         # file disk: a crash tears the last unsynced write of each file with this probability
         self.sim.tear_probability = swarm.choice([0.0, 0.5, 1.0])
         self.net_faults = "network" in opts.nemesis
@@ -161,7 +162,9 @@ class SimRun:
         self.f8_rng = random.Random(f"figure8-{opts.seed}")
         self.f8_act = swarm.choice([0.3, 0.6, 0.9])
         self.f8_reach = 4 * latency_max
-        self.f8_seen: set[tuple[str, int]] = set()
+        self.f8_stint: tuple[str, int] | None = None  # the leader (member, term) it watches
+        self.f8_at = 0  # when it cuts that leader off
+        self.f8_cut = 0  # partitions it started (a heal is for its own partition only)
         self.schedule: list[dict[str, Any]] = []  # the faults as run: {"at": ms, "op", "kind", "params"}
         self.ops = 0
         self.accepting = True
@@ -446,45 +449,52 @@ class SimRun:
         return fid.split(":", 1)[0]
 
     def _figure8_poll(self, end: int) -> None:
-        """The figure8 nemesis (Raft paper Figure 8's schedule, as a fault pattern): whenever a new
-        leader appears, with a per-seed probability, cut it off within a few network round trips of
-        its election (before its no-op reaches a quorum) — killed, or partitioned with one
-        follower — and bring it back after a short window; so leaders of successive terms leave
-        entries on minorities and come back to finish replicating them."""
+        """The figure8 nemesis (Raft paper Figure 8's schedule, as a fault pattern): each leader is
+        cut off — killed, or partitioned with one follower — either within a few network round
+        trips of its election (before its no-op reaches a quorum; a per-seed share of leaders) or
+        after leading for 0.2–2 s (its last entries on itself and one follower), and comes back
+        after a short window; so leaders of successive terms leave different entries on minorities
+        and come back to finish replicating them."""
         sim, rng = self.sim, self.f8_rng
         if sim.now >= end:
             return
         ld = sim.leader()
-        if ld is not None and (ld, sim.nodes[ld].term) not in self.f8_seen:
-            self.f8_seen.add((ld, sim.nodes[ld].term))
-            if rng.random() < self.f8_act:
-                delay = rng.randint(0, self.f8_reach)
+        if ld is not None:
+            stint = (ld, sim.nodes[ld].term)
+            if stint != self.f8_stint:
+                self.f8_stint = stint
+                quick = rng.random() < self.f8_act
+                self.f8_at = sim.now + (rng.randint(0, self.f8_reach) if quick else rng.randint(200, 2000))
+            elif sim.now >= self.f8_at:
+                self.f8_at = sim.now + rng.randint(200, 2000)  # again, if it survives this one
                 if rng.random() < 0.5:
-                    sim.call_at(sim.now + delay, functools.partial(self._figure8_kill, ld, end))
+                    self._figure8_kill(ld)
                 else:
-                    sim.call_at(sim.now + delay, functools.partial(self._figure8_cut, ld, end))
+                    self._figure8_cut(ld)
         sim.call_at(sim.now + F8_POLL_MS, functools.partial(self._figure8_poll, end))
 
     def _figure8_window(self) -> int:
         return int(self.f8_rng.choice([20, 50, 100, 300, 600, 1500]) * self.f8_rng.uniform(0.5, 1.5))
 
-    def _figure8_kill(self, node: str, end: int) -> None:
+    def _figure8_kill(self, node: str) -> None:
         down = sum(1 for i in self.sim.ids if i not in self.sim.nodes)
         fid = f"kill:{node}"
-        if self.sim.now >= end or down >= NODES // 2 or fid in self.faults or node not in self.sim.nodes:
+        if down >= NODES // 2 or fid in self.faults:
             return
         self._start("kill", {"victims": [node], "flip": None}, fid)
         self.sim.call_at(self.sim.now + self._figure8_window(), functools.partial(self._stop_fault, fid))
 
-    def _figure8_cut(self, node: str, end: int) -> None:
-        if self.sim.now >= end or "partition" in self.faults:
-            return
+    def _figure8_cut(self, node: str) -> None:
+        self._stop_fault("partition")  # a new partition shape replaces the old one
         peer = self.f8_rng.choice([i for i in self.sim.ids if i != node])
         self._start(
             "partition", [sorted([node, peer]), sorted(i for i in self.sim.ids if i not in (node, peer))]
         )
+        self.f8_cut += 1
+        cut = self.f8_cut
         self.sim.call_at(
-            self.sim.now + self._figure8_window(), functools.partial(self._stop_fault, "partition")
+            self.sim.now + self._figure8_window(),
+            lambda: self._stop_fault("partition") if self.f8_cut == cut else None,
         )
 
     # ------------------------------------------------------------ the run
