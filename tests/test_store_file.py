@@ -150,20 +150,6 @@ def test_checkpoint_is_clamped_to_synced(tmp_path: Path) -> None:
     assert open_store(tmp_path).committed_index == 9
 
 
-def test_fsynced_marker_tracks_sync(tmp_path: Path) -> None:
-    s = open_store(tmp_path)
-    fill(s, 3)
-    s.sync()
-    text = (tmp_path / "fsynced").read_text()
-    props = dict(line.split("=") for line in text.split())
-    assert int(props["endIndex"]) == 2
-    assert int(props["dataPos"]) == s.next_pos
-    assert int(props["indexPos"]) == 3 * 32
-    fill(s, 2, start=3)  # not synced: marker unchanged
-    assert (tmp_path / "fsynced").read_text() == text
-    s.close()
-
-
 def test_compact_prefix_drops_whole_files(tmp_path: Path) -> None:
     s = open_store(tmp_path, index=4096)
     fill(s, 400)  # > 6 data files, > 3 index files

@@ -1,9 +1,8 @@
-"""dledger.store.inspect: read-only verification and the fsynced lengths for file faults."""
+"""dledger.store.inspect: read-only verification and the offline file-fault commands."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +11,6 @@ import pytest
 
 from dledger.store import CorruptionError, Entry
 from dledger.store.file import FileLogStore
-from dledger.store.inspect import fsynced_lengths, inspect_store
 
 KB64 = 64 * 1024
 
@@ -52,30 +50,6 @@ def test_cli_reports_range_and_verifies(tmp_path: Path) -> None:
     assert run_inspect(str(tmp_path / "nope")).returncode == 254
 
 
-def test_fsynced_lengths_cover_exactly_the_synced_prefix(tmp_path: Path) -> None:
-    s = make(tmp_path, 100)
-    s.sync()
-    synced_pos = s.next_pos
-    for i in range(100, 180):  # unsynced, crosses into new files
-        s.append(Entry(i, 3, b"u" * 900))
-    s.close(sync=False)
-    lengths = fsynced_lengths(tmp_path)
-    data = {k: v for k, v in lengths.items() if k.startswith("data/")}
-    assert sum(data.values()) == synced_pos  # full files + the synced part of the current one
-    assert lengths["index/" + "0" * 20] == 100 * 32
-    # Applying them (the lose-unfsynced fault) and reopening leaves exactly the synced entries.
-    for name, keep in lengths.items():
-        q = tmp_path / name
-        if keep == 0 and int(q.name) > 0:
-            q.unlink()
-        else:
-            os.truncate(q, keep)
-    r = FileLogStore(tmp_path, data_file_size=KB64, index_file_size=4096)
-    assert r.end_index == 99 and r.get(99).body == bytes([65 + 99 % 26]) * 900
-    r.close()
-    assert inspect_store(tmp_path).ok
-
-
 def test_fault_commands_then_recovery(tmp_path: Path) -> None:
     s = make(tmp_path, 120)
     s.sync()
@@ -98,18 +72,3 @@ def test_fault_commands_then_recovery(tmp_path: Path) -> None:
         FileLogStore(tmp_path, data_file_size=KB64, index_file_size=4096)
     assert run_inspect(str(tmp_path), "--flip-bit", "-5").returncode == 254
     assert last.index == 119
-
-
-def test_lose_unfsynced_command(tmp_path: Path) -> None:
-    s = make(tmp_path, 50)
-    s.sync()
-    for i in range(50, 200):
-        s.append(Entry(i, 9, b"z" * 900))
-    s.close(sync=False)
-    r = run_inspect(str(tmp_path), "--lose-unfsynced")
-    assert r.returncode == 0, r.stderr
-    changed = json.loads(r.stdout)
-    assert any(v[1] == -1 for v in changed.values())  # later data files removed
-    st = FileLogStore(tmp_path, data_file_size=KB64, index_file_size=4096)
-    assert st.end_index == 49
-    st.close()

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from dledger.store import Entry, MemoryLogStore
 from dledger.store.file import FileLogStore
-from dledger.store.inspect import fsynced_lengths, inspect_store
+from dledger.store.inspect import inspect_store
 
 DATA = 4096
 INDEX = 4096
@@ -42,14 +42,18 @@ def open_store(d: Path, verify_newest: bool = False) -> FileLogStore:
     )
 
 
-def lose_unsynced(d: Path) -> None:
-    """What the lose-unfsynced file fault does: cut every file to its fsync'd length."""
-    for name, keep in fsynced_lengths(d).items():
-        p = d / name
-        if keep == 0 and int(p.name) > 0:
-            p.unlink()
-        else:
-            os.truncate(p, keep)
+def lose_unsynced(d: Path, data_pos: int, index_pos: int) -> None:
+    """A power loss as the test's own page-cache model sees it: every segment file is cut back to
+    what the last sync made durable (``data_pos`` / ``index_pos``: global byte positions over the
+    files named by their start offset); files that begin past it are removed (the first kept)."""
+    for sub, pos, size in (("data", data_pos, DATA), ("index", index_pos, INDEX)):
+        files = sorted((d / sub).iterdir(), key=lambda p: int(p.name))
+        for i, p in enumerate(files):
+            keep = max(0, min(pos - int(p.name), size))
+            if keep == 0 and i > 0:
+                p.unlink()
+            elif keep < p.stat().st_size:
+                os.truncate(p, keep)
 
 
 def check_equal(s: FileLogStore, model: MemoryLogStore) -> None:
@@ -69,6 +73,7 @@ def test_file_store_matches_memory_model(program: list[tuple]) -> None:  # type:
         model = MemoryLogStore()
         term = 1
         synced = -1
+        durable_pos, durable_index = 0, -1  # what the store last fsynced (for lose_unsynced)
         begin = 0
         for op in program:
             kind = op[0]
@@ -89,30 +94,36 @@ def test_file_store_matches_memory_model(program: list[tuple]) -> None:  # type:
                     event(f"compacted to begin>0: {begin > 0}")
                     s.sync()
                     synced = model.end_index
+                    durable_pos, durable_index = s.next_pos, s.end_index
             elif kind == "truncate":
                 keep = max(-1, model.end_index - op[1], s.begin_index - 1 if s.begin_index else -1)
                 if s.begin_index and keep < s.begin_index:
                     continue  # the compacted prefix stays (see FileLogStore.truncate_suffix)
+                cut = s.get(keep + 1).pos if keep < s.end_index else s.next_pos
                 model.truncate_suffix(keep)
                 s.truncate_suffix(keep)
                 synced = min(synced, keep)
+                durable_pos, durable_index = min(durable_pos, cut), min(durable_index, keep)
             elif kind == "sync":
                 synced = s.sync()
                 assert synced == model.end_index
+                durable_pos, durable_index = s.next_pos, s.end_index
             elif kind in ("reopen", "crash"):
                 s.close(sync=kind == "reopen")
                 if kind == "reopen":
                     synced = model.end_index
                 s = open_store(d, op[1])
                 assert s.recovery.cut_reason is None or "blank" in s.recovery.cut_reason
+                durable_pos, durable_index = s.next_pos, s.end_index  # recovery fsyncs what it found
             elif kind == "lose_unsynced":
                 s.close(sync=False)
-                lose_unsynced(d)
+                lose_unsynced(d, durable_pos, (durable_index + 1) * 32)
                 s = open_store(d)
                 # Everything synced survives; what survives beyond is a prefix of the model.
                 assert s.end_index >= synced, s.recovery.describe()
                 assert s.end_index <= model.end_index
                 model.truncate_suffix(s.end_index)
+                durable_pos, durable_index = s.next_pos, s.end_index
             assert s.begin_index == begin
             check_equal(s, model)
         s.close()

@@ -5,7 +5,6 @@ Layout under the store directory::
     data/<20-digit start offset>    pre-sized entry-record segments (``data_file_size`` bytes each)
     index/<20-digit start offset>   pre-sized index segments, record of entry i at i*32
     checkpoint                      endIndex / committedIndex (see hardstate.Checkpoint)
-    fsynced                         data_pos / index_pos / end_index as of the last sync()
 
 Records use :mod:`dledger.store.codec` (48-byte header, bodyCrc and chainCrc computed). When a record
 plus 8 reserved bytes does not fit in the current data file, the rest of the file becomes blank
@@ -51,7 +50,6 @@ log = logging.getLogger("dledger.store")
 
 DEFAULT_DATA_FILE_SIZE = 64 * 1024 * 1024
 DEFAULT_INDEX_FILE_SIZE = 8 * 1024 * 1024
-FSYNCED_FILE = "fsynced"
 HIGHWATER_FILE = "highwater"
 # The high-water marks move in steps so the marker is fsynced rarely (once per step of data).
 HIGHWATER_DATA_STEP = 8 * 1024 * 1024
@@ -147,8 +145,7 @@ class FileLogStore:
     """A LogStore on segment files in ``directory`` (created when absent); see the module docstring.
 
     ``data_file_size`` / ``index_file_size``: bytes per segment (index size a multiple of 32, both at
-    least 4 KiB); they must match the sizes the store was created with. ``track_fsynced`` writes the
-    ``fsynced`` marker on every sync (read by the lose-unfsynced file fault). ``cache_entries``
+    least 4 KiB); they must match the sizes the store was created with. ``cache_entries``
     recently appended entries are kept in memory so replication rarely reads the disk.
     ``verify_files``: check every record of only the newest N data files on open and take older
     entries from the index (DLedger starts at the third-last file); None checks all. Reads from
@@ -165,7 +162,6 @@ class FileLogStore:
         *,
         data_file_size: int = DEFAULT_DATA_FILE_SIZE,
         index_file_size: int = DEFAULT_INDEX_FILE_SIZE,
-        track_fsynced: bool = True,
         cache_entries: int = 4096,
         verify_files: int | None = None,
         fs: FileSystem = OS,
@@ -186,7 +182,6 @@ class FileLogStore:
         self.index_dir = self.directory / "index"
         self.data_file_size = data_file_size
         self.index_file_size = index_file_size
-        self.track_fsynced = track_fsynced
         if verify_files is not None and (not isinstance(verify_files, int) or verify_files < 1):
             raise StoreError(f"verify_files={verify_files!r}: expected None (all) or an int >= 1")
         self.verify_files = verify_files
@@ -213,9 +208,7 @@ class FileLogStore:
         self._dirs_dirty = False
         self._graveyard: list[int] = []  # fds of removed files, closed by the next sync
         self._synced_index = -1
-        self._synced_pos = 0
-        self._trunc_low = self._trunc_pos = 1 << 62  # lowest truncation since the last sync began
-        self._fsynced_fd = -1
+        self._trunc_low = 1 << 62  # lowest truncation since the last sync began
         self._committed = -1
         self._high_fd = -1
         self._data_high = -1  # -1: unknown (no marker): recovery reads whole files
@@ -245,9 +238,6 @@ class FileLogStore:
             raise
         self._committed = self.recovery.committed_index
         self._synced_index = self._end
-        self._synced_pos = self._next_pos
-        if self.track_fsynced:
-            self._write_fsynced()
 
     # ----------------------------------------------------------------- LogStore protocol
 
@@ -482,11 +472,7 @@ class FileLogStore:
             self._end = new_end
             self._next_pos = cut_pos
             self._synced_index = min(self._synced_index, new_end)
-            self._synced_pos = min(self._synced_pos, cut_pos)
             self._trunc_low = min(self._trunc_low, new_end)
-            self._trunc_pos = min(self._trunc_pos, cut_pos)
-            if self.track_fsynced:
-                self._write_fsynced()
 
     def sync(self) -> int:
         """fdatasync every file written since the last sync (and the directories when files were
@@ -501,8 +487,8 @@ class FileLogStore:
                 except OSError as e:
                     raise StoreError(f"write of buffered records in {self.directory} failed: {e}") from e
                 self._flush_index()
-                end, pos = self._end, self._next_pos
-                self._trunc_low, self._trunc_pos = end, pos
+                end = self._end
+                self._trunc_low = end
                 fds = list(self._dirty)
                 self._dirty.clear()
                 dirs, self._dirs_dirty = self._dirs_dirty, False
@@ -521,9 +507,6 @@ class FileLogStore:
             with self._lock:
                 # Entries truncated and re-appended during the fsync are not covered by it.
                 self._synced_index = min(end, self._trunc_low, self._end)
-                self._synced_pos = min(pos, self._trunc_pos, self._next_pos)
-                if self.track_fsynced and (fds or dirs):
-                    self._write_fsynced()
                 return self._synced_index
 
     def close(self, sync: bool = True) -> None:
@@ -625,9 +608,7 @@ class FileLogStore:
                 raise StoreError(f"reset of {self.directory} at {begin_index} failed: {e}") from e
             self._dirty[seg.fd] = seg.fd
             self._synced_index = min(self._synced_index, begin_index - 1)
-            self._synced_pos = min(self._synced_pos, next_pos)
             self._trunc_low = min(self._trunc_low, begin_index - 1)
-            self._trunc_pos = min(self._trunc_pos, next_pos)
             self._committed = begin_index - 1
             # recovery takes begin_index from the checkpoint while the log is still empty
             self._checkpoint.save(begin_index - 1, begin_index - 1)
@@ -694,9 +675,6 @@ class FileLogStore:
         for fd in self._graveyard:
             _close_quietly(self._fs, fd)
         self._graveyard = []
-        if self._fsynced_fd >= 0:
-            _close_quietly(self._fs, self._fsynced_fd)
-            self._fsynced_fd = -1
         if self._high_fd >= 0:
             _close_quietly(self._fs, self._high_fd)
             self._high_fd = -1
@@ -797,23 +775,6 @@ class FileLogStore:
         entry_pos = self._pos[index - self._begin]
         seg = self._data[(entry_pos - self._data[0].start) // self.data_file_size]
         return codec.decode_header(self._fs.pread(seg.fd, codec.HEADER_SIZE, entry_pos - seg.start)).chain_crc
-
-    def _write_fsynced(self) -> None:
-        # Fixed width so a pwrite replaces the whole content; read by the lose-unfsynced fault.
-        text = (
-            f"dataPos={self._synced_pos:020d}\n"
-            f"indexPos={(self._synced_index + 1) * codec.INDEX_UNIT_SIZE:020d}\n"
-            f"endIndex={self._synced_index:020d}\n"
-            f"dataFileSize={self.data_file_size:020d}\n"
-            f"indexFileSize={self.index_file_size:020d}\n"
-        ).encode()
-        try:
-            if self._fsynced_fd < 0:
-                self._fsynced_fd = self._fs.open(self.directory / FSYNCED_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-                self._fs.ftruncate(self._fsynced_fd, len(text))
-            self._fs.pwrite(self._fsynced_fd, text, 0)
-        except OSError as e:
-            log.warning("cannot write %s: %s", self.directory / FSYNCED_FILE, e)
 
     def _raise_high(self, data_need: int, index_need: int, *, exact: bool = False) -> None:
         """Move the high-water marks to cover ``data_need`` / ``index_need`` (absolute offsets, -1:
@@ -1201,7 +1162,7 @@ class FileLogStore:
         rep.committed_index = self._committed
         self._recover_index(rep, check_from=t[2] if t is not None else 0)
         # Make the repairs, and whatever a killed predecessor left in the page cache, durable
-        # before serving anything: synced_index and the fsynced marker then tell the truth.
+        # before serving anything: synced_index then tells the truth.
         for seg in self._data + self._index:
             self._fs.fsync(seg.fd)
         self._dirty.clear()

@@ -1,15 +1,10 @@
 """Read-only inspection of a FileLogStore directory: ``python -m dledger.store.inspect DIR``.
 
-Prints begin/end index, the checkpoint, the ``fsynced`` marker (what the last sync() made durable)
-with the fsync'd length of every segment file, and verifies every record (magic, size, pos, index
+Prints begin/end index, the checkpoint, the size of every segment file, and verifies every record (magic, size, pos, index
 sequence, term order, bodyCrc, chainCrc, index records) without modifying anything. Exit status:
 0 when every check passes, 1 when a record or index record fails, 254 for bad arguments.
 
-:func:`fsynced_lengths` is what the lose-unfsynced file fault needs: for each segment file, the
-length that was durable at the last sync (0 = the file did not exist durably).
-
 File faults (issue 7), for a stopped node, each printing a JSON description of what it did:
-``--lose-unfsynced`` (cut every segment to its fsync'd length, as a power loss would),
 ``--truncate-tail N`` (drop the last N written bytes of the newest data segment: a torn write),
 ``--flip-bit POS`` (flip bit ``--bit`` of the byte at absolute data-log offset POS).
 """
@@ -42,7 +37,6 @@ class Inspection:
     entries: int = 0
     next_pos: int = 0
     checkpoint: dict[str, str] | None = None
-    fsynced: dict[str, int] | None = None
     files: dict[str, dict[str, int]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
@@ -57,59 +51,23 @@ def _segments(d: Path) -> list[tuple[int, Path]]:
     return sorted((int(p.name), p) for p in d.iterdir() if _NAME.match(p.name))
 
 
-def read_fsynced(directory: str | os.PathLike[str]) -> dict[str, int] | None:
-    """The ``fsynced`` marker as ints (dataPos, indexPos, endIndex, dataFileSize, indexFileSize),
-    or None when absent."""
-    props = read_properties(Path(directory) / "fsynced")
-    if props is None:
-        return None
-    return {k: int(v) for k, v in props.items()}
-
-
-def fsynced_lengths(directory: str | os.PathLike[str]) -> dict[str, int]:
-    """``{"data/<name>" | "index/<name>": durable length in bytes}`` for every segment file, from the
-    ``fsynced`` marker: files wholly below the synced position keep their full size, the file
-    holding it keeps the synced prefix, later files 0. Raises FileNotFoundError without a marker."""
-    d = Path(directory)
-    m = read_fsynced(d)
-    if m is None:
-        raise FileNotFoundError(f"{d / 'fsynced'}: no fsynced marker (store never synced?)")
-    out: dict[str, int] = {}
-    for sub, pos_key, size_key in (
-        ("data", "dataPos", "dataFileSize"),
-        ("index", "indexPos", "indexFileSize"),
-    ):
-        size = m[size_key]
-        for start, p in _segments(d / sub):
-            out[f"{sub}/{p.name}"] = max(0, min(m[pos_key] - start, size))
-    return out
-
-
 def inspect_store(directory: str | os.PathLike[str], data_file_size: int | None = None) -> Inspection:
     """Scan and verify the store in ``directory`` without changing it.
 
-    ``data_file_size`` defaults to the fsynced marker's value, else the largest data file's size.
+    ``data_file_size`` defaults to the largest data file's size.
     Raises FileNotFoundError when ``directory/data`` does not exist.
     """
     d = Path(directory)
     if not (d / "data").is_dir():
         raise FileNotFoundError(f"{d}: not a store directory (no data/ subdirectory)")
-    fs = read_fsynced(d)
     data = _segments(d / "data")
     if data_file_size is None:
-        if fs is not None:
-            data_file_size = fs["dataFileSize"]
-        else:
-            data_file_size = max((p.stat().st_size for _, p in data), default=0)
+        data_file_size = max((p.stat().st_size for _, p in data), default=0)
     fsize = data_file_size
-    ins = Inspection(str(d), fsize, checkpoint=read_properties(d / "checkpoint"), fsynced=fs)
-    lengths = fsynced_lengths(d) if fs is not None else {}
+    ins = Inspection(str(d), fsize, checkpoint=read_properties(d / "checkpoint"))
     for sub in ("data", "index"):
         for _, p in _segments(d / sub):
-            key = f"{sub}/{p.name}"
-            ins.files[key] = {"size": p.stat().st_size}
-            if key in lengths:
-                ins.files[key]["fsynced"] = lengths[key]
+            ins.files[f"{sub}/{p.name}"] = {"size": p.stat().st_size}
 
     expect: int | None = None
     prev_term, prev_chain = -1, None
@@ -181,25 +139,6 @@ def inspect_store(directory: str | os.PathLike[str], data_file_size: int | None 
     return ins
 
 
-def lose_unfsynced(directory: str | os.PathLike[str]) -> dict[str, list[int]]:
-    """Cut every segment file to its fsync'd length (:func:`fsynced_lengths`); files with no durable
-    byte are removed, except the first data file. Returns ``{file: [old size, new size]}`` for the
-    files changed (new size -1 = removed)."""
-    d = Path(directory)
-    done: dict[str, list[int]] = {}
-    first_data = min((n for n in fsynced_lengths(d) if n.startswith("data/")), default=None)
-    for name, keep in fsynced_lengths(d).items():
-        p = d / name
-        old = p.stat().st_size
-        if keep == 0 and name != first_data:
-            p.unlink()
-            done[name] = [old, -1]
-        elif keep < old:
-            os.truncate(p, keep)
-            done[name] = [old, keep]
-    return done
-
-
 def truncate_tail(directory: str | os.PathLike[str], nbytes: int) -> dict[str, int | str]:
     """Drop the last ``nbytes`` written bytes of the newest data segment (a torn write): the file is
     truncated at ``written end - nbytes`` (not below 0). Raises ValueError for ``nbytes < 0``."""
@@ -240,7 +179,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data-file-size", type=int, default=None, help="bytes per data file")
     ap.add_argument("--json", action="store_true", help="print the inspection as JSON")
     g = ap.add_mutually_exclusive_group()
-    g.add_argument("--lose-unfsynced", action="store_true", help="fault: cut files to fsync'd lengths")
     g.add_argument("--truncate-tail", type=int, metavar="N", help="fault: drop the last N written bytes")
     g.add_argument("--flip-bit", type=int, metavar="POS", help="fault: flip a bit at data offset POS")
     ap.add_argument("--bit", type=int, default=0, help="bit (0-7) for --flip-bit")
@@ -250,9 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         return 254 if e.code else 0
     try:
         fault: object = None
-        if args.lose_unfsynced:
-            fault = lose_unfsynced(args.directory)
-        elif args.truncate_tail is not None:
+        if args.truncate_tail is not None:
             fault = truncate_tail(args.directory, args.truncate_tail)
         elif args.flip_bit is not None:
             fault = flip_bit(args.directory, args.flip_bit, args.bit)
@@ -270,10 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  entries    [{ins.begin_index}, {ins.end_index}]  ({ins.entries}, end term {ins.end_term})")
         print(f"  next pos   {ins.next_pos}")
         print(f"  checkpoint {ins.checkpoint}")
-        print(f"  fsynced    {ins.fsynced}")
         for name, info in ins.files.items():
-            extra = f"  fsynced {info['fsynced']}" if "fsynced" in info else ""
-            print(f"  {name}  size {info['size']}{extra}")
+            print(f"  {name}  size {info['size']}")
         print("  verify     " + ("OK" if ins.ok else "FAILED"))
         for prob in ins.problems:
             print(f"    {prob}")
