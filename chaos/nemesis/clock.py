@@ -1,7 +1,8 @@
 """Clock faults on the server's monotonic clock through libfaketime (``jepsen.nemesis.time``,
 ``jepsen.faketime``).
 
-DLedger's elections, heartbeats and leases run on ``CLOCK_MONOTONIC``, so the DB automation starts
+A Raft server's elections, heartbeats and leases run on ``CLOCK_MONOTONIC``. A DB with the
+``clock`` capability (:class:`chaos.cluster.db.Clock`: ``faketime_file`` and ``pidfile``) starts
 the server with ``LD_PRELOAD=libfaketime.so.1``, ``FAKETIME_TIMESTAMP_FILE=<spec file>`` and
 ``FAKETIME_NO_CACHE=1`` and with the monotonic clock faked (no ``FAKETIME_DONT_FAKE_MONOTONIC``):
 rewriting the file moves the running server's monotonic and wall clocks at once. The file holds a
@@ -50,19 +51,25 @@ from chaos.nemesis.base import (
     sh,
 )
 
-OFFSET_FILE = "/var/run/dledger.faketime"
-SERVER_PIDFILE = "/var/run/dledger.pid"
 STROBE_PID = f"{STATE_DIR}/strobe.pid"
 MODES = ("bump", "rate", "strobe")
 CLOCKS = "monotonic+realtime"
 
 
 def offset_file(test: Any) -> str:
-    return str(getattr(test.db, "faketime_file", None) or OFFSET_FILE)
+    """The DB's libfaketime offset file (the ``clock`` capability); NemesisError without one."""
+    path = getattr(test.db, "faketime_file", None)
+    if not path:
+        raise NemesisError("the DB has no clock capability (no faketime_file): clock faults need it")
+    return str(path)
 
 
 def server_pidfile(test: Any) -> str:
-    return str(getattr(test.db, "pidfile", None) or SERVER_PIDFILE)
+    """The DB's server pidfile (the ``clock`` capability); NemesisError without one."""
+    path = getattr(test.db, "pidfile", None)
+    if not path:
+        raise NemesisError("the DB has no clock capability (no pidfile): clock faults need it")
+    return str(path)
 
 
 def fmt_offset(ms: float) -> str:
@@ -299,8 +306,9 @@ class SlowLeaderNemesis:
     majority elected another leader and committed writes: the register workload's sticky
     processes on it see stale values (Raft thesis section 6.4.1: leases assume bounded drift).
 
-    Both faults start within the followers' election timeout (in parallel), so the old leader's
-    last quorum round is recent. Start value ``{"rate": r}`` (default ``rate``) completes with
+    The clock is slowed first and the leader cut off right after: cut first (or both at once), the
+    leader's lease can run out on its real clock in the ssh round trip the slowdown takes, and it
+    steps down before the window opens. Start value ``{"rate": r}`` (default ``rate``) completes with
     ``{"rate", "leader", "grudge", "specs", "nodes", "applied"}`` (not applied without a leader);
     stop heals the partition and sets the rate back to 1 (no step back).
     """
@@ -332,8 +340,6 @@ class SlowLeaderNemesis:
         self.clock.heal(test)
 
     def invoke(self, test: Any, op: Op) -> Op:
-        from concurrent.futures import ThreadPoolExecutor
-
         from chaos.nemesis.partition import apply_grudge, isolate
 
         if op.f == "stop-slow-leader":
@@ -349,10 +355,8 @@ class SlowLeaderNemesis:
         grudge = isolate(node_names(test), [leader])
         path, pidfile = offset_file(test), server_pidfile(test)
         slow = spec_update_script(path, pidfile, 0.0, rate)
-        with ThreadPoolExecutor(2) as pool:
-            spec = pool.submit(lambda: sh(test.control.remote(leader), slow).stdout.strip())
-            cut = pool.submit(apply_grudge, test, grudge)
-            cut.result()
-            done = {"rate": rate, "leader": leader, "nodes": [leader], "grudge": grudge}
-            done.update(specs={leader: spec.result()}, clock=CLOCKS)
+        spec = sh(test.control.remote(leader), slow).stdout.strip()
+        apply_grudge(test, grudge)
+        done = {"rate": rate, "leader": leader, "nodes": [leader], "grudge": grudge}
+        done.update(specs={leader: spec}, clock=CLOCKS)
         return complete(op, outcome(done, True))
