@@ -789,6 +789,11 @@ def _verdict_exit(valids: list[Any]) -> int:
     "leader's too), as the register workload's",
 )
 @click.option("--jobs", type=int, default=None, help="parallel processes (default: the CPU count)")
+@click.option(
+    "--stop-on-failure",
+    is_flag=True,
+    help="with --seeds: stop at the first seed (in seed order) that is not valid",
+)
 @click.option("--store", type=click.Path(file_okay=False), default="store", show_default=True)
 def sim(
     workload: str,
@@ -805,6 +810,7 @@ def sim(
     sticky: bool,
     disk: str,
     jobs: int | None,
+    stop_on_failure: bool,
     store: str,
 ) -> None:
     """Deterministic simulation: the real DLedger core and driver on a simulated network and clock,
@@ -870,6 +876,8 @@ def sim(
             if valid is not True:
                 failing.append(s)
                 click.echo(f"seed {s}: valid = {valid}: {why}")
+                if stop_on_failure:
+                    break  # leaving the block terminates the workers
     click.echo(
         f"{len(valids)} seeds, {len(failing)} not valid"
         + (
