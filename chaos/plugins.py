@@ -106,6 +106,11 @@ def resolve(kind: str, spec: str) -> Any:
         return import_object(spec, flag)
     if spec in BUILTINS[kind]:
         return import_object(BUILTINS[kind][spec], flag)
+    if kind == "workload":
+        from chaos.workloads import WORKLOADS
+
+        if spec in WORKLOADS:  # a module chaos/workloads/<name>.py listed there
+            return import_object(f"chaos.workloads.{spec}:workload", flag)
     ep = entry_points(kind).get(spec)
     if ep is None:
         known = ", ".join(names(kind)) or "none"
@@ -148,6 +153,12 @@ def build_db(
         raise ConfigError(
             f"{label}: {type(factory).__name__} is not a DB or a DB factory (see chaos.cluster.db.DB)"
         )
+    if isinstance(factory, type):
+        missing = [m for m in ("name", "setup", "teardown", "describe") if not hasattr(factory, m)]
+        if missing:
+            raise ConfigError(
+                f"{label}: class {factory.__name__} is not a DB (no {', '.join(missing)}; see chaos.cluster.db.DB)"
+            )
     name = str(getattr(factory, "name", None) or getattr(factory, "__name__", spec))
     try:
         kwargs = parse_db_opts(factory, list(db_opts), name)
@@ -159,13 +170,14 @@ def build_db(
             kwargs[k] = v
     try:
         db = factory(**kwargs)
-    except (ValueError, TypeError) as e:
+    except ValueError as e:  # the DB's own verdict on its options
         raise ConfigError(f"{label}: {' '.join(str(e).split())}") from None
+    except TypeError as e:
+        raise ConfigError(f"{label}: calling the DB factory failed: {' '.join(str(e).split())}") from None
     try:
-        check_db(db, label)
+        check_db(db, f"{label} ({db_name(db)})")
     except TypeError as e:
         raise ConfigError(str(e)) from None
-    _ = db_name(db)
     return db
 
 

@@ -26,13 +26,14 @@ from chaos.cluster.dledger_db import DLedgerDB
 from chaos.cluster.node import Node
 from chaos.nemesis.base import nemesis_op
 from chaos.nemesis.cli import heal_control, residue
-from chaos.nemesis.clock import AGE_MARGIN_S, OFFSET_FILE, ClockNemesis
+from chaos.nemesis.clock import AGE_MARGIN_S, ClockNemesis
 from chaos.nemesis.packet import PacketNemesis, Unsupported
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 CLUSTER = os.environ.get("CHAOS_NEMESIS_CLUSTER", "nemtest")
 PIDFILE = "/tmp/chaos-clock.pid"
+OFFSET_FILE = str(DLedgerDB.faketime_file)  # the default DB's, which chaos heal resets
 OUT = "/tmp/chaos-clock.out"
 
 # The environment chaos.cluster.dledger_db.DLedgerDB.start gives the server (pinned below).

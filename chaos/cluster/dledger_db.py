@@ -150,6 +150,7 @@ class DLedgerDB:
         DBOption("sticky-reads", parse=_bool, help="odd register processes read from their own node only"),
     )
     client_protocols = frozenset({"register", "log"})
+    loggers = ("dledger",)  # the client library's log, into the run's chaos.log
     recovery_timeout = 60.0
 
     base_dir = "/opt/dledger"
@@ -424,6 +425,12 @@ class DLedgerDB:
 
     def running(self, remote: Remote) -> bool:
         return self.pid(remote) is not None
+
+    @property
+    def kill_match(self) -> str:
+        """``pkill -f`` regex of a server process of this deployment (leftovers the pidfile does not
+        name; ``chaos heal`` resumes stopped ones)."""
+        return f"^python3 {self.zipapp} server"
 
     def kill(self, remote: Remote) -> None:
         """SIGKILL the server (by pidfile, then any leftover server of this zipapp) and wait until gone."""

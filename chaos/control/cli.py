@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from chaos.cli import BadArguments
+from chaos.plugins import DEFAULT_DB
 
 
 def _epilog() -> str:
@@ -57,7 +58,7 @@ class _RunCommand(click.Command):
 @click.command(cls=_RunCommand)
 @click.option(
     "--db",
-    default="dledger",
+    default=DEFAULT_DB,
     show_default=True,
     help="The system under test: a DB name (see below) or module:attr of a DB factory.",
 )
@@ -84,7 +85,9 @@ class _RunCommand(click.Command):
     show_default=True,
     help="docker provider: the named cluster (chaos cluster up --name NAME), provisioned if missing.",
 )
-@click.option("--node-count", type=int, default=5, show_default=True, help="Nodes of the docker cluster.")
+@click.option(
+    "--node-count", type=int, default=None, help="Nodes of the docker cluster [default: the named cluster's, else 5]."
+)
 @click.option("--nodes", default=None, help="ssh provider: comma-separated nodes (name=host[:port] or host).")
 @click.option("--nodes-file", default=None, help="ssh provider: a file with one node per line.")
 @click.option("--username", default="root", show_default=True, help="ssh provider: SSH user.")

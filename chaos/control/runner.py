@@ -105,31 +105,34 @@ def provision(opts: dict[str, Any], log: Callable[[str], None]) -> list[Any]:
 
 
 def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
+    """The tool's distribution and version (as installed; ``chaos.__version__`` in a bare checkout),
+    Python's and the platform's."""
+    from importlib.metadata import PackageNotFoundError, packages_distributions, version
 
+    import chaos
+
+    dist = (packages_distributions().get("chaos") or ["chaos"])[0]
     try:
-        v = version("dledger-chaos")
+        v = version(dist)
     except PackageNotFoundError:
-        v = "unknown"
-    return {"dledger-chaos": v, "python": platform.python_version(), "platform": platform.platform()}
+        v = chaos.__version__
+    return {dist: v, "python": platform.python_version(), "platform": platform.platform()}
 
 
 class _Logs:
-    """Attaches chaos.log to the tool's loggers for the duration of a run."""
+    """Attaches chaos.log to the tool's loggers, and to those the DB names in its optional
+    ``loggers`` attribute (e.g. its client library's), for the duration of a run."""
 
-    def __init__(self, path: Any) -> None:
+    def __init__(self, path: Any, db_loggers: Any = ()) -> None:
         self.handler = logging.FileHandler(path)
         self.handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        self.loggers = [
-            logging.getLogger("chaos"),
-            logging.getLogger("dledger"),
-            logging.getLogger("paramiko"),
-        ]
-        for lg in self.loggers[:2]:
+        info = [logging.getLogger("chaos"), *(logging.getLogger(str(n)) for n in db_loggers or ())]
+        self.loggers = [*info, logging.getLogger("paramiko")]
+        for lg in info:
             lg.addHandler(self.handler)
             if lg.level == logging.NOTSET or lg.level > logging.INFO:
                 lg.setLevel(logging.INFO)
-        self.loggers[2].addHandler(self.handler)
+        self.loggers[-1].addHandler(self.handler)
 
     def close(self) -> None:
         for lg in self.loggers:
@@ -238,6 +241,7 @@ class Runner:
             raise
         except ValueError as e:
             raise ConfigError(f"--workload {o['workload']}: {e}") from None
+        check_capabilities(o["nemesis"], o, self.db)
         protocol = getattr(workload, "protocol", None)
         offered = getattr(self.db, "client_protocols", None) or ()
         if protocol is not None and protocol not in offered:
@@ -246,7 +250,6 @@ class Runner:
                 f"(the clients capability: client_protocols, open_client; it offers "
                 f"{', '.join(sorted(offered)) or 'none'})"
             )
-        check_capabilities(o["nemesis"], o, self.db)
         nem, nem_gen = build(o["nemesis"], o)
         return workload, (nem, nem_gen)
 
@@ -277,7 +280,7 @@ class Runner:
         lock = self._lock_cluster(nodes, name)  # before the run directory: a refused run leaves none
         run = RunDir.create(o["store"], name)
         self.run_dir = run
-        logs = _Logs(run.log_path)
+        logs = _Logs(run.log_path, getattr(self.db, "loggers", ()))
         rng = random.Random(o["seed"])
         db = self.db
         caps = capabilities(db)

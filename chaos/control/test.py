@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 DEFAULTS: dict[str, Any] = {
+    "db": None,  # chaos.plugins.DEFAULT_DB
+    "db_opts": [],
     "workload": "register",
     "nemesis": "none",
     "nemesis_interval": 10.0,
@@ -19,14 +21,12 @@ DEFAULTS: dict[str, Any] = {
     "concurrency": "2n",
     "rate": 50.0,
     "provider": "docker",
-    "node_count": 5,
+    "cluster_name": None,  # the default docker cluster
+    "node_count": None,  # the named docker cluster's, else 5
     "test_count": 1,
     "store": "store",
     "seed": None,
     "leave_db_running": False,
-    "flush": "sync",
-    "read_mode": "raft-log",
-    "server_args": [],
     "recovery_time": 5.0,
     "final_time_limit": 120.0,
     "check_time_limit": 120.0,
@@ -38,7 +38,7 @@ class Test:
     """One test run.
 
     Fields: ``name``; ``nodes`` (list of ``chaos.cluster.node.Node``); ``control``
-    (``chaos.control.ssh.Control``); ``db`` (``DLedgerDB``); ``rng`` (``random.Random`` seeded with
+    (``chaos.control.ssh.Control``); ``db`` (a :class:`chaos.cluster.db.DB`); ``rng`` (``random.Random`` seeded with
     ``opts["seed"]``: generator and nemesis choices are reproducible); ``opts`` (every option, a dict);
     ``log`` (the run's logger, also written to ``chaos.log``); ``concurrency`` (client threads).
     """

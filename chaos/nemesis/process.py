@@ -1,9 +1,11 @@
 """Process faults on the DB server: kill, pause ("hammer time"), restart.
 
 Follows ``jepsen.nemesis.combined/db-package``: ``start-kill`` SIGKILLs the server on the chosen
-nodes through ``DLedgerDB.kill`` and ``stop-kill`` starts them again (``DLedgerDB.start``);
-``start-pause`` / ``stop-pause`` send SIGSTOP / SIGCONT through ``DLedgerDB.pause`` / ``resume``;
-``start-restart`` stops the server cleanly (SIGTERM, wait for exit) and starts it again.
+nodes through the DB's ``kill`` and ``stop-kill`` starts them again (``start``; the ``process``
+capability, :class:`chaos.cluster.db.Process`); ``start-pause`` / ``stop-pause`` send SIGSTOP /
+SIGCONT through the DB's ``pause`` / ``resume`` (the ``pause`` capability); ``start-restart`` stops
+the server cleanly (SIGTERM to the pid in the DB's ``pidfile``, wait for exit; a DB without a
+pidfile is killed instead, recorded ``forced``) and starts it again.
 
 Invocation values are node specs (``"one"``, ``"minority"``, ``"leader"``, ``"all"``... see
 :data:`chaos.nemesis.base.TARGETS`) or explicit node lists; completions are
@@ -216,11 +218,18 @@ class RestartNemesis(NoState):
         if not nodes:
             return not_applied(op, f"no node matched target {spec!r}", targets=spec, nodes=[])
 
+        pidfile = getattr(test.db, "pidfile", None)
+
         def one(remote: Any) -> tuple[str, str | None]:
-            res = sh(remote, terminate_script(test.db.pidfile), check=False)
-            if res.exit_code != 0:
-                return "error", f"stop failed: {res.stderr.strip() or res.exit_code}"
-            how = str(res.stdout.strip())
+            if pidfile:
+                res = sh(remote, terminate_script(str(pidfile)), check=False)
+                if res.exit_code != 0:
+                    return "error", f"stop failed: {res.stderr.strip() or res.exit_code}"
+                how = str(res.stdout.strip())
+            else:
+                was = test.db.running(remote)
+                test.db.kill(remote)
+                how = "forced" if was else "absent"
             why = _start(test, remote)
             if why is None and how == "absent":
                 why = "no server was running (started one)"
