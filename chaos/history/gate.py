@@ -4,11 +4,16 @@
 pipeline in :mod:`chaos.history.spark`, prints a table, writes the summary page, and exits 0 only if
 every run is valid and every threshold holds (1 otherwise; 2 when nothing failed but some verdict is
 unknown). This is the command a CI job calls before a release.
+
+Without ``--workload``/``--nemesis`` the gate runs a preset (:data:`PRESETS`, default
+:data:`DEFAULT_PRESET`): the configurations that caught the bug catalogue's classes on real clusters
+(``bench/catalogue.py --preset``; Jepsen's habit of a fixed matrix of workload x nemesis packages).
 """
 
 from __future__ import annotations
 
 import math
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -181,44 +186,137 @@ def analyze_cmd(run_dirs: tuple[str, ...], master: str, out: str | None, time_li
     return _exit_for(threshold_failures(summary))
 
 
-def run_matrix(
-    workloads: list[str], nemeses: list[str], runs: int, store: str, run_args: list[str]
-) -> list[Path]:
-    """Run ``chaos run`` for every (workload, nemesis) ``runs`` times; return the run directories.
-    A nemesis entry may combine faults with ``+`` (``partition-ring+kill-leader``: one run with both).
+@dataclass(frozen=True)
+class MatrixRun:
+    """One configuration of a gate matrix: ``workload``, ``nemesis`` (faults joined with ``+`` run
+    together), extra ``chaos run`` words ``args``, and ``catches``: the catalogue classes it caught
+    on real clusters (``bench/catalogue.md``), for the listing."""
+
+    workload: str
+    nemesis: str
+    args: tuple[str, ...] = ()
+    catches: tuple[str, ...] = ()
+
+    def run_args(self, store: str, extra: list[str]) -> list[str]:
+        """The ``chaos run`` arguments: this configuration's, then ``extra`` (the gate's --run-arg
+        words; a repeated option's last value wins, so they override the preset's)."""
+        faults = self.nemesis.replace("+", ",")
+        return ["run", "--workload", self.workload, "--nemesis", faults, "--store", store, *self.args, *extra]
+
+    def label(self) -> str:
+        return " ".join([self.workload, self.nemesis, *self.args])
+
+
+# 30 s of faults per run: each run, with setup, healing and checking, takes about a minute
+_SHORT = ("--time-limit", "30")
+# Sticky readers at the leader and writers on the same keys from both sides of the cut (issue 13):
+# 3 threads per node, 100 ops/s.
+_READS = ("--concurrency", "3n", "--rate", "100")
+
+PRESETS: dict[str, tuple[MatrixRun, ...]] = {
+    # Chosen for bug-finding power (bench/catalogue.md: runs to detection per class).
+    "power": (
+        MatrixRun(
+            "log",
+            "partition-random-halves",
+            _SHORT,
+            ("get-uncommitted",),
+        ),
+        MatrixRun(
+            "log",
+            "partition-random-halves+kill-leader",
+            _SHORT,
+            ("follower-commit-unbounded",),
+        ),
+        MatrixRun(
+            "register",
+            "partition-leader",
+            (*_SHORT, *_READS, "--read-mode", "lease"),
+            ("lease-no-step-down",),
+        ),
+        MatrixRun(
+            "register",
+            "clock-slow-leader",
+            (*_SHORT, *_READS, "--read-mode", "read-index"),
+            ("read-index-no-confirm",),
+        ),
+        MatrixRun(
+            "register",
+            "clock-slow-leader",
+            (*_SHORT, *_READS, "--read-mode", "raft-log"),
+            ("leader-local-kv-read",),
+        ),
+    ),
+    # The gate's matrix before the catalogue: register and log under elections, runs of 60 s.
+    "elections": tuple(
+        MatrixRun(w, n) for w in ("register", "log") for n in ("partition-ring+kill-leader", "kill")
+    ),
+}
+DEFAULT_PRESET = "power"
+
+
+def matrix(preset: str | None, workloads: str | None, nemeses: str | None, runs: int) -> list[MatrixRun]:
+    """The runs of one gate, in order, each configuration ``runs`` times in a row: ``workloads`` x
+    ``nemeses`` (comma-separated; a missing one takes the ``elections`` preset's) when either is
+    given, else the ``preset`` (default :data:`DEFAULT_PRESET`). ValueError for an unknown preset,
+    an empty list, or a preset given with a matrix."""
+    if preset is not None and (workloads is not None or nemeses is not None):
+        raise ValueError(f"--preset {preset} with --workload/--nemesis: expected one or the other")
+    if workloads is None and nemeses is None:
+        name = preset or DEFAULT_PRESET
+        if name not in PRESETS:
+            raise ValueError(f"--preset {name}: expected one of {', '.join(PRESETS)}")
+        configs = list(PRESETS[name])
+    else:
+        ws = _split(workloads if workloads is not None else "register,log")
+        ns = _split(nemeses if nemeses is not None else "partition-ring+kill-leader,kill")
+        if not ws or not ns:
+            raise ValueError("--workload/--nemesis: expected at least one name each")
+        configs = [MatrixRun(w, n) for w in ws for n in ns]
+    return [c for c in configs for _ in range(runs)]
+
+
+def run_matrix(configs: list[MatrixRun], store: str, run_args: list[str]) -> list[Path]:
+    """Run ``chaos run`` once per entry of ``configs``; return the run directories.
 
     A run that crashes (exit 255) or cannot start still counts: its directory, if any, is analysed
-    and a missing one is reported.
+    and a missing one is reported. BadArguments when ``chaos run`` rejects its arguments (254).
     """
     dirs = []
-    for workload in workloads:
-        for nemesis in nemeses:
-            for i in range(runs):
-                click.echo(f"gate: run {i + 1}/{runs} workload={workload} nemesis={nemesis}", err=True)
-                faults = nemesis.replace("+", ",")
-                cmd = [sys.executable, "-m", "chaos.cli", "run", "--workload", workload, "--nemesis", faults]
-                cmd += ["--store", store, *run_args]
-                rc = subprocess.call(cmd)
-                latest = Path(store) / "latest"
-                if rc == EXIT_BAD_ARGS:
-                    raise BadArguments(f"chaos run rejected its arguments: {' '.join(cmd[3:])}")
-                if latest.exists():
-                    run_dir = latest.resolve()
-                    if run_dir not in dirs:
-                        dirs.append(run_dir)
+    for i, cfg in enumerate(configs):
+        click.echo(f"gate: run {i + 1}/{len(configs)}: {cfg.label()}", err=True)
+        cmd = [sys.executable, "-m", "chaos.cli", *cfg.run_args(store, run_args)]
+        rc = subprocess.call(cmd)
+        latest = Path(store) / "latest"
+        if rc == EXIT_BAD_ARGS:
+            raise BadArguments(f"chaos run rejected its arguments: {' '.join(cmd[3:])}")
+        if latest.exists():
+            run_dir = latest.resolve()
+            if run_dir not in dirs:
+                dirs.append(run_dir)
     return dirs
 
 
 @click.command("gate")
 @click.argument("run_dirs", nargs=-1)
-@click.option("--workload", default="register,log", show_default=True, help="Comma-separated workloads.")
+@click.option(
+    "--preset",
+    default=None,
+    help=f"Named matrix ({', '.join(PRESETS)}); the default when neither --workload nor --nemesis "
+    f"is given: {DEFAULT_PRESET}.",
+)
+@click.option(
+    "--workload",
+    default=None,
+    help="Comma-separated workloads, crossed with --nemesis (instead of a preset).  [default: register,log]",
+)
 @click.option(
     "--nemesis",
-    default="partition-ring+kill-leader,kill",  # faults that force elections (issue 17)
-    show_default=True,
-    help="Comma-separated nemeses, one run each; join faults with + for one run with several.",
+    default=None,
+    help="Comma-separated nemeses, one run each; join faults with + for one run with several.  "
+    "[default: partition-ring+kill-leader,kill]",
 )
-@click.option("--runs", type=int, default=1, show_default=True, help="Runs per (workload, nemesis).")
+@click.option("--runs", type=int, default=1, show_default=True, help="Runs per configuration.")
 @click.option("--store", default="store", show_default=True)
 @click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
 @click.option("--out", default=None, help="Summary directory.")
@@ -235,11 +333,18 @@ def run_matrix(
 @click.option(
     "--time-limit", type=float, default=None, help="Seconds per key for the linearizability search."
 )
-@click.option("--run-arg", "run_args", multiple=True, help="Extra argument passed to each `chaos run`.")
+@click.option(
+    "--run-arg",
+    "run_args",
+    multiple=True,
+    help="Extra argument passed to each `chaos run` (after the preset's, so it overrides them).",
+)
+@click.option("--list", "list_only", is_flag=True, help="Print the `chaos run` of each run and stop.")
 def gate_cmd(
     run_dirs: tuple[str, ...],
-    workload: str,
-    nemesis: str,
+    preset: str | None,
+    workload: str | None,
+    nemesis: str | None,
     runs: int,
     store: str,
     master: str,
@@ -250,20 +355,33 @@ def gate_cmd(
     require_faults_applied: bool,
     time_limit: float | None,
     run_args: tuple[str, ...],
+    list_only: bool,
 ) -> int:
     """Release gate: analyse RUN_DIRS (or run the matrix) and exit 0 only if every run is valid and
-    every threshold holds."""
+    every threshold holds.
+
+    Without RUN_DIRS, --workload or --nemesis it runs the preset (default "power": the
+    configurations that caught the bug catalogue's classes on real clusters; see the README's
+    bug catalogue section)."""
     if runs < 1:
         raise BadArguments(f"--runs {runs}: expected a positive number of runs")
     check_threshold("--max-unavailable-s", max_unavailable_s)
     check_threshold("--max-p99-ms", max_p99_ms)
     check_threshold("--min-ok-rate", min_ok_rate, upper=1.0)
     _check_time_limit(time_limit)
+    try:
+        configs = matrix(preset, workload, nemesis, runs)
+    except ValueError as e:
+        raise BadArguments(str(e)) from None
+    args = [a for arg in run_args for a in shlex.split(arg)]
+    if list_only:
+        for cfg in configs:
+            click.echo(shlex.join(["chaos", *cfg.run_args(store, args)]))
+        return EXIT_VALID
     if run_dirs:
         dirs = _run_dirs(run_dirs)
     else:
-        args = [a for arg in run_args for a in arg.split()]
-        dirs = run_matrix(_split(workload), _split(nemesis), runs, store, args)
+        dirs = run_matrix(configs, store, args)
         if not dirs:
             raise click.ClickException("gate: no run produced a run directory")
     summary = _analyze(dirs, master, out, time_limit)

@@ -1,0 +1,100 @@
+"""`chaos gate`'s default matrix (issue 13): with no matrix arguments the gate runs the "power"
+preset, every run of it is a `chaos run` the run command accepts (options, read modes, nemeses,
+workloads), and every class it names is a catalogued bug class. No Docker: `--list` prints the runs
+the gate would start, from the same list the gate runs."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chaos.history.gate import DEFAULT_PRESET, PRESETS, MatrixRun, matrix
+
+
+def gate(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "chaos.cli", "gate", *args], capture_output=True, text=True, check=False
+    )
+
+
+def listed(*args: str) -> list[list[str]]:
+    res = gate("--list", *args)
+    assert res.returncode == 0, res.stderr
+    return [shlex.split(line) for line in res.stdout.splitlines()]
+
+
+def test_gate_without_matrix_arguments_runs_the_default_preset() -> None:
+    assert DEFAULT_PRESET == "power"
+    runs = listed()
+    expected = [["chaos", *c.run_args("store", [])] for c in PRESETS["power"]]
+    assert runs == expected
+    assert listed("--preset", "power") == expected
+    # --runs repeats each configuration in a row; --run-arg comes last, so it overrides the preset's
+    twice = listed("--runs", "2", "--run-arg", "--time-limit 45", "--store", "/tmp/s")
+    assert len(twice) == 2 * len(expected)
+    assert twice[0] == twice[1]
+    assert all(cmd[-2:] == ["--time-limit", "45"] and "/tmp/s" in cmd for cmd in twice)
+
+
+def test_every_preset_run_is_accepted_by_chaos_run(tmp_path: Path) -> None:
+    from chaos import nemesis, workloads
+    from chaos.control.cli import run
+    from chaos.control.test import validate_options
+
+    for name, configs in PRESETS.items():
+        for cfg in configs:
+            words = cfg.run_args(str(tmp_path / "store"), [])
+            ctx = run.make_context("run", words[1:])  # click checks options and choices (read modes)
+            opts = dict(ctx.params)
+            extra = nemesis.parse_nemesis_opts(opts.pop("nemesis_opt") or ())
+            validate_options(opts)
+            assert opts["workload"] == cfg.workload
+            assert workloads.get(cfg.workload, {"node_count": 5}).name == cfg.workload
+            names = nemesis.parse_names(opts["nemesis"])
+            assert names == cfg.nemesis.split("+"), (name, cfg)
+            nemesis.build(names, {**opts, **extra})
+            if name == "power":
+                assert opts["time_limit"] <= 30, "the preset's runs are kept short (30 min in all)"
+
+
+def test_the_preset_names_catalogued_classes_and_covers_the_read_paths() -> None:
+    from chaos.mutants import load_mutants
+
+    classes = {m.name for m in load_mutants()}
+    caught = [c for cfg in PRESETS["power"] for c in cfg.catches]
+    assert caught and set(caught) <= classes
+    read_modes = {
+        cfg.args[cfg.args.index("--read-mode") + 1] for cfg in PRESETS["power"] if "--read-mode" in cfg.args
+    }
+    assert {"lease", "read-index", "raft-log"} <= read_modes
+    assert {cfg.workload for cfg in PRESETS["power"]} == {"register", "log"}
+
+
+def test_matrix_arguments_replace_the_preset() -> None:
+    assert matrix(None, "log", None, 1) == [
+        MatrixRun("log", "partition-ring+kill-leader"),
+        MatrixRun("log", "kill"),
+    ]
+    assert [c.label() for c in matrix(None, None, "pause", 2)] == ["register pause"] * 2 + ["log pause"] * 2
+    assert listed("--workload", "register", "--nemesis", "pause+kill") == [
+        ["chaos", "run", "--workload", "register", "--nemesis", "pause,kill", "--store", "store"]
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--preset", "nope"], "--preset nope: expected one of power, elections"),
+        (["--preset", "power", "--nemesis", "kill"], "--preset power with --workload/--nemesis"),
+        (["--workload", ","], "--workload/--nemesis: expected at least one name each"),
+    ],
+)
+def test_bad_preset_arguments_are_one_line(args: list[str], message: str) -> None:
+    res = gate("--list", *args)
+    assert res.returncode == 254
+    assert message in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
