@@ -399,6 +399,11 @@ def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str,
     out: dict[str, Checker] = {}
     for n in names:
         if n not in factories:
+            from chaos import plugins  # a plug-in checker: module:attr or a chaos.checkers entry point
+
+            if plugins.is_reference(n) or n in plugins.entry_points("checker"):
+                out[n] = plugins.checker_factory(n)()
+                continue
             raise ValueError(f"test.json names unknown checker {n!r} (known: {', '.join(sorted(factories))})")
         out[n] = factories[n]()
     return out
