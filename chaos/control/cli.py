@@ -69,6 +69,13 @@ class _RunCommand(click.Command):
     help="An option of the DB (repeatable; see below); recorded in test.json as db_opts.",
 )
 @click.option("--workload", "-w", default="register", show_default=True, help="Workload name (see below).")
+@click.option(
+    "--checker",
+    "checkers",
+    multiple=True,
+    metavar="NAME",
+    help="An extra checker (repeatable): module:attr of a checker factory or a chaos.checkers entry point.",
+)
 @click.option("--nemesis", default="none", show_default=True, help="Comma-separated nemeses, or none.")
 @click.option(
     "--nemesis-interval", type=float, default=10.0, show_default=True, help="Mean s between faults."
@@ -86,7 +93,10 @@ class _RunCommand(click.Command):
     help="docker provider: the named cluster (chaos cluster up --name NAME), provisioned if missing.",
 )
 @click.option(
-    "--node-count", type=int, default=None, help="Nodes of the docker cluster [default: the named cluster's, else 5]."
+    "--node-count",
+    type=int,
+    default=None,
+    help="Nodes of the docker cluster [default: the named cluster's, else 5].",
 )
 @click.option("--nodes", default=None, help="ssh provider: comma-separated nodes (name=host[:port] or host).")
 @click.option("--nodes-file", default=None, help="ssh provider: a file with one node per line.")
@@ -154,6 +164,7 @@ def run(**kw: Any) -> int:
     opts.pop("read_mode", None)
     aliases += [f"server-arg={a}" for a in opts.pop("server_arg") or ()]
     opts["db_opts"] = [*aliases, *(opts.get("db_opt") or ())]
+    opts["checkers"] = list(opts.get("checkers") or ())
     opts.pop("db_opt", None)
     try:
         from chaos.nemesis import parse_nemesis_opts, plugin_options

@@ -241,6 +241,8 @@ class Runner:
             raise
         except ValueError as e:
             raise ConfigError(f"--workload {o['workload']}: {e}") from None
+        for name in o.get("checkers") or ():
+            plugins.checker_factory(name)  # loads, or one ConfigError line naming it
         check_capabilities(o["nemesis"], o, self.db)
         protocol = getattr(workload, "protocol", None)
         offered = getattr(self.db, "client_protocols", None) or ()
@@ -302,7 +304,7 @@ class Runner:
         test_doc = {
             "name": name,
             "workload": workload.name,
-            "checkers": [*workload.checkers, "server-logs", "liveness"],
+            "checkers": [*workload.checkers, *(o.get("checkers") or ()), "server-logs", "liveness"],
             "server_logs": _server_logs_doc(db),
             "model": workload.model,
             "db": str(o.get("db") or plugins_default_db()),
