@@ -48,6 +48,7 @@ NEMESES = (
     "partition-leader",
     "kill",
     "kill-leader",
+    "power-failure",
     "pause",
     "pause-leader",
     "clock-skew",
@@ -361,6 +362,10 @@ class SimRun:
         if kind == "partition-leader":  # the leader alone on the minority side
             alone = leader if leader is not None else rng.choice(sim.ids)
             return kind, [[alone], [i for i in sim.ids if i != alone]]
+        if kind == "power-failure":  # every member at once; back one by one, in a random order
+            order = sim.ids[:]
+            rng.shuffle(order)
+            return kind, {"order": order, "gaps": [rng.choice([0, 50, 200, 1000]) for _ in order]}
         if kind == "pause-leader":
             return kind, [leader if leader is not None else rng.choice(sim.ids)]
         if kind == "clock-slow-leader":
@@ -399,6 +404,12 @@ class SimRun:
             if params.get("flip"):
                 v = params["flip"]
                 self._nemesis("bitflip", {"node": v, "file": sim.disks[v].flip_bit(f"/sim/{v}/data")})
+        elif kind == "power-failure":
+            for v in sim.ids:
+                sim.crash(v)
+                self.queued.pop(v, None)
+            self.faults[fid] = params
+            self._nemesis("power-failure", sim.ids)
         elif kind in ("pause", "pause-leader"):
             for v in params:
                 sim.pause(v)
@@ -431,6 +442,11 @@ class SimRun:
                     except StoreError as e:  # recovery refused a damaged committed prefix
                         refused[v] = str(e)
             self._nemesis("start", {"nodes": sorted(what), "refused": refused} if refused else sorted(what))
+        elif kind == "power-failure":
+            at = sim.now
+            for v, gap in zip(what["order"], what["gaps"], strict=True):
+                at += gap
+                sim.call_at(at, functools.partial(self._power_back, v))
         elif kind in ("pause", "pause-leader"):
             for v in what:
                 # requests queued at the paused member and its queued peer messages race (seeded)
@@ -442,6 +458,18 @@ class SimRun:
             for v in what:
                 sim.set_clock_rate(v, 1.0)
             self._nemesis("reset-clock", sorted(what))
+
+    def _power_back(self, node: str) -> None:
+        """One member back after a power failure (unless a kill holds it down)."""
+        from dledger.store import StoreError
+
+        if node in self.sim.nodes or any(node in v for f, v in self.faults.items() if f.startswith("kill")):
+            return
+        try:
+            self.sim.start(node)
+            self._nemesis("start", [node])
+        except StoreError as e:  # recovery refused a damaged committed prefix
+            self._nemesis("start", {"nodes": [node], "refused": {node: str(e)}})
 
     @staticmethod
     def fault_kind(fid: str) -> str:
