@@ -13,6 +13,11 @@ For every mutant in ``bench/mutants/`` (a realistic bug class as a patch of the 
 and ``--correct-runs`` runs of the unmodified server over the same configurations (false alarms),
 plus ``--sim-seeds`` seeds of ``chaos sim`` per simulator configuration.
 
+``--preset power`` replaces the patch headers' configurations by the ``chaos gate`` preset's
+(:data:`chaos.history.gate.PRESETS`; those listed as catching the class are tried first), so the
+table says what the default gate catches; ``--config 'WORKLOAD NEMESIS [--opt V ...]'`` (repeatable,
+faults joined with ``,`` or ``+``) tries one configuration instead.
+
 Every outcome is appended to ``--results`` (JSON Lines) as it completes, so a bench stopped early
 keeps what it measured and later invocations (``--only CLASS``) add to it; the table printed at the
 end, and written to ``--out`` (Markdown), is built from every record in that file (the newest per
@@ -22,6 +27,7 @@ anomaly it named.
 
     python3 bench/catalogue.py --runs 3 --correct-runs 20 --time-limit 60
     python3 bench/catalogue.py --only get-uncommitted --runs 1 --no-sim
+    python3 bench/catalogue.py --preset power --runs 3 --time-limit 30 --no-sim --correct-runs 20
 
 Exit status 0 (the figures are the output), 254 for bad arguments.
 """
@@ -32,6 +38,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -47,6 +54,14 @@ from chaos.mutants import Config, Mutant, MutantError, apply_mutant, check_impor
 DOCKER_LOCK = "/tmp/chaos-docker.lock"
 INVALID_LINE = re.compile(r"^\s+([a-z][\w-]*)\s+INVALID\s*(.*)$")
 FAILING_SEED = re.compile(r"^seed (\d+): valid = (?!True)")
+
+
+def parse_config(text: str, where: str) -> Config:
+    """``"register clock-slow-leader --read-mode read-index"`` -> Config; MutantError naming ``where``."""
+    words = shlex.split(text)
+    if len(words) < 2 or words[0].startswith("-") or words[1].startswith("-"):
+        raise MutantError(f"{where} {text!r}: expected 'WORKLOAD NEMESIS [--option value ...]'")
+    return Config(words[0], words[1].replace("+", ","), tuple(words[2:]))
 
 
 def say(msg: str) -> None:
@@ -178,6 +193,29 @@ def record(path: Path, rec: dict[str, Any]) -> None:
         f.write(json.dumps(rec) + "\n")
 
 
+def preset_configs(name: str) -> list[tuple[Config, tuple[str, ...]]]:
+    """The ``chaos gate`` preset ``name`` as ``(Config, classes it is listed as catching)``;
+    MutantError for an unknown preset."""
+    from chaos.history.gate import PRESETS
+
+    if name not in PRESETS:
+        raise MutantError(f"--preset {name}: expected one of {', '.join(PRESETS)}")
+    return [(Config(r.workload, r.nemesis.replace("+", ","), r.args), r.catches) for r in PRESETS[name]]
+
+
+def configs_for(m: Mutant, args: argparse.Namespace) -> list[Config]:
+    """The real-cluster configurations to run ``m`` with: ``--config`` ones, else the ``--preset``
+    (the configurations listed as catching ``m``'s class first), else the patch header's."""
+    if args.configs:
+        return list(args.configs)
+    if args.preset:
+        pairs = preset_configs(args.preset)
+        return [c for c, caught in pairs if m.name in caught] + [
+            c for c, caught in pairs if m.name not in caught
+        ]
+    return list(m.real)
+
+
 def bench_mutant(m: Mutant, args: argparse.Namespace, results: Path) -> None:
     with tempfile.TemporaryDirectory(prefix=f"mutant-{m.name}-") as tmp:
         try:
@@ -188,7 +226,7 @@ def bench_mutant(m: Mutant, args: argparse.Namespace, results: Path) -> None:
             record(results, {"kind": "mutant", "class": m.name, "config": "-", "error": str(e), "runs": []})
             return
         if not args.no_real:
-            for i, cfg in enumerate(m.real):
+            for i, cfg in enumerate(configs_for(m, args)):
                 runs: list[dict[str, Any]] = []
                 for k in range(args.runs):
                     say(f"{m.name}: {cfg.label()} run {k + 1}/{args.runs}")
@@ -220,8 +258,10 @@ def bench_mutant(m: Mutant, args: argparse.Namespace, results: Path) -> None:
 
 
 def bench_correct(mutants: list[Mutant], args: argparse.Namespace, results: Path) -> None:
-    configs: list[Config] = []
-    for m in mutants:
+    configs: list[Config] = list(args.configs)
+    if not configs and args.preset:
+        configs = [c for c, _ in preset_configs(args.preset)]
+    for m in mutants if not configs else ():
         for c in m.real:
             if c not in configs:
                 configs.append(c)
@@ -356,6 +396,17 @@ def main() -> int:
     ap.add_argument("--store", default="store/catalogue", help="store for the runs (default store/catalogue)")
     ap.add_argument("--results", default=None, help="JSON Lines of outcomes (default STORE/results.jsonl)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "catalogue.md"), help="Markdown table to write")
+    ap.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        help="real-cluster configuration 'WORKLOAD NEMESIS [--opt V ...]' instead of the patch headers' (repeatable)",
+    )
+    ap.add_argument(
+        "--preset",
+        default=None,
+        help="run the chaos gate preset's configurations (e.g. power; those listed for the class first)",
+    )
     ap.add_argument("--table-only", action="store_true", help="print the table from --results and stop")
     ap.add_argument("--correct-only", action="store_true", help="only the correct-server runs")
     args = ap.parse_args()
@@ -383,6 +434,13 @@ def main() -> int:
             f"--only {','.join(sorted(unknown))}: expected one of {', '.join(m.name for m in mutants)}",
             file=sys.stderr,
         )
+        return 254
+    try:
+        args.configs = [parse_config(c, "--config") for c in args.config]
+        if args.preset:
+            preset_configs(args.preset)
+    except MutantError as e:
+        print(e, file=sys.stderr)
         return 254
     results = Path(args.results or Path(args.store) / "results.jsonl")
     results.parent.mkdir(parents=True, exist_ok=True)
