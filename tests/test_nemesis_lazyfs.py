@@ -160,6 +160,6 @@ def test_run_with_majority_followers_is_valid_on_the_correct_server(cluster: Any
     stops = [o["value"] for o in ops if o["f"] == "stop-file" and isinstance(o["value"], dict)]
     assert any(v.get("elected_first") for v in stops), stops
     left = control.on_nodes(
-        lambda r: r.exec_raw(f"grep -c fuse /proc/mounts; ls {LAZYFS_STATE}", check=False).stdout
+        lambda r: r.exec_raw(f"grep -c chaos-lazyfs /proc/mounts; ls {LAZYFS_STATE}", check=False).stdout
     )
     assert all(v.split()[0] == "0" for v in left.values()), left
