@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from test_nemesis_support import make_test, node_cluster, reachability
 
+from chaos.cluster.dledger_db import DLedgerDB
 from chaos.nemesis.base import nemesis_op
 from chaos.nemesis.cli import residue
 from chaos.nemesis.clock import ClockNemesis
@@ -42,9 +43,10 @@ def test_chaos_heal_removes_every_fault(env: Any) -> None:
         env,
         nemesis_op("start-clock", {"mode": "strobe", "nodes": ["n5"], "rate": 2.0, "period_ms": 100}),
     )
-    # a stopped process that looks like the server (its argv names dledger)
+    # a stopped process the pidfile does not name but the DB's kill_match does (a leftover server)
+    argv0 = f"python3 {DLedgerDB.zipapp} server --standin"
     control.remote("n2").exec_raw(
-        "setsid nohup bash -c 'exec -a dledger-server-standin sleep 600' >/dev/null 2>&1 </dev/null & "
+        f"setsid nohup bash -c 'exec -a \"{argv0}\" sleep 600' >/dev/null 2>&1 </dev/null & "
         "echo $! > /tmp/standin.pid; sleep 0.2; kill -STOP $(cat /tmp/standin.pid)",
         sudo=True,
     )
@@ -62,7 +64,12 @@ def test_chaos_heal_removes_every_fault(env: Any) -> None:
         timeout=300,
     )
     assert res.returncode == 0, res.stdout + res.stderr
-    assert res.stdout.count("healed") == 5
+    lines = res.stdout.splitlines()
+    assert sorted(line for line in lines if line.endswith(": healed")) == [
+        f"n{i}: healed" for i in range(1, 6)
+    ]
+    assert any(line.startswith("n2: healed: paused process") for line in lines), lines  # what, per node
+    assert any(line.startswith("n1: healed: iptables chain") for line in lines), lines
     assert control.on_nodes(residue) == {n.name: [] for n in env.nodes}
     st = control.remote("n2").exec_raw("ps -o stat= -p $(cat /tmp/standin.pid)", sudo=True).stdout.strip()
     assert not st.startswith("T")

@@ -83,7 +83,12 @@ def node_cluster(
 
 
 def make_test(nodes: list[Any], control: Any, db: Any = None, seed: int = 1) -> SimpleNamespace:
-    """The runner's Test shape (``nodes``, ``control``, ``db``, ``rng``, ``opts``, ``log``)."""
+    """The runner's Test shape (``nodes``, ``control``, ``db``, ``rng``, ``opts``, ``log``); ``db``
+    defaults to the default DB (not set up), whose paths the clock and heal code read."""
+    if db is None:
+        from chaos.nemesis.cli import default_db
+
+        db = default_db()
     return SimpleNamespace(
         nodes=nodes,
         control=control,
