@@ -140,6 +140,12 @@ class DB(Protocol):
     end of every run (also after a crash) and by setup retries; must be idempotent and should not
     raise for a system that is already down. ``describe()``: one short phrase of the options in
     force, for the runner's ``"<name> setup on N nodes (<describe>)"`` line; must not raise.
+
+    Optional members: ``loggers`` (names of Python loggers, e.g. the system's client library's,
+    the runner writes into the run's ``chaos.log``); ``kill_match`` (a ``pkill -f`` regex of the
+    server's command line: ``chaos heal`` resumes stopped processes it matches, leftovers the
+    pidfile does not name); ``client_timeout`` (s, one client call's bound: the interpreter's
+    watchdog allows a multiple of it).
     """
 
     name: str
