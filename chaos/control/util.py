@@ -15,11 +15,16 @@ let it through) naming the node and carrying the log tail; SSH failures raise
 
 from __future__ import annotations
 
+import json
 import shlex
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from chaos.cluster.db import DBError
+from chaos.workloads.clients import Indeterminate, NotSent
 
 if TYPE_CHECKING:
     from chaos.control.ssh import Remote
@@ -191,3 +196,169 @@ def tail_log(remote: Remote, logfile: str, lines: int = LOG_TAIL_LINES) -> str:
         f"tail -n {int(lines)} {shlex.quote(logfile)} 2>/dev/null || true", sudo=True, check=False
     )
     return res.stdout
+
+
+class DaemonProcess:
+    """The Process and Pause capabilities (:mod:`chaos.cluster.db`) of a DB whose server is one
+    daemon per node, from three node paths a subclass sets: ``pidfile``, ``logfile`` and
+    ``start_script`` (a :func:`daemon_script` its setup writes with :meth:`write_start_script`, so
+    any process, ``chaos heal`` too, can start the server again with the same command line).
+    ``kill_match``: optional ``pkill -f`` regex for leftovers (see :func:`stop_daemon`).
+
+    ``start`` is idempotent and raises DaemonError with the log tail; ``kill`` and ``resume`` are
+    idempotent and do not raise for a server that is not running; ``pause`` raises DaemonError
+    then; ``wipe`` kills the server and removes its state (a DB's teardown). Each acts on one
+    node's :class:`~chaos.control.ssh.Remote`, safe to run for different nodes at once.
+    ``log_files`` returns ``[logfile]``.
+    """
+
+    pidfile: str
+    logfile: str
+    start_script: str
+    kill_match: str | None = None
+
+    def write_start_script(
+        self,
+        remote: Remote,
+        argv: Sequence[str],
+        *,
+        chdir: str | None = None,
+        env: Mapping[str, str] | None = None,
+        prelude: str = "",
+    ) -> None:
+        """Write the start script for ``argv`` on the node (arguments as :func:`daemon_script`)."""
+        script = daemon_script(
+            argv, pidfile=self.pidfile, logfile=self.logfile, chdir=chdir, env=env, prelude=prelude
+        )
+        remote.write_file(self.start_script, script, sudo=True)
+
+    def start(self, remote: Remote) -> None:
+        res = remote.exec_raw(f"sh {shlex.quote(self.start_script)}", sudo=True, check=False)
+        if not res.ok:
+            why = res.stderr.strip() or f"no {self.start_script} on the node (run setup first)"
+            raise DaemonError(remote.node.name, f"starting the server failed: {why}", self.log_tail(remote))
+
+    def kill(self, remote: Remote) -> None:
+        stop_daemon(remote, self.pidfile, match=self.kill_match)
+
+    def running(self, remote: Remote) -> bool:
+        return daemon_running(remote, self.pidfile)
+
+    def pause(self, remote: Remote) -> None:
+        signal_daemon(remote, self.pidfile, "STOP")
+
+    def resume(self, remote: Remote) -> None:
+        signal_daemon(remote, self.pidfile, "CONT", missing_ok=True)
+
+    def wipe(self, remote: Remote, *paths: str) -> None:
+        """Kill the server and remove ``paths`` (its state) and its log file (idempotent)."""
+        self.kill(remote)
+        remote.exec_raw("rm -rf " + shlex.join([*paths, self.logfile]), sudo=True)
+
+    def log_tail(self, remote: Remote, lines: int = LOG_TAIL_LINES) -> str:
+        return tail_log(remote, self.logfile, lines)
+
+    def log_files(self, remote: Remote) -> list[str]:
+        return [self.logfile]
+
+
+# -- talking to the nodes' HTTP APIs, and leadership from each node's own account --------------------
+
+
+def http_json(url: str, body: Any = None, timeout: float = 2.0) -> Any:
+    """``POST`` ``body`` as JSON to ``url`` (``GET`` when ``body`` is None) and return the decoded
+    JSON answer, from the control node: the usual client of a system's HTTP API.
+
+    Raises, so that a workload records the op right (:mod:`chaos.workloads.clients`):
+    :class:`~chaos.workloads.clients.NotSent` (``fail``) when the request did not get out (connection
+    refused, no route, connect timeout: urllib's ``URLError`` covers only connecting and sending);
+    :class:`~chaos.workloads.clients.Indeterminate` (``info``) once it did: no answer in ``timeout``
+    seconds, a lost connection, or an error status (the system answered, but whether an error
+    means "not done" is the system's to say; its ``status`` and the start of the body are in the
+    completion's fields, and a client that knows better catches it).
+    """
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data, {"Content-Type": "application/json"} if data else {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        text = e.read()[:300].decode(errors="replace").strip()
+        raise Indeterminate(f"{url}: HTTP {e.code}: {text}", status=e.code) from None
+    except urllib.error.URLError as e:
+        raise NotSent(f"{url}: {e.reason}") from None
+    except (OSError, ValueError) as e:  # sent: a timeout or reset while waiting, or a garbled answer
+        raise Indeterminate(f"{url}: {type(e).__name__}: {e}") from None
+
+
+class LeaderViews:
+    """The Primary and Recovery capabilities (:mod:`chaos.cluster.db`) from each node's own account
+    of leadership, for a Raft-like system whose nodes tell their own id and their leader's id.
+
+    A subclass implements ``leader_view(remote) -> (own id, leader id or None)`` for one node (over
+    its API from the control node, or over SSH); it may raise when the node does not answer. From
+    it: ``primaries(control)``: the nodes whose leader is themselves (never raises);
+    ``await_leader(control, timeout)``: the first such node, DBError after ``timeout`` s;
+    ``await_recovery(control, timeout)``: waits until every node answers and names the same leader,
+    which is one of the nodes, and returns the ``liveness`` record (``recovered``, ``bound_s``,
+    ``waited_s``, ``leader``, ``problems`` one line each, ``nodes``: each node's view or error).
+    ``recovery_timeout`` (s, default 60) is the DB's bound for that wait.
+    """
+
+    recovery_timeout = 60.0
+    poll_interval_s = 0.5
+
+    def leader_view(self, remote: Remote) -> tuple[Any, Any]:
+        raise NotImplementedError(f"{type(self).__name__}.leader_view(remote) -> (own id, leader id)")
+
+    def leader_views(self, control: Any) -> dict[str, tuple[Any, Any] | str]:
+        """Node name -> its ``(own id, leader id)``, or the error text when it did not answer."""
+
+        def ask(remote: Remote) -> tuple[Any, Any] | str:
+            try:
+                own, leader = self.leader_view(remote)
+                return own, leader
+            except Exception as e:  # noqa: BLE001 - a node that does not answer is the answer
+                return f"{type(e).__name__}: {e}"
+
+        return control.on_nodes(ask)
+
+    def primaries(self, control: Any) -> list[str]:
+        views = self.leader_views(control)
+        return [n for n, v in views.items() if isinstance(v, tuple) and v[0] == v[1]]
+
+    def await_leader(self, control: Any, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while not (leaders := self.primaries(control)):
+            if time.monotonic() > deadline:
+                raise DBError("cluster", f"no node claims leadership after {timeout:g}s")
+            time.sleep(self.poll_interval_s)
+        return leaders[0]
+
+    def await_recovery(self, control: Any, timeout: float) -> dict[str, Any]:
+        t0 = time.monotonic()
+        while True:
+            views = self.leader_views(control)
+            own = {v[0]: n for n, v in views.items() if isinstance(v, tuple)}
+            named = {v[1] for v in views.values() if isinstance(v, tuple)}
+            problems = [f"{n} does not answer: {v}" for n, v in views.items() if isinstance(v, str)]
+            leader = own.get(next(iter(named))) if len(named) == 1 else None
+            if leader is None and own:
+                problems.append(
+                    f"no leader all nodes agree on: {', '.join(f'{n} names {v[1]}' for n, v in views.items() if isinstance(v, tuple))}"
+                )
+            waited = round(time.monotonic() - t0, 3)
+            if not problems or waited >= timeout:
+                nodes = {
+                    n: {"id": v[0], "leader": v[1]} if isinstance(v, tuple) else {"error": v}
+                    for n, v in views.items()
+                }
+                return {
+                    "recovered": not problems,
+                    "bound_s": timeout,
+                    "waited_s": waited,
+                    "leader": leader,
+                    "problems": problems,
+                    "nodes": nodes,
+                }
+            time.sleep(self.poll_interval_s)
