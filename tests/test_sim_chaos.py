@@ -15,7 +15,10 @@ import pytest
 from dledger.sim import SimLogStore
 from dledger.store import Entry
 
-ALL_FAULTS = "partition,kill,kill-leader,pause,clock-skew,network,bitflip"
+ALL_FAULTS = (
+    "partition,kill,kill-leader,pause,clock-skew,network,bitflip,"
+    "partition-leader,pause-leader,clock-slow-leader,power-failure,figure8"
+)
 
 
 def chaos_sim(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
