@@ -401,25 +401,37 @@ class Sim:
         """Advance the clock to ``t`` ms, delivering due messages and ticking every member every
         10 ms; the clock jumps over quiet stretches."""
         queue = self._queue
+        heappop = heapq.heappop
+        deliver = self._deliver
         while self.now < t:
-            nxt = min(t, (self.now // 10 + 1) * 10)
+            now = self.now
+            nxt = (now // 10 + 1) * 10
+            if nxt > t:
+                nxt = t
             if queue and queue[0][0] < nxt:
-                nxt = max(queue[0][0], self.now + 1)
+                nxt = max(queue[0][0], now + 1)
             self.now = nxt
             while queue and queue[0][0] <= nxt:
-                _, _, item = heapq.heappop(queue)
+                item = heappop(queue)[2]
                 if isinstance(item, Message):
-                    self._deliver(item)
+                    deliver(item)
                 else:
                     item()
             if nxt % 10 == 0:
-                checkpoint = nxt % 1000 == 0  # the server checkpoints commitIndex every second
-                for i in list(self.nodes):
-                    if i not in self.paused:
-                        self.nodes[i].tick(self.local(i))
-                        self._process(i)
-                        if checkpoint:
-                            self.stores[i].save_checkpoint(self.nodes[i].commit_index)
+                self._tick_all(nxt % 1000 == 0)
+
+    def _tick_all(self, checkpoint: bool) -> None:
+        """Tick every running member; ``checkpoint``: then save its commitIndex checkpoint (the
+        server does every second)."""
+        nodes, paused, clock = self.nodes, self.paused, self._clock
+        for i in list(nodes):
+            if i in paused:
+                continue
+            core = nodes[i]
+            core.tick(self.local(i) if clock else self.now)
+            self._process(i)
+            if checkpoint:
+                self.stores[i].save_checkpoint(core.commit_index)
 
     def call_at(self, t: int, fn: Callable[[], None]) -> None:
         """Call ``fn()`` at simulated time ``t`` ms (after the messages due then)."""
@@ -533,7 +545,7 @@ class Sim:
     def _process(self, node: str) -> None:
         core = self.nodes[node]
         drv = self.drivers[node]
-        if core.role != Role.LEADER and not core.has_ready() and core.commit_index <= drv.last_applied:
+        if core.role != Role.LEADER and core.commit_index <= drv.last_applied and not core.has_ready():
             # nothing for the driver to do (a leader always drains: it replicates from ready())
             if core.commit_index > self._checked[node] or self._leading[node]:
                 self._check(node)
@@ -542,15 +554,24 @@ class Sim:
         self._check(node)
 
     def _send(self, m: Message) -> None:
-        if (m.src, m.dst) in self.blocked or (self.drop is not None and self.drop(m)):
+        if (self.blocked and (m.src, m.dst) in self.blocked) or (self.drop is not None and self.drop(m)):
             return
         rng = self.net_rng
         if self.loss and rng.random() < self.loss:
             return
         copies = 2 if self.duplicate and rng.random() < self.duplicate else 1
+        lo, hi = self.latency
+        width = hi - lo + 1
+        bits = width.bit_length()
+        getrandbits = rng.getrandbits
         for _ in range(copies):
+            # rng.randint(lo, hi) as CPython draws it (randrange -> _randbelow), without its
+            # argument checks: the same stream, so every seed keeps its schedule
+            r = getrandbits(bits)
+            while r >= width:
+                r = getrandbits(bits)
             self._seq += 1
-            heapq.heappush(self._queue, (self.now + rng.randint(*self.latency), self._seq, m))
+            heapq.heappush(self._queue, (self.now + lo + r, self._seq, m))
 
     # ------------------------------------------------------------ safety
 
@@ -564,26 +585,33 @@ class Sim:
         core = self.nodes.get(node)
         if core is None:
             return
-        self.max_term_seen = max(self.max_term_seen, core.term)
+        term = core.term
+        if term > self.max_term_seen:
+            self.max_term_seen = term
         leading = core.role == Role.LEADER
         if leading:
-            other = self.leaders.setdefault(core.term, node)
+            other = self.leaders.setdefault(term, node)
             if other != node:
-                raise SafetyViolation(f"two leaders in term {core.term}: {other} and {node}")
+                raise SafetyViolation(f"two leaders in term {term}: {other} and {node}")
             if not self._leading.get(node):
-                if (node, core.term) in self._stints:
-                    raise SafetyViolation(f"{node} became leader twice in term {core.term}")
-                self._stints.add((node, core.term))
+                if (node, term) in self._stints:
+                    raise SafetyViolation(f"{node} became leader twice in term {term}")
+                self._stints.add((node, term))
                 self._check_new_leader(node)
         self._leading[node] = leading
+        commit = core.commit_index
+        checked = self._checked[node]
+        if commit <= checked:
+            return  # state machine safety: only newly committed entries need a look
         st = self.stores[node]
-        start = max(st.begin_index, self._checked[node] + 1)
-        self._checked[node] = max(self._checked[node], core.commit_index)
-        for i in range(start, core.commit_index + 1):
+        self._checked[node] = commit
+        committed, commit_term = self.committed, self.commit_term
+        for i in range(max(st.begin_index, checked + 1), commit + 1):
             e = st.get(i)
-            seen = self.committed.setdefault(i, (e.term, e.body))
-            self.commit_term.setdefault(i, core.term)
-            if seen != (e.term, e.body):
+            mine = (e.term, e.body)
+            seen = committed.setdefault(i, mine)
+            commit_term.setdefault(i, term)
+            if seen != mine:
                 raise SafetyViolation(
                     f"{node} committed ({e.term}, {e.body!r}) at {i}, but ({seen[0]}, {seen[1]!r}) was committed there"
                 )

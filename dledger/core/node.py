@@ -54,7 +54,7 @@ class Role:
     LEADER = "LEADER"
 
 
-@dataclass
+@dataclass(slots=True)
 class Ready:
     """What the runtime must do after the core was stepped (see the module docstring for order).
 
@@ -144,6 +144,7 @@ class Core:
         self.rng = rng or random.Random()
         self.id = cfg.self_id
         self.others = [p for p in cfg.peers if p != cfg.self_id]
+        self._peer_set = frozenset(cfg.peers)
         self.role = Role.CANDIDATE
         self.leader_id: str | None = None
         self.term = term
@@ -335,14 +336,16 @@ class Core:
         if msg.dst != self.id or msg.group != self.cfg.group:
             log.warning("%s: dropping %s for %s/%s", self.id, msg.KIND, msg.group, msg.dst)
             return
-        if msg.src not in self.cfg.peers or msg.src == self.id:
+        if msg.src not in self._peer_set or msg.src == self.id:
             log.warning("%s: dropping %s from unknown member %r", self.id, msg.KIND, msg.src)
             return
-        if isinstance(msg, VoteRequest):
-            res, term = self.handle_vote(msg)
-            self._send(VoteResponse(self.cfg.group, self.id, msg.src, term, result=res, round=msg.round))
-        elif isinstance(msg, VoteResponse):
-            self._on_vote_response(msg, now)
+        # most messages are pushes and their answers: test those first
+        if isinstance(msg, PushRequest):
+            resp = self._handle_push(msg, now)
+            if resp is not None:
+                self._out.append(resp)
+        elif isinstance(msg, PushResponse):
+            self._on_push_response(msg, now)
         elif isinstance(msg, HeartbeatRequest):
             code = self._check_leader(msg, now)
             self._send(
@@ -350,12 +353,11 @@ class Core:
             )
         elif isinstance(msg, HeartbeatResponse):
             self._on_heartbeat_response(msg, now)
-        elif isinstance(msg, PushRequest):
-            resp = self._handle_push(msg, now)
-            if resp is not None:
-                self._send(resp)
-        elif isinstance(msg, PushResponse):
-            self._on_push_response(msg, now)
+        elif isinstance(msg, VoteRequest):
+            res, term = self.handle_vote(msg)
+            self._send(VoteResponse(self.cfg.group, self.id, msg.src, term, result=res, round=msg.round))
+        elif isinstance(msg, VoteResponse):
+            self._on_vote_response(msg, now)
         elif isinstance(msg, TakeLeadershipRequest):
             self._handle_take(msg, now)
         elif isinstance(msg, TakeLeadershipResponse):
@@ -418,14 +420,14 @@ class Core:
             self._replicate(now)
             self._advance_commit()
         rd = Ready(
-            messages=self._out,
-            hard_state=(self.term, self.vote_for) if self._hard_dirty else None,
-            need_sync=self._need_sync,
-            commit_index=self.commit_index,
-            reads=self._read_ready,
-            read_failures=self._read_failed,
-            transfers=self._transfers,
-            snapshot_install=self._installed,
+            self._out,
+            (self.term, self.vote_for) if self._hard_dirty else None,
+            self._need_sync,
+            self.commit_index,
+            self._read_ready,
+            self._read_failed,
+            self._transfers,
+            self._installed,
         )
         self._installed = None
         self._out, self._hard_dirty, self._need_sync = [], False, False
@@ -741,9 +743,50 @@ class Core:
         )
 
     def _replicate(self, now: int) -> None:
-        end = self.store.end_index
-        begin = self.store.begin_index
+        store = self.store
+        end = store.end_index
+        begin = store.begin_index
+        cfg = self.cfg
+        commit = self.commit_index
         for p in self._progress.values():
+            if p.state == PushType.APPEND:
+                inflight = p.inflight
+                if inflight and now - inflight[0][1] > cfg.push_timeout_ms:
+                    # the oldest push went unanswered: resend from the follower's watermark
+                    p.reset(PushType.APPEND)
+                    p.next_index = p.match + 1
+                    p.probing = True
+                if p.next_index <= end:
+                    limit = 1 if p.probing else cfg.max_inflight_pushes
+                    max_entries, max_bytes = cfg.max_push_batch_entries, cfg.max_push_batch_bytes
+                    while len(inflight) < limit and p.next_index <= end:
+                        first = p.next_index
+                        batch: list[Entry] = []
+                        size = 0
+                        i = first
+                        while i <= end and len(batch) < max_entries:
+                            e = store.get(i)
+                            if batch and size + e.size > max_bytes:
+                                break
+                            batch.append(e)
+                            size += e.size
+                            i += 1
+                        prev_term = self._term_before(first)
+                        self._push(p, PushType.APPEND, first, batch, now, prev_term)
+                        inflight.append((i - 1, now))
+                        p.next_index = i
+                if (
+                    not inflight
+                    and p.next_index > end
+                    and (
+                        (p.sent_commit < commit and now - p.last_send >= cfg.commit_delay_ms)
+                        or now - p.last_send >= cfg.heartbeat_ms * 5
+                    )
+                ):
+                    # fire-and-forget (DLedger); it names our watermark and its term so the follower
+                    # can verify its prefix, and answers only when it does not hold that entry any more
+                    self._push(p, PushType.COMMIT, p.match, [], now, self._term_before(p.match + 1))
+                continue
             if p.state == PushType.COMPARE:
                 if p.waiting_since >= 0 and now - p.waiting_since < self.cfg.push_timeout_ms:
                     continue
@@ -792,41 +835,6 @@ class Core:
                     continue
                 self._push(p, PushType.TRUNCATE, p.truncate_index, [self.store.get(p.truncate_index)], now)
                 continue
-            if p.state != PushType.APPEND:
-                continue
-            if p.inflight and now - p.inflight[0][1] > self.cfg.push_timeout_ms:
-                # the oldest push went unanswered: resend from the follower's watermark
-                p.reset(PushType.APPEND)
-                p.next_index = p.match + 1
-                p.probing = True
-            limit = 1 if p.probing else self.cfg.max_inflight_pushes
-            while len(p.inflight) < limit and p.next_index <= end:
-                first = p.next_index
-                batch: list[Entry] = []
-                size = 0
-                i = first
-                while i <= end and len(batch) < self.cfg.max_push_batch_entries:
-                    e = self.store.get(i)
-                    if batch and size + e.size > self.cfg.max_push_batch_bytes:
-                        break
-                    batch.append(e)
-                    size += e.size
-                    i += 1
-                prev_term = self._term_before(first)
-                self._push(p, PushType.APPEND, first, batch, now, prev_term)
-                p.inflight.append((i - 1, now))
-                p.next_index = i
-            if (
-                not p.inflight
-                and p.next_index > end
-                and (
-                    (p.sent_commit < self.commit_index and now - p.last_send >= self.cfg.commit_delay_ms)
-                    or now - p.last_send >= self.cfg.heartbeat_ms * 5
-                )
-            ):
-                # fire-and-forget (DLedger); it names our watermark and its term so the follower can
-                # verify its prefix, and answers only when it does not hold that entry any more
-                self._push(p, PushType.COMMIT, p.match, [], now, self._term_before(p.match + 1))
 
     def _on_push_response(self, resp: PushResponse, now: int) -> None:
         if self.role != Role.LEADER:
@@ -963,9 +971,17 @@ class Core:
         """QuorumAckChecker with Raft's current-term rule (section 5.4.2)."""
         if self.role != Role.LEADER:
             return
+        commit = self.commit_index
+        above = self.durable_index > commit
+        for p in self._progress.values():
+            if p.match > commit:
+                above += 1
+        quorum = len(self.cfg.peers) // 2 + 1
+        if above < quorum:
+            return  # the quorum-th highest watermark is not above commitIndex
         marks = sorted([self.durable_index] + [p.match for p in self._progress.values()], reverse=True)
         q = marks[len(self.cfg.peers) // 2]
-        if q > self.commit_index and q >= self.store.begin_index and self.store.term_at(q) == self.term:
+        if q > commit and q >= self.store.begin_index and self.store.term_at(q) == self.term:
             self.commit_index = q
 
     def match_index(self, peer: str) -> int:
