@@ -25,28 +25,34 @@ ROOT = HERE.parents[1]
 
 # name -> header fields and (path, old, new) replacements. Header keys: bug (one line), source,
 # real (configurations for real clusters, "workload nemesis [--option value ...]", ";"-separated),
-# sim ("workload nemesis [--option value]" for ``chaos sim``, or empty), why (how it shows).
+# sim ("workload nemesis [--option value ...]" for ``chaos sim``, as bench/sim_power.py runs it,
+# or empty), why (how it shows).
 MUTANTS: dict[str, dict[str, object]] = {
     "ack-before-quorum": {
         "bug": "leader acknowledges before a quorum holds the entry (quorum index off by one)",
         "source": "Raft paper section 5.3 (commit once a majority stores the entry); DLedger QuorumAckChecker",
         "real": "log partition-random-halves; register partition-random-halves,kill-leader",
-        "sim": "register partition",
+        "sim": "register partition,kill,partition-leader,pause-leader,clock-slow-leader",
         "why": "a leader cut off with one follower commits with 2 of 5 copies; the majority side's "
         "new leader overwrites acknowledged writes",
         "edits": [
             (
                 "dledger/core/node.py",
+                "        quorum = len(self.cfg.peers) // 2 + 1\n",
+                "        quorum = len(self.cfg.peers) // 2\n",
+            ),
+            (
+                "dledger/core/node.py",
                 "        q = marks[len(self.cfg.peers) // 2]\n",
                 "        q = marks[len(self.cfg.peers) // 2 - 1]\n",
-            )
+            ),
         ],
     },
     "follower-ack-before-fsync": {
         "bug": "follower acknowledges appended entries before they are fsynced (no sync requested)",
         "source": "etcd#14143 and Jepsen's LazyFS reports (log not fsynced); DLedger acks never wait for disk",
         "real": "log lose-unfsynced; register lose-unfsynced",
-        "sim": "log kill",
+        "sim": "log partition,kill,power-failure",
         "why": "the leader counts the followers' acks; losing every node's unsynced writes leaves the "
         "entry on a minority, and a follower elected without it truncates it",
         "edits": [
@@ -61,7 +67,7 @@ MUTANTS: dict[str, dict[str, object]] = {
         "bug": "a granted vote is kept in memory only (not marked for persisting), so a restart forgets it",
         "source": "Raft paper Figure 2 (votedFor is persistent state); etcd PR #7317 (MustSync); PySyncObj#201",
         "real": "register kill; register kill-leader",
-        "sim": "register kill",
+        "sim": "register partition,kill,partition-leader,pause-leader,clock-slow-leader",
         "why": "a node restarted inside a term votes twice in that term: two leaders in one term",
         "edits": [
             (
@@ -75,7 +81,7 @@ MUTANTS: dict[str, dict[str, object]] = {
         "bug": "vote granted without the candidate's log up-to-date check",
         "source": "Raft paper section 5.4.1 (election restriction); DLedger #52 (ledgerEndTerm from currTerm)",
         "real": "log partition-random-node,kill; register partition-random-halves,kill",
-        "sim": "register partition,kill",
+        "sim": "register partition,kill,partition-leader,pause-leader,clock-slow-leader",
         "why": "a member with a stale log wins and truncates committed entries (the follower guard "
         "logs it, or the final reads lose entries)",
         "edits": [
@@ -93,7 +99,7 @@ MUTANTS: dict[str, dict[str, object]] = {
         "bug": "read-index read answered at once by the leader, without a heartbeat round confirming leadership",
         "source": "Raft thesis section 6.4 (read index needs a heartbeat round); DLedger 0.2 handleGet checks only isLeader",
         "real": "register partition-leader --read-mode read-index; register pause-leader --read-mode read-index",
-        "sim": "",
+        "sim": "register partition,kill,partition-leader,pause-leader,clock-slow-leader --read-mode read-index",
         "why": "a deposed leader that has not stepped down yet answers reads from its stale state",
         "edits": [
             (
@@ -107,7 +113,7 @@ MUTANTS: dict[str, dict[str, object]] = {
         "bug": "lease read trusts the role, and a leader whose lease ran out never steps down",
         "source": "etcd-io/raft ReadOnlyLeaseBased (relies on CheckQuorum step-down); DLedger elector lease",
         "real": "register partition-leader --read-mode lease; register clock-slow-leader --read-mode lease",
-        "sim": "",
+        "sim": "register partition,kill,partition-leader,pause-leader --read-mode lease",
         "why": "an isolated leader keeps serving lease reads while the majority elects a new leader and writes",
         "edits": [
             (
@@ -134,14 +140,14 @@ MUTANTS: dict[str, dict[str, object]] = {
         "bug": "an old-term entry committed by counting replicas (no current-term rule)",
         "source": "Raft paper section 5.4.2 and Figure 8; DLedger #4 (0.2.x QuorumAckChecker)",
         "real": "log partition-random-halves,kill-leader; register partition-random-halves,kill-leader",
-        "sim": "register partition,kill",
+        "sim": "register figure8 --time-limit 10",
         "why": "a leader of a later term commits a replica-counted old entry, crashes, and a member "
         "holding a different entry there wins and overwrites the committed one",
         "edits": [
             (
                 "dledger/core/node.py",
-                "        if q > self.commit_index and q >= self.store.begin_index and self.store.term_at(q) == self.term:\n",
-                "        if q > self.commit_index and q >= self.store.begin_index:\n",
+                "        if q > commit and q >= self.store.begin_index and self.store.term_at(q) == self.term:\n",
+                "        if q > commit and q >= self.store.begin_index:\n",
             )
         ],
     },
@@ -149,7 +155,7 @@ MUTANTS: dict[str, dict[str, object]] = {
         "bug": "GET returns entries beyond the commitIndex (uncommitted entries)",
         "source": "DLedger 0.2.x DLedgerServer.handleGet (any local entry); Jepsen set-full (reads during the run)",
         "real": "log partition-random-halves; log partition-leader",
-        "sim": "",
+        "sim": "log partition,kill,power-failure",
         "why": "a reader sees an entry of a cut-off leader that is later truncated: seen, then lost",
         "edits": [
             (
@@ -163,7 +169,7 @@ MUTANTS: dict[str, dict[str, object]] = {
         "bug": "follower takes the leader's commitIndex without bounding it by the entries it verified",
         "source": "Raft paper Figure 2 (commitIndex = min(leaderCommit, index of last new entry)); DLedger #316",
         "real": "log partition-random-halves,kill-leader; register partition-random-halves,kill",
-        "sim": "log partition,kill",
+        "sim": "log partition,kill,power-failure",
         "why": "a follower applies and serves its own divergent suffix as committed",
         "edits": [
             (
@@ -177,7 +183,7 @@ MUTANTS: dict[str, dict[str, object]] = {
         "bug": "raft-log KV get answered from the leader's state machine instead of through the log",
         "source": "aphyr.com/posts/316 (etcd and Consul stale reads); DLedger 0.2 handleGet checks isLeader",
         "real": "register partition-leader; register pause-leader",
-        "sim": "",
+        "sim": "register partition,kill,partition-leader,pause-leader,clock-slow-leader",
         "why": "a deposed leader that still believes it leads answers reads from stale state",
         "edits": [
             (
