@@ -267,7 +267,9 @@ class FileNemesis:
             sh(remote, f"mkdir -p {LAZYFS_STATE}")
             remote.upload(LAZYFS_PROGRAM, f"{LAZYFS_STATE}/lazyfs_node.py", sudo=True)
             res = sh(remote, mount_script(data_dir(test, remote)), check=False)
-            if res.exit_code != 0:
+            if res.exit_code != 0:  # put the files back and the server up before saying so
+                sh(remote, unmount_script(data_dir(test, remote)), check=False)
+                db_start(test, remote)
                 raise NemesisError(
                     f"lose-unfsynced: mounting the FUSE layer on {name} failed: {res.stderr.strip()[-800:]}"
                 )
