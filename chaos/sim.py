@@ -495,14 +495,16 @@ class SimRun:
                 self.f8_at = sim.now + (rng.randint(0, self.f8_reach) if quick else rng.randint(200, 2000))
             elif sim.now >= self.f8_at:
                 self.f8_at = sim.now + rng.randint(200, 2000)  # again, if it survives this one
-                if rng.random() < 0.5:
+                # mostly cuts: a killed leader's messages in flight still arrive, a cut drops them
+                if rng.random() < 0.25:
                     self._figure8_kill(ld)
                 else:
                     self._figure8_cut(ld)
         sim.call_at(sim.now + F8_POLL_MS, functools.partial(self._figure8_poll, end))
 
     def _figure8_window(self) -> int:
-        return int(self.f8_rng.choice([20, 50, 100, 300, 600, 1500]) * self.f8_rng.uniform(0.5, 1.5))
+        # from inside one election (a restart in the same term) to a few elections long
+        return int(self.f8_rng.choice([50, 300, 600, 1000, 1500]) * self.f8_rng.uniform(0.5, 1.5))
 
     def _figure8_kill(self, node: str) -> None:
         down = sum(1 for i in self.sim.ids if i not in self.sim.nodes)
