@@ -136,3 +136,16 @@ def test_read_path_mutants_are_caught_by_chaos_sim(
     assert p.returncode == 1, p.stdout + p.stderr
     (line,) = re.findall(r"^seed \d+: valid = False: .*$", p.stdout, re.M)  # stopped at the first
     assert checker in line
+
+
+def test_the_figure8_nemesis_finds_raft_figure_8(tmp_path: Path) -> None:
+    """The old-term commit mutant (Raft paper section 5.4.2, Figure 8) is found by the figure8
+    fault pattern: a leader of a later term commits an old-term entry by counting replicas, is
+    cut off before its no-op commits, and a member holding another entry there is elected."""
+    p = _mutant_sim(
+        "figure8-old-term-commit", tmp_path, "--nemesis", "figure8", "--time-limit", "10", "--seeds", "400"
+    )
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert re.search(r"^seed \d+: valid = False: .*safety \(.*without committed entry", p.stdout, re.M), (
+        p.stdout
+    )
