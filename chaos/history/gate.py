@@ -229,6 +229,18 @@ PRESETS: dict[str, tuple[MatrixRun, ...]] = {
             ("follower-commit-unbounded",),
         ),
         MatrixRun(
+            "log",
+            "lose-unfsynced",
+            (
+                *_SHORT,
+                "--nemesis-opt",
+                "lose_unfsynced_targets=majority-followers",
+                "--nemesis-interval",
+                "8",
+            ),
+            ("follower-ack-before-fsync",),
+        ),
+        MatrixRun(
             "register",
             "partition-leader",
             (*_SHORT, *_READS, "--read-mode", "lease"),
