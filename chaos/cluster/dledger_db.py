@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from chaos.cluster import deploy
 from chaos.cluster.db import DBError, DBOption
 from chaos.cluster.node import Node
+from chaos.control import util
 
 if TYPE_CHECKING:
     from chaos.control.ssh import Control, Remote
@@ -382,24 +383,24 @@ class DLedgerDB:
     start_script = "/opt/dledger/start-server.sh"
 
     def start_script_text(self, node: Node, nodes: Sequence[Node]) -> str:
-        """The node-side script that starts the server as a daemon unless it already runs."""
-        argv = shlex.join(self.server_command(node, nodes))
-        env = ""
+        """The node-side script that starts the server as a daemon unless it already runs
+        (:func:`chaos.control.util.daemon_script`), under libfaketime when ``faketime``."""
+        prelude = f"mkdir -p {self.data_dir}\n"
         if self.faketime:
-            env = (
+            prelude += (
                 "lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -n1)\n"
                 '[ -n "$lib" ] || { echo "libfaketime.so.1 not found (apt-get install libfaketime)" >&2; exit 3; }\n'
                 f"[ -f {self.faketime_file} ] || echo +0 > {self.faketime_file}\n"
                 f'export LD_PRELOAD="$lib" FAKETIME_TIMESTAMP_FILE={self.faketime_file} '
                 "FAKETIME_NO_CACHE=1\n"  # monotonic faked too: elections and leases run on it
             )
-        return (
-            "#!/bin/sh\n# written by dledger-chaos (DLedgerDB.setup)\n"
-            f"if [ -f {self.pidfile} ] && kill -0 $(cat {self.pidfile}) 2>/dev/null; then exit 0; fi\n"
-            f"mkdir -p {self.data_dir} $(dirname {self.log_file})\ncd {self.base_dir}\n{env}"
-            f"echo \"=== start $(date -u '+%Y-%m-%dT%H:%M:%S') ===\" >> {self.log_file}\n"
-            f"PYTHONUNBUFFERED=1 setsid {argv} >> {self.log_file} 2>&1 < /dev/null &\n"
-            f"echo $! > {self.pidfile}\n"
+        return util.daemon_script(
+            self.server_command(node, nodes),
+            pidfile=self.pidfile,
+            logfile=self.log_file,
+            chdir=self.base_dir,
+            env={"PYTHONUNBUFFERED": "1"},
+            prelude=prelude,
         )
 
     def start(self, remote: Remote) -> None:
@@ -418,13 +419,10 @@ class DLedgerDB:
 
     def pid(self, remote: Remote) -> int | None:
         """The server's pid if it is alive (stopped counts as alive), else None."""
-        out = remote.exec_raw(
-            f"p=$(cat {self.pidfile} 2>/dev/null) && kill -0 $p 2>/dev/null && echo $p || true", sudo=True
-        ).stdout.strip()
-        return int(out) if out.isdigit() else None
+        return util.daemon_pid(remote, self.pidfile)
 
     def running(self, remote: Remote) -> bool:
-        return self.pid(remote) is not None
+        return util.daemon_running(remote, self.pidfile)
 
     @property
     def kill_match(self) -> str:
@@ -434,61 +432,31 @@ class DLedgerDB:
 
     def kill(self, remote: Remote) -> None:
         """SIGKILL the server (by pidfile, then any leftover server of this zipapp) and wait until gone."""
-        remote.exec_raw(
-            f"p=$(cat {self.pidfile} 2>/dev/null); "
-            f'if [ -n "$p" ]; then kill -9 $p 2>/dev/null; fi; '
-            f"pkill -9 -f '^python3 {self.zipapp} server' 2>/dev/null; "
-            f'for i in $(seq 50); do [ -n "$p" ] && kill -0 $p 2>/dev/null || break; sleep 0.1; done; '
-            f"rm -f {self.pidfile}; true",
-            sudo=True,
-        )
+        util.stop_daemon(remote, self.pidfile, match=self.kill_match)
 
     def pause(self, remote: Remote) -> None:
         """SIGSTOP the server (by pidfile); DBError if it is not running."""
-        self._signal(remote, "STOP")
+        util.signal_daemon(remote, self.pidfile, "STOP")
 
     def resume(self, remote: Remote) -> None:
         """SIGCONT the server (by pidfile); a no-op when it is not running."""
-        remote.exec_raw(f"p=$(cat {self.pidfile} 2>/dev/null) && kill -CONT $p 2>/dev/null; true", sudo=True)
-
-    def _signal(self, remote: Remote, sig: str) -> None:
-        res = remote.exec_raw(f"kill -{sig} $(cat {self.pidfile})", sudo=True, check=False)
-        if not res.ok:
-            raise DBError(
-                remote.node.name, f"SIGSTOP/SIGCONT failed: {res.stderr.strip() or 'no server running'}"
-            )
+        util.signal_daemon(remote, self.pidfile, "CONT", missing_ok=True)
 
     def await_port(self, remote: Remote, timeout: float | None = None) -> None:
-        """Wait until the server listens on its port (checked on the node); DBError with the log tail
+        """Wait until the server listens on its port (probed on the node); DBError with the log tail
         if it dies or does not listen within ``timeout`` (default ``start_timeout``) seconds."""
         timeout = self.start_timeout if timeout is None else timeout
-        host = remote.node.peer_host
-        probe = (
-            "import socket,sys\n"
-            "try:\n"
-            f"    socket.create_connection(({host!r}, {self.port}), 0.5).close()\n"
-            "except OSError:\n"
-            "    sys.exit(1)\n"
+        util.await_tcp_port(
+            remote,
+            self.port,
+            host=remote.node.peer_host,
+            timeout=timeout,
+            pidfile=self.pidfile,
+            logfile=self.log_file,
         )
-        deadline = time.monotonic() + timeout
-        while True:
-            if not self.running(remote):
-                raise DBError(remote.node.name, "dledger server exited during startup", self.log_tail(remote))
-            if remote.exec("python3", "-c", probe, check=False).ok:
-                return
-            if time.monotonic() > deadline:
-                raise DBError(
-                    remote.node.name,
-                    f"dledger server not listening on {host}:{self.port} after {timeout:g}s",
-                    self.log_tail(remote),
-                )
-            time.sleep(0.2)
 
     def log_tail(self, remote: Remote, lines: int = 20) -> str:
-        res = remote.exec_raw(
-            f"tail -n {int(lines)} {self.log_file} 2>/dev/null || true", sudo=True, check=False
-        )
-        return res.stdout
+        return util.tail_log(remote, self.log_file, lines)
 
     # -- cluster state ------------------------------------------------------------------------------
 
