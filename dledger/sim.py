@@ -39,6 +39,7 @@ from dledger.store.file import FileLogStore
 from dledger.store.hardstate import HardState
 
 FILE_DATA_SIZE, FILE_INDEX_SIZE = 1 << 20, 1 << 16  # segment sizes on the simulated disk
+_LEADER = Role.LEADER  # a module global: compared on every step
 
 
 class SimLogStore(MemoryLogStore):
@@ -55,7 +56,10 @@ class SimLogStore(MemoryLogStore):
         return self._entries[-1].term if self._entries else self._base_term
 
     def term_at(self, index: int) -> int:
-        if index == self._begin - 1:
+        k = index - self._begin
+        if 0 <= k < len(self._entries):
+            return self._entries[k].term
+        if k == -1:
             return self._base_term
         return super().term_at(index)
 
@@ -428,8 +432,9 @@ class Sim:
             if i in paused:
                 continue
             core = nodes[i]
-            core.tick(self.local(i) if clock else self.now)
-            self._process(i)
+            now = self.local(i) if clock else self.now
+            core.tick(now)
+            self._process(i, now)
             if checkpoint:
                 self.stores[i].save_checkpoint(core.commit_index)
 
@@ -445,8 +450,9 @@ class Sim:
         if msg.dst in self.paused:
             self._inbox[msg.dst].append(msg)
             return
-        core.step(msg, self.local(msg.dst))
-        self._process(msg.dst)
+        now = self.local(msg.dst)
+        core.step(msg, now)
+        self._process(msg.dst, now)
 
     def local(self, node: str) -> int:
         """``node``'s clock in ms: simulated time, or slower/faster after :meth:`set_clock_rate`."""
@@ -542,15 +548,17 @@ class Sim:
         if self.on_answer is not None:
             self.on_answer(node, token, code, fields)
 
-    def _process(self, node: str) -> None:
+    def _process(self, node: str, now: int | None = None) -> None:
+        """Carry out ``node``'s Ready output through its driver, then check safety; ``now`` is its
+        local clock when the caller knows it."""
         core = self.nodes[node]
         drv = self.drivers[node]
-        if core.role != Role.LEADER and core.commit_index <= drv.last_applied and not core.has_ready():
+        if core.role != _LEADER and core.commit_index <= drv.last_applied and not core.has_ready():
             # nothing for the driver to do (a leader always drains: it replicates from ready())
             if core.commit_index > self._checked[node] or self._leading[node]:
                 self._check(node)
             return
-        drv.drain(self.local(node))
+        drv.drain(self.local(node) if now is None else now)
         self._check(node)
 
     def _send(self, m: Message) -> None:
@@ -564,6 +572,7 @@ class Sim:
         width = hi - lo + 1
         bits = width.bit_length()
         getrandbits = rng.getrandbits
+        queue, at = self._queue, self.now + lo
         for _ in range(copies):
             # rng.randint(lo, hi) as CPython draws it (randrange -> _randbelow), without its
             # argument checks: the same stream, so every seed keeps its schedule
@@ -571,7 +580,7 @@ class Sim:
             while r >= width:
                 r = getrandbits(bits)
             self._seq += 1
-            heapq.heappush(self._queue, (self.now + lo + r, self._seq, m))
+            heapq.heappush(queue, (at + r, self._seq, m))
 
     # ------------------------------------------------------------ safety
 
@@ -588,7 +597,7 @@ class Sim:
         term = core.term
         if term > self.max_term_seen:
             self.max_term_seen = term
-        leading = core.role == Role.LEADER
+        leading = core.role == _LEADER
         if leading:
             other = self.leaders.setdefault(term, node)
             if other != node:

@@ -54,6 +54,21 @@ class Role:
     LEADER = "LEADER"
 
 
+# The names as module constants: the hot paths compare roles and push types on every message, and
+# a module global loads faster than a class attribute
+_LEADER, _FOLLOWER, _CANDIDATE = Role.LEADER, Role.FOLLOWER, Role.CANDIDATE
+_APPEND, _COMMIT, _COMPARE = PushType.APPEND, PushType.COMMIT, PushType.COMPARE
+_TRUNCATE, _INSTALL_SNAPSHOT = PushType.TRUNCATE, PushType.INSTALL_SNAPSHOT
+# likewise the codes answered on every message (an enum member loaded through its class costs as
+# much as a whole comparison)
+_SUCCESS, _INCONSISTENT_STATE, _NOT_LEADER = Code.SUCCESS, Code.INCONSISTENT_STATE, Code.NOT_LEADER
+_INCONSISTENT_LEADER, _EXPIRED_TERM, _TERM_NOT_READY = (
+    Code.INCONSISTENT_LEADER,
+    Code.EXPIRED_TERM,
+    Code.TERM_NOT_READY,
+)
+
+
 @dataclass(slots=True)
 class Ready:
     """What the runtime must do after the core was stepped (see the module docstring for order).
@@ -96,7 +111,7 @@ class _Progress:
 
     def __init__(self, peer: str, end_index: int, now: int) -> None:
         self.peer = peer
-        self.state = PushType.COMPARE
+        self.state = _COMPARE
         self.epoch = 0
         self.compare_index = end_index
         self.truncate_index = -1
@@ -145,7 +160,7 @@ class Core:
         self.id = cfg.self_id
         self.others = [p for p in cfg.peers if p != cfg.self_id]
         self._peer_set = frozenset(cfg.peers)
-        self.role = Role.CANDIDATE
+        self.role = _CANDIDATE
         self.leader_id: str | None = None
         self.term = term
         self.vote_for = vote_for
@@ -240,7 +255,7 @@ class Core:
 
     def change_to_candidate(self, term: int) -> None:
         """MemberState.changeToCandidate: role CANDIDATE, forget the leader, remember a bigger term."""
-        if self.role != Role.CANDIDATE or self.leader_id is not None:
+        if self.role != _CANDIDATE or self.leader_id is not None:
             log.info(
                 "%s: %s -> CANDIDATE at term %d (known max term %d)",
                 self.id,
@@ -248,9 +263,9 @@ class Core:
                 self.term,
                 max(self.known_max_term, term),
             )
-        was_leader = self.role == Role.LEADER
+        was_leader = self.role == _LEADER
         self.known_max_term = max(self.known_max_term, term)
-        self.role = Role.CANDIDATE
+        self.role = _CANDIDATE
         self.leader_id = None
         self.transferee = None
         self._votes = None
@@ -261,7 +276,7 @@ class Core:
             self.last_parse_result = ParseResult.WAIT_TO_VOTE_NEXT
             self._progress.clear()
             for read_id, _, _ in self._reads:
-                self._read_failed.append((read_id, Code.NOT_LEADER))
+                self._read_failed.append((read_id, _NOT_LEADER))
             self._reads.clear()
             self.lease_start = -(10**12)
 
@@ -273,13 +288,20 @@ class Core:
         return self.term
 
     def _become_follower(self, leader: str, now: int) -> None:
-        if self.role != Role.FOLLOWER or self.leader_id != leader:
+        if self.role == _FOLLOWER and self.leader_id == leader:
+            # the usual case: another message from our leader
+            self.last_leader_seen = now
+            self._votes = None
+            if self.term_to_take_leadership != -1:
+                self._finish_take(Code.TAKE_LEADERSHIP_FAILED)
+            return
+        if self.role != _FOLLOWER or self.leader_id != leader:
             log.info("%s: %s -> FOLLOWER of %s at term %d", self.id, self.role, leader, self.term)
             self.verified_index = -1
             self.push_fence = (-1, -1)
-        if self.role == Role.LEADER:
+        if self.role == _LEADER:
             self.change_to_candidate(self.term)
-        self.role = Role.FOLLOWER
+        self.role = _FOLLOWER
         self.leader_id = leader
         self.last_leader_seen = now
         self._votes = None
@@ -294,7 +316,7 @@ class Core:
             self.store.end_index,
             self.store.end_term,
         )
-        self.role = Role.LEADER
+        self.role = _LEADER
         self.leader_id = self.id
         self._votes = None
         self.transferee = None
@@ -306,16 +328,16 @@ class Core:
         self._hb_last_send = -(10**12)  # heartbeat at once
         self._hb_open = False
         if self.term_to_take_leadership != -1:
-            self._finish_take(Code.SUCCESS)
+            self._finish_take(_SUCCESS)
 
     # ------------------------------------------------------------ inputs
 
     def tick(self, now: int) -> None:
         """Advance the clock to ``now`` (ms) and run the maintainer for the current role."""
         self.now = now
-        if self.role == Role.LEADER:
+        if self.role == _LEADER:
             self._maintain_leader(now)
-        elif self.role == Role.FOLLOWER:
+        elif self.role == _FOLLOWER:
             if now - self.last_leader_seen > self.cfg.lease_ms:
                 log.info(
                     "%s: no heartbeat from leader %s for %d ms",
@@ -327,7 +349,7 @@ class Core:
                 self.next_vote_time = now  # first round at the old term only sounds out the peers
         else:
             self._maintain_candidate(now)
-        if self._take_from is not None and self.role != Role.LEADER:
+        if self._take_from is not None and self.role != _LEADER:
             self._maintain_take(now)
 
     def step(self, msg: Message, now: int) -> None:
@@ -366,16 +388,16 @@ class Core:
     def propose(self, body: bytes, now: int) -> tuple[int, Entry | None]:
         """appendAsLeader: append ``body`` at ledgerEndIndex+1 in the current term.
 
-        Returns ``(Code.SUCCESS, entry)``, or ``(Code.NOT_LEADER | LEADER_TRANSFERRING | DISK_ERROR,
+        Returns ``(_SUCCESS, entry)``, or ``(_NOT_LEADER | LEADER_TRANSFERRING | DISK_ERROR,
         None)``. The entry is committed once ``commit_index >= entry.index`` with the same term there.
         """
         self.now = now
-        if self.role != Role.LEADER:
-            return Code.NOT_LEADER, None
+        if self.role != _LEADER:
+            return _NOT_LEADER, None
         if self.transferee is not None:
             return Code.LEADER_TRANSFERRING, None
         try:
-            return Code.SUCCESS, self._append_local(body, MAGIC_NORMAL)
+            return _SUCCESS, self._append_local(body, MAGIC_NORMAL)
         except StoreError as e:
             log.error("%s: append failed: %s", self.id, e)
             return Code.DISK_ERROR, None
@@ -384,39 +406,39 @@ class Core:
         """Start a linearizable read (Raft section 6.4); the answer arrives in ``Ready.reads``.
 
         ``lease=True`` skips the heartbeat round while the leader lease holds (safe only while
-        clocks advance at the same rate). Returns Code.SUCCESS when accepted, NOT_LEADER or
+        clocks advance at the same rate). Returns _SUCCESS when accepted, NOT_LEADER or
         LEADER_NOT_READY (no entry of the current term committed yet) otherwise.
         """
         self.now = now
-        if self.role != Role.LEADER:
-            return Code.NOT_LEADER
+        if self.role != _LEADER:
+            return _NOT_LEADER
         if self.commit_index < 0 or self.store.term_at(self.commit_index) != self.term:
             return Code.LEADER_NOT_READY
         # followers wait lease_ms after their last heartbeat before electing; keep a heartbeat of margin
         if lease and now < self.lease_start + self.cfg.lease_ms - self.cfg.heartbeat_ms:
             self._read_ready.append((read_id, self.commit_index))
-            return Code.SUCCESS
+            return _SUCCESS
         if len(self.cfg.peers) == 1:
             self._read_ready.append((read_id, self.commit_index))
-            return Code.SUCCESS
+            return _SUCCESS
         self._reads.append((read_id, self.commit_index, self._hb_round + 1))
         if self._hb_open:
             self._hb_resend = True  # the next round starts when the open one ends
         else:
             self._start_heartbeat_round(now)
-        return Code.SUCCESS
+        return _SUCCESS
 
     def on_synced(self, index: int, now: int) -> None:
         """The store is durable up to ``index``: the leader may count its own copy for the quorum."""
         self.now = now
         self.durable_index = min(index, self.store.end_index)
-        if self.role == Role.LEADER:
+        if self.role == _LEADER:
             self._advance_commit()
 
     def ready(self, now: int) -> Ready:
         """Collect the outputs accumulated since the last call (replicating first if leader)."""
         self.now = now
-        if self.role == Role.LEADER:
+        if self.role == _LEADER:
             self._replicate(now)
             self._advance_commit()
         rd = Ready(
@@ -523,7 +545,7 @@ class Core:
         self._maybe_decide_early(now)
 
     def _on_vote_response(self, resp: VoteResponse, now: int) -> None:
-        if self._votes is None or resp.round != self._vote_round or self.role != Role.CANDIDATE:
+        if self._votes is None or resp.round != self._vote_round or self.role != _CANDIDATE:
             return
         self._votes[resp.src] = resp
         self._maybe_decide_early(now)
@@ -546,7 +568,7 @@ class Core:
         votes = self._votes or {}
         self._votes = None
         term = self._vote_term
-        if self.term != term or self.role != Role.CANDIDATE:
+        if self.term != term or self.role != _CANDIDATE:
             return
         valid = accepted = not_ready = bigger_ledger = 0
         has_leader = False
@@ -609,26 +631,26 @@ class Core:
     def _check_leader(self, msg: Message, now: int) -> int:
         """handleHeartBeat's checks, shared by pushes: the code to answer a message from a leader."""
         if msg.term < self.term:
-            return Code.EXPIRED_TERM
+            return _EXPIRED_TERM
         if msg.term > self.term:
             self.change_to_candidate(msg.term)
             self.need_increase_term = True
-            return Code.TERM_NOT_READY
-        if self.role == Role.LEADER:
-            return Code.INCONSISTENT_LEADER
+            return _TERM_NOT_READY
+        if self.role == _LEADER:
+            return _INCONSISTENT_LEADER
         if self.leader_id is None or self.leader_id == msg.src:
             self._become_follower(msg.src, now)
-            return Code.SUCCESS
-        return Code.INCONSISTENT_LEADER
+            return _SUCCESS
+        return _INCONSISTENT_LEADER
 
     def _maintain_leader(self, now: int) -> None:
         if self._hb_open and now - self._hb_start >= self.cfg.heartbeat_ms:
             self._end_heartbeat_round(now)
-            if self.role != Role.LEADER:
+            if self.role != _LEADER:
                 return
         if not self._hb_open and (self._hb_resend or now - self._hb_last_send >= self.cfg.heartbeat_ms):
             self._start_heartbeat_round(now)
-        if self.role == Role.LEADER:
+        if self.role == _LEADER:
             self._maybe_preferred_transfer(now)
 
     def _start_heartbeat_round(self, now: int) -> None:
@@ -644,10 +666,10 @@ class Core:
             self._end_heartbeat_round(now)
 
     def _on_heartbeat_response(self, resp: HeartbeatResponse, now: int) -> None:
-        if self.role != Role.LEADER or not self._hb_open or resp.round != self._hb_round:
+        if self.role != _LEADER or not self._hb_open or resp.round != self._hb_round:
             return
         self._hb_resp[resp.src] = resp
-        if resp.code == Code.SUCCESS:
+        if resp.code == _SUCCESS:
             if resp.src not in self.live_peers:
                 self._peer_back(resp.src, now)
             self.live_peers.add(resp.src)
@@ -663,21 +685,21 @@ class Core:
             return
         p.sent_commit = -1
         p.last_send = min(p.last_send, now - self.cfg.heartbeat_ms * 5)
-        if p.state == PushType.APPEND and p.inflight:
-            p.reset(PushType.APPEND)
+        if p.state == _APPEND and p.inflight:
+            p.reset(_APPEND)
             p.next_index = p.match + 1
             p.probing = True
-        elif p.state in (PushType.COMPARE, PushType.TRUNCATE):
+        elif p.state in (_COMPARE, _TRUNCATE):
             p.waiting_since = -1
 
     def _end_heartbeat_round(self, now: int) -> None:
         self._hb_open = False
         resps = self._hb_resp.values()
-        succ = 1 + sum(1 for r in resps if r.code == Code.SUCCESS)
-        not_ready = sum(1 for r in resps if r.code == Code.TERM_NOT_READY)
-        max_term = max((r.term for r in resps if r.code == Code.EXPIRED_TERM), default=-1)
-        inconsistent = any(r.code == Code.INCONSISTENT_LEADER for r in resps)
-        self.live_peers = {r.src for r in resps if r.code == Code.SUCCESS}
+        succ = 1 + sum(1 for r in resps if r.code == _SUCCESS)
+        not_ready = sum(1 for r in resps if r.code == _TERM_NOT_READY)
+        max_term = max((r.term for r in resps if r.code == _EXPIRED_TERM), default=-1)
+        inconsistent = any(r.code == _INCONSISTENT_LEADER for r in resps)
+        self.live_peers = {r.src for r in resps if r.code == _SUCCESS}
         if max_term > self.term:
             # DLedger master (#247): a bigger term deposes the leader even with a quorum
             log.info("%s: heartbeat found term %d > %d, stepping down", self.id, max_term, self.term)
@@ -721,10 +743,24 @@ class Core:
         self, p: _Progress, typ: str, index: int, entries: list[Entry], now: int, prev_term: int = -1
     ) -> None:
         p.last_send = now
-        if typ in (PushType.COMPARE, PushType.TRUNCATE):
+        if typ == _COMPARE or typ == _TRUNCATE:
             p.waiting_since = now
-        p.sent_commit = max(p.sent_commit, self.commit_index)
-        self._send(self._push_request(p, typ, index, prev_term, entries=entries))
+        if self.commit_index > p.sent_commit:
+            p.sent_commit = self.commit_index
+        self._out.append(
+            PushRequest(
+                self.cfg.group,
+                self.id,
+                p.peer,
+                self.term,
+                type=typ,
+                index=index,
+                prev_term=prev_term,
+                commit_index=self.commit_index,
+                epoch=p.epoch,
+                entries=entries,
+            )
+        )
 
     def _push_request(self, p: _Progress, typ: str, index: int, prev_term: int, **fields: Any) -> PushRequest:
         """A PushRequest from this leader to ``p.peer`` at the current term, commitIndex and the
@@ -748,12 +784,14 @@ class Core:
         begin = store.begin_index
         cfg = self.cfg
         commit = self.commit_index
+        push_timeout, commit_delay = cfg.push_timeout_ms, cfg.commit_delay_ms
+        idle_commit = cfg.heartbeat_ms * 5
         for p in self._progress.values():
-            if p.state == PushType.APPEND:
+            if p.state == _APPEND:
                 inflight = p.inflight
-                if inflight and now - inflight[0][1] > cfg.push_timeout_ms:
+                if inflight and now - inflight[0][1] > push_timeout:
                     # the oldest push went unanswered: resend from the follower's watermark
-                    p.reset(PushType.APPEND)
+                    p.reset(_APPEND)
                     p.next_index = p.match + 1
                     p.probing = True
                 if p.next_index <= end:
@@ -772,22 +810,22 @@ class Core:
                             size += e.size
                             i += 1
                         prev_term = self._term_before(first)
-                        self._push(p, PushType.APPEND, first, batch, now, prev_term)
+                        self._push(p, _APPEND, first, batch, now, prev_term)
                         inflight.append((i - 1, now))
                         p.next_index = i
                 if (
                     not inflight
                     and p.next_index > end
                     and (
-                        (p.sent_commit < commit and now - p.last_send >= cfg.commit_delay_ms)
-                        or now - p.last_send >= cfg.heartbeat_ms * 5
+                        (p.sent_commit < commit and now - p.last_send >= commit_delay)
+                        or now - p.last_send >= idle_commit
                     )
                 ):
                     # fire-and-forget (DLedger); it names our watermark and its term so the follower
                     # can verify its prefix, and answers only when it does not hold that entry any more
-                    self._push(p, PushType.COMMIT, p.match, [], now, self._term_before(p.match + 1))
+                    self._push(p, _COMMIT, p.match, [], now, self._term_before(p.match + 1))
                 continue
-            if p.state == PushType.COMPARE:
+            if p.state == _COMPARE:
                 if p.waiting_since >= 0 and now - p.waiting_since < self.cfg.push_timeout_ms:
                     continue
                 if end < begin:
@@ -797,12 +835,12 @@ class Core:
                 if p.compare_index < begin:
                     self._below_begin(p)
                     continue
-                self._push(p, PushType.COMPARE, p.compare_index, [self.store.get(p.compare_index)], now)
-            if p.state == PushType.INSTALL_SNAPSHOT:
+                self._push(p, _COMPARE, p.compare_index, [self.store.get(p.compare_index)], now)
+            if p.state == _INSTALL_SNAPSHOT:
                 if p.waiting_since >= 0 and now - p.waiting_since < self.cfg.push_timeout_ms * 10:
                     continue
                 if self.snapshot is None:
-                    p.reset(PushType.COMPARE)
+                    p.reset(_COMPARE)
                     continue
                 s_index, s_term, data = self.snapshot
                 nxt = s_index + 1
@@ -812,7 +850,7 @@ class Core:
                     last = self.store.get(end)
                     next_pos = last.pos + last.size
                 else:
-                    p.reset(PushType.COMPARE)  # the snapshot does not meet the log; wait for a newer one
+                    p.reset(_COMPARE)  # the snapshot does not meet the log; wait for a newer one
                     continue
                 p.last_send = now
                 p.waiting_since = now
@@ -821,7 +859,7 @@ class Core:
                 self._send(
                     self._push_request(
                         p,
-                        PushType.INSTALL_SNAPSHOT,
+                        _INSTALL_SNAPSHOT,
                         s_index,
                         s_term,
                         snapshot=data,
@@ -830,14 +868,14 @@ class Core:
                     )
                 )
                 continue
-            if p.state == PushType.TRUNCATE:
+            if p.state == _TRUNCATE:
                 if p.waiting_since >= 0 and now - p.waiting_since < self.cfg.push_timeout_ms:
                     continue
-                self._push(p, PushType.TRUNCATE, p.truncate_index, [self.store.get(p.truncate_index)], now)
+                self._push(p, _TRUNCATE, p.truncate_index, [self.store.get(p.truncate_index)], now)
                 continue
 
     def _on_push_response(self, resp: PushResponse, now: int) -> None:
-        if self.role != Role.LEADER:
+        if self.role != _LEADER:
             return
         if resp.term > self.term:
             log.info(
@@ -853,9 +891,19 @@ class Core:
         p = self._progress.get(resp.src)
         if p is None or resp.epoch != p.epoch or resp.term != self.term:
             return
+        if resp.type == _APPEND and resp.code == _SUCCESS and p.state == _APPEND:
+            # the steady state: a follower acknowledges appended entries
+            p.probing = False
+            if resp.index > p.match:
+                p.match = resp.index
+            inflight = p.inflight
+            while inflight and inflight[0][0] <= resp.index:
+                inflight.popleft()
+            self._advance_commit()
+            return
         begin, end = self.store.begin_index, self.store.end_index
-        if resp.type == PushType.COMMIT:
-            if p.state == PushType.APPEND:
+        if resp.type == _COMMIT:
+            if p.state == _APPEND:
                 # the follower lost entries it had acknowledged (wiped or unsynced disk): re-COMPARE
                 log.info(
                     "%s: follower %s now ends at %d below its watermark %d",
@@ -864,26 +912,26 @@ class Core:
                     resp.end_index,
                     p.match,
                 )
-                p.reset(PushType.COMPARE)
+                p.reset(_COMPARE)
                 p.compare_index = min(end, resp.end_index)
             return
-        if resp.code not in (Code.SUCCESS, Code.INCONSISTENT_STATE):
+        if resp.code not in (_SUCCESS, _INCONSISTENT_STATE):
             # not (yet) our follower, or a disk error: start over after a pause
-            p.reset(PushType.COMPARE)
+            p.reset(_COMPARE)
             p.compare_index = end
             p.waiting_since = now
             return
-        if resp.type == PushType.COMPARE and p.state == PushType.COMPARE:
+        if resp.type == _COMPARE and p.state == _COMPARE:
             cmp = p.compare_index
             if resp.index != cmp:
                 return  # answers an earlier COMPARE (resent after _peer_back); the descent moved on
             p.waiting_since = -1
-            if resp.code == Code.SUCCESS:
+            if resp.code == _SUCCESS:
                 if resp.end_index == cmp:
                     self._to_append(p, cmp)
                 elif cmp >= end or p.known_diff == cmp + 1:
                     # the follower's entries after cmp are beyond our log or known to differ
-                    p.reset(PushType.TRUNCATE)
+                    p.reset(_TRUNCATE)
                     p.truncate_index = cmp
                 else:
                     # the follower is longer than we assumed (pushes arrived after the answer that
@@ -900,35 +948,28 @@ class Core:
                     self._below_begin(p)
                 else:
                     p.compare_index = cmp
-        elif resp.type == PushType.INSTALL_SNAPSHOT and p.state == PushType.INSTALL_SNAPSHOT:
+        elif resp.type == _INSTALL_SNAPSHOT and p.state == _INSTALL_SNAPSHOT:
             p.waiting_since = -1
-            if resp.code == Code.SUCCESS:
+            if resp.code == _SUCCESS:
                 log.info("%s: follower %s installed the snapshot at %d", self.id, resp.src, resp.index)
                 self._to_append(p, resp.index)
             else:
-                p.reset(PushType.COMPARE)
+                p.reset(_COMPARE)
                 p.compare_index = min(end, resp.end_index)
                 p.waiting_since = now
-        elif resp.type == PushType.TRUNCATE and p.state == PushType.TRUNCATE:
+        elif resp.type == _TRUNCATE and p.state == _TRUNCATE:
             if resp.index != p.truncate_index:
                 return
             p.waiting_since = -1
-            if resp.code == Code.SUCCESS:
+            if resp.code == _SUCCESS:
                 self._to_append(p, p.truncate_index)
             else:
-                p.reset(PushType.COMPARE)
+                p.reset(_COMPARE)
                 p.compare_index = min(end, resp.end_index)
-        elif resp.type == PushType.APPEND and p.state == PushType.APPEND:
-            if resp.code == Code.SUCCESS:
-                p.probing = False
-                p.match = max(p.match, resp.index)
-                while p.inflight and p.inflight[0][0] <= resp.index:
-                    p.inflight.popleft()
-                self._advance_commit()
-            else:
-                log.info("%s: follower %s inconsistent at %d, back to COMPARE", self.id, resp.src, resp.index)
-                p.reset(PushType.COMPARE)
-                p.compare_index = min(end, resp.end_index)
+        elif resp.type == _APPEND and p.state == _APPEND:  # not SUCCESS (handled above)
+            log.info("%s: follower %s inconsistent at %d, back to COMPARE", self.id, resp.src, resp.index)
+            p.reset(_COMPARE)
+            p.compare_index = min(end, resp.end_index)
 
     def _term_before(self, first: int) -> int:
         """Term of entry ``first - 1`` (from the snapshot when compacted away; -1 if unknown)."""
@@ -943,7 +984,7 @@ class Core:
         compacted, else INSTALL_SNAPSHOT (DLedger master), since the entry before begin is gone."""
         begin = self.store.begin_index
         if begin == 0:
-            p.reset(PushType.TRUNCATE)
+            p.reset(_TRUNCATE)
             p.truncate_index = 0
         elif self.snapshot is not None and self.snapshot[0] >= begin - 1:
             log.info(
@@ -952,24 +993,24 @@ class Core:
                 p.peer,
                 self.snapshot[0],
             )
-            p.reset(PushType.INSTALL_SNAPSHOT)
+            p.reset(_INSTALL_SNAPSHOT)
         else:
             log.warning(
                 "%s: follower %s needs entries before %d and no snapshot covers them", self.id, p.peer, begin
             )
-            p.reset(PushType.COMPARE)
+            p.reset(_COMPARE)
             p.compare_index = self.store.end_index
             p.waiting_since = self.now
 
     def _to_append(self, p: _Progress, match: int) -> None:
-        p.reset(PushType.APPEND)
+        p.reset(_APPEND)
         p.match = match
         p.next_index = match + 1
         self._advance_commit()
 
     def _advance_commit(self) -> None:
         """QuorumAckChecker with Raft's current-term rule (section 5.4.2)."""
-        if self.role != Role.LEADER:
+        if self.role != _LEADER:
             return
         commit = self.commit_index
         above = self.durable_index > commit
@@ -994,6 +1035,7 @@ class Core:
     # ------------------------------------------------------------ replication, follower side (EntryHandler)
 
     def _handle_push(self, req: PushRequest, now: int) -> PushResponse | None:
+        st = self.store
         code = self._check_leader(req, now)
         resp = PushResponse(
             self.cfg.group,
@@ -1005,7 +1047,7 @@ class Core:
             index=req.index,
             epoch=req.epoch,
         )
-        if code == Code.SUCCESS:
+        if code == _SUCCESS:
             fence_term, fence_epoch = self.push_fence
             if req.term == fence_term and req.epoch < fence_epoch:
                 return None  # stale: the leader restarted this follower's dispatcher since
@@ -1017,51 +1059,81 @@ class Core:
                 resp.code = Code.DISK_ERROR
             except IndexError as e:
                 log.warning("%s: push %s at %d: %s", self.id, req.type, req.index, e)
-                resp.code = Code.INCONSISTENT_STATE
-            if resp.code == Code.SUCCESS:
-                new_commit = min(req.commit_index, self.verified_index, self.store.end_index)
+                resp.code = _INCONSISTENT_STATE
+            if resp.code == _SUCCESS:
+                new_commit = min(req.commit_index, self.verified_index, st.end_index)
                 if new_commit > self.commit_index:
                     self.commit_index = new_commit
         resp.term = self.term
-        resp.begin_index = self.store.begin_index
-        resp.end_index = self.store.end_index
-        if req.type == PushType.COMMIT and resp.code == Code.SUCCESS:
+        resp.begin_index = st.begin_index
+        resp.end_index = st.end_index
+        if req.type == _COMMIT and resp.code == _SUCCESS:
             return None  # a COMMIT is answered only when something is wrong
         return resp
 
     def _apply_push(self, req: PushRequest) -> tuple[int, int]:
         st = self.store
-        if req.type == PushType.COMMIT:
+        typ = req.type
+        if typ == _APPEND:
+            entries = req.entries
+            if not entries:
+                return Code.REQUEST_WITH_EMPTY_BODYS, req.index
+            first = req.index
+            begin, end = st.begin_index, st.end_index
+            if first > end + 1 or first < begin:
+                return _INCONSISTENT_STATE, first
+            if first - 1 >= begin and st.term_at(first - 1) != req.prev_term:
+                return _INCONSISTENT_STATE, first
+            for k, e in enumerate(entries):
+                index = e.index
+                if index != first + k:
+                    return Code.UNEXPECTED_ARGUMENT, first
+                if index <= end:
+                    if st.get(index).same(e):
+                        continue
+                    if index <= self.commit_index:
+                        log.error("%s: leader's entry %d differs from the committed one", self.id, index)
+                        return _INCONSISTENT_STATE, index
+                    log.info("%s: truncating conflicting log after %d", self.id, index - 1)
+                    st.truncate_suffix(index - 1)
+                st.append(e)
+                end = index
+                self._need_sync = True
+            last = first + len(entries) - 1
+            if last > self.verified_index:
+                self.verified_index = last
+            return _SUCCESS, last
+        if typ == _COMMIT:
             if st.begin_index <= req.index <= st.end_index and st.term_at(req.index) == req.prev_term:
                 self.verified_index = max(self.verified_index, req.index)
             elif req.index > st.end_index or (
                 req.index >= st.begin_index and st.term_at(req.index) != req.prev_term
             ):
-                return Code.INCONSISTENT_STATE, req.index  # we lost or never had the leader's watermark
-            return Code.SUCCESS, req.index
-        if req.type == PushType.INSTALL_SNAPSHOT:
+                return _INCONSISTENT_STATE, req.index  # we lost or never had the leader's watermark
+            return _SUCCESS, req.index
+        if req.type == _INSTALL_SNAPSHOT:
             return self._install_snapshot(req)
-        if req.type == PushType.COMPARE:
+        if req.type == _COMPARE:
             if len(req.entries) != 1:
                 return Code.UNEXPECTED_ARGUMENT, req.index
             local = self._entry(req.index)
             if local is not None and local.same(req.entries[0]):
                 self.verified_index = max(self.verified_index, req.index)
-                return Code.SUCCESS, req.index
-            return Code.INCONSISTENT_STATE, req.index
-        if req.type == PushType.TRUNCATE:
+                return _SUCCESS, req.index
+            return _INCONSISTENT_STATE, req.index
+        if req.type == _TRUNCATE:
             if len(req.entries) != 1 or req.entries[0].index != req.index:
                 return Code.UNEXPECTED_ARGUMENT, req.index
             i = req.index
             if i > st.end_index + 1 or i < st.begin_index:
-                return Code.INCONSISTENT_STATE, i
+                return _INCONSISTENT_STATE, i
             local = self._entry(i)
             if local is not None and local.same(req.entries[0]):
                 if i < self.commit_index:
                     log.error(
                         "%s: refusing to truncate below commitIndex %d (at %d)", self.id, self.commit_index, i
                     )
-                    return Code.INCONSISTENT_STATE, i
+                    return _INCONSISTENT_STATE, i
                 st.truncate_suffix(i)
             else:
                 if i <= self.commit_index:
@@ -1071,38 +1143,14 @@ class Core:
                         i,
                         self.commit_index,
                     )
-                    return Code.INCONSISTENT_STATE, i
+                    return _INCONSISTENT_STATE, i
                 if st.end_index >= i:
                     log.info("%s: truncating log after %d (was up to %d)", self.id, i - 1, st.end_index)
                 st.truncate_suffix(i - 1)
                 st.append(req.entries[0])
             self._need_sync = True
             self.verified_index = i
-            return Code.SUCCESS, i
-        if req.type == PushType.APPEND:
-            if not req.entries:
-                return Code.REQUEST_WITH_EMPTY_BODYS, req.index
-            first = req.index
-            if first > st.end_index + 1 or first < st.begin_index:
-                return Code.INCONSISTENT_STATE, first
-            if first - 1 >= st.begin_index and st.term_at(first - 1) != req.prev_term:
-                return Code.INCONSISTENT_STATE, first
-            for k, e in enumerate(req.entries):
-                if e.index != first + k:
-                    return Code.UNEXPECTED_ARGUMENT, first
-                if e.index <= st.end_index:
-                    if st.get(e.index).same(e):
-                        continue
-                    if e.index <= self.commit_index:
-                        log.error("%s: leader's entry %d differs from the committed one", self.id, e.index)
-                        return Code.INCONSISTENT_STATE, e.index
-                    log.info("%s: truncating conflicting log after %d", self.id, e.index - 1)
-                    st.truncate_suffix(e.index - 1)
-                st.append(e)
-                self._need_sync = True
-            last = first + len(req.entries) - 1
-            self.verified_index = max(self.verified_index, last)
-            return Code.SUCCESS, last
+            return _SUCCESS, i
         return Code.UNSUPPORTED, req.index
 
     def _install_snapshot(self, req: PushRequest) -> tuple[int, int]:
@@ -1110,7 +1158,7 @@ class Core:
         s_index, s_term = req.index, req.prev_term
         if st.begin_index <= s_index <= st.end_index and st.term_at(s_index) == s_term:
             self.verified_index = max(self.verified_index, s_index)  # we hold it already
-            return Code.SUCCESS, s_index
+            return _SUCCESS, s_index
         snap_store = self._snap_store
         if snap_store is None:
             log.error(
@@ -1119,7 +1167,7 @@ class Core:
             return Code.UNSUPPORTED, s_index
         if s_index < self.commit_index:
             log.error("%s: snapshot at %d is below commitIndex %d", self.id, s_index, self.commit_index)
-            return Code.INCONSISTENT_STATE, s_index
+            return _INCONSISTENT_STATE, s_index
         log.info(
             "%s: installing snapshot at %d (term %d); log restarts at %d",
             self.id,
@@ -1133,23 +1181,23 @@ class Core:
         self.verified_index = s_index
         self._installed = (s_index, s_term, req.snapshot)
         self.set_snapshot(s_index, s_term, req.snapshot)
-        return Code.SUCCESS, s_index
+        return _SUCCESS, s_index
 
     # ------------------------------------------------------------ leadership transfer (DLedgerServer)
 
     def transfer(self, transferee: str, transfer_id: int, now: int, term: int | None = None) -> int:
-        """handleLeadershipTransfer on the leader: Code.SUCCESS when started (the result comes in
+        """handleLeadershipTransfer on the leader: _SUCCESS when started (the result comes in
         ``Ready.transfers`` as ``(transfer_id, code)``), else the rejecting code
         (UNKNOWN_MEMBER, INCONSISTENT_TERM, NOT_LEADER, FALL_BEHIND_TOO_MUCH, LEADER_TRANSFERRING)."""
         if transferee not in self.cfg.peers:
             return Code.UNKNOWN_MEMBER
-        if self.role != Role.LEADER:
-            return Code.NOT_LEADER
+        if self.role != _LEADER:
+            return _NOT_LEADER
         if term is not None and term != self.term:
             return Code.INCONSISTENT_TERM
         if transferee == self.id:
-            self._transfers.append((transfer_id, Code.SUCCESS))
-            return Code.SUCCESS
+            self._transfers.append((transfer_id, _SUCCESS))
+            return _SUCCESS
         if self.transferee is not None:
             return Code.LEADER_TRANSFERRING
         if self.store.end_index - self.match_index(transferee) > self.cfg.max_transfer_lag:
@@ -1163,11 +1211,11 @@ class Core:
                 self.cfg.group, self.id, transferee, self.term, take_leadership_index=self.store.end_index
             )
         )
-        return Code.SUCCESS
+        return _SUCCESS
 
     def _handle_take(self, req: TakeLeadershipRequest, now: int) -> None:
-        if req.term != self.term or self.leader_id != req.src or self.role != Role.FOLLOWER:
-            code = Code.EXPIRED_TERM if req.term < self.term else Code.INCONSISTENT_LEADER
+        if req.term != self.term or self.leader_id != req.src or self.role != _FOLLOWER:
+            code = _EXPIRED_TERM if req.term < self.term else _INCONSISTENT_LEADER
             self._send(TakeLeadershipResponse(self.cfg.group, self.id, req.src, self.term, code=code))
             return
         self._take_from = (req.src, req.term, req.take_leadership_index, now + self.cfg.transfer_timeout_ms)
@@ -1201,7 +1249,7 @@ class Core:
         if self._transfer_id is not None:
             self._transfers.append((self._transfer_id, resp.code))
             self._transfer_id = None
-        if resp.code != Code.SUCCESS:
+        if resp.code != _SUCCESS:
             self.transferee = None
 
     def _maybe_preferred_transfer(self, now: int) -> None:

@@ -161,7 +161,7 @@ class MemoryLogStore:
         return self._entries[-1].term if self._entries else -1
 
     def append(self, entry: Entry) -> Entry:
-        if entry.index != self.end_index + 1:
+        if entry.index != self._begin + len(self._entries):
             raise StoreError(f"append at index {entry.index}, expected {self.end_index + 1}")
         if entry.pos >= 0 and entry.pos != self._next_pos:
             raise StoreError(f"append at pos {entry.pos}, expected {self._next_pos}")
@@ -171,9 +171,10 @@ class MemoryLogStore:
         return stored
 
     def get(self, index: int) -> Entry:
-        if index < self._begin or index > self.end_index:
+        k = index - self._begin
+        if k < 0 or k >= len(self._entries):
             raise IndexError(f"index {index} outside [{self._begin}, {self.end_index}]")
-        return self._entries[index - self._begin]
+        return self._entries[k]
 
     def term_at(self, index: int) -> int:
         if index == -1:
