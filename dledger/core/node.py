@@ -1061,7 +1061,7 @@ class Core:
                 log.warning("%s: push %s at %d: %s", self.id, req.type, req.index, e)
                 resp.code = _INCONSISTENT_STATE
             if resp.code == _SUCCESS:
-                new_commit = min(req.commit_index, self.verified_index, st.end_index)
+                new_commit = min(req.commit_index, self.verified_index, self.store.end_index)
                 if new_commit > self.commit_index:
                     self.commit_index = new_commit
         resp.term = self.term
@@ -1097,8 +1097,8 @@ class Core:
                     log.info("%s: truncating conflicting log after %d", self.id, index - 1)
                     st.truncate_suffix(index - 1)
                 st.append(e)
-                end = index
                 self._need_sync = True
+                end = index
             last = first + len(entries) - 1
             if last > self.verified_index:
                 self.verified_index = last
