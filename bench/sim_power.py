@@ -177,7 +177,9 @@ def main() -> int:
         )
         return 254
     classes = args.only or list(CONFIGS)
-    mutants = {m.name: m for m in load_mutants()}
+    # the root's own patches: they apply to the root's package (the checkout's may have moved on)
+    patches = args.root / "bench" / "mutants"
+    mutants = {m.name: m for m in (load_mutants(patches) if patches.is_dir() else load_mutants())}
     if args.correct:
         done: set[tuple[str, ...]] = set()
         for cls in classes:
