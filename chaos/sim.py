@@ -16,6 +16,18 @@ seed gives the same history byte for byte. The faults are explicit events (time,
 kind, parameters): ``--seed S --shrink`` shrinks a failing seed's events by ddmin (Zeller &
 Hildebrandt 2002) and writes them to the run's ``schedule.json``; ``--schedule FILE`` replays them.
 
+Clients go through the driver's client paths, as a real node's clients do: register reads in the
+``--read-mode`` (raft-log, read-index, lease, unsafe), appends, and the log workload's
+``read-range`` (METADATA, then GET at the client's own member) during the run. As in the register
+workload, odd processes are sticky: they read from their own member only and record its answer,
+a deposed leader's too. A request to a paused member waits in its queue and, on resume, comes
+before or after the member's queued peer messages (a seeded coin). Besides random partitions,
+kills, pauses and clock rates, the nemeses target the leader (``partition-leader``,
+``pause-leader``, ``clock-slow-leader``), cut power to every member (``power-failure``: all crash
+at once, back one by one), and play Raft's Figure 8 (``figure8``: each leader cut off with one
+follower or killed, within a few round trips of its election or after leading a while, and back
+after a short window). A partition drops the messages in flight on a cut link.
+
 Exit status: 0 every seed valid, 1 some seed invalid, 2 some seed unknown (none invalid), 254 bad
 arguments.
 """
