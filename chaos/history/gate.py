@@ -219,8 +219,8 @@ PRESETS: dict[str, tuple[MatrixRun, ...]] = {
         MatrixRun(
             "log",
             "partition-random-halves",
-            _SHORT,
-            ("get-uncommitted",),
+            (*_SHORT, "--nemesis-interval", "5", "--rate", "100"),
+            ("get-uncommitted", "ack-before-quorum"),
         ),
         MatrixRun(
             "log",
