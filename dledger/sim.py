@@ -631,13 +631,16 @@ class Sim:
         need not); and its log matches every other log (5.3)."""
         st = self.stores[node]
         leader_term = self.nodes[node].term
-        for i, (term, body) in self.committed.items():
-            if i < st.begin_index or self.commit_term[i] >= leader_term:
+        begin, end = st.begin_index, st.end_index
+        commit_term = self.commit_term
+        for i, seen in self.committed.items():
+            if i < begin or commit_term[i] >= leader_term:
                 continue
-            if i > st.end_index or (st.get(i).term, st.get(i).body) != (term, body):
-                raise SafetyViolation(
-                    f"{node} became leader in term {self.nodes[node].term} without committed entry {i}"
-                )
+            if i <= end:
+                e = st.get(i)
+                if (e.term, e.body) == seen:
+                    continue
+            raise SafetyViolation(f"{node} became leader in term {leader_term} without committed entry {i}")
         for other in self.ids:
             if other != node and self._readable(other):
                 self._check_matching(node, other)
@@ -653,17 +656,19 @@ class Sim:
         lo, hi = max(sa.begin_index, sb.begin_index), min(sa.end_index, sb.end_index)
         same_from = None
         for i in range(hi, lo - 1, -1):
-            if sa.get(i).term == sb.get(i).term:
+            if sa.term_at(i) == sb.term_at(i):
                 same_from = i
                 break
         if same_from is None:
             return
-        for i in range(lo, same_from + 1):
-            ea, eb = sa.get(i), sb.get(i)
-            if (ea.term, ea.body) != (eb.term, eb.body):
-                raise SafetyViolation(
-                    f"log matching: {a} and {b} agree on the term at {same_from} but differ at {i}"
-                )
+        # whole ranges compared at once: this runs at every election over the whole common log
+        ea = [(e.term, e.body) for e in sa.get_range(lo, same_from)]
+        eb = [(e.term, e.body) for e in sb.get_range(lo, same_from)]
+        if ea != eb:
+            i = lo + next(k for k, (x, y) in enumerate(zip(ea, eb, strict=True)) if x != y)
+            raise SafetyViolation(
+                f"log matching: {a} and {b} agree on the term at {same_from} but differ at {i}"
+            )
 
     def check_all(self) -> None:
         """Re-check every member's whole committed prefix (entries must not change once committed)
