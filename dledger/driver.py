@@ -30,7 +30,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from dledger.core import Core, Role
+from dledger.core import Core, Ready, Role
 from dledger.protocol import Code, Message, PushResponse
 from dledger.statemachine import StateMachine, encode_kv
 from dledger.store import Entry, RuntimeLogStore
@@ -148,25 +148,10 @@ class Driver:
                 core.on_synced(self.store.end_index, now)  # DLedger: acks never wait for disk
                 for m in rd.messages:
                     self.host.send(m)
-            for read_id, idx in rd.reads:
-                w = self.reads.pop(read_id, None)
-                if w is not None:
-                    self.ready_reads.append((idx, w))
-            for read_id, code in rd.read_failures:
-                w = self.reads.pop(read_id, None)
-                if w is not None:
-                    self.host.answer(w, code)
-            if rd.snapshot_install is not None:
-                s_index, s_term, data = rd.snapshot_install
-                self.sm.on_snapshot_load(data)
-                self.last_applied = s_index
-                self.snap_index = s_index
-                self.host.save_snapshot(s_index, s_term, data, None)
-            for tid, code in rd.transfers:
-                w = self.transfers.pop(tid, None)
-                if w is not None:
-                    self.host.answer(w, code)
-            self.apply()
+            if rd.reads or rd.read_failures or rd.snapshot_install is not None or rd.transfers:
+                self._take_outcomes(rd)
+            if self.last_applied < core.commit_index or self.ready_reads:
+                self.apply()  # (nothing to apply means no snapshot is due either)
             if core.role != self._role:
                 if self._role == Role.LEADER:
                     # reads waiting for a confirmation from this leader cannot be confirmed any more
@@ -176,6 +161,27 @@ class Driver:
                 self._role = core.role
             if not core.has_ready() and core.commit_index <= self.last_applied:
                 break
+
+    def _take_outcomes(self, rd: Ready) -> None:
+        """Confirmed and failed reads, a snapshot received from the leader, transfer results."""
+        for read_id, idx in rd.reads:
+            w = self.reads.pop(read_id, None)
+            if w is not None:
+                self.ready_reads.append((idx, w))
+        for read_id, code in rd.read_failures:
+            w = self.reads.pop(read_id, None)
+            if w is not None:
+                self.host.answer(w, code)
+        if rd.snapshot_install is not None:
+            s_index, s_term, data = rd.snapshot_install
+            self.sm.on_snapshot_load(data)
+            self.last_applied = s_index
+            self.snap_index = s_index
+            self.host.save_snapshot(s_index, s_term, data, None)
+        for tid, code in rd.transfers:
+            w = self.transfers.pop(tid, None)
+            if w is not None:
+                self.host.answer(w, code)
 
     # ------------------------------------------------------------ client requests
 
