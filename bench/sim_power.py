@@ -135,10 +135,15 @@ def table(path: Path) -> str:
         found = f"{r['first_failure']}" if r["first_failure"] else f"not found in {r['seeds_run']}"
         why = r["failing"][0].split(": ", 1)[1] if r["failing"] else (", ".join(r["stderr"]) or "")
         rows.append(f"| {cls} | `{cmd}` | {found} | {why[:160]} |")
-    rows += ["", "| correct server, `chaos sim` configuration | seeds | not valid |", "|---|---|---|"]
+    rows += [
+        "",
+        "| correct server, `chaos sim` configuration | seeds | not valid | first failures |",
+        "|---|---|---|---|",
+    ]
     for (kind, _, cmd), r in sorted(newest.items()):
         if kind == "correct":
-            rows.append(f"| `{cmd}` | {r['seeds_run']} | {r['failing_count']} (exit {r['exit']}) |")
+            first = "; ".join(r["failing"][:3])
+            rows.append(f"| `{cmd}` | {r['seeds_run']} | {r['failing_count']} (exit {r['exit']}) | {first} |")
     return "\n".join(rows)
 
 
