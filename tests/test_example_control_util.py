@@ -122,3 +122,67 @@ def test_stop_by_match_and_failures_carry_the_log(remote: Any) -> None:
         util.start_daemon(
             remote, ["true"], pidfile=PIDFILE, logfile=LOGFILE, prelude="echo no license >&2; exit 3"
         )
+
+
+@pytest.fixture
+def http_server() -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1: ``/ok`` echoes the JSON body, ``/boom`` answers 500,
+    ``/silent`` never answers (until the test ends)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    release = threading.Event()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if self.path == "/silent":
+                release.wait(10)
+                return
+            code, out = (
+                (500, b'{"error": "etcdserver: request timed out"}') if self.path == "/boom" else (200, body)
+            )
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(out)
+
+        do_GET = do_POST
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        release.set()
+        server.shutdown()
+        server.server_close()
+
+
+def test_http_json_maps_not_sent_to_fail_and_no_answer_to_info(http_server: str) -> None:
+    import socket
+
+    from chaos.history.op import Op
+    from chaos.workloads.clients import Indeterminate, NotSent, complete
+
+    assert util.http_json(http_server + "/ok", {"key": "a2V5"}) == {"key": "a2V5"}
+    # nothing listens: the request never left, so the op certainly did not happen
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    with pytest.raises(NotSent, match="Connection refused"):
+        util.http_json(f"http://127.0.0.1:{closed}/ok", {})
+    # sent, and no answer within the timeout: it may have happened
+    with pytest.raises(Indeterminate, match="timed out"):
+        util.http_json(http_server + "/silent", {}, timeout=0.5)
+    # the system's own error status: whether it applied is the system's to say, so info by default
+    with pytest.raises(Indeterminate, match="HTTP 500: .*request timed out") as ei:
+        util.http_json(http_server + "/boom", {})
+    assert ei.value.fields == {"status": 500}
+    # and that is what a workload records
+    op = Op(index=0, type="invoke", process=0, f="write", value=1, time=0)
+    assert complete(op, lambda: util.http_json(f"http://127.0.0.1:{closed}/", {})).type == "fail"
+    assert complete(op, lambda: util.http_json(http_server + "/boom", {})).type == "info"
