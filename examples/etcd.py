@@ -64,7 +64,9 @@ class EtcdDB(DaemonProcess, LeaderViews):
     log_patterns = (LogPattern("panic", r"^panic: |^fatal error: ", INVALID, "etcd crashed"),)
 
     def __init__(self, reads: str = "linearizable") -> None:
-        self.reads = reads  # the loader checks it against db_options' choices
+        if reads not in self.db_options[0].choices:
+            raise ValueError(f"reads {reads!r}: expected linearizable or serializable")
+        self.reads = reads
 
     def describe(self) -> str:
         return f"etcd-server from Debian, {self.reads} reads"
