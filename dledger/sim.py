@@ -641,17 +641,19 @@ class Sim:
                 if (e.term, e.body) == seen:
                     continue
             raise SafetyViolation(f"{node} became leader in term {leader_term} without committed entry {i}")
+        logs: dict[str, list[tuple[int, bytes]]] = {}
         for other in self.ids:
             if other != node and self._readable(other):
-                self._check_matching(node, other)
+                self._check_matching(node, other, logs)
 
     def _readable(self, node: str) -> bool:
         """A crashed member's file store is closed; its memory store stays readable."""
         return self.disk == "memory" or node in self.nodes
 
-    def _check_matching(self, a: str, b: str) -> None:
+    def _check_matching(self, a: str, b: str, logs: dict[str, list[tuple[int, bytes]]]) -> None:
         """Log matching: if two logs hold an entry with the same index and term, the logs are
-        identical up to it."""
+        identical up to it. ``logs`` caches each member's ``(term, body)`` list from its begin index
+        across the pairs of one check (each log is read once, not once per pair)."""
         sa, sb = self.stores[a], self.stores[b]
         lo, hi = max(sa.begin_index, sb.begin_index), min(sa.end_index, sb.end_index)
         same_from = None
@@ -661,9 +663,11 @@ class Sim:
                 break
         if same_from is None:
             return
-        # whole ranges compared at once: this runs at every election over the whole common log
-        ea = [(e.term, e.body) for e in sa.get_range(lo, same_from)]
-        eb = [(e.term, e.body) for e in sb.get_range(lo, same_from)]
+        for n, st in ((a, sa), (b, sb)):
+            if n not in logs:
+                logs[n] = [(e.term, e.body) for e in st.get_range(st.begin_index, st.end_index)]
+        ea = logs[a][lo - sa.begin_index : same_from - sa.begin_index + 1]
+        eb = logs[b][lo - sb.begin_index : same_from - sb.begin_index + 1]
         if ea != eb:
             i = lo + next(k for k, (x, y) in enumerate(zip(ea, eb, strict=True)) if x != y)
             raise SafetyViolation(
@@ -677,9 +681,10 @@ class Sim:
             self._checked[i] = -1
             self._check(i)
         live = [i for i in self.ids if self._readable(i)]
+        logs: dict[str, list[tuple[int, bytes]]] = {}
         for k, a in enumerate(live):
             for b in live[k + 1 :]:
-                self._check_matching(a, b)
+                self._check_matching(a, b, logs)
 
     def logs(self) -> dict[str, list[tuple[int, bytes]]]:
         """Each member's log as (term, body) pairs."""
