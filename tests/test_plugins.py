@@ -300,3 +300,56 @@ def test_no_file_under_control_or_nemesis_names_dledger() -> None:
                     if "dledger" in line.lower():
                         named.append(f"{p.relative_to(ROOT)}:{no}: {line.strip()}")
     assert not named, "\n".join(named)
+
+
+# -- a plug-in DB and workload through the real runner, on a named docker cluster --------------------
+
+PLUGGED = '''
+"""A plug-in DB (DLedger under another name) and workload (a short register), named module:attr."""
+from chaos.cluster.dledger_db import DLedgerDB
+from chaos.workloads import register
+
+
+class Plugged(DLedgerDB):
+    """DLedger, plugged in from outside the package."""
+
+    name = "plugged"
+
+
+def short_register(opts):
+    return register.workload({**opts, "per_key_limit": 20})
+'''
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_plugged_db_and_workload_run_on_a_named_cluster(tmp_path: Path) -> None:
+    from chaos.cluster.docker import DockerProvider
+
+    (tmp_path / "plugged.py").write_text(textwrap.dedent(PLUGGED))
+    provider = DockerProvider(3, name="plugtest")
+    provider.up()
+    try:
+        store = tmp_path / "store"
+        r = chaos(
+            "run", "--cluster-name", "plugtest", "--db", "plugged:Plugged", "--db-opt", "flush=sync",
+            "--workload", "plugged:short_register", "--nemesis", "pause", "--nemesis-interval", "3",
+            "--time-limit", "15", "--store", str(store), "--no-live", path=tmp_path, cwd=tmp_path,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        assert "plugged setup on 3 nodes (flush sync, read mode raft-log)" in r.stdout
+        import json
+
+        (test_json,) = {p.resolve() for p in store.glob("*/*/test.json")}  # "latest" links to it too
+        test = json.loads(test_json.read_text())
+        assert (test["db"], test["db_name"], test["db_opts"]) == (
+            "plugged:Plugged",
+            "plugged",
+            {"flush": "sync"},
+        )
+        assert test["workload"] == "register" and len(test["nodes"]) == 3
+        assert "pause" in test["db_capabilities"] and test["opts"]["cluster_name"] == "plugtest"
+        history = (test_json.parent / "history.jsonl").read_text()
+        assert '"start-pause"' in history and '"f":"read"' in history.replace(" ", "")
+    finally:
+        provider.down()
