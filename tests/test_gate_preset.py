@@ -98,3 +98,46 @@ def test_bad_preset_arguments_are_one_line(args: list[str], message: str) -> Non
     assert res.returncode == 254
     assert message in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def _catalogue_module() -> object:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "catalogue.py"
+    spec = importlib.util.spec_from_file_location("catalogue_bench", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_catalogue_bench_runs_each_class_against_the_preset_listing_its_configuration_first() -> None:
+    from types import SimpleNamespace
+
+    from chaos.mutants import load_mutants
+
+    cat: object = _catalogue_module()
+    mutants = {m.name: m for m in load_mutants()}
+    args = SimpleNamespace(configs=[], preset="power")
+    by_label = {(c.workload, c.nemesis.replace("+", ","), c.args): c for c in PRESETS["power"]}
+    for cls in {c for cfg in PRESETS["power"] for c in cfg.catches}:
+        configs = cat.configs_for(mutants[cls], args)  # type: ignore[attr-defined]
+        assert len(configs) == len(PRESETS["power"])
+        first = by_label[(configs[0].workload, configs[0].nemesis, configs[0].args)]
+        assert cls in first.catches, (cls, first)
+    one = cat.parse_config("register pause+kill --read-mode lease", "--config")  # type: ignore[attr-defined]
+    assert (one.workload, one.nemesis, one.args) == ("register", "pause,kill", ("--read-mode", "lease"))
+
+
+def test_catalogue_bench_rejects_a_bad_preset_or_configuration_in_one_line(tmp_path: Path) -> None:
+    bench = Path(__file__).resolve().parents[1] / "bench" / "catalogue.py"
+    for args in (["--preset", "nope"], ["--config=register"]):
+        res = subprocess.run(
+            [sys.executable, str(bench), *args, "--table-only", "--results", str(tmp_path / "r.jsonl")],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert res.returncode == 254, res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1
+        assert "expected" in res.stderr
