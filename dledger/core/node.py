@@ -1035,41 +1035,40 @@ class Core:
     # ------------------------------------------------------------ replication, follower side (EntryHandler)
 
     def _handle_push(self, req: PushRequest, now: int) -> PushResponse | None:
-        st = self.store
         code = self._check_leader(req, now)
-        resp = PushResponse(
-            self.cfg.group,
-            self.id,
-            req.src,
-            self.term,
-            type=req.type,
-            code=code,
-            index=req.index,
-            epoch=req.epoch,
-        )
+        index = req.index
         if code == _SUCCESS:
             fence_term, fence_epoch = self.push_fence
             if req.term == fence_term and req.epoch < fence_epoch:
                 return None  # stale: the leader restarted this follower's dispatcher since
             self.push_fence = (req.term, req.epoch)
             try:
-                resp.code, resp.index = self._apply_push(req)
+                code, index = self._apply_push(req)
             except StoreError as e:
                 log.error("%s: push %s at %d failed: %s", self.id, req.type, req.index, e)
-                resp.code = Code.DISK_ERROR
+                code = Code.DISK_ERROR
             except IndexError as e:
                 log.warning("%s: push %s at %d: %s", self.id, req.type, req.index, e)
-                resp.code = _INCONSISTENT_STATE
-            if resp.code == _SUCCESS:
+                code = _INCONSISTENT_STATE
+            if code == _SUCCESS:
                 new_commit = min(req.commit_index, self.verified_index, self.store.end_index)
                 if new_commit > self.commit_index:
                     self.commit_index = new_commit
-        resp.term = self.term
-        resp.begin_index = st.begin_index
-        resp.end_index = st.end_index
-        if req.type == _COMMIT and resp.code == _SUCCESS:
-            return None  # a COMMIT is answered only when something is wrong
-        return resp
+                if req.type == _COMMIT:
+                    return None  # a COMMIT is answered only when something is wrong
+        st = self.store
+        return PushResponse(
+            self.cfg.group,
+            self.id,
+            req.src,
+            self.term,
+            type=req.type,
+            code=code,
+            index=index,
+            begin_index=st.begin_index,
+            end_index=st.end_index,
+            epoch=req.epoch,
+        )
 
     def _apply_push(self, req: PushRequest) -> tuple[int, int]:
         st = self.store
