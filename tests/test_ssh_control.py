@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from chaos.cluster.docker import DockerProvider, generate_keypair
+from chaos.cluster.image import SUDO_USER
 from chaos.cluster.node import Node
 from chaos.control.ssh import CommandTimeout, Control, NodeUnreachable, Remote, RemoteError
 
@@ -248,22 +249,94 @@ def test_os_setup_checks_packages_and_heals_the_baseline(control: Control) -> No
     assert str(ei.value).startswith("n2:") and "missing packages no-such-package-xyz" in str(ei.value)
 
 
-def test_non_root_user_and_sudo_wrapping(nodes: list[Node], control: Control) -> None:
+def test_non_root_user_and_sudo_wrapping(nodes: list[Node], control: Control, tmp_path: Path) -> None:
+    """The image's non-root user (``SUDO_USER``, passwordless sudo, the cluster key) runs commands
+    as itself and privileged ones through ``sudo -n``; a user without sudo rights gets one error
+    naming the node and the sudo command."""
+    n3 = nodes[2]
+    user = Remote(Node(name="n3", host=n3.host, user=SUDO_USER, key_path=n3.key_path))
+    try:
+        assert user.exec("whoami").stdout.strip() == SUDO_USER
+        assert user.exec("whoami", sudo=True).stdout.strip() == "root"
+        assert user.wrap("whoami", sudo=True).startswith("sudo -n -- sh -c ")
+        # a root-only directory: uploaded as the user to /tmp, moved into place with sudo
+        assert user.exec("test", "-w", "/var/lib/dledger", check=False).exit_code != 0
+        local = tmp_path / "payload"
+        local.write_bytes(b"through sudo\n")
+        user.upload(local, "/var/lib/dledger/sudo-upload", sudo=True)
+        assert control.remote("n3").exec("cat", "/var/lib/dledger/sudo-upload").stdout == "through sudo\n"
+        user.write_file("/var/lib/dledger/sudo-write", "x", sudo=True)
+        assert control.remote("n3").exec("cat", "/var/lib/dledger/sudo-write").stdout == "x"
+    finally:
+        control.remote("n3").exec("rm", "-f", "/var/lib/dledger/sudo-upload", "/var/lib/dledger/sudo-write")
+        user.close()
+
     root = control.remote("n3")
     root.exec_raw(
-        "id chaosuser >/dev/null 2>&1 || useradd -m -s /bin/sh chaosuser; usermod -p '*' chaosuser; "
-        "mkdir -p /home/chaosuser/.ssh && cp /root/.ssh/authorized_keys /home/chaosuser/.ssh/ && "
-        "chown -R chaosuser /home/chaosuser/.ssh"
+        "id nosudo >/dev/null 2>&1 || useradd -m -s /bin/sh -p '*' nosudo; "
+        "mkdir -p /home/nosudo/.ssh && cp /root/.ssh/authorized_keys /home/nosudo/.ssh/ && "
+        "chown -R nosudo /home/nosudo/.ssh"
     )
-    n3 = nodes[2]
-    user = Remote(Node(name="n3", host=n3.host, user="chaosuser", key_path=n3.key_path))
+    plain = Remote(Node(name="n3", host=n3.host, user="nosudo", key_path=n3.key_path))
     try:
-        assert user.exec("whoami").stdout.strip() == "chaosuser"
-        # sudo=True goes through `sudo -n`; this image has no sudo, so the error says so, naming the node
+        assert plain.exec("whoami").stdout.strip() == "nosudo"
         with pytest.raises(RemoteError) as ei:
-            user.exec("whoami", sudo=True)
+            plain.exec("whoami", sudo=True)
         assert (
             ei.value.node == "n3" and ei.value.cmd.startswith("sudo -n -- sh -c ") and "sudo" in str(ei.value)
         )
     finally:
-        user.close()
+        plain.close()
+
+
+def test_run_through_the_non_root_sudo_user(nodes: list[Node], tmp_path: Path) -> None:
+    """``chaos run --provider ssh --username chaos`` against the containers: the DB is set up, the
+    kill and pause faults act and are healed, logs come back, and the verdict is valid, every
+    privileged step going through sudo (issue 16 item 9)."""
+    import json
+    import subprocess
+    import sys
+
+    import docker
+
+    from chaos.history.store import RunDir
+
+    key = nodes[0].key_path
+    assert key is not None
+    store = tmp_path / "store"
+    r = subprocess.run(
+        [
+            sys.executable, "-m", "chaos.cli", "run", "--provider", "ssh",
+            "--nodes", ",".join(f"{n.name}={n.host}" for n in nodes),
+            "--username", SUDO_USER, "--ssh-private-key", key, "--no-strict-host-key-checking",
+            "--workload", "register", "--nemesis", "kill,pause", "--nemesis-interval", "2",
+            # one node at a time, so a pause seldom finds its node killed
+            "--nemesis-opt", "kill_targets=one", "--nemesis-opt", "pause_targets=one",
+            "--time-limit", "12", "--store", str(store), "--no-live", "--seed", "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "HOME": str(tmp_path)},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    run = RunDir(store / "latest")
+    results = json.loads(run.results_path.read_text())
+    assert results["valid"] is True
+    kinds = results["checkers"]["faults"]["kinds"]
+    # each fault took effect through sudo at least once, and every heal (restart, SIGCONT) did
+    assert kinds["kill"]["applied"] >= 1 and kinds["pause"]["applied"] >= 1, kinds
+    assert kinds["kill"]["stop_failed"] == kinds["pause"]["stop_failed"] == 0, kinds
+    for n in nodes:
+        assert (run.path / "nodes" / n.name / "dledger.log").is_file(), n.name
+    # healed: no stopped process is left on any node (a pause not undone would show state T)
+    with Control(nodes) as root:
+        stopped = root.on_nodes(
+            lambda rem: rem.exec_raw("ps -eo stat= | grep -c '^T' || true").stdout.strip()
+        )
+    assert set(stopped.values()) == {"0"}, stopped
+    # the sessions were the user's, not root's: sshd (logging to the container's stderr) says so
+    client = docker.from_env()
+    for n in nodes:
+        log = client.containers.get(f"chaos-tssh-{n.name}").logs().decode(errors="replace")
+        assert f"Accepted publickey for {SUDO_USER}" in log, n.name

@@ -41,20 +41,34 @@ PACKAGES = [
     "tcpdump",
     "iputils-ping",
     "ca-certificates",
+    "sudo",  # the non-root SSH user (NODE_INIT) runs privileged commands through it
     "fuse3",  # lose-unfsynced: the data dir on a FUSE layer (chaos/nemesis/lazyfs_node.py)
     "python3-pyfuse3",
 ]
 
-# Runs as PID 1's command in every node container: authorise the cluster key, give the node its own
-# host keys (never baked into the image), then sshd in the foreground.
-NODE_INIT = """#!/bin/sh
+# The non-root SSH user of every node: passwordless sudo, the same authorised key as root (what a
+# cluster whose operators may not log in as root looks like; ``--username chaos``). Its password
+# field is ``*`` (no password), not ``!``: sshd without PAM refuses a locked account even with a key.
+SUDO_USER = "chaos"
+
+# Runs as PID 1's command in every node container: create the sudo user, authorise the cluster key
+# for root and that user, give the node its own host keys (never baked into the image), then sshd in
+# the foreground.
+NODE_INIT = f"""#!/bin/sh
 set -e
 mkdir -p /run/sshd /root/.ssh /var/lib/dledger
 chmod 700 /root/.ssh
+id {SUDO_USER} >/dev/null 2>&1 || useradd --create-home --shell /bin/sh --password '*' {SUDO_USER}
+printf '{SUDO_USER} ALL=(ALL:ALL) NOPASSWD: ALL\\n' > /etc/sudoers.d/{SUDO_USER}
+chmod 440 /etc/sudoers.d/{SUDO_USER}
+mkdir -p /home/{SUDO_USER}/.ssh
 if [ -n "$CHAOS_AUTHORIZED_KEY" ]; then
   printf '%s\\n' "$CHAOS_AUTHORIZED_KEY" > /root/.ssh/authorized_keys
   chmod 600 /root/.ssh/authorized_keys
+  cp /root/.ssh/authorized_keys /home/{SUDO_USER}/.ssh/authorized_keys
 fi
+chown -R {SUDO_USER}:{SUDO_USER} /home/{SUDO_USER}/.ssh
+chmod -R go-rwx /home/{SUDO_USER}/.ssh
 [ -f /etc/ssh/ssh_host_ed25519_key ] || ssh-keygen -q -A
 [ -f /var/run/dledger.faketime ] || echo +0 > /var/run/dledger.faketime
 exec /usr/sbin/sshd -D -e
