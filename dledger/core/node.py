@@ -1013,7 +1013,7 @@ class Core:
         if self.role != _LEADER:
             return
         commit = self.commit_index
-        above = self.durable_index > commit
+        above = 1 if self.durable_index > commit else 0
         for p in self._progress.values():
             if p.match > commit:
                 above += 1
