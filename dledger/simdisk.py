@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 PAGE = 4096
+_ZERO_PAGE = bytes(PAGE)
 
 
 class _Inode:
@@ -49,12 +50,24 @@ class _Inode:
         return bytes(out)
 
     def write(self, offset: int, data: bytes, durable: bool = False) -> None:
+        if not durable:
+            p, rel = divmod(offset, PAGE)
+            n = len(data)
+            if 0 < n and rel + n <= PAGE:  # the usual write (a record, an index entry): one page
+                pages = self.pages
+                old = pages.get(p) or _ZERO_PAGE
+                pages[p] = old[:rel] + data + old[rel + n :]
+                self.dirty.add(p)
+                if offset + n > self.size:
+                    self.size = offset + n
+                self.last_write = (offset, data)
+                return
         pages = self.dpages if durable else self.pages
         pos, view = offset, memoryview(data)
         while view:
             p, rel = divmod(pos, PAGE)
             take = min(PAGE - rel, len(view))
-            old = pages.get(p) or bytes(PAGE)
+            old = pages.get(p) or _ZERO_PAGE
             pages[p] = old[:rel] + bytes(view[:take]) + old[rel + take :]
             if not durable:
                 self.dirty.add(p)
