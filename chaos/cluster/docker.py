@@ -150,17 +150,24 @@ class DockerProvider:
             return None
         import docker.types
 
-        subnet = self._free_subnet()
-        gateway = str(next(subnet.hosts()))
-        ipam = docker.types.IPAMConfig(
-            pool_configs=[docker.types.IPAMPool(subnet=str(subnet), gateway=gateway)]
-        )
-        try:
-            return self.client.networks.create(
-                self.network_name, driver="bridge", ipam=ipam, labels=self._labels(), check_duplicate=True
+        # Another cluster created at the same moment (another process) may take the subnet chosen
+        # here: the engine refuses the overlap, and the next free subnet is tried.
+        for attempt in range(5):
+            subnet = self._free_subnet()
+            gateway = str(next(subnet.hosts()))
+            ipam = docker.types.IPAMConfig(
+                pool_configs=[docker.types.IPAMPool(subnet=str(subnet), gateway=gateway)]
             )
-        except Exception as e:  # noqa: BLE001
-            raise ClusterError(f"creating network {self.network_name} ({subnet}) failed: {e}") from None
+            try:
+                return self.client.networks.create(
+                    self.network_name, driver="bridge", ipam=ipam, labels=self._labels(), check_duplicate=True
+                )
+            except Exception as e:  # noqa: BLE001
+                if "overlap" in str(e).lower() and attempt < 4:
+                    time.sleep(0.2 * (attempt + 1))
+                    continue
+                raise ClusterError(f"creating network {self.network_name} ({subnet}) failed: {e}") from None
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _free_subnet(self) -> ipaddress.IPv4Network:
         used: list[ipaddress._BaseNetwork] = []
