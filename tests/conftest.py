@@ -6,11 +6,13 @@
   analysis took 109 s with the default JIT, 61 s with C1 only, on the 2-core development machine).
   The jobs and their results are the same; a ``PYSPARK_SUBMIT_ARGS`` set by the caller wins.
 - With pytest-xdist (``-n``, ``--dist loadgroup``, see ``setup.cfg``) the docker-marked tests run
-  on one worker, in file order: they share the Docker engine, the default cluster and the node
-  image, and their timing-sensitive faults (clock, delay, partitions) must not compete with each
-  other. The Spark-marked tests run together on another worker, so one JVM serves them all
-  (``spark_session`` is getOrCreate). A test marked both runs with the docker tests. Everything
-  else is spread over the remaining capacity.
+  in two streams, each on one worker in file order: the modules on the ``nemtest`` cluster
+  (``NEMTEST_MODULES``), and all the others (the default cluster, the modules' own named
+  clusters, and any module not listed). Two clusters of different names run side by side; the
+  tests of one cluster never overlap (their faults and timing checks must not compete with each
+  other on one cluster). The Spark-marked tests run together on one worker, so one JVM serves
+  them all (``spark_session`` is getOrCreate); a test marked both runs with the docker tests.
+  Everything else is spread over the remaining capacity.
 """
 
 from __future__ import annotations
@@ -25,13 +27,29 @@ DATA = Path(__file__).resolve().parent / "data"
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
 
 
+# The docker modules whose nodes are the ``nemtest`` cluster (``node_cluster`` of
+# test_nemesis_support, CHAOS_NEMESIS_CLUSTER): one stream of their own.
+NEMTEST_MODULES = frozenset(
+    {
+        "test_nemesis_clock_lease",
+        "test_nemesis_clock_packet",
+        "test_nemesis_heal",
+        "test_nemesis_partition",
+        "test_nemesis_process",
+        "test_nemesis_run",
+    }
+)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """One xdist group per shared resource: ``docker`` (engine, clusters), else ``spark`` (the JVM).
-    Exactly one group per test: xdist joins several names into a group of their own."""
+    """One xdist group per shared resource: ``docker-nemtest`` and ``docker`` (clusters), else
+    ``spark`` (the JVM). Exactly one group per test: xdist joins several names into a group of
+    their own."""
     for item in items:
         if item.get_closest_marker("docker"):
-            item.add_marker(pytest.mark.xdist_group("docker"))
+            nemtest = item.path.stem in NEMTEST_MODULES
+            item.add_marker(pytest.mark.xdist_group("docker-nemtest" if nemtest else "docker"))
         elif item.get_closest_marker("spark"):
             item.add_marker(pytest.mark.xdist_group("spark"))
 
