@@ -399,6 +399,18 @@ def hostile_frames(draw: st.DrawFn, target: str) -> list[bytes]:
     return out
 
 
+def _pinned_frames(target: str) -> list[bytes]:
+    """A peer message with ``term`` out of range, one without ``term``, then an oversized length."""
+    src = next(p for p in PEERS if p != target)
+    kind = sorted(MESSAGE_TYPES)[0]
+    out_of_range = to_wire(MESSAGE_TYPES[kind]("default", src, target, 1))
+    out_of_range["term"] = 2**64 - 1
+    missing = to_wire(MESSAGE_TYPES[kind]("default", src, target, 1))
+    del missing["term"]
+    oversized = (2**32 - 1).to_bytes(4, "big") + b"x" * 100
+    return [encode_frame(51001, 0, out_of_range), encode_frame(51001, 0, missing), oversized]
+
+
 @pytest.mark.slow
 def test_real_group_survives_hostile_frames_to_every_member(tmp_path: Path) -> None:
     """Hostile frames to every member of a real group (each example one connection from a loopback
@@ -426,6 +438,11 @@ def test_real_group_survives_hostile_frames_to_every_member(tmp_path: Path) -> N
             assert not dead, f"members died: {dead}"
 
         fuzz()
+        for target in c.ids:  # one frame per refusal the logs must show, whatever the fuzzer drew
+            for f in _pinned_frames(target):
+                with attacker("127.0.0.60", (c.ips[target], c.port)) as s:
+                    s.sendall(f)
+                    closed_by_server(s, 0.05)
         logs = "".join((c.root / f"{n}.log").read_text() for n in c.ids)
         assert "outside" in logs and "missing" in logs and "exceeds the maximum frame size" in logs
         assert "Traceback" not in logs, "a hostile frame raised inside a member"
