@@ -6,17 +6,18 @@
   analysis took 109 s with the default JIT, 61 s with C1 only, on the 2-core development machine).
   The jobs and their results are the same; a ``PYSPARK_SUBMIT_ARGS`` set by the caller wins.
 - With pytest-xdist (``-n``, ``--dist loadgroup``, see ``setup.cfg``) the docker-marked tests run
-  in two streams, each on one worker in file order: the modules on the ``nemtest`` cluster
-  (``NEMTEST_MODULES``), and all the others (the default cluster, the modules' own named
-  clusters, and any module not listed). Two clusters of different names run side by side; the
-  tests of one cluster never overlap (their faults and timing checks must not compete with each
-  other on one cluster). The Spark-marked tests run together on one worker, so one JVM serves
-  them all (``spark_session`` is getOrCreate); a test marked both runs with the docker tests.
-  Everything else is spread over the remaining capacity.
+  in one stream per cluster, each stream on one worker in file order (``CLUSTER_OF``): the modules
+  on the ``nemtest`` cluster, each module with a cluster of its own, and one stream for the
+  default cluster and any module not listed. Clusters of different names run side by side; the
+  tests of one cluster never overlap (their faults and timing checks must not compete on one
+  cluster). The Spark-marked tests run together on one worker, so one JVM serves them all
+  (``spark_session`` is getOrCreate); a test marked both runs with the docker tests. xdist starts
+  the largest groups first and spreads the other tests over the workers as they free up.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -27,31 +28,58 @@ DATA = Path(__file__).resolve().parent / "data"
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
 
 
-# The docker modules whose nodes are the ``nemtest`` cluster (``node_cluster`` of
-# test_nemesis_support, CHAOS_NEMESIS_CLUSTER): one stream of their own.
-NEMTEST_MODULES = frozenset(
-    {
-        "test_nemesis_clock_lease",
-        "test_nemesis_clock_packet",
-        "test_nemesis_heal",
-        "test_nemesis_partition",
-        "test_nemesis_process",
-        "test_nemesis_run",
-    }
-)
+# The cluster each docker module's nodes belong to, by module; a module not listed is taken to use
+# the default cluster. ``nemtest``: ``node_cluster`` of test_nemesis_support (CHAOS_NEMESIS_CLUSTER).
+CLUSTER_OF = {
+    "test_nemesis_clock_lease": "nemtest",
+    "test_nemesis_clock_packet": "nemtest",
+    "test_nemesis_heal": "nemtest",
+    "test_nemesis_partition": "nemtest",
+    "test_nemesis_process": "nemtest",
+    "test_nemesis_run": "nemtest",
+    "test_nemesis_delay": "delaytest",
+    "test_nemesis_lazyfs": "lazyfs",
+    "test_ssh_control": "tssh",
+    "test_cluster_dledger": "tdb",
+    "test_cluster_docker": "tcli",
+    "test_example_control_util": "tutil",
+    "test_example_etcd": "tetcd",
+    "test_plugins": "plugtest",
+}
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """One xdist group per shared resource: ``docker-nemtest`` and ``docker`` (clusters), else
+    """One xdist group per shared resource: ``docker-<cluster>`` (the cluster's containers), else
     ``spark`` (the JVM). Exactly one group per test: xdist joins several names into a group of
     their own."""
     for item in items:
         if item.get_closest_marker("docker"):
-            nemtest = item.path.stem in NEMTEST_MODULES
-            item.add_marker(pytest.mark.xdist_group("docker-nemtest" if nemtest else "docker"))
+            cluster = CLUSTER_OF.get(item.path.stem, "default")
+            item.add_marker(pytest.mark.xdist_group(f"docker-{cluster}"))
         elif item.get_closest_marker("spark"):
             item.add_marker(pytest.mark.xdist_group("spark"))
+
+
+class _GroupSuffixInNodeId:
+    """pytest-xdist's loadgroup (3.8) marks a worker's items by appending ``@group`` to
+    ``item._nodeid``; pytest 9 derives ``item.nodeid`` from ``item._id`` instead, so the suffix
+    never reaches the scheduler and groups would be split across workers. Runs after xdist's hook
+    and carries the suffix over (a no-op where the two agree)."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        from _pytest.nodeid import NodeId
+
+        for item in items:
+            renamed = getattr(item, "_nodeid", None)
+            if isinstance(renamed, str) and "@" in renamed and item.nodeid != renamed:
+                item._id = NodeId.parse(renamed)  # type: ignore[attr-defined]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if importlib.util.find_spec("_pytest.nodeid") is not None:  # pytest >= 9: structured ids
+        config.pluginmanager.register(_GroupSuffixInNodeId(), "xdist-group-suffix")
 
 
 @pytest.fixture(scope="session")
