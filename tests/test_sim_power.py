@@ -151,12 +151,9 @@ def test_the_figure8_nemesis_finds_raft_figure_8(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug found by chaos sim: a leader killed and restarted inside its term campaigns again "
-    "in that term (its persisted vote is for itself) and its voters grant it again: one member leads "
-    "twice in a term; dledger/core is not this test's to fix",
-)
 def test_a_leader_restarted_inside_its_term_does_not_lead_twice_in_it() -> None:
+    """Seed 352: s4 votes for s2 in term 8, then wins term 8 on three others' votes, is killed and
+    restarted; its voters would grant it term 8 again. The core campaigns at a new term after a
+    restart with a vote on record."""
     r = run_seed(SimOptions("register", ["figure8"], seed=352, time_limit=10))
     assert r.results["safety"]["valid"] is True, r.results["safety"]

@@ -166,10 +166,11 @@ class Core:
         self.vote_for = vote_for
         self.known_max_term = term
         self.need_increase_term = False
-        # a member campaigns at most once per term as the winner: one that voted for itself before a
-        # restart may have led this term already, so its next campaign is at a new term
+        # a member leads a term at most once: one that voted before a restart may have led this term
+        # already (a revote wins on others' votes even after voting for another member, and its
+        # voters would grant it again), so its next campaign is at a new term (chaos sim seed 352)
         self.last_parse_result = (
-            ParseResult.WAIT_TO_VOTE_NEXT if vote_for == cfg.self_id else ParseResult.WAIT_TO_REVOTE
+            ParseResult.WAIT_TO_VOTE_NEXT if vote_for is not None else ParseResult.WAIT_TO_REVOTE
         )
         self.next_vote_time = now + self._vote_interval()
         self.commit_index = min(commit_index, store.end_index)
