@@ -141,7 +141,7 @@ class DB(Protocol):
     raise for a system that is already down. ``describe()``: one short phrase of the options in
     force, for the runner's ``"<name> setup on N nodes (<describe>)"`` line; must not raise.
 
-    Optional members: ``loggers`` (names of Python loggers, e.g. the system's client library's,
+    Optional members: ``description`` (one line for ``chaos run --help``); ``loggers`` (names of Python loggers, e.g. the system's client library's,
     the runner writes into the run's ``chaos.log``); ``kill_match`` (a ``pkill -f`` regex of the
     server's command line: ``chaos heal`` resumes stopped processes it matches, leftovers the
     pidfile does not name); ``client_timeout`` (s, one client call's bound: the interpreter's
@@ -364,6 +364,7 @@ class NoopDB:
     exercising the control layer and the nemeses alone."""
 
     name = "noop"
+    description = "installs nothing (the control layer and the nemeses alone)"
     log_patterns: Sequence[LogPattern] = ()
     pattern_files: Sequence[str] = ()
     recovery_timeout = 0.0

@@ -138,6 +138,7 @@ class DLedgerDB:
     """
 
     name = "DLedger"
+    description = "the Python DLedger server (Raft), deployed to every node"
     db_options = (
         DBOption("flush", choices=FLUSH_MODES, help="the server's --flush (sync: fsync before acking)"),
         DBOption(

@@ -25,7 +25,7 @@ def _epilog() -> str:
             lines.append(f"  {name:<26} (cannot load: {e})")
             continue
         doc = (getattr(factory, "__doc__", None) or "").strip().splitlines()
-        lines.append(f"  {name:<26} {doc[0] if doc else ''}")
+        lines.append(f"  {name:<26} {getattr(factory, 'description', None) or (doc[0] if doc else '')}")
         for o in db_options(factory):
             choices = f" ({'|'.join(map(str, o.choices))})" if o.choices else ""
             lines.append(f"    {o.name + choices:<36} {o.help}")
