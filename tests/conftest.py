@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,13 @@ class _GroupSuffixInNodeId:
 def pytest_configure(config: pytest.Config) -> None:
     if importlib.util.find_spec("_pytest.nodeid") is not None:  # pytest >= 9: structured ids
         config.pluginmanager.register(_GroupSuffixInNodeId(), "xdist-group-suffix")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Remove the clusters the nemesis tests kept up across their modules (test_nemesis_support)."""
+    support = sys.modules.get("test_nemesis_support")
+    if support is not None:
+        support.remove_kept_clusters()
 
 
 @pytest.fixture(scope="session")

@@ -55,13 +55,26 @@ print(json.dumps(res))
 """
 
 
+# Clusters node_cluster brought up, removed once when the test session ends (tests/conftest.py,
+# pytest_sessionfinish) rather than after each module: the nemtest modules run one after another
+# on the same cluster, and provisioning it again cost 5-20 s per module.
+_KEPT: dict[str, Any] = {}
+
+
+def remove_kept_clusters() -> None:
+    """Remove every cluster :func:`node_cluster` kept for reuse (unless ``CHAOS_KEEP_CLUSTER``)."""
+    while _KEPT:
+        _KEPT.popitem()[1].down()
+
+
 @contextmanager
 def node_cluster(
     name: str, *, heal_before: bool = False, heal_after: bool = False
 ) -> Iterator[tuple[list[Any], Any]]:
     """Five node containers of the docker cluster ``name`` (up, or reused when live) and a Control
     over them: yields ``(nodes, control)``. With ``heal_before``/``heal_after``, ``chaos heal``'s
-    clean-up runs on entry/exit. On exit the control is closed and the cluster removed, unless
+    clean-up runs on entry/exit. On exit the control is closed; the cluster stays up for the next
+    module and is removed at the end of the session (:func:`remove_kept_clusters`), or kept when
     ``CHAOS_KEEP_CLUSTER`` is set."""
     from chaos.cluster.docker import DockerProvider
     from chaos.control.ssh import Control
@@ -79,7 +92,7 @@ def node_cluster(
             heal_control(control)
         control.close()
         if not os.environ.get("CHAOS_KEEP_CLUSTER"):
-            provider.down()
+            _KEPT[name] = provider
 
 
 def make_test(nodes: list[Any], control: Any, db: Any = None, seed: int = 1) -> SimpleNamespace:
