@@ -208,7 +208,7 @@ class MatrixRun:
 
 
 # 30 s of faults per run on 5 nodes (named: a docker cluster keeps the size of its last run); each
-# run, with setup, healing and checking, takes 40-50 s on this machine (README, release gate)
+# run, with setup, healing and checking, took 34-60 s on this machine (README, release gate)
 _SHORT = ("--time-limit", "30", "--node-count", "5")
 # Sticky readers at the leader and writers on the same keys from both sides of the cut (issue 13):
 # 3 threads per node, 100 ops/s.
