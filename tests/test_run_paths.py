@@ -9,7 +9,6 @@ Run under the shared cluster's lock: ``flock /tmp/chaos-docker.lock python3 -m p
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -180,38 +179,39 @@ def test_test_count_two_exits_with_the_worst_status_and_leaves_the_db_running(
     assert _servers_running(cluster) == {n: False for n in cluster.names}
 
 
-def _readme_workload_module(tmp_path: Path) -> Any:
-    """The README's "Adding a workload" example, exactly as written, loaded as chaos.workloads.counter."""
+def _readme_workload_file(tmp_path: Path) -> Path:
+    """The README's "Adding a workload" example, exactly as written, as ``<tmp>/counter.py``."""
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Adding a workload", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     path = tmp_path / "counter.py"
     path.write_text(code)
-    spec = importlib.util.spec_from_file_location("chaos.workloads.counter", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return path
 
 
 def test_readme_adding_a_workload_example_runs(
     cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from chaos import workloads
     from chaos.control.runner import Runner
 
-    module = _readme_workload_module(tmp_path)
-    # the README's two steps: the module next to register.py, one line in WORKLOADS
-    monkeypatch.setitem(sys.modules, "chaos.workloads.counter", module)
-    monkeypatch.setitem(workloads.WORKLOADS, "counter", "adds 1 to a counter, reads the leader's term")
+    # the README's step: counter.py on the Python path, run as --workload counter:workload
+    monkeypatch.syspath_prepend(str(_readme_workload_file(tmp_path).parent))
+    monkeypatch.delitem(sys.modules, "counter", raising=False)
     runner = Runner(
-        {"workload": "counter", "time_limit": 5.0, "recovery_time": 1.0, "store": str(tmp_path / "store")},
+        {
+            "workload": "counter:workload",
+            "time_limit": 5.0,
+            "recovery_time": 1.0,
+            "store": str(tmp_path / "store"),
+        },
         console=None,
         live=False,
     )
     assert runner.run() == 0
     ops = list(read_history(runner.run_dir.history_path))
     assert {o.f for o in ops if o.type == "ok"} == {"add", "read"}
+    counts = [o.value for o in ops if o.type == "ok" and o.f == "read"]
+    assert all(isinstance(n, int) for n in counts) and max(counts) > 0, counts
     results = json.loads(runner.run_dir.results_path.read_text())
     assert results["valid"] is True and set(results["checkers"]) >= {"stats", "perf"}
 
