@@ -516,10 +516,9 @@ class Runner:
             return
         self.recovery = rec
         if rec.get("recovered"):
-            self.say(
-                f"recovered in {float(rec.get('waited_s') or 0):.1f} s: leader {rec.get('leader')}, "
-                f"term {rec.get('term')}, every node at commitIndex >= {rec.get('commit_index')}"
-            )
+            from chaos.history.liveness import recovered_line
+
+            self.say(escape(recovered_line(rec)))
         else:
             self.say(
                 f"[red]liveness failure:[/red] not recovered within {bound:g} s: "

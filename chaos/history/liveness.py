@@ -43,13 +43,25 @@ class LivenessChecker:
             "nodes": rec.get("nodes") or {},
         }
         if rec["recovered"]:
-            out["summary"] = (
-                f"recovered in {float(rec.get('waited_s') or 0):.1f} s: leader {rec.get('leader')}, "
-                f"term {rec.get('term')}, every node at commitIndex >= {rec.get('commit_index')}"
-            )
+            out["summary"] = recovered_line(rec)
         else:
             out["cause"] = (
                 f"the cluster did not recover within {float(rec.get('bound_s') or 0):g} s after healing: "
                 + "; ".join(out["problems"] or ["no reason recorded"])
             )
         return out
+
+
+def recovered_line(rec: dict[str, Any]) -> str:
+    """One line for a recovered record, naming only the fields the DB reported (``leader``,
+    ``term``, ``commit_index`` are DLedger's; another DB may report none of them)."""
+    parts = [
+        f"{label} {rec[key]}"
+        for key, label in (("leader", "leader"), ("term", "term"))
+        if rec.get(key) is not None
+    ]
+    if rec.get("commit_index") is not None:
+        parts.append(f"every node at commit index >= {rec['commit_index']}")
+    return f"recovered in {float(rec.get('waited_s') or 0):.1f} s" + (
+        ": " + ", ".join(parts) if parts else ""
+    )

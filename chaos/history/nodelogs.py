@@ -129,7 +129,13 @@ class ServerLogChecker:
         }
         scanned, missing = [], []
         for node in nodes:
-            for name in files:
+            names = files
+            if not files and patterns:  # the DB named no files: every file downloaded from the node
+                node_dir = run_dir / "nodes" / str(node)
+                names = sorted(f.name for f in node_dir.iterdir() if f.is_file()) if node_dir.is_dir() else []
+                if not names:
+                    missing.append(f"nodes/{node}/ (no file downloaded)")
+            for name in names:
                 rel = f"nodes/{node}/{name}"
                 path = run_dir / rel
                 try:
