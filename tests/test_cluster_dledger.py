@@ -54,7 +54,7 @@ def _await_other_leader(db: DLedgerDB, control: Control, old: str, timeout: floa
 def test_deploy_append_kill_leader_new_leader(cluster) -> None:
     nodes, control, db = cluster
     assert isinstance(DLedgerDB(), DB)  # implements the whole protocol
-    # every node runs the server from the venv, under libfaketime with the offset file
+    # every node runs the server's zipapp, under libfaketime with the offset file
     pids = control.on_nodes(db.pid)
     assert all(isinstance(p, int) for p in pids.values()), pids
     env = control.remote("n2").exec_raw(f"tr '\\0' '\\n' < /proc/{pids['n2']}/environ").stdout
