@@ -71,7 +71,9 @@ def test_no_server_means_no_compensation(tmp_path: Path) -> None:
 
 def test_values_are_validated() -> None:
     nem = ClockNemesis()
-    test = SimpleNamespace(db=SimpleNamespace(faketime_file="/var/run/db.faketime", pidfile="/var/run/db.pid"))
+    test = SimpleNamespace(
+        db=SimpleNamespace(faketime_file="/var/run/db.faketime", pidfile="/var/run/db.pid")
+    )
     with pytest.raises(ValueError, match="forward only"):
         nem.scripts(test, {"mode": "bump", "offsets_ms": {"n1": -5}})
     with pytest.raises(ValueError, match="rate > 0"):

@@ -12,8 +12,8 @@ from test_nemesis_support import dledger_test, node_cluster
 
 from chaos.nemesis.base import nemesis_op
 from chaos.nemesis.cli import residue
-from chaos.nemesis.leadership import LeaderTransferNemesis
 from chaos.nemesis.files import FileNemesis
+from chaos.nemesis.leadership import LeaderTransferNemesis
 from chaos.nemesis.partition import PartitionNemesis
 from chaos.nemesis.process import KillNemesis, PauseNemesis, RestartNemesis
 
