@@ -137,3 +137,29 @@ def open_db_client(test: Any, protocol: str, node: str, process: Any) -> Any:
         name = getattr(db, "name", type(db).__name__)
         raise NotSent(f"the DB {name} offers no {protocol!r} client (offers: {', '.join(offered) or 'none'})")
     return db.open_client(protocol, test, node, process)
+
+
+class ProtocolWorker:
+    """Base of a workload's client template (Jepsen's ``jepsen.client``): one per worker thread,
+    bound to ``node``; :meth:`client` opens the DB's client of :attr:`protocol` at the first op of
+    each process (a crashed process, retired after ``info``, gets a new one); :meth:`close` closes
+    it (idempotent)."""
+
+    protocol = ""
+
+    def __init__(self, node: str | None = None) -> None:
+        self.node = node
+        self.c: Any = None
+        self.process: Any = None
+
+    def client(self, test: Any, op: Op) -> Any:
+        if self.c is None or op.process != self.process:
+            self.close(test)
+            self.c = open_db_client(test, self.protocol, str(self.node), op.process)
+            self.process = op.process
+        return self.c
+
+    def close(self, test: Any) -> None:
+        if self.c is not None:
+            c, self.c = self.c, None
+            c.close()

@@ -30,7 +30,7 @@ from typing import Any
 from chaos.control import generator as gen
 from chaos.history.op import OK, Op
 from chaos.workloads import Workload
-from chaos.workloads.clients import Answer, complete, open_db_client
+from chaos.workloads.clients import Answer, ProtocolWorker, complete, open_db_client
 
 READ_RANGE = "read-range"
 PROTOCOL = "log"
@@ -65,32 +65,25 @@ class UniqueAppends(LogOps):
         super().__init__(next, 0.0)
 
 
-class LogWorker:
+class LogWorker(ProtocolWorker):
     """The Jepsen client of one worker: the DB's ``log`` client for its node (opened at the first op
     of each process), and for a final read of another node a client of that node."""
 
+    protocol = PROTOCOL
+
     def __init__(self, node: str | None = None, window: int = 16) -> None:
-        self.node = node
+        super().__init__(node)
         self.window = window
-        self.c: Any = None
-        self.process: Any = None
 
     def open(self, test: Any, node: str) -> LogWorker:
         return LogWorker(node, self.window)
-
-    def _client(self, test: Any, op: Op) -> Any:
-        if self.c is None or op.process != self.process:
-            self.close(test)
-            self.c = open_db_client(test, PROTOCOL, str(self.node), op.process)
-            self.process = op.process
-        return self.c
 
     def invoke(self, test: Any, op: Op) -> Op:
         if op.f == "append":
             index: list[Any] = []
 
             def append() -> Any:
-                r = self._client(test, op).append(op.value)
+                r = self.client(test, op).append(op.value)
                 index.append(r.value if isinstance(r, Answer) else r)
                 return r
 
@@ -105,7 +98,7 @@ class LogWorker:
         raise ValueError(f"log client: unknown f {op.f!r}; expected append, {READ_RANGE} or read")
 
     def _read_range(self, test: Any, op: Op) -> Any:
-        c = self._client(test, op)
+        c = self.client(test, op)
         recent = getattr(c, "read_recent", None)
         if recent is not None:
             return recent(self.window)
@@ -116,7 +109,7 @@ class LogWorker:
     def _read_all(self, test: Any, op: Op) -> Any:
         target = op.node or self.node
         if target == self.node:
-            r = self._client(test, op).read()
+            r = self.client(test, op).read()
         else:
             c = open_db_client(test, PROTOCOL, str(target), op.process)
             try:
@@ -126,11 +119,6 @@ class LogWorker:
         if isinstance(r, Answer):
             return Answer(list(r.value), r.node or target, r.fields)
         return Answer(list(r), target)
-
-    def close(self, test: Any) -> None:
-        if self.c is not None:
-            c, self.c = self.c, None
-            c.close()
 
 
 def workload(opts: dict[str, Any]) -> Workload:

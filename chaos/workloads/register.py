@@ -21,42 +21,32 @@ from typing import Any
 from chaos.control import generator as gen
 from chaos.history.op import Op
 from chaos.workloads import Workload
-from chaos.workloads.clients import Answer, Failed, complete, open_db_client
+from chaos.workloads.clients import Answer, Failed, ProtocolWorker, complete
 
 VALUES = 5
 PROTOCOL = "register"
 
 
-class RegisterWorker:
+class RegisterWorker(ProtocolWorker):
     """The Jepsen client of one worker: opens the DB's ``register`` client for its node at the
     first op of each process (a crashed process gets a new one) and maps each op onto it."""
 
-    def __init__(self, node: str | None = None) -> None:
-        self.node = node
-        self.c: Any = None
-        self.process: Any = None
+    protocol = PROTOCOL
 
     def open(self, test: Any, node: str) -> RegisterWorker:
         return RegisterWorker(node)
 
-    def _client(self, test: Any, op: Op) -> Any:
-        if self.c is None or op.process != self.process:
-            self.close(test)
-            self.c = open_db_client(test, PROTOCOL, str(self.node), op.process)
-            self.process = op.process
-        return self.c
-
     def invoke(self, test: Any, op: Op) -> Op:
         k = op.key
         if op.f == "read":
-            return complete(op, lambda: self._client(test, op).read(k))
+            return complete(op, lambda: self.client(test, op).read(k))
         if op.f == "write":
-            return complete(op, lambda: self._client(test, op).write(k, op.value), lambda _: op.value)
+            return complete(op, lambda: self.client(test, op).write(k, op.value), lambda _: op.value)
         if op.f == "cas":
             expected, new = op.value
 
             def cas() -> Any:
-                r = self._client(test, op).cas(k, expected, new)
+                r = self.client(test, op).cas(k, expected, new)
                 applied = r.value if isinstance(r, Answer) else r
                 if not applied:
                     # a definite compare failure: the checker may use it as a cas that returned false
@@ -66,11 +56,6 @@ class RegisterWorker:
 
             return complete(op, cas, lambda _: op.value)
         raise ValueError(f"register client: unknown f {op.f!r}; expected read, write or cas")
-
-    def close(self, test: Any) -> None:
-        if self.c is not None:
-            c, self.c = self.c, None
-            c.close()
 
 
 def _read(test: Any, ctx: gen.Context) -> dict[str, Any]:
