@@ -6,11 +6,10 @@
   analysis took 109 s with the default JIT, 61 s with C1 only, on the 2-core development machine).
   The jobs and their results are the same; a ``PYSPARK_SUBMIT_ARGS`` set by the caller wins.
 - With pytest-xdist (``-n``, ``--dist loadgroup``, see ``setup.cfg``) the docker-marked tests run
-  in one stream per cluster, each stream on one worker in file order (``CLUSTER_OF``): the modules
-  on the ``nemtest`` cluster, each module with a cluster of its own, and one stream for the
-  default cluster and any module not listed. Clusters of different names run side by side; the
-  tests of one cluster never overlap (their faults and timing checks must not compete on one
-  cluster). The Spark-marked tests run together on one worker, so one JVM serves them all
+  in one stream, on one worker in file order: clusters side by side (one stream per cluster,
+  ``CLUSTER_OF``) made the timing-sensitive fault tests (clock rates, leases, leader transfer,
+  restarts after file faults) fail under the load of a 2-core machine, a different test per run.
+  The Spark-marked tests run together on one worker, so one JVM serves them all
   (``spark_session`` is getOrCreate); a test marked both runs with the docker tests. xdist starts
   the largest groups first and spreads the other tests over the workers as they free up.
 """
@@ -56,8 +55,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     their own."""
     for item in items:
         if item.get_closest_marker("docker"):
-            cluster = CLUSTER_OF.get(item.path.stem, "default")
-            item.add_marker(pytest.mark.xdist_group(f"docker-{cluster}"))
+            # one stream for every cluster: side by side (up to 4 clusters with -n 4 on 2 cores)
+            # the timing-sensitive fault tests failed under the load, a different one per CI run
+            item.add_marker(pytest.mark.xdist_group("docker"))
         elif item.get_closest_marker("spark"):
             item.add_marker(pytest.mark.xdist_group("spark"))
 
