@@ -6,8 +6,7 @@
   analysis took 109 s with the default JIT, 61 s with C1 only, on the 2-core development machine).
   The jobs and their results are the same; a ``PYSPARK_SUBMIT_ARGS`` set by the caller wins.
 - With pytest-xdist (``-n``, ``--dist loadgroup``, see ``setup.cfg``) the docker-marked tests run
-  in one stream, on one worker in file order: clusters side by side (one stream per cluster,
-  ``CLUSTER_OF``) made the timing-sensitive fault tests (clock rates, leases, leader transfer,
+  in one stream, on one worker in file order: clusters side by side (one stream per cluster) made the timing-sensitive fault tests (clock rates, leases, leader transfer,
   restarts after file faults) fail under the load of a 2-core machine, a different test per run.
   The Spark-marked tests run together on one worker, so one JVM serves them all
   (``spark_session`` is getOrCreate); a test marked both runs with the docker tests. xdist starts
@@ -18,7 +17,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,26 +24,6 @@ import pytest
 DATA = Path(__file__).resolve().parent / "data"
 
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
-
-
-# The cluster each docker module's nodes belong to, by module; a module not listed is taken to use
-# the default cluster. ``nemtest``: ``node_cluster`` of test_nemesis_support (CHAOS_NEMESIS_CLUSTER).
-CLUSTER_OF = {
-    "test_nemesis_clock_lease": "nemtest",
-    "test_nemesis_clock_packet": "nemtest",
-    "test_nemesis_heal": "nemtest",
-    "test_nemesis_partition": "nemtest",
-    "test_nemesis_process": "nemtest",
-    "test_nemesis_run": "nemtest",
-    "test_nemesis_delay": "delaytest",
-    "test_nemesis_lazyfs": "lazyfs",
-    "test_ssh_control": "tssh",
-    "test_cluster_dledger": "tdb",
-    "test_cluster_docker": "tcli",
-    "test_example_control_util": "tutil",
-    "test_example_etcd": "tetcd",
-    "test_plugins": "plugtest",
-}
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -81,13 +59,6 @@ class _GroupSuffixInNodeId:
 def pytest_configure(config: pytest.Config) -> None:
     if importlib.util.find_spec("_pytest.nodeid") is not None:  # pytest >= 9: structured ids
         config.pluginmanager.register(_GroupSuffixInNodeId(), "xdist-group-suffix")
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Remove the clusters the nemesis tests kept up across their modules (test_nemesis_support)."""
-    support = sys.modules.get("test_nemesis_support")
-    if support is not None:
-        support.remove_kept_clusters()
 
 
 @pytest.fixture(scope="session")

@@ -55,18 +55,6 @@ print(json.dumps(res))
 """
 
 
-# Clusters node_cluster brought up, removed once when the test session ends (tests/conftest.py,
-# pytest_sessionfinish) rather than after each module: the nemtest modules run one after another
-# on the same cluster, and provisioning it again cost 5-20 s per module.
-_KEPT: dict[str, Any] = {}
-
-
-def remove_kept_clusters() -> None:
-    """Remove every cluster :func:`node_cluster` kept for reuse (unless ``CHAOS_KEEP_CLUSTER``)."""
-    while _KEPT:
-        _KEPT.popitem()[1].down()
-
-
 @contextmanager
 def node_cluster(
     name: str, *, heal_before: bool = False, heal_after: bool = False
