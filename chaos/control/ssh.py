@@ -114,7 +114,12 @@ class CommandTimeout(RemoteError):
 
 
 class _Dropped(Exception):
-    """Internal: the SSH session broke under a command; the command is retried on a new connection."""
+    """Internal: the SSH session broke under a command; the command is retried, on a new connection
+    when ``transport`` (the one it ran on) is dead."""
+
+    def __init__(self, why: str, transport: paramiko.Transport | None = None) -> None:
+        super().__init__(why)
+        self.transport = transport
 
 
 class Remote:
@@ -253,6 +258,18 @@ class Remote:
             self._sftp = None
             self._client = None
 
+    def _drop_dead(self, transport: paramiko.Transport | None, even_if_active: bool) -> bool:
+        """Drop the connection if it is still the one ``transport`` belongs to and that transport
+        is dead (or ``even_if_active``); True when it was dropped."""
+        with self._lock:
+            current = self._client.get_transport() if self._client is not None else None
+            if current is None or (transport is not None and current is not transport):
+                return False  # already replaced by another thread
+            if current.is_active() and not even_if_active:
+                return False
+            self._drop()
+            return True
+
     def close(self) -> None:
         """Close the connection; a later command reconnects."""
         self._drop()
@@ -313,14 +330,17 @@ class Remote:
                     res = self._run_once(full, timeout, data)
                 break
             except _Dropped as e:
-                self._drop()
+                # a channel that timed out or closed on a live connection (a loaded node) does not
+                # tear down the connection other threads' commands are running on; a second
+                # failure in a row does
+                if self._drop_dead(e.transport, even_if_active=attempt > 0):
+                    self.reconnects += 1
                 if attempt >= self.retries:
                     raise RemoteError(
                         self.node.name, full, None, cause=f"SSH session lost {attempt + 1} times: {e}"
                     ) from None
                 time.sleep(self.backoff * (2**attempt))
                 attempt += 1
-                self.reconnects += 1
         if check and res.exit_code != 0:
             raise RemoteError(self.node.name, full, res.exit_code, res.stdout, res.stderr)
         return res
@@ -339,7 +359,7 @@ class Remote:
                     ) from None
                 time.sleep(self.backoff * (2**attempt))
             except (paramiko.SSHException, EOFError, OSError) as e:
-                raise _Dropped(f"open session: {e or type(e).__name__}") from None
+                raise _Dropped(f"open session: {e or type(e).__name__}", transport) from None
         assert chan is not None
         out: list[bytes] = []
         err: list[bytes] = []
@@ -369,7 +389,7 @@ class Remote:
                     elif time.monotonic() - exited_at > _EOF_GRACE:
                         break
                 if chan.closed or not transport.is_active():
-                    raise _Dropped("connection closed before the exit status")
+                    raise _Dropped("connection closed before the exit status", transport)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     so, se = _dec(out), _dec(err)
@@ -379,11 +399,11 @@ class Remote:
                 select.select([chan], [], [], min(remaining, 1.0 if exited_at is None else 0.05))
             code = chan.recv_exit_status()
         except (paramiko.SSHException, EOFError, OSError) as e:
-            raise _Dropped(f"{type(e).__name__}: {e}") from None
+            raise _Dropped(f"{type(e).__name__}: {e}", transport) from None
         finally:
             chan.close()
         if code == -1:  # sshd went away without sending an exit status
-            raise _Dropped("no exit status")
+            raise _Dropped("no exit status", transport)
         return CmdResult(_dec(out), _dec(err), code, self.node.name, full)
 
     # -- files -------------------------------------------------------------------------------------
