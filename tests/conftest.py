@@ -6,10 +6,13 @@
   analysis took 109 s with the default JIT, 61 s with C1 only, on the 2-core development machine).
   The jobs and their results are the same; a ``PYSPARK_SUBMIT_ARGS`` set by the caller wins.
 - With pytest-xdist (``-n``, ``--dist loadgroup``, see ``setup.cfg``) the docker-marked tests run
-  in one stream, on one worker in file order: clusters side by side (one stream per cluster) made the timing-sensitive fault tests (clock rates, leases, leader transfer,
-  restarts after file faults) fail under the load of a 2-core machine, a different test per run.
-  The Spark-marked tests run together on one worker, so one JVM serves them all
-  (``spark_session`` is getOrCreate); a test marked both runs with the docker tests. xdist starts
+  in two streams, each on one worker in file order, with one cluster up at a time in each:
+  ``docker-runs``, whole ``chaos run`` verdict tests (the default cluster, and test_nemesis_run's
+  own), and ``docker``, every other module on its own named cluster (the fault mechanisms: clock
+  rates, leases, delays, partitions, file faults). Four clusters side by side (one stream per
+  cluster) failed a different timing-sensitive test in each CI run on 2 cores; one stream took 19
+  minutes. The Spark-marked tests run together on one worker, so one JVM serves them all
+  (``spark_session`` is getOrCreate); a test marked both runs with its docker stream. xdist starts
   the largest groups first and spreads the other tests over the workers as they free up.
 """
 
@@ -26,16 +29,31 @@ DATA = Path(__file__).resolve().parent / "data"
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
 
 
+# the modules of the docker-runs stream; none of the other docker modules touches their clusters
+# (the default one, and nemrun)
+RUN_STREAM = frozenset(
+    {
+        "test_run_e2e",
+        "test_run_paths",
+        "test_run_liveness",
+        "test_run_anomalies",
+        "test_run_lock",
+        "test_gate_real",
+        "test_nemesis_effect",
+        "test_nemesis_run",
+    }
+)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """One xdist group per shared resource: ``docker-<cluster>`` (the cluster's containers), else
+    """One xdist group per shared resource: ``docker-runs`` or ``docker`` (the clusters), else
     ``spark`` (the JVM). Exactly one group per test: xdist joins several names into a group of
     their own."""
     for item in items:
         if item.get_closest_marker("docker"):
-            # one stream for every cluster: side by side (up to 4 clusters with -n 4 on 2 cores)
-            # the timing-sensitive fault tests failed under the load, a different one per CI run
-            item.add_marker(pytest.mark.xdist_group("docker"))
+            module = item.path.stem
+            item.add_marker(pytest.mark.xdist_group("docker-runs" if module in RUN_STREAM else "docker"))
         elif item.get_closest_marker("spark"):
             item.add_marker(pytest.mark.xdist_group("spark"))
 

@@ -24,7 +24,7 @@ def chaos(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
 
 def register_run(store: Path, *extra: str) -> tuple[int, Path]:
     r = chaos(
-        "run", "--workload", "register", "--time-limit", "15", "--store", str(store), "--no-live",
+        "run", "--workload", "register", "--time-limit", "10", "--store", str(store), "--no-live",
         "--rate", "100", *extra,
     )  # fmt: skip
     assert r.returncode in (0, 1, 2), r.stdout[-3000:] + r.stderr[-3000:]
@@ -41,12 +41,12 @@ def spark() -> object:
 def test_gate_over_real_runs(spark: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store = tmp_path / "store"
     rc1, valid1 = register_run(store, "--nemesis", "none", "--seed", "1")
-    rc2, valid2 = register_run(store, "--nemesis", "partition-random-node", "--nemesis-interval", "5")
+    rc2, valid2 = register_run(store, "--nemesis", "partition-random-node", "--nemesis-interval", "3")
     assert (rc1, rc2) == (0, 0)
     # Stale reads from followers under `unsafe` are likely but not certain in one short run.
     for attempt in range(3):
         rc, unsafe = register_run(
-            store, "--nemesis", "partition-leader", "--nemesis-interval", "4", "--read-mode", "unsafe",
+            store, "--nemesis", "partition-leader", "--nemesis-interval", "3", "--read-mode", "unsafe",
             "--concurrency", "3n", "--seed", str(10 + attempt),
         )  # fmt: skip
         if rc == 1:

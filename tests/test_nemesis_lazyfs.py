@@ -145,7 +145,7 @@ def test_run_with_majority_followers_is_valid_on_the_correct_server(cluster: Any
     argv += ["--ssh-private-key", str(nodes[0].key_path), "--no-strict-host-key-checking"]
     argv += ["--store", str(tmp_path), "--no-live", "--flush", "sync", "--seed", "3"]
     argv += ["--nemesis", "lose-unfsynced", "--nemesis-opt", "lose_unfsynced_targets=majority-followers"]
-    argv += ["--nemesis-interval", "8", "--time-limit", "60"]
+    argv += ["--nemesis-interval", "6", "--time-limit", "30"]
     res = subprocess.run(argv, capture_output=True, text=True, timeout=1200)
     run_dir = (tmp_path / "latest").resolve()
     results = json.loads((run_dir / "results.json").read_text())

@@ -28,7 +28,7 @@ def chaos(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_register_run_30s_valid(tmp_path: Path) -> None:
+def test_register_run_15s_valid(tmp_path: Path) -> None:
     r = chaos(
         "run",
         "--workload",
@@ -36,7 +36,7 @@ def test_register_run_30s_valid(tmp_path: Path) -> None:
         "--nemesis",
         "none",
         "--time-limit",
-        "30",
+        "15",
         "--store",
         str(tmp_path),
         "--no-live",
@@ -47,9 +47,9 @@ def test_register_run_30s_valid(tmp_path: Path) -> None:
     run = RunDir(tmp_path / "latest")
     ops = list(read_history(run.history_path))  # validates pairing and time order
     oks = [o for o in ops if o.type == "ok"]
-    assert len(oks) > 300, f"only {len(oks)} ok ops in 30 s"
+    assert len(oks) > 150, f"only {len(oks)} ok ops in 15 s"
     assert {o.f for o in oks} == {"read", "write", "cas"}
-    assert max(o.time for o in ops) >= 29e9  # the generator phase lasted the time limit
+    assert max(o.time for o in ops) >= 14e9  # the generator phase lasted the time limit
     results = json.loads(run.results_path.read_text())
     assert results["valid"] is True
     assert results["checkers"]["linear"]["valid"] is True

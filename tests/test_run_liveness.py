@@ -68,6 +68,7 @@ def test_node_that_cannot_start_after_healing_is_a_liveness_failure(tmp_path: Pa
 
     store = tmp_path / "store"
     args = ["run", "--workload", "register", "--nemesis", "none", "--time-limit", "8"]
+    args += ["--db-opt", "recovery-timeout=10"]  # n5 never answers: the wait runs out
     proc = subprocess.Popen(
         [sys.executable, "-m", "chaos.cli", *args, "--store", str(store), "--no-live"],
         stdout=subprocess.PIPE,

@@ -150,6 +150,11 @@ class DLedgerDB:
         DBOption("faketime", parse=_bool, help="run under libfaketime (clock faults need it)"),
         DBOption("client-timeout", parse=_seconds, help="client timeout (s)"),
         DBOption("sticky-reads", parse=_bool, help="odd register processes read from their own node only"),
+        DBOption(
+            "recovery-timeout",
+            parse=_seconds,
+            help="how long the cluster may take to serve again after healing (s, default 60)",
+        ),
     )
     client_protocols = frozenset({"register", "log"})
     loggers = ("dledger",)  # the client library's log, into the run's chaos.log
@@ -177,6 +182,7 @@ class DLedgerDB:
         leader_timeout: float = 30.0,
         client_timeout: float = 1.0,
         sticky_reads: bool = True,
+        recovery_timeout: float = 60.0,
         source_root: Path = PROJECT_ROOT,
         log: Callable[[str], None] | None = None,
     ) -> None:
@@ -201,6 +207,9 @@ class DLedgerDB:
         self.leader_timeout = leader_timeout
         self.client_timeout = client_timeout
         self.sticky_reads = sticky_reads
+        if not isinstance(recovery_timeout, int | float) or recovery_timeout <= 0:
+            raise ValueError(f"recovery timeout {recovery_timeout!r}: expected a positive number of seconds")
+        self.recovery_timeout = float(recovery_timeout)
         # CHAOS_DLEDGER_SOURCE: deploy the dledger package under another directory instead (the bug
         # catalogue's patched copies, chaos.mutants); an explicit source_root wins
         env_root = os.environ.get("CHAOS_DLEDGER_SOURCE")
