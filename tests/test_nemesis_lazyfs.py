@@ -138,6 +138,26 @@ def test_drop_restores_the_last_fsync_byte_for_byte(cluster: Any) -> None:
     r.exec_raw(f"rm -rf {DIR} /tmp/expect", sudo=True)
 
 
+def test_heal_removes_a_layer_a_dead_run_left(cluster: Any) -> None:
+    """A run killed with lose-unfsynced enabled leaves the layer under the data directory: residue
+    names it, and ``chaos heal``'s node step puts the files back in the plain directory."""
+    from chaos.cluster.dledger_db import DLedgerDB
+    from chaos.nemesis.cli import heal_remote, residue
+
+    nodes, control = cluster
+    r = control.remote(nodes[1].name)
+    db = DLedgerDB()
+    data = db.data_dir
+    r.exec_raw(f"rm -rf {data}; mkdir -p {data} {LAZYFS_STATE}; echo kept > {data}/file", sudo=True)
+    r.upload(LAZYFS_PROGRAM, f"{LAZYFS_STATE}/lazyfs_node.py", sudo=True)
+    assert "mounted" in r.exec_raw(mount_script(data), sudo=True).stdout
+    assert any("FUSE layer" in line for line in residue(r, db))
+    assert heal_remote(r, db) == []
+    assert r.exec_raw(f"grep -c ' {data} ' /proc/mounts", sudo=True, check=False).stdout.strip() == "0"
+    assert r.exec_raw(f"cat {data}/file", sudo=True).stdout == "kept\n"
+    r.exec_raw(f"rm -rf {data}", sudo=True)
+
+
 def test_run_with_majority_followers_is_valid_on_the_correct_server(cluster: Any, tmp_path: Path) -> None:
     nodes, control = cluster
     spec = ",".join(f"{n.name}={n.host}" for n in nodes)

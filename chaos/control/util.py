@@ -142,12 +142,19 @@ def signal_daemon(remote: Remote, pidfile: str, signal: str, *, missing_ok: bool
     if not signal.isalnum():
         raise ValueError(f"signal {signal!r}: expected a signal name such as STOP, CONT or TERM")
     p = shlex.quote(pidfile)
-    res = remote.exec_raw(f"kill -{signal} $(cat {p} 2>/dev/null) 2>&1", sudo=True, check=False)
+    # no pid to signal (never started, or killed and its pid file removed): say so, not kill's usage
+    res = remote.exec_raw(
+        f'pid=$(cat {p} 2>/dev/null); [ -n "$pid" ] || {{ echo "not running (no pid in "{p}")"; exit 3; }}; '
+        f'kill -{signal} $pid 2>&1 || {{ echo "not running (process $pid is gone)"; exit 3; }}',
+        sudo=True,
+        check=False,
+    )
     if res.ok:
         return True
     if missing_ok:
         return False
-    why = res.stdout.strip() or res.stderr.strip() or "no process"
+    lines = res.stdout.strip().splitlines()
+    why = (lines[-1] if lines else "") or res.stderr.strip() or "no process"
     raise DaemonError(remote.node.name, f"SIG{signal} to the daemon of {pidfile} failed: {why}")
 
 

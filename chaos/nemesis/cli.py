@@ -21,7 +21,7 @@ from typing import Any
 
 import click
 
-from chaos.nemesis import clock, packet, partition
+from chaos.nemesis import clock, files, packet, partition
 from chaos.nemesis.base import STATE_DIR
 
 _STOPPED = (
@@ -40,6 +40,7 @@ done
 for f in {state}/strobe.pid {state}/nfqdelay.pid; do
   [ -f $f ] && kill -0 $(cat $f) 2>/dev/null && echo "running $(basename $f .pid) loop"
 done
+[ -d {lazyfs} ] && echo "FUSE layer of lose-unfsynced still in place ({lazyfs})"
 true
 """
 
@@ -96,7 +97,7 @@ def residue_script(db: Any = None) -> str:
 
     db = default_db() if db is None else db
     # a delayer whose pidfile was lost is found by its command line
-    script = RESIDUE.replace("{state}", STATE_DIR)
+    script = RESIDUE.replace("{state}", STATE_DIR).replace("{lazyfs}", files.LAZYFS_STATE)
     if "clock" in _caps(db):
         f = shlex.quote(str(db.faketime_file))
         script += (
@@ -117,12 +118,32 @@ def residue(remote: Any, db: Any = None) -> list[str]:
 
 def heal_remote(remote: Any, db: Any = None) -> list[str]:
     """Heal one node for ``db`` (the script, then the DB's ``resume`` with the ``pause``
-    capability); returns what :func:`residue` finds afterwards."""
+    capability, then a FUSE layer a dead run left behind); returns what :func:`residue` finds
+    afterwards."""
     db = default_db() if db is None else db
     remote.exec_raw(heal_script(db), sudo=True, check=False)
     if "pause" in _caps(db):
         db.resume(remote)
+    _remove_lazyfs_layer(remote, db)
     return residue(remote, db)
+
+
+def _remove_lazyfs_layer(remote: Any, db: Any) -> None:
+    """A run that died with lose-unfsynced enabled leaves the FUSE layer under the data directory:
+    stop the server, put the files back, start it again if it was running (the layer's own
+    teardown does the same). Needs the DB's process and data-dir capabilities."""
+    state = shlex.quote(files.LAZYFS_STATE)
+    if not remote.exec_raw(f"test -d {state}", sudo=True, check=False).ok:
+        return
+    if not {"process", "data-dir"} <= _caps(db):
+        return  # left for residue to report
+    was = bool(db.running(remote))
+    if was:
+        db.kill(remote)
+    data = db.data_dir(remote) if callable(db.data_dir) else db.data_dir
+    remote.exec_raw(files.unmount_script(str(data)), sudo=True, check=False)
+    if was:
+        db.start(remote)
 
 
 def heal_control(control: Any, db: Any = None) -> dict[str, list[str]]:
