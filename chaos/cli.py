@@ -90,9 +90,10 @@ def error_line(message: Any) -> None:
 
 def main(argv: list[str] | None = None) -> Any:
     """Entry point; maps errors onto Jepsen's exit codes: bad arguments (click's usage errors,
-    ``BadArguments``, a library's ``ConfigError``) print one line and exit 254; an exception no
-    command handled prints one line (the traceback too when ``CHAOS_TRACEBACK`` is set) and exits
-    255; Ctrl-C exits 130."""
+    ``BadArguments``, a library's ``ConfigError``, a cluster another run holds) print one line and
+    exit 254; an exception no command handled prints one line (the traceback too when
+    ``CHAOS_TRACEBACK`` is set) and exits 255; Ctrl-C exits 130."""
+    from chaos.cluster.lock import ClusterLocked
     from chaos.control.test import ConfigError
 
     try:
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> Any:
     except click.ClickException as e:
         error_line(e.format_message())
         sys.exit(EXIT_BAD_ARGS if e.exit_code in (1, 2) else e.exit_code)
-    except ConfigError as e:
+    except (ConfigError, ClusterLocked) as e:
         error_line(e)
         sys.exit(EXIT_BAD_ARGS)
     except Exception as e:

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from chaos.cli import BadArguments
 from chaos.control import generator as gen
+from chaos.control.test import ConfigError
 from chaos.nemesis import NEMESES, build, parse_names
 from chaos.nemesis.base import Compose, choose_nodes
 from chaos.nemesis.clock import fmt_offset, random_offset_ms
@@ -127,7 +127,7 @@ def test_registry_and_parse_names() -> None:
     assert all(isinstance(v, str) and v for v in NEMESES.values())
     assert parse_names("partition-ring, kill,pause") == ["partition-ring", "kill", "pause"]
     assert parse_names("none") == []
-    with pytest.raises(BadArguments, match="unknown nemesis partition-rung"):
+    with pytest.raises(ConfigError, match="unknown nemesis partition-rung"):
         parse_names("partition-rung,kill")
 
 
@@ -148,7 +148,7 @@ def test_build_groups_names_by_kind() -> None:
     kill = nem.routes["start-kill"]
     assert "leader" in kill.targets  # type: ignore[attr-defined]
     assert g is not None
-    with pytest.raises(BadArguments, match="nemesis-interval"):
+    with pytest.raises(ConfigError, match="nemesis-interval"):
         build("kill", {"nemesis_interval": 0})
     assert build("none", {})[1] is None
 

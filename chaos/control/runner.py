@@ -77,19 +77,15 @@ def provision(opts: dict[str, Any], log: Callable[[str], None]) -> list[Any]:
     hosts."""
     provider = opts.get("provider", "docker")
     if provider == "docker":
-        from chaos.cli import BadArguments
         from chaos.cluster.docker import DEFAULT_CLUSTER, DockerProvider
-        from chaos.cluster.lock import ClusterLocked
 
-        try:
-            return DockerProvider(
-                nodes=docker_node_count(opts),
-                name=str(opts.get("cluster_name") or DEFAULT_CLUSTER),
-                log=log,
-                break_lock=bool(opts.get("break_lock")),
-            ).up()
-        except ClusterLocked as e:
-            raise BadArguments(str(e)) from None
+        # ClusterLocked (taken by another run) goes up to the CLI: one line, exit 254
+        return DockerProvider(
+            nodes=docker_node_count(opts),
+            name=str(opts.get("cluster_name") or DEFAULT_CLUSTER),
+            log=log,
+            break_lock=bool(opts.get("break_lock")),
+        ).up()
     if provider == "ssh":
         from chaos.cluster.sshhosts import SSHHosts
 
@@ -433,9 +429,9 @@ class Runner:
             if crashed is not None:
                 logs.close()
         if crashed is not None:
-            from chaos.cli import BadArguments
+            from chaos.cluster.lock import ClusterLocked
 
-            if isinstance(crashed, (BadArguments, RunAborted)):
+            if isinstance(crashed, (ConfigError, ClusterLocked, RunAborted)):
                 raise crashed
             self.say(f"[red]crashed:[/red] {type(crashed).__name__}: {crashed}")
             return EXIT_CRASH
@@ -480,17 +476,13 @@ class Runner:
             test.nemesis.heal(test)
 
     def _lock_cluster(self, nodes: list[Any], name: str) -> Any:
-        """Take the cluster lock for this run (BadArguments naming the holder when it is taken)."""
-        from chaos.cli import BadArguments
-        from chaos.cluster.lock import ClusterLock, ClusterLocked
+        """Take the cluster lock for this run (ClusterLocked naming the holder when it is taken)."""
+        from chaos.cluster.lock import ClusterLock
         from chaos.control.ssh import Control
 
         lock = ClusterLock(Control(nodes), name, str(self.opts.get("store") or ""), log=self.say)
         try:
             lock.acquire(break_lock=bool(self.opts.get("break_lock")))
-        except ClusterLocked as e:
-            lock.control.close()
-            raise BadArguments(str(e)) from None
         except BaseException:
             lock.control.close()
             raise

@@ -23,6 +23,7 @@ from typing import Any
 import click
 
 from chaos.cli import EXIT_BAD_ARGS, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, BadArguments
+from chaos.control.test import ConfigError
 
 
 def _split(value: str) -> list[str]:
@@ -36,19 +37,19 @@ def _run_dirs(paths: tuple[str, ...]) -> list[Path]:
         if path.is_symlink() or (path / "history.jsonl").is_file():
             path = path.resolve()
         if not (path / "history.jsonl").is_file():
-            raise BadArguments(f"{p}: not a run directory (expected {p}/history.jsonl)")
+            raise ConfigError(f"{p}: not a run directory (expected {p}/history.jsonl)")
         dirs.append(path)
     return dirs
 
 
 def check_threshold(option: str, value: float | None, *, upper: float | None = None) -> None:
     """Reject a threshold that is NaN, infinite, negative (or above ``upper``) with one line naming
-    the option (BadArguments, exit 254), before anything runs."""
+    the option (ConfigError, exit 254), before anything runs."""
     if value is None:
         return
     if not math.isfinite(value) or value < 0 or (upper is not None and value > upper):
         bound = f"between 0 and {upper:g}" if upper is not None else "a finite number >= 0"
-        raise BadArguments(f"{option} {value}: expected {bound}")
+        raise ConfigError(f"{option} {value}: expected {bound}")
 
 
 @dataclass(frozen=True)
@@ -147,9 +148,9 @@ def _analyze(dirs: list[Path], master: str, out: str | None, time_limit: float |
     try:
         return analyze(dirs, master=master, out=Path(out) if out else None, time_limit=time_limit)
     except HistoryError as e:  # the same line `chaos check` prints
-        raise BadArguments(f"malformed history: {e}") from None
+        raise ConfigError(f"malformed history: {e}") from None
     except (FileNotFoundError, ValueError) as e:
-        raise BadArguments(str(e)) from None
+        raise ConfigError(str(e)) from None
     except RuntimeError as e:
         raise click.ClickException(str(e)) from e
 
@@ -163,7 +164,7 @@ def _exit_for(failures: list[Failure]) -> int:
 
 def _check_time_limit(time_limit: float | None) -> None:
     if time_limit is not None and (not math.isfinite(time_limit) or time_limit <= 0):
-        raise BadArguments(f"--time-limit {time_limit}: expected a positive number of seconds")
+        raise ConfigError(f"--time-limit {time_limit}: expected a positive number of seconds")
 
 
 @click.command("analyze")
@@ -293,7 +294,7 @@ def run_matrix(configs: list[MatrixRun], store: str, run_args: list[str]) -> lis
     """Run ``chaos run`` once per entry of ``configs``; return the run directories.
 
     A run that crashes (exit 255) or cannot start still counts: its directory, if any, is analysed
-    and a missing one is reported. BadArguments when ``chaos run`` rejects its arguments (254).
+    and a missing one is reported. ConfigError when ``chaos run`` rejects its arguments (254).
     """
     dirs = []
     for i, cfg in enumerate(configs):
@@ -302,7 +303,7 @@ def run_matrix(configs: list[MatrixRun], store: str, run_args: list[str]) -> lis
         rc = subprocess.call(cmd)
         latest = Path(store) / "latest"
         if rc == EXIT_BAD_ARGS:
-            raise BadArguments(f"chaos run rejected its arguments: {' '.join(cmd[3:])}")
+            raise ConfigError(f"chaos run rejected its arguments: {' '.join(cmd[3:])}")
         if latest.exists():
             run_dir = latest.resolve()
             if run_dir not in dirs:

@@ -176,8 +176,8 @@ def parse_nemesis_opts(items: Iterable[str], extra: Mapping[str, str] | None = N
 def parse_names(names: str | Iterable[str]) -> list[str]:
     """``"a,b"`` or ``["a", "b,c"]`` -> ``["a", "b", "c"]``, checked against :data:`NEMESES`; a
     ``module:attr`` reference or the name of a ``chaos.nemeses`` entry point is a plug-in nemesis
-    (:mod:`chaos.plugins`). Raises :class:`chaos.cli.BadArguments` naming the unknown names."""
-    from chaos.cli import BadArguments
+    (:mod:`chaos.plugins`). Raises :class:`chaos.control.test.ConfigError` naming the unknown names."""
+    from chaos.control.test import ConfigError
 
     raw = [names] if isinstance(names, str) else list(names)
     out: list[str] = []
@@ -188,7 +188,7 @@ def parse_names(names: str | Iterable[str]) -> list[str]:
                 out.append(n)
     unknown = [n for n in out if n not in NEMESES and not _is_plugin(n)]
     if unknown:
-        raise BadArguments(
+        raise ConfigError(
             f"--nemesis: unknown nemesis {', '.join(unknown)}; expected some of {', '.join(NEMESES)}"
         )
     return [n for n in out if n != "none"]
@@ -265,12 +265,12 @@ def _opt(opts: Mapping[str, Any], key: str, default: Any) -> Any:
 def build(names: str | Iterable[str], opts: Mapping[str, Any] | None = None) -> tuple[Nemesis, Any]:
     """The combined nemesis and its nemesis-thread generator for the named faults.
 
-    Raises :class:`chaos.cli.BadArguments` for unknown names or bad options. Faults a node cannot
+    Raises :class:`chaos.control.test.ConfigError` for unknown names or bad options. Faults a node cannot
     do (packet faults without a mechanism) are detected in the nemesis's ``setup``, before the
     run's generator starts.
     """
-    from chaos.cli import BadArguments
     from chaos.control import generator as gen
+    from chaos.control.test import ConfigError
     from chaos.nemesis.clock import ClockNemesis
     from chaos.nemesis.leadership import LeaderTransferNemesis
     from chaos.nemesis.packet import DEFAULTS, PacketNemesis
@@ -281,7 +281,7 @@ def build(names: str | Iterable[str], opts: Mapping[str, Any] | None = None) -> 
     chosen = parse_names(names)
     interval = float(_opt(opts, "nemesis_interval", 10.0))
     if interval <= 0:
-        raise BadArguments(f"--nemesis-interval {interval}: expected a positive number of seconds")
+        raise ConfigError(f"--nemesis-interval {interval}: expected a positive number of seconds")
 
     parts: list[Any] = []
     schedules: list[Schedule] = []
@@ -381,7 +381,7 @@ def build(names: str | Iterable[str], opts: Mapping[str, Any] | None = None) -> 
             start = getattr(plug, "start_value", None)
             add(plug, start if callable(start) else (lambda rng: None))
     except ValueError as e:
-        raise BadArguments(f"--nemesis: {e}") from e
+        raise ConfigError(f"--nemesis: {e}") from e
 
     nemesis = Compose(parts)
     nemesis.final_ops = [s.stop_op() for s in schedules]

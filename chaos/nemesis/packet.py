@@ -36,7 +36,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from chaos.cli import BadArguments
+from chaos.control.test import ConfigError
 from chaos.history.op import Op
 from chaos.nemesis.base import (
     STATE_DIR,
@@ -74,7 +74,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-class Unsupported(BadArguments):
+class Unsupported(ConfigError):
     """A requested fault has no mechanism on some node; raised before the run starts."""
 
 
