@@ -87,7 +87,7 @@ def test_command_timeout(control: Control) -> None:
     t0 = time.monotonic()
     with pytest.raises(CommandTimeout) as ei:
         r.exec_raw("echo started; sleep 20", timeout=1.0)
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 15  # cut off, not waited out
     assert ei.value.exit_code is None and "timed out" in str(ei.value) and ei.value.stdout == "started\n"
     # the connection is still usable
     assert r.exec("echo", "after").stdout == "after\n"
