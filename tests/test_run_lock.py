@@ -10,6 +10,7 @@ output keeps its long store path on one line, never cut with "…".
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -91,6 +92,37 @@ def test_lock_on_the_nodes(control) -> None:
     fourth.acquire(break_lock=True)
     assert len(holders([control.remote(n) for n in control.names])) == 5
     fourth.release()
+
+
+@pytest.mark.docker
+def test_two_runs_replacing_one_stale_lock_at_once_one_gets_it(control) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    for attempt in range(8):
+        stale = {
+            "run": "killed",
+            "host": socket.gethostname(),
+            "pid": _dead_pid(),
+            "token": f"stale-{attempt}",
+        }
+        line = json.dumps(stale) + "\n"
+        control.on_nodes(lambda r, line=line: r.write_file(LOCK_PATH, line, sudo=True))
+        locks = [ClusterLock(control, f"run-{i}", f"/tmp/store-{i}") for i in range(2)]
+
+        def take(lock: ClusterLock) -> bool:
+            try:
+                lock.acquire()
+            except ClusterLocked:
+                return False
+            return True
+
+        with ThreadPoolExecutor(2) as pool:
+            got = list(pool.map(take, locks))
+        assert sorted(got) == [False, True], attempt
+        winner = locks[got.index(True)]
+        held = holders([control.remote(n) for n in control.names])
+        assert {h["token"] for h in held.values()} == {winner.token} and len(held) == 5
+        winner.release()
 
 
 @pytest.mark.docker

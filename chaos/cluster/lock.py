@@ -10,7 +10,9 @@ order, each atomically (``set -C``: the shell's O_EXCL create), holding one JSON
 It works the same for the docker and the ssh provider. A node whose file already exists refuses;
 the run then releases what it took and fails with :class:`ClusterLocked`, naming the holder. A lock
 left by a run that was SIGKILLed on this same control host (its pid is gone, or now belongs to a
-process that started at another time) is stale and is replaced with a warning; a lock left by
+process that started at another time) is stale and is replaced with a warning (removed under
+``flock`` only if it still carries the stale token, then created anew with ``set -C``, so of two
+runs replacing it at once exactly one gets it); a lock left by
 another host is cleared only with ``break_lock`` (``chaos run --break-lock``). Releasing removes
 only files carrying this run's token.
 """
@@ -145,8 +147,12 @@ class ClusterLock:
         return parse(rest)
 
     def _remove_if(self, remote: Any, token_or_raw: str) -> None:
+        # grep then rm is two steps: under flock, two runs replacing the same stale lock cannot
+        # remove the lock the faster one has just created (a host without flock runs it bare)
+        check = f"grep -qF {shlex.quote(token_or_raw)} {LOCK_PATH} 2>/dev/null && rm -f {LOCK_PATH}; true"
         remote.exec_raw(
-            f"grep -qF {shlex.quote(token_or_raw)} {LOCK_PATH} 2>/dev/null && rm -f {LOCK_PATH}; true",
+            f"mkdir -p {LOCK_DIR}; if command -v flock >/dev/null 2>&1; then "
+            f"flock -w 30 {LOCK_DIR}/.guard sh -c {shlex.quote(check)}; else {check}; fi; true",
             sudo=True,
         )
 
