@@ -307,6 +307,33 @@ def test_host_header_must_name_this_server(server: str, store: Path) -> None:
         t.join(5)
 
 
+def test_idle_and_slow_connections_are_closed_and_ipv6_binds(store: Path) -> None:
+    import socket
+
+    srv = srv_mod.make_server(store, "127.0.0.1", 0, idle_timeout=0.5)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        for sent in (b"", b"GET / HTTP/1.1\r\n"):  # nothing, then half a request
+            with socket.create_connection(srv.server_address[:2], timeout=20) as c:
+                c.sendall(sent)
+                assert c.recv(4096) == b""  # closed by the server, long before our 20 s
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        t.join(5)
+    six = srv_mod.make_server(store, "::1", 0)
+    t = threading.Thread(target=six.serve_forever, daemon=True)
+    t.start()
+    try:
+        status, _, body = get(f"http://[::1]:{six.server_address[1]}/")
+        assert status == 200 and b"<html" in body.lower()
+    finally:
+        six.shutdown()
+        six.server_close()
+        t.join(5)
+
+
 def test_is_allowed_host() -> None:
     none: frozenset[str] = frozenset()
     assert srv_mod.is_allowed_host("127.8.9.10:1", "127.0.0.1", none)

@@ -19,7 +19,7 @@ a Host header that is not loopback (``localhost``, ``127.0.0.0/8``, ``[::1]``), 
 an ``--allow-host`` name (against DNS rebinding), 500 for anything the handler did not foresee.
 
 Paths are resolved and must stay inside the store (no ``..``, no symlinks out). Binds to 127.0.0.1
-unless ``--host`` says otherwise. Standard library ``http.server.ThreadingHTTPServer``; pages are
+unless ``--host`` says otherwise (an IPv6 address binds IPv6); a connection idle for 30 s is closed. Standard library ``http.server.ThreadingHTTPServer``; pages are
 jinja2 templates with autoescape, like the report.
 """
 
@@ -32,6 +32,7 @@ import json
 import mimetypes
 import os
 import re
+import socket
 import threading
 import urllib.parse
 import zipfile
@@ -303,6 +304,13 @@ def _path_parts(raw: str) -> list[str]:
     return parts
 
 
+IDLE_TIMEOUT_S = 30.0
+
+
+class _ThreadingHTTPServer6(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
 class _Handler(BaseHTTPRequestHandler):
     server_version = "chaos-serve"
     store: Path  # set on the subclass by make_server
@@ -495,11 +503,14 @@ def make_server(
     host: str = "127.0.0.1",
     port: int = 8080,
     allow_hosts: tuple[str, ...] = (),
+    idle_timeout: float = IDLE_TIMEOUT_S,
 ) -> ThreadingHTTPServer:
     """An HTTP server over ``store`` (not yet serving; call ``serve_forever``). Port 0 picks a free port.
+    An IPv6 ``host`` (``::1``, ``::``) binds an IPv6 socket.
 
     Requests whose ``Host`` is not loopback, ``host`` or one of ``allow_hosts`` (names or addresses,
-    without port) are answered 421.
+    without port) are answered 421. A connection that sends nothing for ``idle_timeout`` seconds
+    (between requests or inside one) is closed, so idle or slow clients cannot hold threads for good.
 
     Raises ValueError if ``store`` is not a directory; OSError if the address cannot be bound.
     """
@@ -510,9 +521,14 @@ def make_server(
     handler = type(
         "Handler",
         (_Handler,),
-        {"store": path, "bound_host": _host_name(host).rstrip("."), "allowed_hosts": allowed},
+        {
+            "store": path,
+            "bound_host": _host_name(host).rstrip("."),
+            "allowed_hosts": allowed,
+            "timeout": idle_timeout,  # StreamRequestHandler: the socket's timeout
+        },
     )
-    srv = ThreadingHTTPServer((host, port), handler)
+    srv = (_ThreadingHTTPServer6 if ":" in host else ThreadingHTTPServer)((host, port), handler)
     srv.daemon_threads = True
     return srv
 
