@@ -146,7 +146,8 @@ def test_leader_transfer(env: Any) -> None:
     def transferred() -> bool:
         done = nem.invoke(env, nemesis_op("start-leader-transfer", {"to": to}))
         attempts.append(done.value)
-        assert done.value["from"] == leader and done.value["to"] == to, attempts
+        # from whoever leads now: a failed take can end in an election another member wins
+        assert done.value["from"] != to and done.value["to"] == to, attempts
         if done.value["outcome"] == "ok":
             return True
         # a transferee still catching up after the module's earlier faults is refused
