@@ -19,8 +19,9 @@ a Host header that is not loopback (``localhost``, ``127.0.0.0/8``, ``[::1]``), 
 an ``--allow-host`` name (against DNS rebinding), 500 for anything the handler did not foresee.
 
 Paths are resolved and must stay inside the store (no ``..``, no symlinks out). Binds to 127.0.0.1
-unless ``--host`` says otherwise (an IPv6 address binds IPv6); a connection idle for 30 s is closed. Standard library ``http.server.ThreadingHTTPServer``; pages are
-jinja2 templates with autoescape, like the report.
+unless ``--host`` says otherwise (an IPv6 address binds IPv6); a connection idle for 30 s is
+closed. Standard library ``http.server.ThreadingHTTPServer``; pages are jinja2 templates with
+autoescape, like the report.
 """
 
 from __future__ import annotations

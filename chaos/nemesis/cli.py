@@ -130,20 +130,12 @@ def heal_remote(remote: Any, db: Any = None) -> list[str]:
 
 def _remove_lazyfs_layer(remote: Any, db: Any) -> None:
     """A run that died with lose-unfsynced enabled leaves the FUSE layer under the data directory:
-    stop the server, put the files back, start it again if it was running (the layer's own
-    teardown does the same). Needs the DB's process and data-dir capabilities."""
-    state = shlex.quote(files.LAZYFS_STATE)
-    if not remote.exec_raw(f"test -d {state}", sudo=True, check=False).ok:
-        return
+    take it off as the nemesis's teardown does. Needs the DB's process and data-dir capabilities
+    (without them residue reports the layer)."""
     if not {"process", "data-dir"} <= _caps(db):
-        return  # left for residue to report
-    was = bool(db.running(remote))
-    if was:
-        db.kill(remote)
-    data = db.data_dir(remote) if callable(db.data_dir) else db.data_dir
-    remote.exec_raw(files.unmount_script(str(data)), sudo=True, check=False)
-    if was:
-        db.start(remote)
+        return
+    if remote.exec_raw(f"test -d {shlex.quote(files.LAZYFS_STATE)}", sudo=True, check=False).ok:
+        files.remove_layer(db, remote)
 
 
 def heal_control(control: Any, db: Any = None) -> dict[str, list[str]]:

@@ -287,14 +287,9 @@ class FileNemesis:
             return
 
         def one(remote: Any) -> None:
-            was = db_running(test, remote)
-            if was:
-                db_kill(test, remote)
-            res = sh(remote, unmount_script(data_dir(test, remote)), check=False)
+            res = remove_layer(test.db, remote)
             if res.exit_code != 0:
                 test.log.warning("unmounting the FUSE layer on %s: %s", remote.node.name, res.stderr.strip())
-            if was:
-                db_start(test, remote)
 
         on_nodes(test, one, sorted(self.mounted))
         self.mounted.clear()
@@ -434,10 +429,28 @@ class FileNemesis:
 # -- the DB as this nemesis uses it (the data-dir and process capabilities) ------------------------
 
 
+def remove_layer(db: Any, remote: Any) -> Any:
+    """Take the FUSE layer off ``db``'s data directory on ``remote``: the server stopped if it runs,
+    the files put back (:func:`unmount_script`), the server started again if it ran. Returns the
+    unmount's result. Used by the nemesis's teardown and by ``chaos heal`` after a dead run."""
+    running = getattr(db, "running", None)
+    was = bool(running(remote)) if running is not None else True
+    if was:
+        db.kill(remote)
+    res = sh(remote, unmount_script(_db_data_dir(db, remote)), check=False)
+    if was:
+        db.start(remote)
+    return res
+
+
+def _db_data_dir(db: Any, remote: Any) -> str:
+    d = db.data_dir
+    return str(d(remote) if callable(d) else d)
+
+
 def data_dir(test: Any, remote: Any) -> str:
     """The DB's data directory on ``remote`` (its ``data_dir``: a path or a function of the node)."""
-    d = test.db.data_dir
-    return str(d(remote) if callable(d) else d)
+    return _db_data_dir(test.db, remote)
 
 
 def db_kill(test: Any, remote: Any) -> None:
