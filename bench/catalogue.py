@@ -1,7 +1,7 @@
 """The bug catalogue bench: how many catalogued bugs does the tool catch, and how fast?
 
 For every mutant in ``bench/mutants/`` (a realistic bug class as a patch of the dledger package; see
-``chaos.mutants``) this applies the patch to a copy of the package in a temporary directory, then:
+``chaos_dledger.mutants``) this applies the patch to a copy of the package in a temporary directory, then:
 
 - real clusters: for each configuration the patch header names (workload + nemesis + options),
   ``chaos run`` with ``CHAOS_DLEDGER_SOURCE`` pointing at the copy, up to ``--runs`` times, stopping
@@ -49,7 +49,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from chaos.mutants import Config, Mutant, MutantError, apply_mutant, check_imports, load_mutants  # noqa: E402
+from chaos_dledger.mutants import Config, Mutant, MutantError, apply_mutant, check_imports, load_mutants  # noqa: E402
 
 DOCKER_LOCK = "/tmp/chaos-docker.lock"
 INVALID_LINE = re.compile(r"^\s+([a-z][\w-]*)\s+INVALID\s*(.*)$")

@@ -15,9 +15,9 @@ import tempfile
 import time
 
 from chaos.cluster import image as img
-from chaos.cluster.dledger_db import DLedgerDB
 from chaos.cluster.docker import DockerProvider
 from chaos.control.ssh import Control
+from chaos_dledger.db import DLedgerDB
 
 
 def main() -> None:

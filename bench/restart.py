@@ -160,9 +160,9 @@ def run_local(ns: argparse.Namespace) -> None:
 
 
 def run_docker(ns: argparse.Namespace) -> None:
-    from chaos.cluster.dledger_db import DLedgerDB
     from chaos.cluster.docker import load_nodes
     from chaos.control.ssh import Control
+    from chaos_dledger.db import DLedgerDB
 
     nodes = load_nodes(ns.docker)[:3]
     control = Control(nodes)

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from chaos.sim import SimOptions, SimRun, run_seed
+from chaos_dledger.sim import SimOptions, SimRun, run_seed
 
 NEMESES = ["partition", "kill", "kill-leader", "pause", "clock-skew", "network", "bitflip"]
 PER = 60.0  # the figure is per this many simulated seconds

@@ -3,7 +3,7 @@ failures in N seeds of the correct server for every configuration used (issue 14
 
 For each class of ``bench/mutants`` the simulator reaches, :data:`CONFIGS` names the ``chaos sim``
 configuration; the script applies the mutant to a copy of the ``dledger`` package
-(:func:`chaos.mutants.apply_mutant`), runs ``chaos sim ... --seeds N --stop-on-failure`` with the
+(:func:`chaos_dledger.mutants.apply_mutant`), runs ``chaos sim ... --seeds N --stop-on-failure`` with the
 copy first on ``PYTHONPATH`` (from a scratch directory, so the checkout's own package is not picked
 up; ``--root`` another tree, such as an export of HEAD) and records the seed count to the first failure and what failed (safety invariant or checker).
 ``--correct`` runs the unmodified server over every configuration instead. Records are appended
@@ -33,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from chaos.mutants import apply_mutant, load_mutants  # noqa: E402
+from chaos_dledger.mutants import apply_mutant, load_mutants  # noqa: E402
 
 # class -> chaos sim arguments; few configurations, each shared by several classes, because the
 # 2,000 correct-server seeds per configuration are the expensive part

@@ -15,24 +15,16 @@ from typing import Any
 
 import click
 
-EXIT_VALID = 0
-EXIT_INVALID = 1
-EXIT_UNKNOWN = 2
-EXIT_BAD_ARGS = 254
-EXIT_CRASH = 255
+from chaos.errors import EXIT_BAD_ARGS, EXIT_CRASH, ConfigError, Refused, error_line
 
 # name -> "module:attribute" of a click command
 COMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("chaos.control.cli:run", "Run a test: cluster, DB, workload, nemesis, check, report."),
+    "run": ("chaos.runner.cli:run", "Run a test: cluster, DB, workload, nemesis, check, report."),
     "heal": ("chaos.nemesis.cli:heal", "Heal every fault the tool may have left on the nodes."),
     "cluster": ("chaos.cluster.cli:cluster", "Provision, inspect and remove the node cluster."),
     "check": ("chaos.history.cli:check", "Re-check a stored run or a history file."),
     "report": ("chaos.history.report:report", "Write the HTML report of a run directory."),
     "serve": ("chaos.history.serve:serve", "Serve the store's runs and reports over HTTP."),
-    "sim": (
-        "chaos.sim:sim",
-        "Deterministic simulation: the real DLedger code on simulated network and time.",
-    ),
     "analyze": ("chaos.history.gate:analyze_cmd", "Analyse runs on Spark: verdicts, latency, availability."),
     "gate": (
         "chaos.history.gate:gate_cmd",
@@ -41,17 +33,29 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-class BadArguments(click.UsageError):
-    """Raised by commands for bad input; exits 254 with one clear line."""
+def _plugin_commands() -> dict[str, Any]:
+    """Commands other distributions add (entry points in ``chaos.commands``, :mod:`chaos.plugins`)."""
+    from chaos import plugins
+
+    return {n: ep for n, ep in plugins.entry_points("command").items() if n not in COMMANDS}
 
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
+        return sorted([*COMMANDS, *_plugin_commands()])
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in COMMANDS:
-            return None
+            ep = _plugin_commands().get(cmd_name)
+            if ep is None:
+                return None
+            try:
+                cmd = ep.load()
+            except Exception as e:  # a broken plug-in names itself and never runs as a command
+                raise ConfigError(
+                    f"chaos {cmd_name}: loading {ep.value} failed: {type(e).__name__}: {e}"
+                ) from None
+            return cmd if isinstance(cmd, click.Command) else None
         target = COMMANDS[cmd_name][0]
         module_name, attr = target.split(":")
         try:
@@ -64,9 +68,21 @@ class LazyGroup(click.Group):
         return cmd if isinstance(cmd, click.Command) else _missing(cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        plugged = _plugin_commands()
+        rows = [
+            (name, COMMANDS[name][1] if name in COMMANDS else _short_help(plugged[name]))
+            for name in self.list_commands(ctx)
+        ]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def _short_help(ep: Any) -> str:
+    try:
+        cmd = ep.load()
+    except Exception as e:  # a broken plug-in must not break --help
+        return f"(cannot load {ep.value}: {type(e).__name__})"
+    return cmd.get_short_help_str(limit=70) if isinstance(cmd, click.Command) else ""
 
 
 def _missing(name: str) -> click.Command:
@@ -83,19 +99,11 @@ def cli() -> None:
     """Jepsen-style chaos testing for real clusters."""
 
 
-def error_line(message: Any) -> None:
-    """Print ``chaos: <message>`` to stderr as one line (newlines inside become spaces)."""
-    click.echo(f"chaos: {' '.join(str(message).split())}", err=True)
-
-
 def main(argv: list[str] | None = None) -> Any:
     """Entry point; maps errors onto Jepsen's exit codes: bad arguments (click's usage errors,
     ``BadArguments``, a library's ``ConfigError``, a cluster another run holds) print one line and
     exit 254; an exception no command handled prints one line (the traceback too when
     ``CHAOS_TRACEBACK`` is set) and exits 255; Ctrl-C exits 130."""
-    from chaos.cluster.lock import ClusterLocked
-    from chaos.control.test import ConfigError
-
     try:
         rv = cli.main(args=argv, prog_name="chaos", standalone_mode=False)
     except click.exceptions.Exit as e:
@@ -109,7 +117,7 @@ def main(argv: list[str] | None = None) -> Any:
     except click.ClickException as e:
         error_line(e.format_message())
         sys.exit(EXIT_BAD_ARGS if e.exit_code in (1, 2) else e.exit_code)
-    except (ConfigError, ClusterLocked) as e:
+    except (ConfigError, Refused) as e:
         error_line(e)
         sys.exit(EXIT_BAD_ARGS)
     except Exception as e:

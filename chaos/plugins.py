@@ -33,28 +33,63 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from chaos.control.test import ConfigError
+from chaos.errors import ConfigError
 
 GROUPS: Mapping[str, str] = {
     "db": "chaos.dbs",
     "workload": "chaos.workloads",
     "nemesis": "chaos.nemeses",
     "checker": "chaos.checkers",
+    "provider": "chaos.providers",
+    "command": "chaos.commands",
 }
 """kind -> entry-point group."""
 
+DEFAULTS_GROUP = "chaos.defaults"
+"""Entry points naming the default plug-in of a kind: ``db = package.module:Factory`` (the same
+object a name in that kind's group registers)."""
+
 BUILTINS: Mapping[str, Mapping[str, str]] = {
-    "db": {"dledger": "chaos.cluster.dledger_db:DLedgerDB", "noop": "chaos.cluster.db:NoopDB"},
+    "db": {"noop": "chaos.cluster.db:NoopDB"},
     "workload": {"register": "chaos.workloads.register:workload", "log": "chaos.workloads.log:workload"},
     "nemesis": {},  # the built-in fault kinds live in chaos.nemesis.NEMESES
     "checker": {},  # the built-in checkers live in chaos.history.checkers.checkers_for
+    "provider": {"docker": "chaos.cluster.docker:DockerProvider", "ssh": "chaos.cluster.sshhosts:SSHHosts"},
+    "command": {},  # the tool's own commands: chaos.cli.COMMANDS
 }
 """The tool's own plug-ins by kind and name (also declared as entry points in ``setup.cfg``; kept
 here so a source checkout without installed metadata finds them)."""
 
-DEFAULT_DB = "dledger"
+_FLAGS = {
+    "db": "--db",
+    "workload": "--workload",
+    "nemesis": "--nemesis",
+    "checker": "--checker",
+    "provider": "--provider",
+    "command": "command",
+}
 
-_FLAGS = {"db": "--db", "workload": "--workload", "nemesis": "--nemesis", "checker": "--checker"}
+
+def default_name(kind: str) -> str | None:
+    """The registered name of ``kind``'s default plug-in: the name in ``kind``'s group whose
+    entry point loads the same object as ``kind``'s entry point in :data:`DEFAULTS_GROUP`; None
+    when no distribution declares one."""
+    from importlib.metadata import entry_points as eps
+
+    chosen = {ep.name: ep.value for ep in eps(group=DEFAULTS_GROUP)}.get(kind)
+    if chosen is None:
+        return None
+    same = [n for n, ep in entry_points(kind).items() if ep.value == chosen]
+    same += [n for n, ref in BUILTINS[kind].items() if ref == chosen]
+    return same[0] if same else chosen
+
+
+def default_db() -> str:
+    """The DB ``chaos run`` tests when ``--db`` is not given; ConfigError when none is installed."""
+    name = default_name("db")
+    if name is None:
+        raise ConfigError("--db: no DB named and no default DB installed (pass --db NAME or module:attr)")
+    return name
 
 
 def entry_points(kind: str) -> dict[str, Any]:
@@ -65,8 +100,8 @@ def entry_points(kind: str) -> dict[str, Any]:
 
 
 def names(kind: str) -> list[str]:
-    """Every registered name of ``kind``: the built-ins, then the entry points."""
-    return list(dict.fromkeys([*BUILTINS[kind], *sorted(entry_points(kind))]))
+    """Every registered name of ``kind`` (built-ins and entry points), sorted."""
+    return sorted({*BUILTINS[kind], *entry_points(kind)})
 
 
 def is_reference(spec: str) -> bool:
@@ -106,11 +141,6 @@ def resolve(kind: str, spec: str) -> Any:
         return import_object(spec, flag)
     if spec in BUILTINS[kind]:
         return import_object(BUILTINS[kind][spec], flag)
-    if kind == "workload":
-        from chaos.workloads import WORKLOADS
-
-        if spec in WORKLOADS:  # a module chaos/workloads/<name>.py listed there
-            return import_object(f"chaos.workloads.{spec}:workload", flag)
     ep = entry_points(kind).get(spec)
     if ep is None:
         known = ", ".join(names(kind)) or "none"
@@ -121,85 +151,6 @@ def resolve(kind: str, spec: str) -> Any:
         raise ConfigError(
             f"{flag} {spec}: loading entry point {ep.value} failed: {type(e).__name__}: {e}"
         ) from None
-
-
-# -- DBs -------------------------------------------------------------------------------------------
-
-
-def db_factory(spec: str | None) -> Any:
-    """The DB factory (or DB object) ``--db`` names; default DLedger."""
-    return resolve("db", spec or DEFAULT_DB)
-
-
-def build_db(
-    spec: str | None, db_opts: list[str] | tuple[str, ...] = (), extra: Mapping[str, Any] | None = None
-) -> Any:
-    """The DB ``--db spec`` names, built with ``--db-opt`` items ``db_opts`` (parsed by the DB's
-    declared options, :func:`chaos.cluster.db.parse_db_opts`) and keyword arguments ``extra``
-    (already parsed, e.g. the DLedger aliases ``--flush``; the ``--db-opt`` items win).
-
-    Raises ConfigError (one line): the loader's errors, a bad ``--db-opt`` item, a factory that
-    rejects its options (its ValueError), or an object that is not a DB."""
-    from chaos.cluster.db import check_db, db_name, parse_db_opts
-
-    spec = spec or DEFAULT_DB
-    factory = db_factory(spec)
-    label = f"--db {spec}"
-    if _is_db(factory):
-        if db_opts:
-            raise ConfigError(f"{label}: is a DB object, not a factory; it takes no --db-opt")
-        return factory
-    if not callable(factory):
-        raise ConfigError(
-            f"{label}: {type(factory).__name__} is not a DB or a DB factory (see chaos.cluster.db.DB)"
-        )
-    if isinstance(factory, type):
-        missing = [m for m in ("name", "setup", "teardown", "describe") if not hasattr(factory, m)]
-        if missing:
-            raise ConfigError(
-                f"{label}: class {factory.__name__} is not a DB (no {', '.join(missing)}; see chaos.cluster.db.DB)"
-            )
-    name = str(getattr(factory, "name", None) or getattr(factory, "__name__", spec))
-    try:
-        kwargs = parse_db_opts(factory, list(db_opts), name)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-    declared = {o.keyword for o in getattr(factory, "db_options", ()) or ()}
-    for k, v in (extra or {}).items():
-        if k in declared and k not in kwargs and v is not None:
-            kwargs[k] = v
-    try:
-        db = factory(**kwargs)
-    except ValueError as e:  # the DB's own verdict on its options
-        raise ConfigError(f"{label}: {' '.join(str(e).split())}") from None
-    except TypeError as e:
-        raise ConfigError(f"{label}: calling the DB factory failed: {' '.join(str(e).split())}") from None
-    try:
-        check_db(db, f"{label} ({db_name(db)})")
-    except TypeError as e:
-        raise ConfigError(str(e)) from None
-    return db
-
-
-def parse_db_kwargs(spec: str | None, db_opts: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
-    """The keyword arguments ``--db-opt`` items give the DB factory ``spec`` names (what ``test.json``
-    records as ``db_opts``); ConfigError as :func:`build_db`."""
-    from chaos.cluster.db import parse_db_opts
-
-    factory = db_factory(spec)
-    if _is_db(factory):
-        return {}
-    name = str(getattr(factory, "name", None) or getattr(factory, "__name__", spec))
-    try:
-        return parse_db_opts(factory, list(db_opts), name)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-
-
-def _is_db(obj: Any) -> bool:
-    return not isinstance(obj, type) and all(
-        callable(getattr(obj, m, None)) for m in ("setup", "teardown", "describe")
-    )
 
 
 # -- workloads, nemeses, checkers ------------------------------------------------------------------

@@ -225,7 +225,7 @@ class Sim:
         self.ids = [f"s{i + 1}" for i in range(n)]
         self.rng = random.Random(seed)  # the caller's stream (schedules)
         # latencies and the cores' seeds come from the caller's stream too, as they always did, so
-        # the regression seeds of the core tests keep their schedules; chaos.sim draws its
+        # the regression seeds of the core tests keep their schedules; chaos_dledger.sim draws its
         # workload and faults from streams of its own
         self.net_rng = self.rng
         self._core_rng = self.rng

@@ -33,7 +33,7 @@ def b64(v: Any) -> str:
 
 
 class EtcdRegister:
-    """The ``register`` client protocol (chaos.workloads.clients) over one member."""
+    """The ``register`` client protocol (chaos.control.client) over one member."""
 
     def __init__(self, host: str, serializable: bool) -> None:
         self.host, self.serializable = host, serializable

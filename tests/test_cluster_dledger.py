@@ -8,10 +8,10 @@ import time
 import pytest
 
 from chaos.cluster.db import DB, DBError
-from chaos.cluster.dledger_db import DLedgerDB
 from chaos.cluster.docker import DockerProvider
 from chaos.cluster.osetup import DebianOS
 from chaos.control.ssh import Control
+from chaos_dledger.db import DLedgerDB
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from chaos.cluster.db import DBError
-from chaos.cluster.dledger_db import PROJECT_ROOT, DLedgerDB, build_zipapp, source_hash
 from chaos.cluster.image import debian_mirror, image_tag, recipe_hash
-from chaos.cluster.node import Node, check_unique, nodes_from_json, nodes_to_json
 from chaos.cluster.sshhosts import SSHHosts, parse_entry, read_nodes_file
+from chaos.control.node import Node, check_unique, nodes_from_json, nodes_to_json
 from chaos.control.ssh import Control, NodeUnreachable, Remote, RemoteError
+from chaos_dledger.db import PROJECT_ROOT, DLedgerDB, build_zipapp, source_hash
 
 
 def test_node_validation_names_the_bad_input() -> None:

@@ -166,8 +166,8 @@ def http_server() -> Iterator[str]:
 def test_http_json_maps_not_sent_to_fail_and_no_answer_to_info(http_server: str) -> None:
     import socket
 
+    from chaos.control.client import Indeterminate, NotSent, complete
     from chaos.history.op import Op
-    from chaos.workloads.clients import Indeterminate, NotSent, complete
 
     assert util.http_json(http_server + "/ok", {"key": "a2V5"}) == {"key": "a2V5"}
     # nothing listens: the request never left, so the op certainly did not happen

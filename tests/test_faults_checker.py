@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from chaos.control.observer import LEADERSHIP_FILE, read_leadership, summarize
 from chaos.history.checkers import check_run
 from chaos.history.faults import FaultsChecker, faulted_nodes
+from chaos.history.leadership import LEADERSHIP_FILE, read_leadership, summarize
 from chaos.history.store import RunDir
 
 S = 1_000_000_000

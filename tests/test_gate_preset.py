@@ -42,8 +42,8 @@ def test_gate_without_matrix_arguments_runs_the_default_preset() -> None:
 
 def test_every_preset_run_is_accepted_by_chaos_run(tmp_path: Path) -> None:
     from chaos import nemesis, workloads
-    from chaos.control.cli import run
     from chaos.control.test import validate_options
+    from chaos.runner.cli import run
 
     for name, configs in PRESETS.items():
         for cfg in configs:
@@ -62,7 +62,7 @@ def test_every_preset_run_is_accepted_by_chaos_run(tmp_path: Path) -> None:
 
 
 def test_the_preset_names_catalogued_classes_and_covers_the_read_paths() -> None:
-    from chaos.mutants import load_mutants
+    from chaos_dledger.mutants import load_mutants
 
     classes = {m.name for m in load_mutants()}
     caught = [c for cfg in PRESETS["power"] for c in cfg.catches]
@@ -114,7 +114,7 @@ def _catalogue_module() -> object:
 def test_catalogue_bench_runs_each_class_against_the_preset_listing_its_configuration_first() -> None:
     from types import SimpleNamespace
 
-    from chaos.mutants import load_mutants
+    from chaos_dledger.mutants import load_mutants
 
     cat: object = _catalogue_module()
     mutants = {m.name: m for m in load_mutants()}

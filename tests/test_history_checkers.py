@@ -39,7 +39,7 @@ def test_verdicts_that_crossed_pickling_merge_by_value() -> None:
     """An "unknown" that came back from a worker process is a different str object: still unknown."""
     import pickle
 
-    from chaos.history.checkers import UNKNOWN, verdict
+    from chaos.history.verdict import UNKNOWN, verdict
 
     far = pickle.loads(pickle.dumps("".join(["unk", "nown"])))
     assert far == UNKNOWN and far is not UNKNOWN

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.mutants import (
+from chaos_dledger.mutants import (
     MUTANTS_DIR,
     Mutant,
     MutantError,

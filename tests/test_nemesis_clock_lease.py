@@ -32,7 +32,7 @@ CLUSTER = os.environ.get("CHAOS_NEMESIS_CLUSTER", "nemtest")
 
 @pytest.fixture(scope="module")
 def env() -> Iterator[Any]:
-    from chaos.cluster.dledger_db import DLedgerDB
+    from chaos_dledger.db import DLedgerDB
 
     with node_cluster(CLUSTER) as (nodes, control):
         db = DLedgerDB(flush="sync", read_mode="lease")

@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 from test_nemesis_support import make_test, node_cluster
 
-from chaos.cluster.dledger_db import DLedgerDB
-from chaos.cluster.node import Node
+from chaos.control.node import Node
 from chaos.nemesis.base import nemesis_op
 from chaos.nemesis.cli import heal_control, residue
 from chaos.nemesis.clock import AGE_MARGIN_S, ClockNemesis
 from chaos.nemesis.packet import PacketNemesis, Unsupported
+from chaos_dledger.db import DLedgerDB
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -36,7 +36,7 @@ PIDFILE = "/tmp/chaos-clock.pid"
 OFFSET_FILE = str(DLedgerDB.faketime_file)  # the default DB's, which chaos heal resets
 OUT = "/tmp/chaos-clock.out"
 
-# The environment chaos.cluster.dledger_db.DLedgerDB.start gives the server (pinned below).
+# The environment chaos_dledger.db.DLedgerDB.start gives the server (pinned below).
 ENV = f'LD_PRELOAD="$lib" FAKETIME_TIMESTAMP_FILE={OFFSET_FILE} FAKETIME_NO_CACHE=1'
 CLOCK_PROC = (
     "lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 | head -n1); "

@@ -18,14 +18,15 @@ import pytest
 from test_nemesis_support import dledger_test, make_test
 
 from chaos.control.interpreter import Clock
-from chaos.control.observer import LEADERSHIP_FILE, LeadershipObserver, read_leadership
 from chaos.history.checkers import check_run
 from chaos.history.faults import leadership_windows, overall_leadership
+from chaos.history.leadership import LEADERSHIP_FILE, read_leadership
 from chaos.history.op import Op
 from chaos.history.store import RunDir
 from chaos.nemesis.base import Compose, nemesis_op
 from chaos.nemesis.leadership import LeaderTransferNemesis
 from chaos.nemesis.process import KillNemesis, PauseNemesis
+from chaos.runner.observer import LeadershipObserver
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from test_nemesis_support import make_test, node_cluster, reachability
 
-from chaos.cluster.dledger_db import DLedgerDB
 from chaos.nemesis.base import nemesis_op
 from chaos.nemesis.cli import residue
 from chaos.nemesis.clock import ClockNemesis
 from chaos.nemesis.packet import PacketNemesis
 from chaos.nemesis.partition import PartitionNemesis
+from chaos_dledger.db import DLedgerDB
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

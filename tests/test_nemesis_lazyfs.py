@@ -141,8 +141,8 @@ def test_drop_restores_the_last_fsync_byte_for_byte(cluster: Any) -> None:
 def test_heal_removes_a_layer_a_dead_run_left(cluster: Any) -> None:
     """A run killed with lose-unfsynced enabled leaves the layer under the data directory: residue
     names it, and ``chaos heal``'s node step puts the files back in the plain directory."""
-    from chaos.cluster.dledger_db import DLedgerDB
     from chaos.nemesis.cli import heal_remote, residue
+    from chaos_dledger.db import DLedgerDB
 
     nodes, control = cluster
     r = control.remote(nodes[1].name)

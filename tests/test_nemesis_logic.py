@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from chaos.control import generator as gen
-from chaos.control.test import ConfigError
+from chaos.errors import ConfigError
 from chaos.nemesis import NEMESES, build, parse_names
 from chaos.nemesis.base import Compose, choose_nodes
 from chaos.nemesis.clock import fmt_offset, random_offset_ms

@@ -105,8 +105,8 @@ def make_test(nodes: list[Any], control: Any, db: Any = None, seed: int = 1) -> 
 def dledger_test(nodes: list[Any], control: Any) -> Iterator[SimpleNamespace]:
     """A Test over ``nodes`` with DLedger set up (flush sync) on healed nodes; healed and torn down
     again on exit."""
-    from chaos.cluster.dledger_db import DLedgerDB
     from chaos.nemesis.cli import heal_control
+    from chaos_dledger.db import DLedgerDB
 
     db = DLedgerDB(flush="sync")
     try:

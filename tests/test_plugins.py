@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 
 from chaos import plugins
+from chaos.cluster import db as dbmod
 from chaos.cluster.db import CAPABILITIES, NoopDB, capabilities, parse_db_opts
-from chaos.cluster.dledger_db import DLedgerDB
-from chaos.control.test import ConfigError
+from chaos.control.client import Answer, Failed, Indeterminate, NotSent, complete
+from chaos.errors import ConfigError
 from chaos.history.op import Op
-from chaos.workloads.clients import Answer, Failed, Indeterminate, NotSent, complete
+from chaos_dledger.db import DLedgerDB
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -164,7 +165,7 @@ def test_a_nemesis_the_db_cannot_support_exits_254_naming_the_capability(plugin_
 
 
 def test_a_db_and_workload_load_through_module_attr(plugin_path: Path) -> None:
-    db = plugins.build_db("tinyplug:NoPauseDB", ["mode=fast", "port=7100"])
+    db = dbmod.build_db("tinyplug:NoPauseDB", ["mode=fast", "port=7100"])
     assert (db.name, db.describe()) == ("tiny", "mode fast, port 7100")
     assert capabilities(db) == {"process", "clients"}
     from chaos.workloads import get
@@ -176,7 +177,7 @@ def test_a_db_and_workload_load_through_module_attr(plugin_path: Path) -> None:
 def test_a_db_workload_and_nemesis_load_through_entry_points(plugin_path: Path) -> None:
     assert "tiny" in plugins.names("db") and plugins.names("db")[:2] == ["dledger", "noop"]
     assert "tiny-wl" in plugins.names("workload") and "stall" in plugins.names("nemesis")
-    db = plugins.build_db("tiny", ["port=7200"])
+    db = dbmod.build_db("tiny", ["port=7200"])
     assert type(db).__module__ == "tinyplug" and db.port == 7200
     from chaos.nemesis import build, parse_nemesis_opts, plugin_options, requirements
 
@@ -248,14 +249,14 @@ def test_db_opt_items_are_parsed_by_the_db_or_refused_in_one_line(
 
 
 def test_dledger_options_and_their_aliases_reach_the_db() -> None:
-    kw = plugins.parse_db_kwargs(None, ["flush=async", "server-arg=--heartbeat-ms", "server-arg=50"])
+    kw = dbmod.parse_db_kwargs(None, ["flush=async", "server-arg=--heartbeat-ms", "server-arg=50"])
     assert kw == {"flush": "async", "server_args": ["--heartbeat-ms", "50"]}
-    db = plugins.build_db("dledger", ["flush=async", "read-mode=lease", "faketime=false"])
+    db = dbmod.build_db("dledger", ["flush=async", "read-mode=lease", "faketime=false"])
     assert db.describe() == "flush async, read mode lease"
     assert "clock" not in capabilities(db)  # no libfaketime: clock faults are refused
     assert capabilities(DLedgerDB()) == set(CAPABILITIES)
     with pytest.raises(ConfigError, match="flush given twice"):
-        plugins.build_db(None, ["flush=sync", "flush=async"])
+        dbmod.build_db(None, ["flush=sync", "flush=async"])
 
 
 def test_noop_db_capabilities() -> None:
@@ -306,7 +307,7 @@ def test_no_file_under_control_or_nemesis_names_dledger() -> None:
 
 PLUGGED = '''
 """A plug-in DB (DLedger under another name) and workload (a short register), named module:attr."""
-from chaos.cluster.dledger_db import DLedgerDB
+from chaos_dledger.db import DLedgerDB
 from chaos.workloads import register
 
 

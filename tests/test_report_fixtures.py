@@ -499,7 +499,7 @@ def test_summary_table_counts_and_report_path(tmp_path: Path) -> None:
 
 
 def test_report_command_writes_index_and_rejects_bad_dirs(tmp_path: Path) -> None:
-    from chaos.cli import BadArguments
+    from chaos.errors import BadArguments
 
     d = make_valid_register_run(tmp_path)
     assert rep.report.main([str(d)], standalone_mode=False) == 0

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from test_report_fixtures import XSS, make_invalid_log_run, make_invalid_register_run, make_valid_register_run
 
-from chaos.cli import BadArguments
+from chaos.errors import BadArguments
 from chaos.history import serve as srv_mod
 
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from chaos.cluster.dledger_db import DLedgerDB
 from chaos.history.checkers import check_run
 from chaos.history.nodelogs import ServerLogChecker, patterns_doc, report_rows, scan_file
 from chaos.history.store import RunDir
+from chaos_dledger.db import DLedgerDB
 
 GUARD = "refusing to truncate below commitIndex 41 (at 37)"
 LOG_OK = """=== start 2026-11-23T20:00:00 ===

@@ -8,8 +8,9 @@ import sys
 import click
 import pytest
 
-from chaos.control.runner import exit_code, worst
-from chaos.control.test import ConfigError, check_number, parse_concurrency, run_name
+from chaos.control.test import check_number, parse_concurrency, run_name
+from chaos.errors import ConfigError
+from chaos.runner.runner import exit_code, worst
 
 
 def chaos(*args: str) -> subprocess.CompletedProcess[str]:

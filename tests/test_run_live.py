@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from chaos.control.interpreter import Stats
-from chaos.control.live import LiveView
+from chaos.runner.live import LiveView
 
 
 class _DB:

@@ -62,9 +62,9 @@ def test_recorded_recovery_is_valid_and_none_recorded_is_unknown(tmp_path: Path)
 @pytest.mark.docker
 @pytest.mark.slow
 def test_node_that_cannot_start_after_healing_is_a_liveness_failure(tmp_path: Path) -> None:
-    from chaos.cluster.dledger_db import DLedgerDB
     from chaos.cluster.docker import load_nodes
     from chaos.control.ssh import Control
+    from chaos_dledger.db import DLedgerDB
 
     store = tmp_path / "store"
     args = ["run", "--workload", "register", "--nemesis", "none", "--time-limit", "8"]

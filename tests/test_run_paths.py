@@ -45,7 +45,7 @@ def _partition_rules(control: Any) -> dict[str, int]:
 
 
 def _servers_running(control: Any) -> dict[str, bool]:
-    from chaos.cluster.dledger_db import DLedgerDB
+    from chaos_dledger.db import DLedgerDB
 
     pidfile = DLedgerDB().pidfile
 
@@ -75,7 +75,7 @@ def _default_int_handler() -> None:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
-    from chaos.control.runner import provision
+    from chaos.runner.runner import provision
 
     provision({"provider": "docker", "node_count": 5}, lambda s: None)  # up, or reused
     control = _control()
@@ -142,8 +142,8 @@ def test_signal_during_run_heals_downloads_logs_and_exits(
 def test_test_count_two_exits_with_the_worst_status_and_leaves_the_db_running(
     cluster: Any, tmp_path: Path
 ) -> None:
-    from chaos.cluster.dledger_db import DLedgerDB
-    from chaos.control.runner import exit_code, worst
+    from chaos.runner.runner import exit_code, worst
+    from chaos_dledger.db import DLedgerDB
 
     store = tmp_path / "store"
     r = subprocess.run(
@@ -192,7 +192,7 @@ def _readme_workload_file(tmp_path: Path) -> Path:
 def test_readme_adding_a_workload_example_runs(
     cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from chaos.control.runner import Runner
+    from chaos.runner.runner import Runner
 
     # the README's step: counter.py on the Python path, run as --workload counter:workload
     monkeypatch.syspath_prepend(str(_readme_workload_file(tmp_path).parent))
@@ -239,7 +239,7 @@ def test_a_client_that_never_returns_ends_the_run_as_a_crash_with_healed_nodes(
     cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from chaos import workloads
-    from chaos.control.runner import EXIT_CRASH, Runner
+    from chaos.runner.runner import EXIT_CRASH, Runner
 
     release = threading.Event()
     real_get = workloads.get

@@ -100,7 +100,7 @@ def test_a_mutant_voting_without_the_log_check_is_found_shrunk_and_replayed(tmp_
     shrinks and replays from schedule.json."""
     import os
 
-    from chaos.mutants import apply_mutant, load_mutants
+    from chaos_dledger.mutants import apply_mutant, load_mutants
 
     mutant = {m.name: m for m in load_mutants()}["vote-without-log-check"]
     copy = apply_mutant(mutant, tmp_path / "mutant")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.sim import SimOptions, run_seed
+from chaos_dledger.sim import SimOptions, run_seed
 from dledger.protocol import Code
 from dledger.sim import Sim
 from dledger.statemachine import KVStateMachine, encode_kv
@@ -105,7 +105,7 @@ def test_new_fault_kinds_are_deterministic_and_replay_from_their_schedule(tmp_pa
 
 
 def _mutant_sim(name: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    from chaos.mutants import apply_mutant, load_mutants
+    from chaos_dledger.mutants import apply_mutant, load_mutants
 
     mutant = {m.name: m for m in load_mutants()}[name]
     copy = apply_mutant(mutant, tmp_path / "mutant")

@@ -11,7 +11,7 @@ import pytest
 
 from chaos.cluster.docker import DockerProvider, generate_keypair
 from chaos.cluster.image import SUDO_USER
-from chaos.cluster.node import Node
+from chaos.control.node import Node
 from chaos.control.ssh import CommandTimeout, Control, NodeUnreachable, Remote, RemoteError
 
 pytestmark = pytest.mark.docker

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from test_dledger_cluster import Cluster
 
-from chaos.cluster.dledger_clients import open_client
 from chaos.control import generator as gen
 from chaos.control.interpreter import Interpreter
 from chaos.history.logcheck import LogChecker, LogReadsChecker
 from chaos.history.op import Op
 from chaos.history.store import HistoryWriter, read_history
 from chaos.workloads import log, register
+from chaos_dledger.clients import open_client
 from dledger.client import DLedgerClient
 
 

@@ -1,11 +1,11 @@
 """Cluster providers, OS setup and DB automation (issue 3).
 
-- :mod:`chaos.cluster.node`: :class:`Node`, the shape every provider yields.
+- :mod:`chaos.control.node`: :class:`Node`, the shape every provider yields.
 - :mod:`chaos.cluster.image`: the cached Debian bookworm node image (debootstrap + ``docker import``).
 - :mod:`chaos.cluster.docker`: ``DockerProvider`` (n1..nN containers with sshd on a private network).
 - :mod:`chaos.cluster.sshhosts`: ``SSHHosts`` (existing hosts).
 - :mod:`chaos.cluster.osetup`: ``DebianOS`` (packages present, clock, network and tc baseline).
-- :mod:`chaos.cluster.db` / :mod:`chaos.cluster.dledger_db`: Jepsen's DB protocol and ``DLedgerDB``.
+- :mod:`chaos.cluster.db` / :mod:`chaos_dledger.db`: Jepsen's DB protocol and ``DLedgerDB``.
 - :mod:`chaos.cluster.cli`: ``chaos cluster up|status|down|image|exec``.
 
 The SSH control layer is :mod:`chaos.control.ssh`.

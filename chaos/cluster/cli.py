@@ -19,12 +19,12 @@ from typing import Any
 
 import click
 
-from chaos.cli import BadArguments
 from chaos.cluster.docker import DEFAULT_CLUSTER, ClusterError, DockerProvider, load_nodes
 from chaos.cluster.image import ImageError, ensure_image, image_tag, remove_image
-from chaos.cluster.node import Node
 from chaos.cluster.sshhosts import SSHHosts
+from chaos.control.node import Node
 from chaos.control.ssh import Control, RemoteError
+from chaos.errors import BadArguments
 
 
 class ClusterFailure(click.ClickException):

@@ -21,7 +21,7 @@ capability             protocol                   used by
 ``clients``            :class:`Clients`           every workload: the DB supplies the client of its protocol
 =====================  =========================  ==============================================================
 
-Who calls what: the runner (``chaos.control.runner``) calls ``setup``/``teardown`` once per run on
+Who calls what: the runner (``chaos.runner.runner``) calls ``setup``/``teardown`` once per run on
 the control node's main thread; nemeses call the per-node methods (``remote``: a
 :class:`chaos.control.ssh.Remote`) from the nemesis thread, often for several nodes in parallel,
 so a per-node method must be safe to run concurrently for *different* nodes. Unless a method says
@@ -33,7 +33,7 @@ see :mod:`chaos.plugins`) names either a DB object or a factory (a class or func
 the parsed ``--db-opt key=value`` options as keyword arguments. The factory declares its options
 in an attribute ``db_options`` (a sequence of :class:`DBOption`); the factory validates them itself
 and raises ValueError (one line naming the option) for a bad value. The built-in DLedger DB is
-:class:`chaos.cluster.dledger_db.DLedgerDB`; :class:`NoopDB` is the smallest DB.
+:class:`chaos_dledger.db.DLedgerDB`; :class:`NoopDB` is the smallest DB.
 """
 
 from __future__ import annotations
@@ -42,20 +42,13 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from chaos import plugins
+from chaos.errors import ConfigError, DBError
+
 if TYPE_CHECKING:
-    from chaos.cluster.node import Node
+    from chaos.control.node import Node
     from chaos.control.ssh import Control, Remote
     from chaos.history.nodelogs import LogPattern
-
-
-class DBError(RuntimeError):
-    """A DB step failed on a node. ``node`` names it; ``log_tail`` is the end of its server log."""
-
-    def __init__(self, node: str, message: str, log_tail: str = "") -> None:
-        self.node = node
-        self.log_tail = log_tail
-        tail = " | ".join(ln for ln in log_tail.strip().splitlines()[-5:] if ln.strip())
-        super().__init__(f"{node}: {message}" + (f"; server log tail: {tail}" if tail else ""))
 
 
 # -- options -----------------------------------------------------------------------------------------
@@ -280,7 +273,7 @@ class Leadership(Protocol):
     """Each node's own view of leadership, for the observer (``leadership.jsonl``).
 
     ``leadership(node, timeout_s)``: ``{"leader": name | None, "term": int | None}`` as ``node``
-    (a :class:`chaos.cluster.node.Node`) answers for itself, or ``{"error": text}``; called every
+    (a :class:`chaos.control.node.Node`) answers for itself, or ``{"error": text}``; called every
     few hundred ms from the observer's thread pool, concurrently for different nodes; must not
     raise; may keep a connection per node. ``close_leadership()``: drop those connections
     (idempotent). Without it the observer samples ``primaries`` only.
@@ -293,14 +286,14 @@ class Leadership(Protocol):
 
 @runtime_checkable
 class Clients(Protocol):
-    """The DB supplies the client of a workload's client protocol (``chaos.workloads.clients``).
+    """The DB supplies the client of a workload's client protocol (``chaos.control.client``).
 
     ``client_protocols``: the protocols offered (e.g. ``{"register", "log"}``); the runner refuses
     at start a workload whose ``protocol`` is not among them. ``open_client(protocol, test, node,
     process)``: a client talking to ``node`` first, for one process (Jepsen opens a new client for
     a process that crashed); called from the worker's thread; raises
-    :class:`chaos.workloads.clients.NotSent` when it cannot connect. The client's methods are the
-    protocol's (see :mod:`chaos.workloads.clients`).
+    :class:`chaos.control.client.NotSent` when it cannot connect. The client's methods are the
+    protocol's (see :mod:`chaos.control.client`).
     """
 
     client_protocols: Collection[str]
@@ -404,3 +397,78 @@ class NoopDB:
 
     def await_recovery(self, control: Control, timeout: float) -> dict[str, Any]:
         return {"recovered": True, "bound_s": timeout, "waited_s": 0.0, "problems": [], "nodes": {}}
+
+
+# -- building the DB --db names (the loader is chaos.plugins) ----------------------------------------
+
+
+def db_factory(spec: str | None) -> Any:
+    """The DB factory (or DB object) ``--db`` names; default DLedger."""
+    return plugins.resolve("db", spec or plugins.default_db())
+
+
+def build_db(
+    spec: str | None, db_opts: list[str] | tuple[str, ...] = (), extra: Mapping[str, Any] | None = None
+) -> Any:
+    """The DB ``--db spec`` names, built with ``--db-opt`` items ``db_opts`` (parsed by the DB's
+    declared options, :func:`chaos.cluster.db.parse_db_opts`) and keyword arguments ``extra``
+    (already parsed, e.g. the DLedger aliases ``--flush``; the ``--db-opt`` items win).
+
+    Raises ConfigError (one line): the loader's errors, a bad ``--db-opt`` item, a factory that
+    rejects its options (its ValueError), or an object that is not a DB."""
+    spec = spec or plugins.default_db()
+    factory = db_factory(spec)
+    label = f"--db {spec}"
+    if _is_db(factory):
+        if db_opts:
+            raise ConfigError(f"{label}: is a DB object, not a factory; it takes no --db-opt")
+        return factory
+    if not callable(factory):
+        raise ConfigError(
+            f"{label}: {type(factory).__name__} is not a DB or a DB factory (see chaos.cluster.db.DB)"
+        )
+    if isinstance(factory, type):
+        missing = [m for m in ("name", "setup", "teardown", "describe") if not hasattr(factory, m)]
+        if missing:
+            raise ConfigError(
+                f"{label}: class {factory.__name__} is not a DB (no {', '.join(missing)}; see chaos.cluster.db.DB)"
+            )
+    name = str(getattr(factory, "name", None) or getattr(factory, "__name__", spec))
+    try:
+        kwargs = parse_db_opts(factory, list(db_opts), name)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    declared = {o.keyword for o in getattr(factory, "db_options", ()) or ()}
+    for k, v in (extra or {}).items():
+        if k in declared and k not in kwargs and v is not None:
+            kwargs[k] = v
+    try:
+        db = factory(**kwargs)
+    except ValueError as e:  # the DB's own verdict on its options
+        raise ConfigError(f"{label}: {' '.join(str(e).split())}") from None
+    except TypeError as e:
+        raise ConfigError(f"{label}: calling the DB factory failed: {' '.join(str(e).split())}") from None
+    try:
+        check_db(db, f"{label} ({db_name(db)})")
+    except TypeError as e:
+        raise ConfigError(str(e)) from None
+    return db
+
+
+def parse_db_kwargs(spec: str | None, db_opts: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """The keyword arguments ``--db-opt`` items give the DB factory ``spec`` names (what ``test.json``
+    records as ``db_opts``); ConfigError as :func:`build_db`."""
+    factory = db_factory(spec)
+    if _is_db(factory):
+        return {}
+    name = str(getattr(factory, "name", None) or getattr(factory, "__name__", spec))
+    try:
+        return parse_db_opts(factory, list(db_opts), name)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def _is_db(obj: Any) -> bool:
+    return not isinstance(obj, type) and all(
+        callable(getattr(obj, m, None)) for m in ("setup", "teardown", "describe")
+    )

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.cluster.image import LABEL, ImageError, docker_client, ensure_image
-from chaos.cluster.node import Node, nodes_from_json, nodes_to_json
+from chaos.control.node import Node, nodes_from_json, nodes_to_json
 
 DEFAULT_CLUSTER = "default"
 # SYS_ADMIN and /dev/fuse: the lose-unfsynced fault mounts a FUSE layer over the data dir

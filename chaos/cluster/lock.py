@@ -28,12 +28,14 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from chaos.errors import Refused
+
 LOCK_DIR = "/var/lib/dledger-chaos"
 LOCK_PATH = f"{LOCK_DIR}/run.lock"
 _ACTIVE: set[str] = set()  # tokens of the locks this process holds now
 
 
-class ClusterLocked(RuntimeError):
+class ClusterLocked(Refused):
     """Another run holds the cluster. ``holder`` is its lock record (dict), ``node`` where it was seen."""
 
     def __init__(self, node: str, holder: dict[str, Any]) -> None:

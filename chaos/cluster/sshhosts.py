@@ -11,7 +11,7 @@ import os
 import re
 from pathlib import Path
 
-from chaos.cluster.node import Node, check_unique
+from chaos.control.node import Node, check_unique
 
 _ENTRY_RE = re.compile(
     r"^(?:(?P<name>[A-Za-z0-9_.]+)=)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:=\[\]]+)(?::(?P<port>\d+))?$"

@@ -25,7 +25,7 @@ from typing import TypeVar
 
 import paramiko
 
-from chaos.cluster.node import Node, check_unique
+from chaos.control.node import Node, check_unique
 
 T = TypeVar("T")
 
@@ -506,7 +506,7 @@ class Control:
             raise ValueError("Control: expected at least one node")
         for n in nodes:
             if not isinstance(n, Node):
-                raise TypeError(f"Control: {n!r} is not a chaos.cluster.node.Node")
+                raise TypeError(f"Control: {n!r} is not a chaos.control.node.Node")
         check_unique(nodes)
         self.nodes: list[Node] = nodes
         self._remotes = {

@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaos.errors import ConfigError
+
 DEFAULTS: dict[str, Any] = {
-    "db": None,  # chaos.plugins.DEFAULT_DB
+    "db": None,  # chaos.plugins.default_db()
     "db_opts": [],
     "workload": "register",
     "nemesis": "none",
@@ -37,7 +39,7 @@ DEFAULTS: dict[str, Any] = {
 class Test:
     """One test run.
 
-    Fields: ``name``; ``nodes`` (list of ``chaos.cluster.node.Node``); ``control``
+    Fields: ``name``; ``nodes`` (list of ``chaos.control.node.Node``); ``control``
     (``chaos.control.ssh.Control``); ``db`` (a :class:`chaos.cluster.db.DB`); ``rng`` (``random.Random`` seeded with
     ``opts["seed"]``: generator and nemesis choices are reproducible); ``opts`` (every option, a dict);
     ``log`` (the run's logger, also written to ``chaos.log``); ``concurrency`` (client threads).
@@ -59,11 +61,6 @@ class Test:
     @property
     def node_names(self) -> list[str]:
         return [n.name for n in self.nodes]
-
-
-class ConfigError(ValueError):
-    """A test option is malformed or out of range; the message is one line naming the option (as the
-    command line spells it, e.g. ``--time-limit``) or the file, and what was expected."""
 
 
 # option -> (type, least value, whether the least value itself is allowed, greatest value or None)

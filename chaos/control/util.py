@@ -23,8 +23,8 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from chaos.cluster.db import DBError
-from chaos.workloads.clients import Indeterminate, NotSent
+from chaos.control.client import Indeterminate, NotSent
+from chaos.errors import DBError
 
 if TYPE_CHECKING:
     from chaos.control.ssh import Remote
@@ -276,10 +276,10 @@ def http_json(url: str, body: Any = None, timeout: float = 2.0) -> Any:
     """``POST`` ``body`` as JSON to ``url`` (``GET`` when ``body`` is None) and return the decoded
     JSON answer, from the control node: the usual client of a system's HTTP API.
 
-    Raises, so that a workload records the op right (:mod:`chaos.workloads.clients`):
-    :class:`~chaos.workloads.clients.NotSent` (``fail``) when the request did not get out (connection
+    Raises, so that a workload records the op right (:mod:`chaos.control.client`):
+    :class:`~chaos.control.client.NotSent` (``fail``) when the request did not get out (connection
     refused, no route, connect timeout: urllib's ``URLError`` covers only connecting and sending);
-    :class:`~chaos.workloads.clients.Indeterminate` (``info``) once it did: no answer in ``timeout``
+    :class:`~chaos.control.client.Indeterminate` (``info``) once it did: no answer in ``timeout``
     seconds, a lost connection, or an error status (the system answered, but whether an error
     means "not done" is the system's to say; its ``status`` and the start of the body are in the
     completion's fields, and a client that knows better catches it).

@@ -28,9 +28,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from chaos.history.checkers import UNKNOWN, merge_valid
 from chaos.history.op import INVOKE, NEMESIS, OK, Op
 from chaos.history.store import HistoryError, Validator, pair, read_history
+from chaos.history.verdict import UNKNOWN, merge_valid
 
 __all__ = [
     "UNKNOWN",

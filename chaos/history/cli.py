@@ -14,14 +14,9 @@ from typing import Any
 
 import click
 
-from chaos.cli import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, BadArguments
+from chaos.errors import BadArguments, exit_code
 
 FORMATS = ("auto", "jsonl", "edn", "porcupine-etcd", "porcupine-kv")
-
-
-def exit_code(valid: Any) -> int:
-    """0 for True, 1 for False, 2 for anything else ("unknown"): only the booleans decide."""
-    return EXIT_VALID if valid is True else EXIT_INVALID if valid is False else EXIT_UNKNOWN
 
 
 def _verdict(valid: Any) -> str:

@@ -14,7 +14,7 @@ pass it. Otherwise ``valid`` is true. The checker never says ``false``: a fault 
 safety violation.
 
 **Did they bite.** From ``leadership.jsonl`` (written during the run by
-:mod:`chaos.control.observer`; absent for older runs) :func:`leadership_windows` computes per fault
+:mod:`chaos.runner.observer`; absent for older runs) :func:`leadership_windows` computes per fault
 window the leader at its start, the leaders seen, ``leader_changes``, the terms, the time without a
 leader, and the client ops completed in the window (all, and those on the faulted nodes). The
 result's ``bite`` says plainly whether any fault changed leadership. This part never changes the
@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from chaos.history.analysis import FaultWindows
-from chaos.history.checkers import UNKNOWN, StreamChecker
 from chaos.history.op import INVOKE, NEMESIS, Op
+from chaos.history.verdict import UNKNOWN, StreamChecker
 
 MAX_ERRORS = 10  # distinct reasons kept per kind
 NS = 1_000_000_000
@@ -129,7 +129,7 @@ class _FaultsAcc:
                 c["ops_on_faulted"][op.type] = c["ops_on_faulted"].get(op.type, 0) + 1
 
     def finish(self) -> dict[str, Any]:
-        from chaos.control.observer import LEADERSHIP_FILE, read_leadership
+        from chaos.history.leadership import LEADERSHIP_FILE, read_leadership
 
         kinds = {k: self.kinds[k] for k in sorted(self.kinds) if self.kinds[k]["requested"]}
         never = [k for k, r in kinds.items() if r["applied"] == 0]

@@ -22,8 +22,7 @@ from typing import Any
 
 import click
 
-from chaos.cli import EXIT_BAD_ARGS, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, BadArguments
-from chaos.control.test import ConfigError
+from chaos.errors import EXIT_BAD_ARGS, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, BadArguments, ConfigError
 
 
 def _split(value: str) -> list[str]:

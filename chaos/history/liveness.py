@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from chaos.history.checkers import UNKNOWN
+from chaos.history.verdict import UNKNOWN
 
 
 class LivenessChecker:

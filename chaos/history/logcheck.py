@@ -27,8 +27,8 @@ from array import array
 from collections.abc import Sequence
 from typing import Any
 
-from chaos.history.checkers import UNKNOWN, Accumulator, StreamChecker
 from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
+from chaos.history.verdict import UNKNOWN, Accumulator, StreamChecker
 
 MAX_REPORTED = 1000  # anomalies listed per kind; the *_count fields give the totals
 

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from chaos.history.checkers import UNKNOWN
+from chaos.history.verdict import UNKNOWN
 
 INVALID = "invalid"
 WARNING = "warning"

@@ -23,8 +23,8 @@ from array import array
 from typing import Any
 
 from chaos.history.analysis import Availability, FaultWindows, fault_value
-from chaos.history.checkers import Accumulator, StreamChecker
 from chaos.history.op import INVOKE, NEMESIS, OK, Op
+from chaos.history.verdict import Accumulator, StreamChecker
 
 NS = 1_000_000_000
 QUANTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))

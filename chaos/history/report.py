@@ -1073,7 +1073,7 @@ class RunProgress:
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
 def report(run_dir: Path) -> int:
     """Write RUN_DIR/index.html, the run's HTML report, and print its path."""
-    from chaos.cli import BadArguments
+    from chaos.errors import BadArguments
 
     try:
         out = write_report(run_dir)

@@ -552,7 +552,7 @@ def make_server(
 )
 def serve(store: str, port: int, host: str, allow_hosts: tuple[str, ...]) -> None:
     """Serve the store's runs and reports over HTTP until interrupted."""
-    from chaos.cli import BadArguments
+    from chaos.errors import BadArguments
 
     try:
         srv = make_server(store, host, port, allow_hosts)

@@ -177,7 +177,7 @@ def parse_names(names: str | Iterable[str]) -> list[str]:
     """``"a,b"`` or ``["a", "b,c"]`` -> ``["a", "b", "c"]``, checked against :data:`NEMESES`; a
     ``module:attr`` reference or the name of a ``chaos.nemeses`` entry point is a plug-in nemesis
     (:mod:`chaos.plugins`). Raises :class:`chaos.control.test.ConfigError` naming the unknown names."""
-    from chaos.control.test import ConfigError
+    from chaos.errors import ConfigError
 
     raw = [names] if isinstance(names, str) else list(names)
     out: list[str] = []
@@ -244,7 +244,7 @@ def check_capabilities(names: str | Iterable[str], opts: Mapping[str, Any] | Non
     """Raise :class:`chaos.control.test.ConfigError` (one line naming the DB, the nemesis and the
     missing capability) when ``db`` cannot support a nemesis among ``names``."""
     from chaos.cluster.db import CAPABILITIES, capabilities, db_name
-    from chaos.control.test import ConfigError
+    from chaos.errors import ConfigError
 
     has = capabilities(db)
     for n, need in requirements(names, opts).items():
@@ -270,7 +270,7 @@ def build(names: str | Iterable[str], opts: Mapping[str, Any] | None = None) -> 
     run's generator starts.
     """
     from chaos.control import generator as gen
-    from chaos.control.test import ConfigError
+    from chaos.errors import ConfigError
     from chaos.nemesis.clock import ClockNemesis
     from chaos.nemesis.leadership import LeaderTransferNemesis
     from chaos.nemesis.packet import DEFAULTS, PacketNemesis

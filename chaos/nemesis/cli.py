@@ -21,6 +21,7 @@ from typing import Any
 
 import click
 
+from chaos.errors import EXIT_CRASH
 from chaos.nemesis import clock, files, packet, partition
 from chaos.nemesis.base import STATE_DIR
 
@@ -46,8 +47,8 @@ true
 
 
 def default_db() -> Any:
-    """The default DB of ``chaos run`` (:data:`chaos.plugins.DEFAULT_DB`), with its defaults."""
-    from chaos.plugins import build_db
+    """The default DB of ``chaos run`` (:func:`chaos.plugins.default_db`), with its defaults."""
+    from chaos.cluster.db import build_db
 
     return build_db(None)
 
@@ -151,7 +152,7 @@ def heal_nodes(test: Any) -> dict[str, list[str]]:
 
 
 def _nodes(provider: str, cluster: str, nodes: str | None, nodes_file: str | None, **ssh: Any) -> list[Any]:
-    from chaos.cli import BadArguments
+    from chaos.errors import BadArguments
 
     if provider == "docker":
         from chaos.cluster.docker import ClusterError, load_nodes
@@ -218,9 +219,9 @@ def heal(
     offsets, paused servers (through the DB's capabilities). Prints one status line per node, naming
     what was healed; exit 0 when every node is clean afterwards, 255 when a node could not be
     reached or healed, or still has faults."""
-    from chaos.cli import BadArguments
+    from chaos.cluster.db import build_db
     from chaos.control.ssh import Control
-    from chaos.plugins import build_db
+    from chaos.errors import BadArguments
 
     try:
         the_db = build_db(db, list(db_opt))
@@ -268,9 +269,8 @@ def heal(
         else:
             click.echo(f"{name}: healed" if before else f"{name}: clean (nothing to heal)")
     if not clean:
-        sys.exit(EXIT_NOT_HEALED)
+        sys.exit(EXIT_CRASH)
     return 0
 
 
-EXIT_NOT_HEALED = 255
 """``chaos heal``'s status when some node is unreachable or keeps a fault (1 would read as *invalid*)."""

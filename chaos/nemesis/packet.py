@@ -36,7 +36,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from chaos.control.test import ConfigError
+from chaos.errors import ConfigError
 from chaos.history.op import Op
 from chaos.nemesis.base import (
     STATE_DIR,

@@ -3,7 +3,7 @@
 As Jepsen's ``jepsen.tests.linearizable-register``: a workload is a function ``workload(opts) ->
 Workload`` (the built-ins ``chaos/workloads/<name>.py``, listed in :data:`WORKLOADS`; others named
 ``--workload module:attr`` or by a ``chaos.workloads`` entry point, see :mod:`chaos.plugins`).
-The DB supplies the client: the workload names a client ``protocol`` (:mod:`chaos.workloads.clients`:
+The DB supplies the client: the workload names a client ``protocol`` (:mod:`chaos.control.client`:
 ``register`` or ``log``) and its client template asks the DB (``db.open_client(protocol, ...)``)
 for a client of that protocol. The :class:`Workload` gives:
 
@@ -51,7 +51,7 @@ def get(name: str, opts: Mapping[str, Any] | None = None) -> Workload:
     ``opts``. Raises ValueError (a :class:`chaos.control.test.ConfigError` from the loader) naming
     the workload: unknown, not loadable, or its function does not return a Workload."""
     from chaos import plugins
-    from chaos.control.test import ConfigError
+    from chaos.errors import ConfigError
 
     fn = plugins.workload_function(name)
     w = fn(dict(opts or {}))

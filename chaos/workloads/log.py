@@ -1,6 +1,6 @@
 """The log workload: unique appends to the DB's log, reads of every node's log during the run
 and a final read of every node's log after healing (Jepsen's set-full, for an append log), through
-the DB's ``log`` client (:class:`chaos.workloads.clients.LogClient`).
+the DB's ``log`` client (:class:`chaos.control.client.LogClient`).
 
 Main phase, a random mix (``read_fraction`` of the ops are reads, default 0.25):
 
@@ -28,9 +28,9 @@ from __future__ import annotations
 from typing import Any
 
 from chaos.control import generator as gen
+from chaos.control.client import Answer, ProtocolWorker, complete, open_db_client
 from chaos.history.op import OK, Op
 from chaos.workloads import Workload
-from chaos.workloads.clients import Answer, ProtocolWorker, complete, open_db_client
 
 READ_RANGE = "read-range"
 PROTOCOL = "log"

@@ -6,7 +6,7 @@ by a random 0.9..1.0 so keys do not end together on a fault boundary). Per key, 
 ``read`` (value None; ok value int or None), ``write`` (value 0..4) and ``cas`` (value
 ``[expected, new]``; ok = applied, fail = not applied, with ``compare_failed: true`` when the
 current value was not ``expected``), through the DB's ``register`` client
-(:class:`chaos.workloads.clients.RegisterClient`). Checked for linearizability per key with the
+(:class:`chaos.control.client.RegisterClient`). Checked for linearizability per key with the
 cas-register model (initial value None).
 
 The DB decides how its client reaches the register (which node answers a read, redirects); a
@@ -19,9 +19,9 @@ import itertools
 from typing import Any
 
 from chaos.control import generator as gen
+from chaos.control.client import Answer, Failed, ProtocolWorker, complete
 from chaos.history.op import Op
 from chaos.workloads import Workload
-from chaos.workloads.clients import Answer, Failed, ProtocolWorker, complete
 
 VALUES = 5
 PROTOCOL = "register"

@@ -1,4 +1,4 @@
-"""DLedger's clients for the workloads' protocols (:mod:`chaos.workloads.clients`): ``register``
+"""DLedger's clients for the workloads' protocols (:mod:`chaos.control.client`): ``register``
 over the DLedger KV state machine and ``log`` over the DLedger log, both through
 ``dledger.client.DLedgerClient``.
 
@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from chaos.workloads.clients import Answer, Failed, Indeterminate
+from chaos.control.client import Answer, Failed, Indeterminate
 
 STICKY_READ_TIMEOUT_S = 10.0
 # DLedger's INDEX_OUT_OF_RANGE (reading past the end / below the start)

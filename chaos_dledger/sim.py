@@ -857,7 +857,7 @@ def sim(
 ) -> None:
     """Deterministic simulation: the real DLedger core and driver on a simulated network and clock,
     many seeds fast; failing seeds are printed and replay exactly with --seed."""
-    from chaos.cli import BadArguments
+    from chaos.errors import BadArguments
 
     if workload not in WORKLOADS:
         raise BadArguments(f"--workload {workload!r}: expected one of {', '.join(WORKLOADS)}")

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from chaos.cluster import deploy
 from chaos.cluster.db import DBError, DBOption
-from chaos.cluster.node import Node
 from chaos.control import util
+from chaos.control.node import Node
 
 if TYPE_CHECKING:
     from chaos.control.ssh import Control, Remote
@@ -36,7 +36,7 @@ FLUSH_MODES = ("sync", "async")
 READ_MODES = ("raft-log", "read-index", "lease", "unsafe")
 DEFAULT_PORT = 20911
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 VERSION = "0.1.0"
 
 
@@ -124,7 +124,7 @@ def _seconds(text: str) -> float:
 class DLedgerDB:
     """DLedger as the system under test: :class:`chaos.cluster.db.DB` with every capability
     (process, pause, primary, log-files, data-dir, clock, recovery, leadership, leader-transfer,
-    clients for the ``register`` and ``log`` protocols, see :mod:`chaos.cluster.dledger_clients`).
+    clients for the ``register`` and ``log`` protocols, see :mod:`chaos_dledger.clients`).
 
     ``flush``: ``sync`` | ``async`` (the server's ``--flush``); ``read_mode``: ``raft-log`` |
     ``read-index`` | ``lease`` | ``unsafe``; ``port``: DLedger port on every node; ``server_args``:
@@ -134,7 +134,7 @@ class DLedgerDB:
     ``client_timeout``: DLedgerClient timeout (s) used by :meth:`client` and :meth:`primaries`;
     ``recovery_timeout``: the longest :meth:`await_recovery` may take after healing (s) before the
     run is a liveness failure; ``sticky_reads``: odd processes of the register workload read from
-    their own node only (see :mod:`chaos.cluster.dledger_clients`).
+    their own node only (see :mod:`chaos_dledger.clients`).
     """
 
     name = "DLedger"
@@ -211,7 +211,7 @@ class DLedgerDB:
             raise ValueError(f"recovery timeout {recovery_timeout!r}: expected a positive number of seconds")
         self.recovery_timeout = float(recovery_timeout)
         # CHAOS_DLEDGER_SOURCE: deploy the dledger package under another directory instead (the bug
-        # catalogue's patched copies, chaos.mutants); an explicit source_root wins
+        # catalogue's patched copies, chaos_dledger.mutants); an explicit source_root wins
         env_root = os.environ.get("CHAOS_DLEDGER_SOURCE")
         self.source_root = Path(env_root) if env_root and source_root == PROJECT_ROOT else source_root
         self.log = log or (lambda s: logging.getLogger("chaos.db").info("%s", s))
@@ -253,9 +253,9 @@ class DLedgerDB:
         )
 
     def open_client(self, protocol: str, test: Any, node: str, process: Any) -> Any:
-        """The ``register`` or ``log`` client (:mod:`chaos.cluster.dledger_clients`) for ``process``
+        """The ``register`` or ``log`` client (:mod:`chaos_dledger.clients`) for ``process``
         on ``node``; ValueError for another protocol."""
-        from chaos.cluster.dledger_clients import open_client
+        from chaos_dledger.clients import open_client
 
         nodes = list(test.nodes)
         return open_client(protocol, lambda n: self.client(nodes, n), node, process, sticky=self.sticky_reads)

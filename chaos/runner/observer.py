@@ -31,18 +31,9 @@ from typing import Any
 
 import orjson
 
+from chaos.history.leadership import summarize
+
 log = logging.getLogger("chaos.observer")
-
-LEADERSHIP_FILE = "leadership.jsonl"
-
-
-def summarize(nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """From each node's answer (``{"leader", "term"}`` or ``{"error"}``) the sample's ``primaries``,
-    ``leader`` (the claiming node with the highest term) and ``term`` (highest answered)."""
-    primaries = sorted(n for n, a in nodes.items() if a.get("leader") == n)
-    terms = [a["term"] for a in nodes.values() if isinstance(a.get("term"), int)]
-    leader = max(primaries, key=lambda n: (nodes[n].get("term") or 0, n)) if primaries else None
-    return {"primaries": primaries, "leader": leader, "term": max(terms) if terms else None}
 
 
 class LeadershipObserver:
@@ -52,7 +43,7 @@ class LeadershipObserver:
         db: the DB; with the ``leadership`` capability each node is asked for its own view
             (``db.leadership(node, timeout_s)``); otherwise the DB must offer ``primaries(control)``
             (the ``primary`` capability), which gives ``primaries``/``leader`` only.
-        nodes: the test's nodes (``chaos.cluster.node.Node``); control: their ``Control``.
+        nodes: the test's nodes (``chaos.control.node.Node``); control: their ``Control``.
         path: the file to write (``<run dir>/leadership.jsonl``).
         clock: ns since the test start (the interpreter's ``Clock``), so samples line up with ops.
         interval_s: seconds between polls; timeout_s: per-node answer bound (s).
@@ -141,27 +132,3 @@ class LeadershipObserver:
                 close()
             except Exception as e:
                 log.warning("closing the leadership connections failed: %s", e)
-
-
-def read_leadership(path: Path | str) -> list[dict[str, Any]]:
-    """The samples of a ``leadership.jsonl`` (``[]`` when the file is missing). A torn last line (a
-    killed run) is dropped; a bad line in the middle raises ValueError naming the file and line."""
-    p = Path(path)
-    if not p.is_file():
-        return []
-    lines = p.read_bytes().split(b"\n")
-    out: list[dict[str, Any]] = []
-    last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
-    for i, ln in enumerate(lines):
-        if not ln.strip():
-            continue
-        try:
-            sample = orjson.loads(ln)
-            if not isinstance(sample, dict) or not isinstance(sample.get("time"), int):
-                raise ValueError("expected an object with an integer time")
-        except (orjson.JSONDecodeError, ValueError) as e:
-            if i == last:
-                break
-            raise ValueError(f"{p}:{i + 1}: bad leadership sample: {e}") from None
-        out.append(sample)
-    return out

@@ -40,10 +40,16 @@ from typing import Any
 from rich.markup import escape
 
 from chaos.control import generator as gen
-from chaos.control.test import DEFAULTS, ConfigError, Test, parse_concurrency, run_name, validate_options
-from chaos.history.cli import exit_code  # results.json's valid -> exit status, as chaos check
-
-EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_BAD_ARGS, EXIT_CRASH = 0, 1, 2, 254, 255
+from chaos.control.test import DEFAULTS, Test, parse_concurrency, run_name, validate_options
+from chaos.errors import (
+    EXIT_BAD_ARGS,
+    EXIT_CRASH,
+    EXIT_INVALID,
+    EXIT_UNKNOWN,
+    EXIT_VALID,
+    ConfigError,
+    exit_code,
+)
 
 
 class RunAborted(Exception):
@@ -183,9 +189,9 @@ def _describe(db: Any) -> str:
 
 
 def plugins_default_db() -> str:
-    from chaos.plugins import DEFAULT_DB
+    from chaos.plugins import default_db
 
-    return DEFAULT_DB
+    return default_db()
 
 
 def _sigterm(signum: int, frame: Any) -> None:
@@ -217,10 +223,11 @@ class Runner:
 
     def prepare(self) -> tuple[Any, Any]:
         """Validate options (:func:`chaos.control.test.validate_options`), build the DB
-        (:func:`chaos.plugins.build_db`, kept in :attr:`db`), the workload and the nemesis, and check
+        (:func:`chaos.cluster.db.build_db`, kept in :attr:`db`), the workload and the nemesis, and check
         the DB can serve both (the workload's client protocol, every nemesis's capabilities). Touches
         no node. Raises ConfigError (a ValueError) naming the option for bad input."""
         from chaos import plugins
+        from chaos.cluster import db as dbmod
         from chaos.cluster.db import db_name
         from chaos.nemesis import build, check_capabilities
         from chaos.workloads import get as get_workload
@@ -229,8 +236,8 @@ class Runner:
         validate_options(o)
         if o["seed"] is None:
             o["seed"] = random.SystemRandom().randrange(2**31)
-        self.db = plugins.build_db(o.get("db"), list(o.get("db_opts") or ()))
-        self.db_kwargs = plugins.parse_db_kwargs(o.get("db"), list(o.get("db_opts") or ()))
+        self.db = dbmod.build_db(o.get("db"), list(o.get("db_opts") or ()))
+        self.db_kwargs = dbmod.parse_db_kwargs(o.get("db"), list(o.get("db_opts") or ()))
         try:
             workload = get_workload(o["workload"], {**o, "node_names": o.get("node_names")})
         except ConfigError:
@@ -326,7 +333,7 @@ class Runner:
         writer = None
         interp: Any = None
         live_view: Any = None
-        observer: Any = None  # chaos.control.observer: leadership over time, into leadership.jsonl
+        observer: Any = None  # chaos.runner.observer: leadership over time, into leadership.jsonl
         crashed: BaseException | None = None
         self.say(f"run directory {run.path}")
         try:
@@ -356,7 +363,7 @@ class Runner:
                 idempotent=workload.idempotent,
             )
             if self.live and self.console is not None:
-                from chaos.control.live import LiveView
+                from chaos.runner.live import LiveView
 
                 live_view = LiveView(self.console, test, interp, o["time_limit"])
                 live_view.start()
@@ -370,7 +377,7 @@ class Runner:
             )
             if live_view is not None:
                 live_view.phase = "main"
-            from chaos.control.observer import LEADERSHIP_FILE, LeadershipObserver
+            from chaos.runner.observer import LEADERSHIP_FILE, LeadershipObserver
 
             if caps & {"leadership", "primary"}:
                 observer = LeadershipObserver(db, nodes, control, run.path / LEADERSHIP_FILE, clock)

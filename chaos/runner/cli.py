@@ -1,4 +1,4 @@
-"""``chaos run``: one test (or ``--test-count`` tests) end to end; see chaos.control.runner."""
+"""``chaos run``: one test (or ``--test-count`` tests) end to end; see chaos.runner.runner."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ from typing import Any
 
 import click
 
-from chaos.cli import BadArguments
-from chaos.plugins import DEFAULT_DB
+from chaos.errors import EXIT_CRASH, EXIT_SIGINT, EXIT_SIGTERM, BadArguments
+from chaos.plugins import default_db
 
 
 def _epilog() -> str:
     from chaos import plugins
+    from chaos.cluster import db as dbmod
     from chaos.cluster.db import db_options
     from chaos.nemesis import NEMESES
     from chaos.workloads import WORKLOADS
@@ -20,7 +21,7 @@ def _epilog() -> str:
     lines = ["\b", "DBs (--db NAME or module:attr; --db-opt KEY=VALUE):"]
     for name in plugins.names("db"):
         try:
-            factory = plugins.db_factory(name)
+            factory = dbmod.db_factory(name)
         except Exception as e:  # a broken plug-in must not break --help
             lines.append(f"  {name:<26} (cannot load: {e})")
             continue
@@ -58,7 +59,7 @@ class _RunCommand(click.Command):
 @click.command(cls=_RunCommand)
 @click.option(
     "--db",
-    default=DEFAULT_DB,
+    default=default_db,
     show_default=True,
     help="The system under test: a DB name (see below) or module:attr of a DB factory.",
 )
@@ -151,8 +152,9 @@ def run(**kw: Any) -> int:
     """
     import signal
 
-    from chaos.control.runner import RunAborted, make_console, run_tests
-    from chaos.control.test import ConfigError, validate_options
+    from chaos.control.test import validate_options
+    from chaos.errors import ConfigError
+    from chaos.runner.runner import RunAborted, make_console, run_tests
 
     opts = dict(kw)
     plain = opts.pop("no_live")
@@ -191,13 +193,8 @@ def run(**kw: Any) -> int:
 
         if isinstance(e, RemoteError):
             # raised before a run directory exists: nothing was written
-            from chaos.cli import error_line
+            from chaos.errors import error_line
 
             error_line(f"cannot reach the nodes: {e}")
             sys.exit(EXIT_CRASH)
         raise
-
-
-EXIT_SIGINT = 130  # 128 + SIGINT, as a shell reports a process Ctrl-C ended
-EXIT_SIGTERM = 143  # 128 + SIGTERM
-EXIT_CRASH = 255

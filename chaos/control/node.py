@@ -18,7 +18,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 class Node:
     """One DB node.
 
-    - ``name``: short name, e.g. ``"n1"``; also the DLedger member id (``--id``).
+    - ``name``: short name, e.g. ``"n1"``; DBs may use it as the member id.
     - ``host``: address the control node uses for SSH and for DB clients.
     - ``port``: SSH port.
     - ``user``: SSH user; commands with ``sudo=True`` run through ``sudo`` unless this is ``root``.
@@ -83,7 +83,7 @@ def nodes_from_json(text: str) -> list[Node]:
 
 
 def check_unique(nodes: list[Node]) -> None:
-    """Raise ValueError if two nodes share a name (names are DLedger member ids)."""
+    """Raise ValueError if two nodes share a name (DBs use names as member ids)."""
     seen: set[str] = set()
     for n in nodes:
         if n.name in seen:

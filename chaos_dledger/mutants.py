@@ -12,7 +12,7 @@ Each mutant is a unified diff against the ``dledger`` package in ``bench/mutants
 The shipped server never carries the bug: :func:`apply_mutant` copies the package into a directory
 and applies the patch there exactly (every context and removed line must match, no fuzz: a patch
 that drifted from the tree fails instead of landing somewhere else). A run deploys the copy with ``CHAOS_DLEDGER_SOURCE=<dir>``
-(read by :class:`chaos.cluster.dledger_db.DLedgerDB`); ``chaos sim`` runs it with ``PYTHONPATH=<dir>``.
+(read by :class:`chaos_dledger.db.DLedgerDB`); ``chaos sim`` runs it with ``PYTHONPATH=<dir>``.
 """
 
 from __future__ import annotations
