@@ -498,7 +498,13 @@ class LazyOps:
         pass
 
     async def release(self, fh):
-        self.fds.pop(fh, None)
+        self.close_handle(self.fds, fh)
+
+    @staticmethod
+    def close_handle(handles: dict[int, int], fh: int) -> None:
+        """Forget the file or directory handle ``fh`` and close its backing fd (quietly: the
+        kernel ignores a failed release)."""
+        handles.pop(fh, None)
         try:
             os.close(fh)
         except OSError:
@@ -525,11 +531,7 @@ class LazyOps:
                 break
 
     async def releasedir(self, fh):
-        self.dirs.pop(fh, None)
-        try:
-            os.close(fh)
-        except OSError:
-            pass
+        self.close_handle(self.dirs, fh)
 
     @_fuse_errors
     async def fsyncdir(self, fh, datasync):
