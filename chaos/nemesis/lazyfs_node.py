@@ -38,14 +38,17 @@ restores is what the next reader sees.
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import logging
 import os
+import shutil
 import signal
 import stat
 import sys
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 log = logging.getLogger("lazyfs")
@@ -96,451 +99,491 @@ def _all_zero(b: bytes) -> bool:
     return not b or (b[0] == 0 and b == bytes(len(b)))
 
 
-def make_ops(pyfuse3, backing: bytes, state: bytes):  # noqa: C901 - one class, built on the node
-    """The pyfuse3.Operations subclass over ``backing`` (the module is passed in, so this file
-    imports without pyfuse3 for the client commands)."""
-    FUSEError = pyfuse3.FUSEError
+def _os_error(code: int, path: bytes) -> OSError:
+    return OSError(code, os.strerror(code), os.fsdecode(path))
 
-    def oserror(e: OSError) -> Exception:
-        return FUSEError(e.errno or errno.EIO)
 
-    class LazyOps(pyfuse3.Operations):
-        enable_writeback_cache = False
+class Journal:
+    """What a power loss would undo under ``backing``: the :class:`Track` of every file changed since
+    its fsync, the :class:`NameOp` of every name changed since its directories' fsync, and the stash
+    of removed files (``STATE/stash``). Standard library only: :class:`LazyOps` calls it for each
+    change it passes to the backing file system, and :meth:`drop` undoes them all.
 
-        def __init__(self) -> None:
-            super().__init__()
-            self.root_ino = os.lstat(backing).st_ino
-            self.paths: dict[int, bytes] = {pyfuse3.ROOT_INODE: backing}
-            self.fds: dict[int, int] = {}  # fh (backing fd) -> inode
-            self.dirs: dict[int, int] = {}  # dir fh -> inode
-            self.tracks: dict[int, Track] = {}
-            self.names: list[NameOp] = []
-            self.stash = os.path.join(state, b"stash")
-            os.makedirs(self.stash, exist_ok=True)
-            self.stash_n = 0
+    Inodes are the backing file system's, except its root, which is ``root_inode`` (FUSE's). The
+    change methods raise ``OSError`` from the backing file system (``ENOTEMPTY`` for a non-empty
+    directory removed or replaced)."""
 
-        # -- inodes and attributes -------------------------------------------------------------
+    def __init__(self, backing: bytes, state: bytes, root_inode: int) -> None:
+        self.backing = backing
+        self.root_inode = root_inode
+        self.root_ino = os.lstat(backing).st_ino
+        self.paths: dict[int, bytes] = {root_inode: backing}
+        self.tracks: dict[int, Track] = {}
+        self.names: list[NameOp] = []
+        self.stash = os.path.join(state, b"stash")
+        os.makedirs(self.stash, exist_ok=True)
+        self.stash_n = 0
 
-        def ino_of(self, st: os.stat_result) -> int:
-            return pyfuse3.ROOT_INODE if st.st_ino == self.root_ino else st.st_ino
+    def ino_of(self, st: os.stat_result) -> int:
+        return self.root_inode if st.st_ino == self.root_ino else st.st_ino
 
-        def path(self, ino: int) -> bytes:
+    def learn(self, path: bytes) -> os.stat_result:
+        """``lstat`` of ``path``, remembered as the path of its inode."""
+        st = os.lstat(path)
+        self.paths[self.ino_of(st)] = path
+        return st
+
+    # -- data: the pre-image before each change -------------------------------------------------
+
+    def track(self, ino: int, size_now: int) -> Track:
+        t = self.tracks.get(ino)
+        if t is None:
+            t = self.tracks[ino] = Track(size_now)
+        return t
+
+    def save(self, t: Track, fd: int, off: int, end: int) -> None:
+        """Keep the pre-image of [off, end) clipped to the fsynced length."""
+        end = min(end, t.synced_size)
+        if off >= end:
+            return
+        pre = os.pread(fd, end - off, off)
+        if len(pre) < end - off:  # the file is shorter now (cut earlier; that cut saved the rest)
+            if not pre:
+                return
+        t.undo.append((off, len(pre)) if _all_zero(pre) else (off, pre))
+
+    def truncate(self, ino: int, path: bytes, size: int) -> None:
+        fd = os.open(path, os.O_RDWR)
+        try:
+            now = os.fstat(fd).st_size
+            t = self.track(ino, now)
+            if size < now:
+                self.save(t, fd, size, now)
+            t.unsynced += abs(now - size)
+            os.ftruncate(fd, size)
+        finally:
+            os.close(fd)
+
+    def write(self, ino: int, fd: int, off: int, buf: bytes) -> int:
+        """``pwrite`` ``buf`` at ``off`` into ``fd`` (file ``ino``), saving what it overwrites first;
+        returns the bytes written."""
+        t = self.tracks.get(ino)
+        if t is None:
+            t = self.track(ino, os.fstat(fd).st_size)
+        self.save(t, fd, off, off + len(buf))
+        n = os.pwrite(fd, buf, off)
+        t.unsynced += n
+        return n
+
+    def file_synced(self, ino: int) -> None:
+        """File ``ino`` was fsynced: nothing of it is lost any more (fdatasync too: it keeps the size)."""
+        self.tracks.pop(ino, None)
+
+    # -- names: durable once their directories are fsynced -------------------------------------
+
+    def created(self, kind: str, path: bytes, parent: int, ino: int) -> None:
+        """``path`` (inode ``ino``) was created in directory ``parent``; ``kind`` is create or mkdir."""
+        self.paths[ino] = path
+        if kind == "create":
+            self.tracks[ino] = Track(0)
+        self.names.append(NameOp(kind, path, None, None, {parent}, ino))
+
+    def remove(self, path: bytes, parent: int, is_dir: bool) -> None:
+        """Unlink (or rmdir) ``path`` from directory ``parent`` by moving it into the stash."""
+        if is_dir and os.listdir(path):
+            raise _os_error(errno.ENOTEMPTY, path)
+        ino = self.ino_of(os.lstat(path))
+        s = self.to_stash(path)
+        self.names.append(NameOp("remove", path, None, s, {parent}, ino))
+
+    def rename(self, src: bytes, dst: bytes, parents: set[int]) -> None:
+        """Rename ``src`` to ``dst``; a ``dst`` it replaces goes into the stash (and back if the
+        rename fails)."""
+        st = os.lstat(src)
+        stashed = None
+        if os.path.lexists(dst):
+            if stat.S_ISDIR(os.lstat(dst).st_mode) and os.listdir(dst):
+                raise _os_error(errno.ENOTEMPTY, dst)
+            stashed = self.to_stash(dst)
+        try:
+            os.rename(src, dst)
+        except OSError:
+            if stashed is not None:
+                os.rename(stashed, dst)
+                self.learn(dst)
+            raise
+        ino = self.ino_of(st)
+        self.repath(src, dst)
+        self.paths[ino] = dst
+        self.names.append(NameOp("rename", src, dst, stashed, parents, ino))
+
+    def dir_synced(self, ino: int) -> None:
+        """Directory ``ino`` was fsynced: the name changes waiting only for it are durable."""
+        keep = []
+        for op in self.names:
+            op.pending.discard(ino)
+            if op.pending:
+                keep.append(op)
+            elif op.stash:
+                self.discard_stash(op.stash)
+        self.names = keep
+
+    def to_stash(self, p: bytes) -> bytes:
+        self.stash_n += 1
+        s = os.path.join(self.stash, b"%d" % self.stash_n)
+        os.rename(p, s)
+        self.learn(s)
+        return s
+
+    def discard_stash(self, s: bytes) -> None:
+        try:
+            if os.path.isdir(s) and not os.path.islink(s):
+                shutil.rmtree(s, ignore_errors=True)
+            else:
+                os.unlink(s)
+        except OSError as e:
+            log.warning("cannot remove %r: %s", s, e)
+
+    def repath(self, old: bytes, new: bytes) -> None:
+        prefix = old + b"/"
+        for i, q in list(self.paths.items()):
+            if q.startswith(prefix):
+                self.paths[i] = new + q[len(old) :]
+
+    # -- the fault -------------------------------------------------------------------------------
+
+    def status(self) -> dict:
+        files = {}
+        for ino, t in self.tracks.items():
             p = self.paths.get(ino)
             if p is None:
-                raise FUSEError(errno.ENOENT)
-            return p
-
-        def child(self, parent: int, name: bytes) -> bytes:
-            if name in (b".", b"..") or b"/" in name:
-                raise FUSEError(errno.EINVAL)
-            return os.path.join(self.path(parent), name)
-
-        def attrs(self, st: os.stat_result) -> Any:
-            a = pyfuse3.EntryAttributes()
-            a.st_ino = self.ino_of(st)
-            a.generation = 0
-            a.entry_timeout = 0
-            a.attr_timeout = 0
-            for f in (
-                "st_mode",
-                "st_nlink",
-                "st_uid",
-                "st_gid",
-                "st_rdev",
-                "st_size",
-                "st_blksize",
-                "st_blocks",
-            ):
-                setattr(a, f, getattr(st, f))
-            a.st_atime_ns, a.st_mtime_ns, a.st_ctime_ns = st.st_atime_ns, st.st_mtime_ns, st.st_ctime_ns
-            return a
-
-        def enter(self, path: bytes) -> Any:
+                continue
             try:
-                st = os.lstat(path)
+                size = os.lstat(p).st_size
+            except OSError:
+                size = -1
+            files[_rel(self.backing, p)] = {
+                "fsynced_size": t.synced_size,
+                "size": size,
+                "unsynced_ranges": len(t.undo),
+                "unsynced_bytes": t.unsynced,
+            }
+        return {"files": files, "names": [op.describe(self.backing) for op in self.names]}
+
+    def drop(self) -> dict:
+        """Undo every change not made durable by an fsync; see the module docstring."""
+        names, errors = self.undo_names()
+        files, dropped = {}, 0
+        for ino, t in self.tracks.items():
+            p = self.paths.get(ino)
+            if p is None or not os.path.lexists(p) or self.ino_of(os.lstat(p)) != ino:
+                continue  # a file whose name was undone: nothing of it survives
+            try:
+                size, restored = self.restore(p, t)
             except OSError as e:
-                raise oserror(e) from None
-            self.paths[self.ino_of(st)] = path
-            return self.attrs(st)
+                errors.append(f"restore {_rel(self.backing, p)}: {e}")
+                continue
+            if size != t.synced_size or restored:
+                files[_rel(self.backing, p)] = {
+                    "cut_from": size,
+                    "to": t.synced_size,
+                    "restored_bytes": restored,
+                }
+                dropped += max(0, size - t.synced_size) + restored
+        self.tracks = {}
+        for n in os.listdir(self.stash):  # stashed removals that were undone are back already
+            self.discard_stash(os.path.join(self.stash, n))
+        self.sync_dirs()
+        return {"files": files, "names": names, "errors": errors, "dropped_bytes": dropped}
 
-        async def lookup(self, parent_inode, name, ctx=None):
-            return self.enter(self.child(parent_inode, name))
-
-        async def forget(self, inode_list):
-            pass  # paths stay known: a name is re-resolved on every lookup anyway
-
-        async def getattr(self, inode, ctx=None):
+    def undo_names(self) -> tuple[list[dict[str, str]], list[str]]:
+        """Undo the pending name changes, newest first: (the undone ones described, errors)."""
+        names, errors = [], []
+        for op in reversed(self.names):
             try:
-                return self.attrs(os.lstat(self.path(inode)))
+                self.undo_name(op)
+                names.append(op.describe(self.backing))
             except OSError as e:
-                raise oserror(e) from None
+                errors.append(f"undo {op.kind} {_rel(self.backing, op.src)}: {e}")
+        self.names = []
+        return names, errors
 
-        async def setattr(self, inode, attr, fields, fh, ctx):
-            p = self.path(inode)
+    def undo_name(self, op: NameOp) -> None:
+        if op.kind in ("create", "mkdir"):
+            if os.path.lexists(op.src) and self.ino_of(os.lstat(op.src)) == op.ino:
+                self.to_stash(op.src)  # gone; the stash is emptied at the end of the drop
+        elif op.kind == "remove":
+            if op.stash and os.path.lexists(op.stash) and not os.path.lexists(op.src):
+                os.rename(op.stash, op.src)
+                self.learn(op.src)
+        elif op.kind == "rename":
+            assert op.dst is not None
+            if os.path.lexists(op.dst) and self.ino_of(os.lstat(op.dst)) == op.ino:
+                os.rename(op.dst, op.src)
+                self.repath(op.dst, op.src)
+                self.paths[op.ino] = op.src
+            if op.stash and os.path.lexists(op.stash) and not os.path.lexists(op.dst):
+                os.rename(op.stash, op.dst)
+                self.learn(op.dst)
+
+    @staticmethod
+    def restore(path: bytes, t: Track) -> tuple[int, int]:
+        """Cut ``path`` back to its fsynced length, write its pre-images back newest first, and
+        fsync it: (its size before, the bytes written back)."""
+        fd = os.open(path, os.O_RDWR)
+        try:
+            size = os.fstat(fd).st_size
+            os.ftruncate(fd, t.synced_size)
+            restored = 0
+            for off, pre in reversed(t.undo):
+                data = bytes(pre) if isinstance(pre, int) else pre
+                os.pwrite(fd, data, off)
+                restored += len(data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return size, restored
+
+    def sync_dirs(self) -> None:
+        """Make the restored names durable in the backing file system."""
+        for d, _, _ in os.walk(self.backing):
             try:
-                if fields.update_size:
-                    self.truncate(inode, p, attr.st_size)
-                if fields.update_mode:
-                    os.chmod(p, stat.S_IMODE(attr.st_mode))
-                if fields.update_uid or fields.update_gid:
-                    os.chown(
-                        p, attr.st_uid if fields.update_uid else -1, attr.st_gid if fields.update_gid else -1
-                    )
-                if fields.update_atime or fields.update_mtime:
-                    st = os.lstat(p)
-                    at = attr.st_atime_ns if fields.update_atime else st.st_atime_ns
-                    mt = attr.st_mtime_ns if fields.update_mtime else st.st_mtime_ns
-                    os.utime(p, ns=(at, mt))
-                return self.attrs(os.lstat(p))
-            except OSError as e:
-                raise oserror(e) from None
-
-        async def statfs(self, ctx):
-            s = os.statvfs(backing)
-            out = pyfuse3.StatvfsData()
-            for f in (
-                "f_bsize",
-                "f_frsize",
-                "f_blocks",
-                "f_bfree",
-                "f_bavail",
-                "f_files",
-                "f_ffree",
-                "f_favail",
-            ):
-                setattr(out, f, getattr(s, f))
-            out.f_namemax = s.f_namemax
-            return out
-
-        # -- data: record before changing --------------------------------------------------------
-
-        def track(self, ino: int, size_now: int) -> Track:
-            t = self.tracks.get(ino)
-            if t is None:
-                t = self.tracks[ino] = Track(size_now)
-            return t
-
-        def save(self, t: Track, fd: int, off: int, end: int) -> None:
-            """Keep the pre-image of [off, end) clipped to the fsynced length."""
-            end = min(end, t.synced_size)
-            if off >= end:
-                return
-            pre = os.pread(fd, end - off, off)
-            if len(pre) < end - off:  # the file is shorter now (cut earlier; that cut saved the rest)
-                if not pre:
-                    return
-            t.undo.append((off, len(pre)) if _all_zero(pre) else (off, pre))
-
-        def truncate(self, ino: int, path: bytes, size: int) -> None:
-            fd = os.open(path, os.O_RDWR)
-            try:
-                now = os.fstat(fd).st_size
-                t = self.track(ino, now)
-                if size < now:
-                    self.save(t, fd, size, now)
-                t.unsynced += abs(now - size)
-                os.ftruncate(fd, size)
-            finally:
+                fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+                os.fsync(fd)
                 os.close(fd)
+            except OSError:
+                pass
 
-        # -- files -------------------------------------------------------------------------------
 
-        def file_info(self, fd: int) -> Any:
-            fi = pyfuse3.FileInfo(fh=fd)
-            fi.direct_io = True
-            fi.keep_cache = False
-            return fi
+def _fuse_errors(handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """An async FUSE handler whose ``OSError`` from the backing file system becomes the
+    ``FUSEError`` (same errno, EIO without one) that pyfuse3 answers the kernel with."""
 
-        async def open(self, inode, flags, ctx):
-            p = self.path(inode)
-            try:
-                if flags & os.O_TRUNC:
-                    self.truncate(inode, p, 0)
-                fd = os.open(p, flags & ~(os.O_TRUNC | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_NOCTTY))
-            except OSError as e:
-                raise oserror(e) from None
-            self.fds[fd] = inode
-            return self.file_info(fd)
+    @functools.wraps(handler)
+    async def answer(self: LazyOps, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await handler(self, *args, **kwargs)
+        except OSError as e:
+            raise self.fuse.FUSEError(e.errno or errno.EIO) from None
 
-        async def create(self, parent_inode, name, mode, flags, ctx):
-            p = self.child(parent_inode, name)
-            try:
-                fd = os.open(
-                    p, os.O_CREAT | os.O_EXCL | (flags & (os.O_RDWR | os.O_WRONLY)), stat.S_IMODE(mode)
-                )
-                st = os.fstat(fd)
-            except OSError as e:
-                raise oserror(e) from None
-            ino = self.ino_of(st)
-            self.paths[ino] = p
-            self.fds[fd] = ino
-            self.tracks[ino] = Track(0)
-            self.names.append(NameOp("create", p, None, None, {parent_inode}, ino))
-            return self.file_info(fd), self.attrs(st)
+    return answer
 
-        async def read(self, fh, off, size):
-            try:
-                return os.pread(fh, size, off)
-            except OSError as e:
-                raise oserror(e) from None
 
-        async def write(self, fh, off, buf):
-            ino = self.fds.get(fh)
-            if ino is None:
-                raise FUSEError(errno.EBADF)
-            try:
-                t = self.tracks.get(ino)
-                if t is None:
-                    t = self.track(ino, os.fstat(fh).st_size)
-                self.save(t, fh, off, off + len(buf))
-                n = os.pwrite(fh, buf, off)
-            except OSError as e:
-                raise oserror(e) from None
-            t.unsynced += n
-            return n
+class LazyOps:
+    """The FUSE operations (pyfuse3's ``Operations`` methods) over ``backing``: a passthrough that
+    tells its :class:`Journal` of every change. ``fuse`` is the pyfuse3 module, passed in so this
+    file imports without it for the client commands; :func:`make_ops` mixes in its base class."""
 
-        async def fsync(self, fh, datasync):
-            ino = self.fds.get(fh)
-            try:
-                os.fsync(fh)  # fdatasync keeps the size too: the layer makes no difference
-            except OSError as e:
-                raise oserror(e) from None
-            if ino is not None:
-                self.tracks.pop(ino, None)
+    enable_writeback_cache = False
 
-        async def flush(self, fh):
+    def __init__(self, fuse: Any, backing: bytes, state: bytes) -> None:
+        super().__init__()
+        self.fuse = fuse
+        self.backing = backing
+        self.journal = Journal(backing, state, fuse.ROOT_INODE)
+        self.fds: dict[int, int] = {}  # fh (backing fd) -> inode
+        self.dirs: dict[int, int] = {}  # dir fh -> inode
+
+    # -- inodes and attributes -----------------------------------------------------------------
+
+    def path(self, ino: int) -> bytes:
+        p = self.journal.paths.get(ino)
+        if p is None:
+            raise self.fuse.FUSEError(errno.ENOENT)
+        return p
+
+    def child(self, parent: int, name: bytes) -> bytes:
+        if name in (b".", b"..") or b"/" in name:
+            raise self.fuse.FUSEError(errno.EINVAL)
+        return os.path.join(self.path(parent), name)
+
+    def attrs(self, st: os.stat_result) -> Any:
+        a = self.fuse.EntryAttributes()
+        a.st_ino = self.journal.ino_of(st)
+        a.generation = 0
+        a.entry_timeout = 0
+        a.attr_timeout = 0
+        for f in ("st_mode", "st_nlink", "st_uid", "st_gid", "st_rdev", "st_size", "st_blksize", "st_blocks"):
+            setattr(a, f, getattr(st, f))
+        a.st_atime_ns, a.st_mtime_ns, a.st_ctime_ns = st.st_atime_ns, st.st_mtime_ns, st.st_ctime_ns
+        return a
+
+    def enter(self, path: bytes) -> Any:
+        try:
+            st = self.journal.learn(path)
+        except OSError as e:
+            raise self.fuse.FUSEError(e.errno or errno.EIO) from None
+        return self.attrs(st)
+
+    async def lookup(self, parent_inode, name, ctx=None):
+        return self.enter(self.child(parent_inode, name))
+
+    async def forget(self, inode_list):
+        pass  # paths stay known: a name is re-resolved on every lookup anyway
+
+    @_fuse_errors
+    async def getattr(self, inode, ctx=None):
+        return self.attrs(os.lstat(self.path(inode)))
+
+    @_fuse_errors
+    async def setattr(self, inode, attr, fields, fh, ctx):
+        p = self.path(inode)
+        if fields.update_size:
+            self.journal.truncate(inode, p, attr.st_size)
+        if fields.update_mode:
+            os.chmod(p, stat.S_IMODE(attr.st_mode))
+        if fields.update_uid or fields.update_gid:
+            os.chown(p, attr.st_uid if fields.update_uid else -1, attr.st_gid if fields.update_gid else -1)
+        if fields.update_atime or fields.update_mtime:
+            st = os.lstat(p)
+            at = attr.st_atime_ns if fields.update_atime else st.st_atime_ns
+            mt = attr.st_mtime_ns if fields.update_mtime else st.st_mtime_ns
+            os.utime(p, ns=(at, mt))
+        return self.attrs(os.lstat(p))
+
+    async def statfs(self, ctx):
+        s = os.statvfs(self.backing)
+        out = self.fuse.StatvfsData()
+        for f in ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail", "f_files", "f_ffree", "f_favail"):
+            setattr(out, f, getattr(s, f))
+        out.f_namemax = s.f_namemax
+        return out
+
+    # -- files ---------------------------------------------------------------------------------
+
+    def file_info(self, fd: int) -> Any:
+        fi = self.fuse.FileInfo(fh=fd)
+        fi.direct_io = True
+        fi.keep_cache = False
+        return fi
+
+    @_fuse_errors
+    async def open(self, inode, flags, ctx):
+        p = self.path(inode)
+        if flags & os.O_TRUNC:
+            self.journal.truncate(inode, p, 0)
+        fd = os.open(p, flags & ~(os.O_TRUNC | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_NOCTTY))
+        self.fds[fd] = inode
+        return self.file_info(fd)
+
+    @_fuse_errors
+    async def create(self, parent_inode, name, mode, flags, ctx):
+        p = self.child(parent_inode, name)
+        fd = os.open(p, os.O_CREAT | os.O_EXCL | (flags & (os.O_RDWR | os.O_WRONLY)), stat.S_IMODE(mode))
+        st = os.fstat(fd)
+        ino = self.journal.ino_of(st)
+        self.fds[fd] = ino
+        self.journal.created("create", p, parent_inode, ino)
+        return self.file_info(fd), self.attrs(st)
+
+    @_fuse_errors
+    async def read(self, fh, off, size):
+        return os.pread(fh, size, off)
+
+    @_fuse_errors
+    async def write(self, fh, off, buf):
+        ino = self.fds.get(fh)
+        if ino is None:
+            raise self.fuse.FUSEError(errno.EBADF)
+        return self.journal.write(ino, fh, off, buf)
+
+    @_fuse_errors
+    async def fsync(self, fh, datasync):
+        ino = self.fds.get(fh)
+        os.fsync(fh)  # fdatasync keeps the size too: the layer makes no difference
+        if ino is not None:
+            self.journal.file_synced(ino)
+
+    async def flush(self, fh):
+        pass
+
+    async def release(self, fh):
+        self.close_handle(self.fds, fh)
+
+    @staticmethod
+    def close_handle(handles: dict[int, int], fh: int) -> None:
+        """Forget the file or directory handle ``fh`` and close its backing fd (quietly: the
+        kernel ignores a failed release)."""
+        handles.pop(fh, None)
+        try:
+            os.close(fh)
+        except OSError:
             pass
 
-        async def release(self, fh):
-            self.fds.pop(fh, None)
+    # -- directories ---------------------------------------------------------------------------
+
+    @_fuse_errors
+    async def opendir(self, inode, ctx):
+        fd = os.open(self.path(inode), os.O_RDONLY | os.O_DIRECTORY)
+        self.dirs[fd] = inode
+        return fd
+
+    @_fuse_errors
+    async def readdir(self, fh, start_id, token):
+        p = self.path(self.dirs[fh])
+        entries = sorted(os.listdir(p))
+        for i, name in enumerate(entries[start_id:], start_id + 1):
             try:
-                os.close(fh)
-            except OSError:
-                pass
+                attr = self.enter(os.path.join(p, name))
+            except self.fuse.FUSEError:
+                continue
+            if not self.fuse.readdir_reply(token, name, attr, i):
+                break
 
-        # -- directories -------------------------------------------------------------------------
+    async def releasedir(self, fh):
+        self.close_handle(self.dirs, fh)
 
-        async def opendir(self, inode, ctx):
-            p = self.path(inode)
-            try:
-                fd = os.open(p, os.O_RDONLY | os.O_DIRECTORY)
-            except OSError as e:
-                raise oserror(e) from None
-            self.dirs[fd] = inode
-            return fd
+    @_fuse_errors
+    async def fsyncdir(self, fh, datasync):
+        ino = self.dirs.get(fh)
+        os.fsync(fh)
+        if ino is not None:
+            self.journal.dir_synced(ino)
 
-        async def readdir(self, fh, start_id, token):
-            p = self.path(self.dirs[fh])
-            try:
-                entries = sorted(os.listdir(p))
-            except OSError as e:
-                raise oserror(e) from None
-            for i, name in enumerate(entries[start_id:], start_id + 1):
-                try:
-                    attr = self.enter(os.path.join(p, name))
-                except FUSEError:
-                    continue
-                if not pyfuse3.readdir_reply(token, name, attr, i):
-                    break
+    @_fuse_errors
+    async def mkdir(self, parent_inode, name, mode, ctx):
+        p = self.child(parent_inode, name)
+        os.mkdir(p, stat.S_IMODE(mode))
+        a = self.enter(p)
+        self.journal.created("mkdir", p, parent_inode, a.st_ino)
+        return a
 
-        async def releasedir(self, fh):
-            self.dirs.pop(fh, None)
-            try:
-                os.close(fh)
-            except OSError:
-                pass
+    @_fuse_errors
+    async def unlink(self, parent_inode, name, ctx):
+        self.journal.remove(self.child(parent_inode, name), parent_inode, is_dir=False)
 
-        async def fsyncdir(self, fh, datasync):
-            ino = self.dirs.get(fh)
-            try:
-                os.fsync(fh)
-            except OSError as e:
-                raise oserror(e) from None
-            if ino is None:
-                return
-            keep = []
-            for op in self.names:
-                op.pending.discard(ino)
-                if op.pending:
-                    keep.append(op)
-                elif op.stash:
-                    self.discard_stash(op.stash)
-            self.names = keep
+    @_fuse_errors
+    async def rmdir(self, parent_inode, name, ctx):
+        self.journal.remove(self.child(parent_inode, name), parent_inode, is_dir=True)
 
-        async def mkdir(self, parent_inode, name, mode, ctx):
-            p = self.child(parent_inode, name)
-            try:
-                os.mkdir(p, stat.S_IMODE(mode))
-            except OSError as e:
-                raise oserror(e) from None
-            a = self.enter(p)
-            self.names.append(NameOp("mkdir", p, None, None, {parent_inode}, a.st_ino))
-            return a
+    @_fuse_errors
+    async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
+        if flags:
+            raise self.fuse.FUSEError(errno.EINVAL)  # RENAME_EXCHANGE / NOREPLACE are not needed here
+        src = self.child(parent_inode_old, name_old)
+        dst = self.child(parent_inode_new, name_new)
+        self.journal.rename(src, dst, {parent_inode_old, parent_inode_new})
 
-        def to_stash(self, p: bytes) -> bytes:
-            self.stash_n += 1
-            s = os.path.join(self.stash, b"%d" % self.stash_n)
-            os.rename(p, s)
-            st = os.lstat(s)
-            self.paths[self.ino_of(st)] = s
-            return s
+    # -- the control commands --------------------------------------------------------------------
 
-        def discard_stash(self, s: bytes) -> None:
-            try:
-                if os.path.isdir(s) and not os.path.islink(s):
-                    import shutil
+    def status(self) -> dict:
+        """What a drop would undo (the module docstring gives the shape)."""
+        return self.journal.status()
 
-                    shutil.rmtree(s, ignore_errors=True)
-                else:
-                    os.unlink(s)
-            except OSError as e:
-                log.warning("cannot remove %r: %s", s, e)
+    def drop(self) -> dict:
+        """Undo every change not made durable by an fsync; see the module docstring."""
+        return self.journal.drop()
 
-        async def unlink(self, parent_inode, name, ctx):
-            p = self.child(parent_inode, name)
-            try:
-                ino = self.ino_of(os.lstat(p))
-                s = self.to_stash(p)
-            except OSError as e:
-                raise oserror(e) from None
-            self.names.append(NameOp("remove", p, None, s, {parent_inode}, ino))
 
-        async def rmdir(self, parent_inode, name, ctx):
-            p = self.child(parent_inode, name)
-            try:
-                if os.listdir(p):
-                    raise FUSEError(errno.ENOTEMPTY)
-                ino = self.ino_of(os.lstat(p))
-                s = self.to_stash(p)
-            except OSError as e:
-                raise oserror(e) from None
-            self.names.append(NameOp("remove", p, None, s, {parent_inode}, ino))
+def make_ops(pyfuse3: Any, backing: bytes, state: bytes) -> type:
+    """The ``pyfuse3.Operations`` subclass over ``backing``: :class:`LazyOps` with pyfuse3's base
+    class mixed in, constructed without arguments."""
 
-        async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
-            if flags:
-                raise FUSEError(errno.EINVAL)  # RENAME_EXCHANGE / NOREPLACE are not needed here
-            src = self.child(parent_inode_old, name_old)
-            dst = self.child(parent_inode_new, name_new)
-            try:
-                st = os.lstat(src)
-                stashed = None
-                if os.path.lexists(dst):
-                    if stat.S_ISDIR(os.lstat(dst).st_mode) and os.listdir(dst):
-                        raise FUSEError(errno.ENOTEMPTY)
-                    stashed = self.to_stash(dst)
-                try:
-                    os.rename(src, dst)
-                except OSError:
-                    if stashed is not None:
-                        os.rename(stashed, dst)
-                        self.paths[self.ino_of(os.lstat(dst))] = dst
-                    raise
-            except OSError as e:
-                raise oserror(e) from None
-            ino = self.ino_of(st)
-            self.repath(src, dst)
-            self.paths[ino] = dst
-            self.names.append(NameOp("rename", src, dst, stashed, {parent_inode_old, parent_inode_new}, ino))
+    class FuseLazyOps(LazyOps, pyfuse3.Operations):
+        def __init__(self) -> None:
+            super().__init__(pyfuse3, backing, state)
 
-        def repath(self, old: bytes, new: bytes) -> None:
-            prefix = old + b"/"
-            for i, q in list(self.paths.items()):
-                if q.startswith(prefix):
-                    self.paths[i] = new + q[len(old) :]
-
-        # -- the fault ---------------------------------------------------------------------------
-
-        def status(self) -> dict:
-            files = {}
-            for ino, t in self.tracks.items():
-                p = self.paths.get(ino)
-                if p is None:
-                    continue
-                try:
-                    size = os.lstat(p).st_size
-                except OSError:
-                    size = -1
-                files[_rel(backing, p)] = {
-                    "fsynced_size": t.synced_size,
-                    "size": size,
-                    "unsynced_ranges": len(t.undo),
-                    "unsynced_bytes": t.unsynced,
-                }
-            return {"files": files, "names": [op.describe(backing) for op in self.names]}
-
-        def drop(self) -> dict:
-            """Undo every change not made durable by an fsync; see the module docstring."""
-            names, errors = [], []
-            for op in reversed(self.names):
-                try:
-                    self.undo_name(op)
-                    names.append(op.describe(backing))
-                except OSError as e:
-                    errors.append(f"undo {op.kind} {_rel(backing, op.src)}: {e}")
-            self.names = []
-            files, dropped = {}, 0
-            for ino, t in self.tracks.items():
-                p = self.paths.get(ino)
-                if p is None or not os.path.lexists(p) or self.ino_of(os.lstat(p)) != ino:
-                    continue  # a file whose name was undone: nothing of it survives
-                try:
-                    fd = os.open(p, os.O_RDWR)
-                    try:
-                        size = os.fstat(fd).st_size
-                        os.ftruncate(fd, t.synced_size)
-                        restored = 0
-                        for off, pre in reversed(t.undo):
-                            data = bytes(pre) if isinstance(pre, int) else pre
-                            os.pwrite(fd, data, off)
-                            restored += len(data)
-                        os.fsync(fd)
-                    finally:
-                        os.close(fd)
-                except OSError as e:
-                    errors.append(f"restore {_rel(backing, p)}: {e}")
-                    continue
-                if size != t.synced_size or restored:
-                    files[_rel(backing, p)] = {
-                        "cut_from": size,
-                        "to": t.synced_size,
-                        "restored_bytes": restored,
-                    }
-                    dropped += max(0, size - t.synced_size) + restored
-            self.tracks = {}
-            for n in os.listdir(self.stash):  # stashed removals that were undone are back already
-                self.discard_stash(os.path.join(self.stash, n))
-            self.sync_dirs()
-            return {"files": files, "names": names, "errors": errors, "dropped_bytes": dropped}
-
-        def undo_name(self, op: NameOp) -> None:
-            if op.kind in ("create", "mkdir"):
-                if os.path.lexists(op.src) and self.ino_of(os.lstat(op.src)) == op.ino:
-                    self.to_stash(op.src)  # gone; the stash is emptied at the end of the drop
-            elif op.kind == "remove":
-                if op.stash and os.path.lexists(op.stash) and not os.path.lexists(op.src):
-                    os.rename(op.stash, op.src)
-                    self.paths[self.ino_of(os.lstat(op.src))] = op.src
-            elif op.kind == "rename":
-                assert op.dst is not None
-                if os.path.lexists(op.dst) and self.ino_of(os.lstat(op.dst)) == op.ino:
-                    os.rename(op.dst, op.src)
-                    self.repath(op.dst, op.src)
-                    self.paths[op.ino] = op.src
-                if op.stash and os.path.lexists(op.stash) and not os.path.lexists(op.dst):
-                    os.rename(op.stash, op.dst)
-                    self.paths[self.ino_of(os.lstat(op.dst))] = op.dst
-
-        def sync_dirs(self) -> None:
-            """Make the restored names durable in the backing file system."""
-            for d, _, _ in os.walk(backing):
-                try:
-                    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
-                    os.fsync(fd)
-                    os.close(fd)
-                except OSError:
-                    pass
-
-    return LazyOps
+    return FuseLazyOps
 
 
 # ---------------------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ from zlib import crc32
 
 from dledger.store import MAGIC_NOOP, MAGIC_NORMAL, CorruptionError, Entry, StoreError, codec
 from dledger.store.fs import OS, FileSystem
-from dledger.store.hardstate import Checkpoint
+from dledger.store.hardstate import Checkpoint, CheckpointState
 
 log = logging.getLogger("dledger.store")
 
@@ -124,6 +124,28 @@ class RecoveryReport:
         if self.index_rebuilt_from is not None:
             s += f"; index rebuilt from entry {self.index_rebuilt_from}"
         return s
+
+
+@dataclass(slots=True)
+class _Scan:
+    """Where recovery's scan of the data files stands (``DLedgerMmapFileStore.recover``'s loop):
+    the next entry index expected (None: any, after a reset's gap or a file not at 0), the last
+    term and chainCrc (None: not known, so not checked), the first index found, the absolute
+    position after the last good record, and how the scan ended: ``cut`` (file index, path,
+    offset, reason) at a failed check, ``clean_end`` (file index, offset) at zeros."""
+
+    expect: int | None
+    prev_chain: int | None
+    end_pos: int
+    prev_term: int = -1
+    begin: int | None = None
+    cut: tuple[int, Path, int, str] | None = None
+    clean_end: tuple[int, int] | None = None
+    n_checked: int = 0
+    last_fi: int = 0  # the last data file scanned
+    check_from: int = 0  # entries below came from the index (_load_trusted): not compared with it
+    limited: bool = False  # some file was read only up to the data high-water mark
+    leading_gap: bool = False  # the first file starts with a reset's blank gap
 
 
 class _Segment:
@@ -924,215 +946,270 @@ class FileLogStore:
         ck = self._checkpoint.load()
         committed = ck.committed_index
         rep = RecoveryReport(str(self.directory), checkpoint_end_index=ck.end_index)
-        fsize = self.data_file_size
-        files = self._list(self.data_dir, fsize, "data")
+        files = self._list(self.data_dir, self.data_file_size, "data")
         rep.data_files = len(files)
         if not files:
-            if committed >= 0:
-                raise CorruptionError(
-                    f"{self.data_dir}: no data files, but the checkpoint says entries up to "
-                    f"{committed} are committed (check: committed entries present)"
-                )
-            self._new_segment(self._data, self.data_dir, 0, fsize)
-            self._recover_index(rep)
-            self._raise_high(HIGHWATER_DATA_STEP, HIGHWATER_INDEX_STEP, exact=True)
+            self._recover_empty(rep, committed)
             rep.seconds = time.monotonic() - t0
             return rep
+        scan = self._scan_data(files, committed, rep)
+        begin = scan.begin
+        if begin is None:
+            begin = 0 if files[0][0] == 0 and not scan.leading_gap else ck.end_index + 1
+        end = begin + len(self._pos) - 1
+        if scan.limited and (scan.cut is not None or end < ck.end_index):
+            # The marker may be wrong (damaged, restored from elsewhere): judge by whole files.
+            # Also when the log ends before entries the checkpoint saw synced.
+            why = (
+                scan.cut[3]
+                if scan.cut is not None
+                else f"log ends at {end}, checkpoint endIndex {ck.end_index}"
+            )
+            log.info("%s: %s; reading the whole files", self.data_dir, why)
+            self._ignore_high = True
+            for arr in (self._pos, self._size, self._terms, self._magic):
+                del arr[:]
+            return self._recover()
+        later = [p for (_, p, _) in files[scan.last_fi + 1 :]]
+        self._judge_end(files, scan, end, ck, bool(later), rep)
+        self._open_kept(files[: scan.last_fi + 1], scan.end_pos, later, rep)
+        self._settle(begin, end, scan, committed, rep)
+        rep.seconds = time.monotonic() - t0
+        if rep.clean:
+            log.info("%s", rep.describe())
+        else:
+            log.warning("%s", rep.describe())
+        return rep
 
-        # Scan the data files in order; stop at the first failing check.
+    def _recover_empty(self, rep: RecoveryReport, committed: int) -> None:
+        """Recovery without data files: a new store, unless the checkpoint saw committed entries."""
+        if committed >= 0:
+            raise CorruptionError(
+                f"{self.data_dir}: no data files, but the checkpoint says entries up to "
+                f"{committed} are committed (check: committed entries present)"
+            )
+        self._new_segment(self._data, self.data_dir, 0, self.data_file_size)
+        self._recover_index(rep)
+        self._raise_high(HIGHWATER_DATA_STEP, HIGHWATER_INDEX_STEP, exact=True)
+
+    def _scan_data(self, files: list[tuple[int, Path, int]], committed: int, rep: RecoveryReport) -> _Scan:
+        """Check the data files in order (after those taken from the index, see _load_trusted),
+        appending every good record to the in-memory arrays; stop at the first failing check."""
+        fsize = self.data_file_size
         first_start = files[0][0]
         if first_start % fsize:
             raise StoreError(f"{files[0][1]}: start offset {first_start} is not a multiple of {fsize}")
-        expect: int | None = 0 if first_start == 0 else None
-        prev_term = -1
-        prev_chain: int | None = 0 if first_start == 0 else None
-        begin: int | None = None
-        cut: tuple[int, Path, int, str] | None = None  # file index, path, offset, reason
-        clean_end: tuple[int, int] | None = None  # file index, offset of the clean end
-        end_pos = first_start
+        known = 0 if first_start == 0 else None
+        scan = _Scan(expect=known, prev_chain=known, end_pos=first_start)
+        t = self._load_trusted(files, committed) if self.verify_files is not None else None
+        trusted = 0
+        if t is not None:
+            trusted, scan.begin, scan.expect, scan.prev_term, scan.prev_chain = t
+            scan.end_pos = files[trusted][0]
+            scan.check_from = t[2]
+            rep.trusted_files = trusted
+        for fi in range(trusted, len(files)):
+            self._scan_file(scan, files, fi, rep)
+            if scan.cut is not None or scan.clean_end is not None:
+                break
+        rep.entries_checked = scan.n_checked
+        return scan
+
+    def _scan_file(
+        self, scan: _Scan, files: list[tuple[int, Path, int]], fi: int, rep: RecoveryReport
+    ) -> None:
+        """Check data file ``fi``: its records, then what follows them (end of data or a cut)."""
+        start, path, length = files[fi]
+        fsize = self.data_file_size
+        scan.last_fi = fi
+        # Bytes at or past the data high-water mark were never written: read only up to it.
+        avail = length if self._data_high < 0 else min(length, max(0, self._data_high - start))
+        scan.limited = scan.limited or avail < length
+        buf = self._fs.read_at(path, 0, avail)
+        rep.bytes_read += len(buf)
+        rel = 0
+        if fi == 0 and len(buf) >= 8 and buf[:4] == b"\xff\xff\xff\xff":
+            gap = int.from_bytes(buf[4:8], "big", signed=True)
+            if 8 <= gap < fsize - _HEADER_SIZE:
+                # a log restarted by INSTALL_SNAPSHOT (reset): the first record follows the gap
+                rel, scan.expect, scan.prev_chain = gap, None, None
+                scan.leading_gap = True
+        rel = self._scan_records(scan, fi, path, start, length, buf, rel)
+        if scan.cut is None:
+            self._scan_stop(scan, files, fi, buf, rel)
+        scan.end_pos = start + rel
+
+    def _scan_records(
+        self, scan: _Scan, fi: int, path: Path, start: int, length: int, buf: bytes, rel: int
+    ) -> int:
+        """Check the records of ``buf`` (data file ``fi``) from ``rel`` on; returns the offset of the
+        first that is not one (end of the read bytes, blank padding, a zero header), or of the first
+        that fails a check, which sets ``scan.cut``."""
+        fsize = self.data_file_size
+        avail = len(buf)
+        mv = memoryview(buf)
+        expect, prev_term, prev_chain, begin = scan.expect, scan.prev_term, scan.prev_chain, scan.begin
         n_checked = 0
-        last_fi = 0
         pos_a, size_a, terms_a, magic_a = (
             self._pos.append,
             self._size.append,
             self._terms.append,
             self._magic.append,
         )
-        t = self._load_trusted(files, committed) if self.verify_files is not None else None
-        trusted = 0
-        limited = False  # some file was read only up to the data high-water mark
-        leading_gap = False  # the first file starts with a reset's blank gap
-        if t is not None:
-            trusted, begin, expect, prev_term, prev_chain = t
-            end_pos = files[trusted][0]
-            rep.trusted_files = trusted
-        for fi, (start, path, length) in enumerate(files):
-            if fi < trusted:
-                continue
-            last_fi = fi
-            # Bytes at or past the data high-water mark were never written: read only up to it.
-            avail = length if self._data_high < 0 else min(length, max(0, self._data_high - start))
-            limited = limited or avail < length
-            buf = self._fs.read_at(path, 0, avail)
-            avail = len(buf)
-            rep.bytes_read += avail
-            mv = memoryview(buf)
-            rel = 0
-            if fi == 0 and avail >= 8 and buf[:4] == b"\xff\xff\xff\xff":
-                gap = int.from_bytes(buf[4:8], "big", signed=True)
-                if 8 <= gap < fsize - _HEADER_SIZE:
-                    # a log restarted by INSTALL_SNAPSHOT (reset): the first record follows the gap
-                    rel, expect, prev_chain = gap, None, None
-                    end_pos = start + gap
-                    leading_gap = True
-            while True:
-                if rel + 4 > avail:
-                    if avail < length:
-                        if _all_zero(buf, rel):
-                            clean_end = (fi, rel)
-                        else:
-                            cut = (fi, path, rel, "zero header followed by non-zero bytes (torn write)")
-                    elif length < fsize:
-                        cut = (fi, path, rel, f"file ends at {length} bytes, short of {fsize}")
-                    else:
-                        cut = (fi, path, rel, "record runs past the end of the file")
-                    break
-                magic = int.from_bytes(buf[rel : rel + 4], "big", signed=True)
-                if magic == codec.BLANK_MAGIC:
-                    blen = int.from_bytes(buf[rel + 4 : rel + 8], "big", signed=True)
-                    if blen != fsize - rel:
-                        cut = (fi, path, rel, f"blank padding of length {blen}, expected {fsize - rel}")
-                    elif fi + 1 >= len(files) or files[fi + 1][0] != start + fsize:
-                        cut = (fi, path, rel, "blank padding with no following data file")
-                    break
-                if magic == 0 and buf[rel : rel + codec.HEADER_SIZE].count(0) == min(
-                    codec.HEADER_SIZE, avail - rel
-                ):
-                    if _all_zero(buf, rel):
-                        clean_end = (fi, rel)
-                    else:  # a later page of a record reached the disk, its header did not
-                        cut = (fi, path, rel, "zero header followed by non-zero bytes (torn write)")
-                    break
-                # Fast path: every check inline; check_record only to name what failed.
-                if avail - rel >= _HEADER_SIZE:
-                    magic, size, idx, term, pos, _ch, ccrc, bcrc, blen = _UNPACK_HEADER(buf, rel)
-                    end_rel = rel + size
-                    if (
-                        (magic == MAGIC_NORMAL or magic == MAGIC_NOOP)
-                        and size == _HEADER_SIZE + blen
-                        and blen >= 0
-                        and end_rel + _MIN_BLANK <= fsize
-                        and end_rel <= avail
-                        and pos == start + rel
-                        and (expect is None or idx == expect)
-                        and term >= prev_term
-                        and crc32(mv[rel + _HEADER_SIZE : end_rel]) == bcrc
-                        and (
-                            prev_chain is None
-                            or crc32(mv[rel + 40 : rel + 44], crc32(mv[rel : rel + 36], prev_chain)) == ccrc
-                        )
-                    ):
-                        if begin is None:
-                            begin = idx
-                        pos_a(pos)
-                        size_a(size)
-                        terms_a(term)
-                        magic_a(magic)
-                        expect = idx + 1
-                        prev_term = term
-                        prev_chain = ccrc
-                        rel = end_rel
-                        n_checked += 1
-                        continue
-                h, reason = codec.check_record(
-                    mv,
-                    rel,
-                    abs_pos=start + rel,
-                    expect_index=expect,
-                    min_term=prev_term,
-                    prev_chain=prev_chain,
-                )
-                if reason is None and rel + h.size + codec.MIN_BLANK_LEN > fsize:
-                    reason = "record leaves less than the 8 reserved bytes in the file"
-                if reason is not None:
-                    if length < fsize:
-                        reason += f" (the file has {length} bytes, short of {fsize})"
-                    cut = (fi, path, rel, reason)
-                    break
-                if begin is None:
-                    begin = h.index
-                self._pos.append(start + rel)
-                self._size.append(h.size)
-                self._terms.append(h.term)
-                self._magic.append(h.magic)
-                expect = h.index + 1
-                prev_term = h.term
-                prev_chain = h.chain_crc
-                rel += h.size
-                n_checked += 1
-            end_pos = start + rel
-            if cut is not None or clean_end is not None:
+        while rel + 4 <= avail:
+            magic = int.from_bytes(buf[rel : rel + 4], "big", signed=True)
+            if magic == codec.BLANK_MAGIC:
                 break
-        rep.entries_checked = n_checked
+            if magic == 0 and buf[rel : rel + codec.HEADER_SIZE].count(0) == min(
+                codec.HEADER_SIZE, avail - rel
+            ):
+                break
+            # Fast path: every check inline; check_record only to name what failed.
+            if avail - rel >= _HEADER_SIZE:
+                magic, size, idx, term, pos, _ch, ccrc, bcrc, blen = _UNPACK_HEADER(buf, rel)
+                end_rel = rel + size
+                if (
+                    (magic == MAGIC_NORMAL or magic == MAGIC_NOOP)
+                    and size == _HEADER_SIZE + blen
+                    and blen >= 0
+                    and end_rel + _MIN_BLANK <= fsize
+                    and end_rel <= avail
+                    and pos == start + rel
+                    and (expect is None or idx == expect)
+                    and term >= prev_term
+                    and crc32(mv[rel + _HEADER_SIZE : end_rel]) == bcrc
+                    and (
+                        prev_chain is None
+                        or crc32(mv[rel + 40 : rel + 44], crc32(mv[rel : rel + 36], prev_chain)) == ccrc
+                    )
+                ):
+                    if begin is None:
+                        begin = idx
+                    pos_a(pos)
+                    size_a(size)
+                    terms_a(term)
+                    magic_a(magic)
+                    expect = idx + 1
+                    prev_term = term
+                    prev_chain = ccrc
+                    rel = end_rel
+                    n_checked += 1
+                    continue
+            h, reason = codec.check_record(
+                mv, rel, abs_pos=start + rel, expect_index=expect, min_term=prev_term, prev_chain=prev_chain
+            )
+            if reason is None and rel + h.size + codec.MIN_BLANK_LEN > fsize:
+                reason = "record leaves less than the 8 reserved bytes in the file"
+            if reason is not None:
+                if length < fsize:
+                    reason += f" (the file has {length} bytes, short of {fsize})"
+                scan.cut = (fi, path, rel, reason)
+                break
+            if begin is None:
+                begin = h.index
+            pos_a(start + rel)
+            size_a(h.size)
+            terms_a(h.term)
+            magic_a(h.magic)
+            expect = h.index + 1
+            prev_term = h.term
+            prev_chain = h.chain_crc
+            rel += h.size
+            n_checked += 1
+        scan.expect, scan.prev_term, scan.prev_chain, scan.begin = expect, prev_term, prev_chain, begin
+        scan.n_checked += n_checked
+        return rel
 
-        if begin is None:
-            begin = 0 if first_start == 0 and not leading_gap else ck.end_index + 1
-        end = begin + len(self._pos) - 1
+    def _scan_stop(
+        self, scan: _Scan, files: list[tuple[int, Path, int]], fi: int, buf: bytes, rel: int
+    ) -> None:
+        """Judge what ends the records of data file ``fi`` at ``rel`` (see _scan_records): the clean
+        end of the log, blank padding before the next file (nothing set), or a cut."""
+        start, path, length = files[fi]
+        fsize = self.data_file_size
+        avail = len(buf)
+        if rel + 4 > avail:
+            if avail < length:
+                if _all_zero(buf, rel):
+                    scan.clean_end = (fi, rel)
+                else:
+                    scan.cut = (fi, path, rel, "zero header followed by non-zero bytes (torn write)")
+            elif length < fsize:
+                scan.cut = (fi, path, rel, f"file ends at {length} bytes, short of {fsize}")
+            else:
+                scan.cut = (fi, path, rel, "record runs past the end of the file")
+        elif int.from_bytes(buf[rel : rel + 4], "big", signed=True) == codec.BLANK_MAGIC:
+            blen = int.from_bytes(buf[rel + 4 : rel + 8], "big", signed=True)
+            if blen != fsize - rel:
+                scan.cut = (fi, path, rel, f"blank padding of length {blen}, expected {fsize - rel}")
+            elif fi + 1 >= len(files) or files[fi + 1][0] != start + fsize:
+                scan.cut = (fi, path, rel, "blank padding with no following data file")
+        elif _all_zero(buf, rel):  # a zero header
+            scan.clean_end = (fi, rel)
+        else:  # a later page of a record reached the disk, its header did not
+            scan.cut = (fi, path, rel, "zero header followed by non-zero bytes (torn write)")
 
-        if limited and (cut is not None or end < ck.end_index):
-            # The marker may be wrong (damaged, restored from elsewhere): judge by whole files.
-            # Also when the log ends before entries the checkpoint saw synced.
-            why = cut[3] if cut is not None else f"log ends at {end}, checkpoint endIndex {ck.end_index}"
-            log.info("%s: %s; reading the whole files", self.data_dir, why)
-            self._ignore_high = True
-            for arr in (self._pos, self._size, self._terms, self._magic):
-                del arr[:]
-            return self._recover()
-        later = [p for (_, p, _) in files[last_fi + 1 :]]
-
-        # A failure at a record boundary is only benign beyond the committed prefix.
-        if cut is not None or (clean_end is not None and later):
-            if cut is None:
-                assert clean_end is not None
-                cfi, crel = clean_end
-                cut = (cfi, files[cfi][1], crel, "zero header (end of data) but later data files exist")
-            cfi, cpath, crel, reason = cut
+    def _judge_end(
+        self,
+        files: list[tuple[int, Path, int]],
+        scan: _Scan,
+        end: int,
+        ck: CheckpointState,
+        later: bool,
+        rep: RecoveryReport,
+    ) -> None:
+        """Decide the log ending at entry ``end``: CorruptionError inside the committed prefix,
+        otherwise a cut recorded in ``rep`` and logged (a failure at a record boundary, or a clean
+        end with ``later`` data files, is only benign beyond the committed prefix)."""
+        committed = ck.committed_index
+        cut = scan.cut
+        if cut is None and scan.clean_end is not None and later:
+            cfi, crel = scan.clean_end
+            cut = (cfi, files[cfi][1], crel, "zero header (end of data) but later data files exist")
+        if cut is None:
             if end < committed:
                 raise CorruptionError(
-                    f"{cpath}: offset {crel} (pos {files[0][0] + cfi * fsize + crel}): entry {end + 1}: "
-                    f"{reason}; entry {end + 1} is inside the committed prefix (checkpoint "
-                    f"committedIndex={committed}); refusing to serve a damaged log, repair or "
-                    f"restore the store"
+                    f"{self.data_dir}: the log ends at entry {end} but the checkpoint says entries up to "
+                    f"{committed} are committed (check: committed entries present); refusing to serve "
+                    f"a damaged log"
                 )
-            rep.cut_file, rep.cut_offset, rep.cut_pos, rep.cut_reason = (
-                str(cpath),
-                crel,
-                first_start + cfi * fsize + crel,
-                reason,
-            )
-            # "no following file" after a blank is a crash between padding and creating the
-            # next file: nothing is lost, so it is not worth a warning.
-            level = logging.INFO if reason.startswith("blank padding with no") else logging.WARNING
-            log.log(
-                level,
-                "%s: offset %d: cutting the log after entry %d (checkpoint endIndex %d, "
-                "committedIndex %d): %s",
-                cpath,
-                crel,
-                end,
-                ck.end_index,
-                committed,
-                reason,
-            )
-        elif end < committed:
+            return
+        fsize = self.data_file_size
+        cfi, cpath, crel, reason = cut
+        if end < committed:
             raise CorruptionError(
-                f"{self.data_dir}: the log ends at entry {end} but the checkpoint says entries up to "
-                f"{committed} are committed (check: committed entries present); refusing to serve "
-                f"a damaged log"
+                f"{cpath}: offset {crel} (pos {files[0][0] + cfi * fsize + crel}): entry {end + 1}: "
+                f"{reason}; entry {end + 1} is inside the committed prefix (checkpoint "
+                f"committedIndex={committed}); refusing to serve a damaged log, repair or "
+                f"restore the store"
             )
+        rep.cut_file, rep.cut_offset, rep.cut_pos, rep.cut_reason = (
+            str(cpath),
+            crel,
+            files[0][0] + cfi * fsize + crel,
+            reason,
+        )
+        # "no following file" after a blank is a crash between padding and creating the
+        # next file: nothing is lost, so it is not worth a warning.
+        level = logging.INFO if reason.startswith("blank padding with no") else logging.WARNING
+        log.log(
+            level,
+            "%s: offset %d: cutting the log after entry %d (checkpoint endIndex %d, committedIndex %d): %s",
+            cpath,
+            crel,
+            end,
+            ck.end_index,
+            committed,
+            reason,
+        )
 
-        # Open the kept files, zero the cut tail, remove later files, restore full sizes.
-        for start, path, length in files[: last_fi + 1]:
+    def _open_kept(
+        self, kept: list[tuple[int, Path, int]], end_pos: int, later: list[Path], rep: RecoveryReport
+    ) -> None:
+        """Open the ``kept`` data files at full size, zero a cut tail past ``end_pos`` and remove the
+        ``later`` files."""
+        fsize = self.data_file_size
+        for start, path, length in kept:
             fd = self._fs.open(path, os.O_RDWR)
             seg = _Segment(start, path, fd)
             self._data.append(seg)
@@ -1152,15 +1229,18 @@ class FileLogStore:
             rep.removed_files.append(str(p))
             self._dirs_dirty = True
 
+    def _settle(self, begin: int, end: int, scan: _Scan, committed: int, rep: RecoveryReport) -> None:
+        """Take the recovered log [begin, end] as the store's, check the index against it, and make
+        the repairs durable before anything is served."""
         self._begin = begin
         self._end = end
         self._end_term = self._terms[-1] if len(self._terms) else -1
-        self._last_chain = prev_chain if prev_chain is not None else 0
-        self._next_pos = end_pos
+        self._last_chain = scan.prev_chain if scan.prev_chain is not None else 0
+        self._next_pos = scan.end_pos
         self._committed = min(committed, end)
         rep.begin_index, rep.end_index, rep.end_term = begin, end, self._end_term
         rep.committed_index = self._committed
-        self._recover_index(rep, check_from=t[2] if t is not None else 0)
+        self._recover_index(rep, check_from=scan.check_from)
         # Make the repairs, and whatever a killed predecessor left in the page cache, durable
         # before serving anything: synced_index then tells the truth.
         for seg in self._data + self._index:
@@ -1177,12 +1257,6 @@ class FileLogStore:
             self._fs.fsync_dir(self.index_dir)
             self._fs.fsync_dir(self.directory)
             self._dirs_dirty = False
-        rep.seconds = time.monotonic() - t0
-        if rep.clean:
-            log.info("%s", rep.describe())
-        else:
-            log.warning("%s", rep.describe())
-        return rep
 
     def _recover_index(self, rep: RecoveryReport, check_from: int = 0) -> None:
         isize = self.index_file_size

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from dledger.store import StoreError
 from dledger.store.fs import OS, FileSystem
@@ -22,6 +23,7 @@ CHECKPOINT_FILE = "checkpoint"
 MAX_CURR_TERM = 2**63 - 1
 """currTerm is a Java long in DLedger (and an int64 in every entry record): nothing above it is saved."""
 MAX_VOTE_LEN = 256
+_S = TypeVar("_S")
 
 
 class HardStateValueError(StoreError, ValueError):
@@ -123,7 +125,37 @@ class TermVote:
     voted_for: str | None = None
 
 
-class HardState:
+class _PropertiesFile(Generic[_S]):
+    """The properties file ``FILE`` in ``directory`` (created when absent), parsed into an ``_S``
+    and written with :func:`write_properties_atomic`. It remembers the value last loaded or saved,
+    so saving that value again skips the fsyncs."""
+
+    FILE = ""
+
+    def __init__(self, directory: str | os.PathLike[str], fs: FileSystem = OS) -> None:
+        self.directory = Path(directory)
+        self._fs = fs
+        fs.makedirs(self.directory)
+        self.path = self.directory / self.FILE
+        self._last: _S | None = None
+
+    def load(self) -> _S:
+        props = read_properties(self.path, self._fs)
+        value = self._parse({} if props is None else props)  # an absent file: every default
+        self._last = value
+        return value
+
+    def _parse(self, props: dict[str, str]) -> _S:
+        raise NotImplementedError
+
+    def _save(self, value: _S, props: dict[str, str]) -> None:
+        if value == self._last:
+            return  # unchanged: skip the fsyncs
+        write_properties_atomic(self.path, props, self._fs)
+        self._last = value
+
+
+class HardState(_PropertiesFile[TermVote]):
     """The ``currterm`` file of one node in ``directory`` (MemberState's persisted part).
 
     ``load()`` returns a TermVote (defaults when the file is absent); ``save(term, voted_for)``
@@ -133,38 +165,23 @@ class HardState:
     a short printable id.
     """
 
-    def __init__(self, directory: str | os.PathLike[str], fs: FileSystem = OS) -> None:
-        self.directory = Path(directory)
-        self._fs = fs
-        fs.makedirs(self.directory)
-        self.path = self.directory / CURRTERM_FILE
-        self._last: TermVote | None = None
+    FILE = CURRTERM_FILE
 
-    def load(self) -> TermVote:
-        props = read_properties(self.path, self._fs)
-        if props is None:
-            tv = TermVote()
-        else:
-            term = _int(props, "currTerm", 0, self.path)
-            if not 0 <= term <= MAX_CURR_TERM:
-                raise StoreError(
-                    f"{self.path}: currTerm={term}, expected 0..{MAX_CURR_TERM} (a Java long); "
-                    "the file was written by a server without range checks"
-                )
-            vote = props.get("voteLeader") or None
-            tv = TermVote(term, vote)
-        self._last = tv
-        return tv
+    def _parse(self, props: dict[str, str]) -> TermVote:
+        term = _int(props, "currTerm", 0, self.path)
+        if not 0 <= term <= MAX_CURR_TERM:
+            raise StoreError(
+                f"{self.path}: currTerm={term}, expected 0..{MAX_CURR_TERM} (a Java long); "
+                "the file was written by a server without range checks"
+            )
+        return TermVote(term, props.get("voteLeader") or None)
 
     def save(self, curr_term: int, voted_for: str | None) -> None:
         _check_term_vote(curr_term, voted_for)
-        tv = TermVote(curr_term, voted_for or None)
-        if tv == self._last:
-            return  # unchanged: skip the fsyncs
-        write_properties_atomic(
-            self.path, {"currTerm": str(curr_term), "voteLeader": voted_for or ""}, self._fs
+        self._save(
+            TermVote(curr_term, voted_for or None),
+            {"currTerm": str(curr_term), "voteLeader": voted_for or ""},
         )
-        self._last = tv
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +192,7 @@ class CheckpointState:
     committed_index: int = -1
 
 
-class Checkpoint:
+class Checkpoint(_PropertiesFile[CheckpointState]):
     """The ``checkpoint`` file in ``directory`` (endIndex, committedIndex), written atomically.
 
     Recovery uses ``committed_index`` to tell a cuttable uncommitted tail from corruption inside
@@ -183,29 +200,15 @@ class Checkpoint:
     writes it after a sync and clamps it to the synced index.
     """
 
-    def __init__(self, directory: str | os.PathLike[str], fs: FileSystem = OS) -> None:
-        self.directory = Path(directory)
-        self._fs = fs
-        fs.makedirs(self.directory)
-        self.path = self.directory / CHECKPOINT_FILE
-        self._last: CheckpointState | None = None
+    FILE = CHECKPOINT_FILE
 
-    def load(self) -> CheckpointState:
-        props = read_properties(self.path, self._fs)
-        if props is None:
-            cs = CheckpointState()
-        else:
-            cs = CheckpointState(
-                _int(props, "endIndex", -1, self.path), _int(props, "committedIndex", -1, self.path)
-            )
-        self._last = cs
-        return cs
+    def _parse(self, props: dict[str, str]) -> CheckpointState:
+        return CheckpointState(
+            _int(props, "endIndex", -1, self.path), _int(props, "committedIndex", -1, self.path)
+        )
 
     def save(self, end_index: int, committed_index: int) -> None:
-        cs = CheckpointState(end_index, committed_index)
-        if cs == self._last:
-            return
-        write_properties_atomic(
-            self.path, {"endIndex": str(end_index), "committedIndex": str(committed_index)}, self._fs
+        self._save(
+            CheckpointState(end_index, committed_index),
+            {"endIndex": str(end_index), "committedIndex": str(committed_index)},
         )
-        self._last = cs
