@@ -75,7 +75,7 @@ def _default_int_handler() -> None:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
-    from chaos.runner.runner import provision
+    from chaos.cluster.providers import provision
 
     provision({"provider": "docker", "node_count": 5}, lambda s: None)  # up, or reused
     control = _control()
