@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 from chaos import plugins
 from chaos.errors import ConfigError, DBError
@@ -338,6 +338,19 @@ def capabilities(db: Any) -> set[str]:
         for name, (_, members) in CAPABILITIES.items()
         if all(getattr(db, m, None) is not None for m in members)
     }
+
+
+_T = TypeVar("_T")
+
+
+def has(db: object, capability: type[_T]) -> TypeGuard[_T]:
+    """Whether ``db`` offers ``capability`` (one of the Protocols of :data:`CAPABILITIES`, e.g.
+    ``has(db, Primary)``), by the same rule as :func:`capabilities`; a type guard, so the checker
+    knows the capability's members afterwards. Raises ValueError for a class that is no capability."""
+    for _, (proto, members) in CAPABILITIES.items():
+        if proto is capability:
+            return all(getattr(db, m, None) is not None for m in members)
+    raise ValueError(f"{capability.__name__} is not a DB capability (see chaos.cluster.db.CAPABILITIES)")
 
 
 def db_name(db: Any) -> str:

@@ -26,7 +26,8 @@ def _epilog() -> str:
             lines.append(f"  {name:<26} (cannot load: {e})")
             continue
         doc = (getattr(factory, "__doc__", None) or "").strip().splitlines()
-        lines.append(f"  {name:<26} {getattr(factory, 'description', None) or (doc[0] if doc else '')}")
+        label = f"{name} (default)" if name == plugins.default_name("db") else name
+        lines.append(f"  {label:<26} {getattr(factory, 'description', None) or (doc[0] if doc else '')}")
         for o in db_options(factory):
             choices = f" ({'|'.join(map(str, o.choices))})" if o.choices else ""
             lines.append(f"    {o.name + choices:<36} {o.help}")
@@ -56,93 +57,118 @@ class _RunCommand(click.Command):
                 formatter.write(f"{'':>{formatter.current_indent}}{line}\n")
 
 
+# the options of `chaos run`, in --help order
+_RUN_OPTIONS = [
+    click.option(
+        "--db",
+        default=default_db,
+        show_default=False,
+        help="The system under test: a DB name (see below; default: the one marked there) or "
+        "module:attr of a DB factory.",
+    ),
+    click.option(
+        "--db-opt",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="An option of the DB (repeatable; see below); recorded in test.json as db_opts.",
+    ),
+    click.option(
+        "--workload", "-w", default="register", show_default=True, help="Workload name (see below)."
+    ),
+    click.option(
+        "--checker",
+        "checkers",
+        multiple=True,
+        metavar="NAME",
+        help="An extra checker (repeatable): module:attr of a checker factory or a chaos.checkers entry point.",
+    ),
+    click.option("--nemesis", default="none", show_default=True, help="Comma-separated nemeses, or none."),
+    click.option(
+        "--nemesis-interval", type=float, default=10.0, show_default=True, help="Mean s between faults."
+    ),
+    click.option(
+        "--time-limit", type=float, default=60.0, show_default=True, help="Generator phase length (s)."
+    ),
+    click.option(
+        "--concurrency", default="2n", show_default=True, help="Client threads: N, or Kn = K x nodes."
+    ),
+    click.option(
+        "--rate", type=float, default=50.0, show_default=True, help="Client ops/s in total (0: no limit)."
+    ),
+    click.option("--provider", type=click.Choice(["docker", "ssh"]), default="docker", show_default=True),
+    click.option(
+        "--cluster-name",
+        default="default",
+        show_default=True,
+        help="docker provider: the named cluster (chaos cluster up --name NAME), provisioned if missing.",
+    ),
+    click.option(
+        "--node-count",
+        type=int,
+        default=None,
+        help="Nodes of the docker cluster [default: the named cluster's, else 5].",
+    ),
+    click.option(
+        "--nodes", default=None, help="ssh provider: comma-separated nodes (name=host[:port] or host)."
+    ),
+    click.option("--nodes-file", default=None, help="ssh provider: a file with one node per line."),
+    click.option("--username", default="root", show_default=True, help="ssh provider: SSH user."),
+    click.option("--ssh-private-key", default=None, help="ssh provider: private key file."),
+    click.option(
+        "--ssh-port", type=int, default=22, show_default=True, help="ssh provider: default SSH port."
+    ),
+    click.option("--strict-host-key-checking/--no-strict-host-key-checking", default=True, show_default=True),
+    click.option(
+        "--test-count", type=int, default=1, show_default=True, help="Run the test this many times."
+    ),
+    click.option("--store", default="store", show_default=True, help="Store directory for run directories."),
+    click.option("--seed", type=int, default=None, help="Seed for generator and nemesis choices."),
+    click.option("--leave-db-running", is_flag=True, help="Do not tear the DB down at the end."),
+    click.option(
+        "--break-lock",
+        is_flag=True,
+        help="Clear the cluster lock another run left (after a crash on another host) before taking it.",
+    ),
+    click.option(
+        "--flush",
+        type=click.Choice(["sync", "async"]),
+        default=None,
+        help="Alias of --db-opt flush=... (DBs declaring flush). [default of the DB: sync]",
+    ),
+    click.option(
+        "--read-mode",
+        type=click.Choice(["raft-log", "read-index", "lease", "unsafe"]),
+        default=None,
+        help="Alias of --db-opt read-mode=... (unsafe: stale reads possible). [default of the DB: raft-log]",
+    ),
+    click.option("--server-arg", multiple=True, help="Alias of --db-opt server-arg=... (repeatable)."),
+    click.option(
+        "--recovery-time",
+        type=float,
+        default=5.0,
+        show_default=True,
+        help="Longest s to wait for the cluster to recover after healing (at least the DB's own bound, 60 s).",
+    ),
+    click.option("--per-key-limit", type=int, default=100, show_default=True, help="register: ops per key."),
+    click.option(
+        "--nemesis-opt",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="A nemesis option (repeatable), e.g. kill_targets=leader,minority or clock_max_rate=1.5; "
+        "recorded in test.json as nemesis_opts.",
+    ),
+    click.option("--no-live", is_flag=True, help="Plain status lines every 10 s instead of the live view."),
+]
+
+
+def _run_options(fn: Any) -> Any:
+    for option in reversed(_RUN_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
 @click.command(cls=_RunCommand)
-@click.option(
-    "--db",
-    default=default_db,
-    show_default=True,
-    help="The system under test: a DB name (see below) or module:attr of a DB factory.",
-)
-@click.option(
-    "--db-opt",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="An option of the DB (repeatable; see below); recorded in test.json as db_opts.",
-)
-@click.option("--workload", "-w", default="register", show_default=True, help="Workload name (see below).")
-@click.option(
-    "--checker",
-    "checkers",
-    multiple=True,
-    metavar="NAME",
-    help="An extra checker (repeatable): module:attr of a checker factory or a chaos.checkers entry point.",
-)
-@click.option("--nemesis", default="none", show_default=True, help="Comma-separated nemeses, or none.")
-@click.option(
-    "--nemesis-interval", type=float, default=10.0, show_default=True, help="Mean s between faults."
-)
-@click.option("--time-limit", type=float, default=60.0, show_default=True, help="Generator phase length (s).")
-@click.option("--concurrency", default="2n", show_default=True, help="Client threads: N, or Kn = K x nodes.")
-@click.option(
-    "--rate", type=float, default=50.0, show_default=True, help="Client ops/s in total (0: no limit)."
-)
-@click.option("--provider", type=click.Choice(["docker", "ssh"]), default="docker", show_default=True)
-@click.option(
-    "--cluster-name",
-    default="default",
-    show_default=True,
-    help="docker provider: the named cluster (chaos cluster up --name NAME), provisioned if missing.",
-)
-@click.option(
-    "--node-count",
-    type=int,
-    default=None,
-    help="Nodes of the docker cluster [default: the named cluster's, else 5].",
-)
-@click.option("--nodes", default=None, help="ssh provider: comma-separated nodes (name=host[:port] or host).")
-@click.option("--nodes-file", default=None, help="ssh provider: a file with one node per line.")
-@click.option("--username", default="root", show_default=True, help="ssh provider: SSH user.")
-@click.option("--ssh-private-key", default=None, help="ssh provider: private key file.")
-@click.option("--ssh-port", type=int, default=22, show_default=True, help="ssh provider: default SSH port.")
-@click.option("--strict-host-key-checking/--no-strict-host-key-checking", default=True, show_default=True)
-@click.option("--test-count", type=int, default=1, show_default=True, help="Run the test this many times.")
-@click.option("--store", default="store", show_default=True, help="Store directory for run directories.")
-@click.option("--seed", type=int, default=None, help="Seed for generator and nemesis choices.")
-@click.option("--leave-db-running", is_flag=True, help="Do not tear the DB down at the end.")
-@click.option(
-    "--break-lock",
-    is_flag=True,
-    help="Clear the cluster lock another run left (after a crash on another host) before taking it.",
-)
-@click.option(
-    "--flush",
-    type=click.Choice(["sync", "async"]),
-    default=None,
-    help="Alias of --db-opt flush=... (DBs declaring flush). [default of the DB: sync]",
-)
-@click.option(
-    "--read-mode",
-    type=click.Choice(["raft-log", "read-index", "lease", "unsafe"]),
-    default=None,
-    help="Alias of --db-opt read-mode=... (unsafe: stale reads possible). [default of the DB: raft-log]",
-)
-@click.option("--server-arg", multiple=True, help="Alias of --db-opt server-arg=... (repeatable).")
-@click.option(
-    "--recovery-time",
-    type=float,
-    default=5.0,
-    show_default=True,
-    help="Longest s to wait for the cluster to recover after healing (at least the DB's own bound, 60 s).",
-)
-@click.option("--per-key-limit", type=int, default=100, show_default=True, help="register: ops per key.")
-@click.option(
-    "--nemesis-opt",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="A nemesis option (repeatable), e.g. kill_targets=leader,minority or clock_max_rate=1.5; "
-    "recorded in test.json as nemesis_opts.",
-)
-@click.option("--no-live", is_flag=True, help="Plain status lines every 10 s instead of the live view.")
+@_run_options
 def run(**kw: Any) -> int:
     """Run a test: cluster, DB, workload, nemesis, check, report.
 

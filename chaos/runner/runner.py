@@ -27,6 +27,7 @@ Exit status (jepsen.cli): 0 valid, 1 invalid, 2 unknown, 254 bad arguments, 255 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import platform
@@ -34,7 +35,8 @@ import random
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from rich.markup import escape
@@ -49,6 +51,7 @@ from chaos.errors import (
     EXIT_UNKNOWN,
     EXIT_VALID,
     ConfigError,
+    Refused,
     exit_code,
 )
 
@@ -129,6 +132,15 @@ def _server_logs_doc(db: Any) -> dict[str, Any]:
     return patterns_doc(names, list(getattr(db, "log_patterns", ()) or ()))
 
 
+def _db_checkers(db: Any) -> list[str]:
+    """The checkers the DB's capabilities make possible: ``server-logs`` for a DB with log files,
+    ``liveness`` for one that can say when it recovered. A DB offering neither is not judged on
+    them (nothing was asked of it), rather than left unknown forever."""
+    from chaos.cluster.db import LogFiles, Recovery, has
+
+    return [name for name, cap in (("server-logs", LogFiles), ("liveness", Recovery)) if has(db, cap)]
+
+
 def _jsonable(value: Any) -> Any:
     """``value`` as JSON can hold it (other objects as their text)."""
     if isinstance(value, dict):
@@ -156,6 +168,25 @@ def plugins_default_db() -> str:
 
 def _sigterm(signum: int, frame: Any) -> None:
     raise RunAborted(f"signal {signum}")
+
+
+@dataclass
+class _RunState:
+    """What the phases of one run share: set as the phases are entered, read by their teardowns."""
+
+    name: str
+    nodes: list[Any]
+    concurrency: int
+    workload: Any
+    nemesis: Any = None
+    nem_gen: Any = None
+    run: Any = None  # chaos.history.store.RunDir
+    test: Any = None  # chaos.control.test.Test
+    doc: Any = None  # test.json
+    clock: Any = None
+    interp: Any = None
+    live_view: Any = None
+    crashed: BaseException | None = None
 
 
 class Runner:
@@ -221,11 +252,12 @@ class Runner:
     def run(self) -> int:
         """The whole lifecycle; returns the exit status. Before a run directory exists: raises
         ConfigError for bad options and ``chaos.control.ssh.NodeUnreachable`` when a node cannot be
-        reached (nothing is written then); later failures are crashes (255); raises RunAborted."""
-        from chaos.cluster.db import capabilities, db_name
-        from chaos.control.interpreter import Clock, Interpreter
+        reached (nothing is written then); later failures are crashes (255); raises RunAborted.
+
+        Phases nest as Jepsen's ``run!`` (lock > run directory > control > test.json > signals > OS
+        > DB > nemesis > history > interpreter > observer); each owns its teardown, which runs on
+        every exit path, innermost first, and never stops the others (:meth:`_safe`)."""
         from chaos.control.ssh import Control
-        from chaos.history.store import RunDir
 
         o = self.opts
         self.prepare()  # fail fast on bad arguments before touching any node
@@ -241,173 +273,244 @@ class Runner:
             probe.connect_all()  # a run that cannot reach its nodes leaves no run directory behind
         finally:
             probe.close()
-        name = run_name(o)
-        lock = self._lock_cluster(nodes, name)  # before the run directory: a refused run leaves none
-        run = RunDir.create(o["store"], name)
-        self.run_dir = run
-        logs = _Logs(run.log_path, getattr(self.db, "loggers", ()))
-        rng = random.Random(o["seed"])
-        db = self.db
-        caps = capabilities(db)
-        control = Control(nodes)
-        test = Test(
-            name=name,
-            nodes=nodes,
+        state = _RunState(name=run_name(o), nodes=nodes, concurrency=concurrency, workload=workload)
+        state.nemesis, state.nem_gen = nemesis, nem_gen
+        with contextlib.ExitStack() as outer:
+            outer.enter_context(
+                self._lock_phase(state)
+            )  # before the run directory: a refused run leaves none
+            logs = self._run_dir_phase(state)
+            try:
+                with contextlib.ExitStack() as stack:
+                    self._enter_phases(stack, state)
+                    self._generator_phase(state)
+            except (KeyboardInterrupt, RunAborted) as e:
+                state.crashed = e if isinstance(e, RunAborted) else RunAborted("interrupted")
+                self.log.warning("run interrupted: %s", e)
+            except BaseException as e:
+                state.crashed = e
+                self.log.exception("run crashed")
+            if state.crashed is not None:
+                logs.close()
+        if state.crashed is not None:
+            if isinstance(state.crashed, ConfigError | Refused | RunAborted):
+                raise state.crashed
+            self.say(f"[red]crashed:[/red] {type(state.crashed).__name__}: {state.crashed}")
+            return EXIT_CRASH
+        try:
+            return self._check_and_report(state.run)
+        finally:
+            logs.close()
+
+    # -- phases, outermost first; each enters its teardown into the stack -------------------------
+
+    @contextlib.contextmanager
+    def _lock_phase(self, state: _RunState) -> Iterator[None]:
+        lock = self._lock_cluster(state.nodes, state.name)
+        try:
+            yield
+        finally:
+            self._safe("release the cluster lock", lock.release)
+            lock.control.close()
+
+    def _run_dir_phase(self, state: _RunState) -> _Logs:
+        from chaos.history.store import RunDir
+
+        state.run = RunDir.create(self.opts["store"], state.name)
+        self.run_dir = state.run
+        return _Logs(state.run.log_path, getattr(self.db, "loggers", ()))
+
+    def _enter_phases(self, stack: contextlib.ExitStack, state: _RunState) -> None:
+        """Control, test.json, signals, OS, DB, nemesis, history and interpreter, in that order."""
+        from chaos.control.ssh import Control
+
+        o = self.opts
+        control = Control(state.nodes)
+        stack.callback(control.close)
+        state.test = Test(
+            name=state.name,
+            nodes=state.nodes,
             control=control,
-            db=db,
-            rng=rng,
+            db=self.db,
+            rng=random.Random(o["seed"]),
             opts=o,
             log=logging.getLogger("chaos.test"),
-            concurrency=concurrency,
-            workload=workload,
-            nemesis=nemesis,
-            run_dir=run,
+            concurrency=state.concurrency,
+            workload=state.workload,
+            nemesis=state.nemesis,
+            run_dir=state.run,
         )
+        state.doc = self._test_doc(state)
+        state.run.write_test(state.doc)
+        stack.callback(self._safe, "write test.json", lambda: self._finish_test_doc(state))
+        self._signals_phase(stack)
+        self.say(f"run directory {state.run.path}")
+        self.say(f"nodes {', '.join(f'{n.name}={n.host}' for n in state.nodes)}; seed {o['seed']}")
+        self._os_phase(state.test)
+        self._db_phase(stack, state.test)
+        self._nemesis_phase(stack, state.test)
+        self._interpreter_phase(stack, state)
+
+    def _signals_phase(self, stack: contextlib.ExitStack) -> None:
+        if not _in_main_thread():
+            return
+        old_term = signal.getsignal(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, _sigterm)
+        stack.callback(signal.signal, signal.SIGTERM, old_term)
+
+    def _os_phase(self, test: Test) -> None:
+        from chaos.cluster.osetup import DebianOS
+
+        DebianOS().setup(test.control)
+        self._heal_leftovers(test)
+
+    def _db_phase(self, stack: contextlib.ExitStack, test: Test) -> None:
+        """DB setup (and the first leader when the DB has ``primary``); teardown: node logs
+        downloaded, then the DB torn down unless ``leave_db_running``."""
+        from chaos.cluster.db import Primary, db_name, has
+
+        db = test.db
+        self.say(f"{db_name(db)} setup on {len(test.nodes)} nodes ({_describe(db)})")
+        if not self.opts.get("leave_db_running"):
+            stack.callback(self._safe, "DB teardown", lambda: db.teardown(test.control))
+        stack.callback(self._safe, "download node logs", lambda: self._download_logs(test))
+        db.setup(test.control)
+        if has(db, Primary):
+            leader = db.await_leader(test.control, max(30.0, float(self.opts["recovery_time"])))
+            self.say(f"{db_name(db)} leader: {leader}")
+
+    def _nemesis_phase(self, stack: contextlib.ExitStack, test: Test) -> None:
+        """Nemesis setup; teardown: every fault healed (on every exit path), then the nemesis's own."""
+        nemesis = test.nemesis
+        stack.callback(self._safe, "nemesis teardown", lambda: nemesis.teardown(test))
+        stack.callback(self._safe, "heal", lambda: self._final_heal(test))
+        nemesis.setup(test)
+
+    def _interpreter_phase(self, stack: contextlib.ExitStack, state: _RunState) -> None:
+        """The history writer, the interpreter and the live view (stopped on every exit path)."""
+        from chaos.control.interpreter import Clock, Interpreter
+
+        o, test = self.opts, state.test
+        writer = state.run.writer()
+        stack.callback(writer.close)
+        state.clock = Clock()
+        state.doc["start_monotonic_ns"] = state.clock.start
+        state.interp = interp = Interpreter(
+            test,
+            client=state.workload.client,
+            nemesis=state.nemesis,
+            nodes=[n.name for n in state.nodes],
+            concurrency=state.concurrency,
+            history=writer,
+            clock=state.clock,
+            rng=test.rng,
+            idempotent=state.workload.idempotent,
+        )
+        stack.callback(interp.stop)
+        if self.live and self.console is not None:
+            from chaos.runner.live import LiveView
+
+            state.live_view = LiveView(self.console, test, interp, o["time_limit"])
+            state.live_view.start()
+            stack.callback(state.live_view.stop)
+
+    def _observer(self, state: _RunState) -> contextlib.AbstractContextManager[Any]:
+        """The leadership observer while faults run (a DB with ``leadership`` or ``primary``), or
+        nothing: a DB offering neither is not observed."""
+        from chaos.cluster.db import Leadership, Primary, has
+        from chaos.history.leadership import LEADERSHIP_FILE
+        from chaos.runner.observer import LeadershipObserver
+
+        db, test = self.db, state.test
+        if not (has(db, Leadership) or has(db, Primary)):
+            return contextlib.nullcontext()
+        observer = LeadershipObserver(
+            db, state.nodes, test.control, state.run.path / LEADERSHIP_FILE, state.clock
+        )
+        observer.start()
+
+        @contextlib.contextmanager
+        def running() -> Iterator[Any]:
+            try:
+                yield observer
+            finally:
+                self._safe("stop the leadership observer", observer.stop)
+
+        return running()
+
+    def _generator_phase(self, state: _RunState) -> None:
+        """The main phase (workload + nemesis for ``time_limit`` s, observed), the heal and the
+        recovery wait, then the workload's final phase."""
+        o, workload, test = self.opts, state.workload, state.test
+        client_gen: Any = workload.generator
+        if o["rate"] > 0:
+            client_gen = gen.stagger(1.0 / o["rate"], client_gen)
+        main = (
+            gen.clients(client_gen, state.nem_gen) if state.nem_gen is not None else gen.clients(client_gen)
+        )
+        self.say(
+            f"generator phase: {workload.name}, nemesis {o['nemesis']}, {o['time_limit']:g} s, "
+            f"{state.concurrency} clients, {o['rate']:g} ops/s"
+        )
+        self._phase(state, "main")
+        with self._observer(state):
+            state.interp.run(gen.time_limit(o["time_limit"], main))
+            self._phase(state, "heal")
+            self._heal(test, state.interp)  # the observer sees the heal's stop ops too
+        self._recover(test)
+        if workload.final_generator is not None:
+            self._phase(state, "final")
+            self.say("final phase")
+            state.interp.run(
+                gen.time_limit(float(o["final_time_limit"]), gen.clients(workload.final_generator))
+            )
+
+    @staticmethod
+    def _phase(state: _RunState, name: str) -> None:
+        if state.live_view is not None:
+            state.live_view.phase = name
+
+    def _test_doc(self, state: _RunState) -> dict[str, Any]:
+        """``test.json`` as written at the start (completed by :meth:`_finish_test_doc`)."""
+        from chaos.cluster.db import capabilities, db_name
+
+        o, db, workload, nodes = self.opts, self.db, state.workload, state.nodes
         start_wall = time.time()
-        test_doc = {
-            "name": name,
+        return {
+            "name": state.name,
             "workload": workload.name,
-            "checkers": [*workload.checkers, *(o.get("checkers") or ()), "server-logs", "liveness"],
+            "checkers": [*workload.checkers, *(o.get("checkers") or ()), *_db_checkers(db)],
             "server_logs": _server_logs_doc(db),
             "model": workload.model,
             "db": str(o.get("db") or plugins_default_db()),
             "db_name": db_name(db),
             "db_description": _describe(db),
-            "db_capabilities": sorted(caps),
+            "db_capabilities": sorted(capabilities(db)),
             "db_opts": _jsonable(self.db_kwargs),
             "nemesis": o["nemesis"],
             "nemesis_opts": _jsonable(o.get("nemesis_opts") or {}),
             "opts": _jsonable(dict(o)),
             "nodes": [{"name": n.name, "host": n.host, "port": n.port, "user": n.user} for n in nodes],
-            "concurrency": concurrency,
+            "concurrency": state.concurrency,
             "seed": o["seed"],
             "start_time": start_wall,
             "start": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(start_wall)),
             "versions": _versions(),
         }
-        run.write_test(test_doc)
-        old_term = signal.getsignal(signal.SIGTERM)
-        in_main = _in_main_thread()
-        if in_main:
-            signal.signal(signal.SIGTERM, _sigterm)
-        writer = None
-        interp: Any = None
-        live_view: Any = None
-        observer: Any = None  # chaos.runner.observer: leadership over time, into leadership.jsonl
-        crashed: BaseException | None = None
-        self.say(f"run directory {run.path}")
-        try:
-            self.say(f"nodes {', '.join(f'{n.name}={n.host}' for n in nodes)}; seed {o['seed']}")
-            from chaos.cluster.osetup import DebianOS
 
-            DebianOS().setup(control)
-            self._heal_leftovers(test)
-            self.say(f"{db_name(db)} setup on {len(nodes)} nodes ({_describe(db)})")
-            db.setup(control)
-            if "primary" in caps:
-                leader = db.await_leader(control, max(30.0, float(o["recovery_time"])))
-                self.say(f"{db_name(db)} leader: {leader}")
-            nemesis.setup(test)
-            writer = run.writer()
-            clock = Clock()
-            test_doc["start_monotonic_ns"] = clock.start
-            interp = Interpreter(
-                test,
-                client=workload.client,
-                nemesis=nemesis,
-                nodes=[n.name for n in nodes],
-                concurrency=concurrency,
-                history=writer,
-                clock=clock,
-                rng=rng,
-                idempotent=workload.idempotent,
-            )
-            if self.live and self.console is not None:
-                from chaos.runner.live import LiveView
+    def _finish_test_doc(self, state: _RunState) -> None:
+        doc = state.doc
+        doc["end_time"] = time.time()
+        if state.interp is not None:
+            s = state.interp.stats
+            doc["stats"] = {"invoked": s.invoked, "ok": s.ok, "fail": s.fail, "info": s.info}
+        if state.crashed is not None:
+            doc["crashed"] = f"{type(state.crashed).__name__}: {state.crashed}"
+        if self.recovery is not None:
+            doc["recovery"] = self.recovery
+        state.run.write_test(doc)
 
-                live_view = LiveView(self.console, test, interp, o["time_limit"])
-                live_view.start()
-            client_gen: Any = workload.generator
-            if o["rate"] > 0:
-                client_gen = gen.stagger(1.0 / o["rate"], client_gen)
-            main = gen.clients(client_gen, nem_gen) if nem_gen is not None else gen.clients(client_gen)
-            self.say(
-                f"generator phase: {workload.name}, nemesis {o['nemesis']}, {o['time_limit']:g} s, "
-                f"{concurrency} clients, {o['rate']:g} ops/s"
-            )
-            if live_view is not None:
-                live_view.phase = "main"
-            from chaos.runner.observer import LEADERSHIP_FILE, LeadershipObserver
-
-            if caps & {"leadership", "primary"}:
-                observer = LeadershipObserver(db, nodes, control, run.path / LEADERSHIP_FILE, clock)
-                observer.start()
-            interp.run(gen.time_limit(o["time_limit"], main))
-            if live_view is not None:
-                live_view.phase = "heal"
-            self._heal(test, interp)
-            observer.stop()  # after the heal's stop ops, so the last fault windows are observed too
-            self._recover(test)
-            if workload.final_generator is not None:
-                if live_view is not None:
-                    live_view.phase = "final"
-                self.say("final phase")
-                interp.run(
-                    gen.time_limit(float(o["final_time_limit"]), gen.clients(workload.final_generator))
-                )
-        except (KeyboardInterrupt, RunAborted) as e:
-            crashed = e if isinstance(e, RunAborted) else RunAborted("interrupted")
-            self.log.warning("run interrupted: %s", e)
-        except BaseException as e:
-            crashed = e
-            self.log.exception("run crashed")
-        finally:
-            if observer is not None:
-                self._safe("stop the leadership observer", observer.stop)
-            if interp is not None:
-                interp.stop()
-            if live_view is not None:
-                live_view.stop()
-            self._safe("heal", lambda: self._final_heal(test))
-            if writer is not None:
-                writer.close()
-            self._safe("download node logs", lambda: self._download_logs(test))
-            if not o.get("leave_db_running"):
-                self._safe("DB teardown", lambda: db.teardown(control))
-            self._safe("nemesis teardown", lambda: nemesis.teardown(test))
-            test_doc["end_time"] = time.time()
-            if interp is not None:
-                test_doc["stats"] = {
-                    "invoked": interp.stats.invoked,
-                    "ok": interp.stats.ok,
-                    "fail": interp.stats.fail,
-                    "info": interp.stats.info,
-                }
-            if crashed is not None:
-                test_doc["crashed"] = f"{type(crashed).__name__}: {crashed}"
-            if self.recovery is not None:
-                test_doc["recovery"] = self.recovery
-            self._safe("write test.json", lambda: run.write_test(test_doc))
-            control.close()
-            self._safe("release the cluster lock", lock.release)
-            lock.control.close()
-            if in_main:
-                signal.signal(signal.SIGTERM, old_term)
-            if crashed is not None:
-                logs.close()
-        if crashed is not None:
-            from chaos.cluster.lock import ClusterLocked
-
-            if isinstance(crashed, (ConfigError, ClusterLocked, RunAborted)):
-                raise crashed
-            self.say(f"[red]crashed:[/red] {type(crashed).__name__}: {crashed}")
-            return EXIT_CRASH
-        try:
-            return self._check_and_report(run)
-        finally:
-            logs.close()
-
-    # -- phases ---------------------------------------------------------------------------------------
+    # -- helpers ----------------------------------------------------------------------------------
 
     def _safe(self, what: str, fn: Callable[[], Any]) -> None:
         try:
