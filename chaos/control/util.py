@@ -27,7 +27,7 @@ from chaos.control.client import Indeterminate, NotSent
 from chaos.errors import DBError
 
 if TYPE_CHECKING:
-    from chaos.control.ssh import Remote
+    from chaos.control.ssh import Control, Remote
 
 LOG_TAIL_LINES = 20
 
@@ -318,7 +318,7 @@ class LeaderViews:
     def leader_view(self, remote: Remote) -> tuple[Any, Any]:
         raise NotImplementedError(f"{type(self).__name__}.leader_view(remote) -> (own id, leader id)")
 
-    def leader_views(self, control: Any) -> dict[str, tuple[Any, Any] | str]:
+    def leader_views(self, control: Control) -> dict[str, tuple[Any, Any] | str]:
         """Node name -> its ``(own id, leader id)``, or the error text when it did not answer."""
 
         def ask(remote: Remote) -> tuple[Any, Any] | str:
@@ -330,7 +330,7 @@ class LeaderViews:
 
         return control.on_nodes(ask)
 
-    def primaries(self, control: Any) -> list[str]:
+    def primaries(self, control: Control) -> list[str]:
         views = self.leader_views(control)
         return [n for n, v in views.items() if isinstance(v, tuple) and v[0] == v[1]]
 
