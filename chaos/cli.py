@@ -11,11 +11,21 @@ import importlib
 import os
 import sys
 import traceback
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
-from chaos.errors import EXIT_BAD_ARGS, EXIT_CRASH, ConfigError, Refused, error_line
+from chaos.errors import (
+    EXIT_BAD_ARGS,
+    EXIT_CRASH,
+    EXIT_SIGINT,
+    ConfigError,
+    Refused,
+    error_line,
+    from_signal,
+    raised_in,
+    watch_sigint,
+)
 
 # name -> "module:attribute" of a click command
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -103,14 +113,22 @@ def main(argv: list[str] | None = None) -> Any:
     """Entry point; maps errors onto Jepsen's exit codes: bad arguments (click's usage errors,
     ``BadArguments``, a library's ``ConfigError``, a cluster another run holds) print one line and
     exit 254; an exception no command handled prints one line (the traceback too when
-    ``CHAOS_TRACEBACK`` is set) and exits 255; Ctrl-C exits 130."""
+    ``CHAOS_TRACEBACK`` is set) and exits 255; Ctrl-C exits 130.
+
+    A run exits 0 only through a verdict: commands return their status (or raise click's
+    ``Exit``), so a ``SystemExit``, a KeyboardInterrupt no signal caused, or any other
+    BaseException from plug-in code is a crash (255) naming the code that raised it."""
+    watch_sigint()
     try:
         rv = cli.main(args=argv, prog_name="chaos", standalone_mode=False)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except (click.exceptions.Abort, KeyboardInterrupt) as e:
+        cause = e.__cause__ if isinstance(e, click.exceptions.Abort) else e  # click wraps Ctrl-C
+        if cause is not None and not from_signal(cause):
+            _crash(cause, "raised KeyboardInterrupt")
         error_line("aborted")
-        sys.exit(130)
+        sys.exit(EXIT_SIGINT)
     except click.UsageError as e:
         error_line(e.format_message())
         sys.exit(EXIT_BAD_ARGS)
@@ -120,12 +138,21 @@ def main(argv: list[str] | None = None) -> Any:
     except (ConfigError, Refused) as e:
         error_line(e)
         sys.exit(EXIT_BAD_ARGS)
+    except SystemExit as e:  # no command of the tool exits this way: plug-in code did
+        _crash(e, f"called sys.exit({e.code!r})")
     except Exception as e:
-        if os.environ.get("CHAOS_TRACEBACK"):
-            traceback.print_exc()
-        error_line(f"crashed: {type(e).__name__}: {e}")
-        sys.exit(EXIT_CRASH)
+        _crash(e, f"{type(e).__name__}: {e}")
+    except BaseException as e:  # GeneratorExit and the like, from plug-in code
+        _crash(e, f"raised {type(e).__name__}: {e}")
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _crash(e: BaseException, what: str) -> NoReturn:
+    if os.environ.get("CHAOS_TRACEBACK"):
+        traceback.print_exception(e)
+    where = "" if isinstance(e, Exception) else f" in {raised_in(e)}; no verdict"
+    error_line(f"crashed: {what}{where}")
+    sys.exit(EXIT_CRASH)
 
 
 if __name__ == "__main__":

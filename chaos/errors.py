@@ -7,6 +7,10 @@ subclass (a cluster another run holds); only click commands raise :class:`BadArg
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+from types import TracebackType
 from typing import Any
 
 import click
@@ -56,3 +60,65 @@ def exit_code(valid: object) -> int:
 def error_line(message: Any) -> None:
     """Print ``chaos: <message>`` to stderr as one line (newlines inside become spaces)."""
     click.echo(f"chaos: {' '.join(str(message).split())}", err=True)
+
+
+# -- what raised it: the tool, a real signal, or plug-in code ------------------------------------
+
+_SIGNALS: set[int] = set()  # the signals this process received through watch_sigint
+
+
+def watch_sigint() -> None:
+    """Record a real Ctrl-C before raising KeyboardInterrupt, so that :func:`from_signal` can tell
+    it from plug-in code raising KeyboardInterrupt itself. Changes nothing when SIGINT is ignored
+    (a run started in the background by a non-interactive shell) or handled by someone else."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        _SIGNALS.add(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+
+
+_WATCHER = "watch_sigint.<locals>.handler"
+
+
+def from_signal(exc: BaseException) -> bool:
+    """Whether ``exc`` may come from a real signal: anything but a KeyboardInterrupt does; a
+    KeyboardInterrupt does when :func:`watch_sigint` saw SIGINT, never while SIGINT is ignored (no
+    signal can have raised it), and is given the benefit of the doubt when someone else handles
+    SIGINT."""
+    if not isinstance(exc, KeyboardInterrupt):
+        return True
+    handler = signal.getsignal(signal.SIGINT)
+    if handler is signal.SIG_IGN:
+        return False
+    if getattr(handler, "__qualname__", "") == _WATCHER:
+        return signal.SIGINT in _SIGNALS
+    return True
+
+
+def _package_root(module: Any) -> str:
+    return os.path.dirname(os.path.abspath(str(module.__file__))) + os.sep
+
+
+_TOOL_ROOTS = (_package_root(sys.modules[__name__.split(".")[0]]), _package_root(click))
+
+
+def raised_in(exc: BaseException) -> str:
+    """Where ``exc`` was raised, for a crash line: ``module.function (file:line)`` of the innermost
+    frame of its traceback outside this tool and click (plug-in code calling ``sys.exit`` is named
+    by its own frame); the innermost frame when all are the tool's."""
+    tb: TracebackType | None = exc.__traceback__
+    chosen = None
+    while tb is not None:
+        path = os.path.abspath(tb.tb_frame.f_code.co_filename)
+        if chosen is None or not path.startswith(_TOOL_ROOTS):
+            chosen = tb
+        tb = tb.tb_next
+    if chosen is None:
+        return "an unknown place"
+    frame = chosen.tb_frame
+    module = frame.f_globals.get("__name__", "?")
+    return f"{module}.{frame.f_code.co_qualname} ({frame.f_code.co_filename}:{chosen.tb_lineno})"

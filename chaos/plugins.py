@@ -178,6 +178,31 @@ def nemesis_factory(spec: str) -> Any:
     return obj
 
 
+def call(flag: str, spec: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` for plug-in code (a factory, a workload function): an Exception it
+    raises becomes one ConfigError line naming the option and the plug-in (``--db plug:make:
+    RuntimeError: ...``). A BaseException that is not an Exception (``sys.exit`` in plug-in code)
+    goes up untouched: ``chaos.cli.main`` reports it as a crash naming the code, never a pass."""
+    try:
+        return fn(*args, **kwargs)
+    except ConfigError:
+        raise
+    except Exception as e:
+        raise ConfigError(f"{flag} {spec}: {type(e).__name__}: {' '.join(str(e).split())}") from None
+
+
+def checker(spec: str) -> Any:
+    """The checker ``--checker spec`` names, built by its factory: ConfigError (exit 254, before any
+    node is touched) when the factory raises or returns something without a ``check`` method."""
+    made = call("--checker", spec, checker_factory(spec))
+    if not callable(getattr(made, "check", None)):
+        raise ConfigError(
+            f"--checker {spec}: the factory returned {type(made).__name__}, not a checker "
+            "(an object with check(test, history_path, opts); see chaos.history.verdict.Checker)"
+        )
+    return made
+
+
 def checker_factory(spec: str) -> Callable[[], Any]:
     """The checker factory ``spec`` names (``module:attr`` or an entry point's name)."""
     obj = resolve("checker", spec)

@@ -42,7 +42,6 @@ import math
 import multiprocessing
 import random
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -906,7 +905,7 @@ def sim(
         click.echo(f"seed {seed}: valid = {valid}; run directory {run.path}")
         if results.get("safety", {}).get("error"):
             click.echo(f"safety: {results['safety']['error']}")
-        sys.exit(_verdict_exit([valid]))
+        raise click.exceptions.Exit(_verdict_exit([valid]))
     assert seeds is not None
     todo = [(options(s),) for s in range(first_seed, first_seed + seeds)]
     procs = jobs or multiprocessing.cpu_count()
@@ -930,4 +929,4 @@ def sim(
             else ""
         )
     )
-    sys.exit(_verdict_exit(valids))
+    raise click.exceptions.Exit(_verdict_exit(valids))

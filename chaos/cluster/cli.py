@@ -12,7 +12,6 @@ engine or image failure prints one line naming the node and the cause and exits 
 from __future__ import annotations
 
 import functools
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -204,7 +203,7 @@ def status(
         rows = p.status()
         if not rows:
             click.echo(f"no docker cluster {cluster_name!r} (chaos cluster up)")
-            sys.exit(1)
+            raise click.exceptions.Exit(1)
         for r in rows:
             ssh = "ssh ok" if r["ssh"] else f"ssh FAILED: {r['error']}"
             click.echo(f"{r['name']}\t{r['container']}\t{r['state']}\t{r['host'] or '-'}\t{ssh}")
@@ -219,7 +218,7 @@ def status(
                 except RemoteError as e:
                     click.echo(f"{n.name}\t{n.user}@{n.host}:{n.port}\tssh FAILED: {e.cause}")
                     bad += 1
-    sys.exit(1 if bad else 0)
+    raise click.exceptions.Exit(1 if bad else 0)
 
 
 @cluster.command()
@@ -292,7 +291,7 @@ def exec_(sudo: bool, timeout: float, command: tuple[str, ...], **node: Any) -> 
             if res.exit_code:
                 click.echo(f"[{name}] exit {res.exit_code}")
                 failed += 1
-    sys.exit(1 if failed else 0)
+    raise click.exceptions.Exit(1 if failed else 0)
 
 
 def e_line(e: RemoteError) -> str:

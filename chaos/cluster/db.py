@@ -461,6 +461,10 @@ def build_db(
         raise ConfigError(f"{label}: {' '.join(str(e).split())}") from None
     except TypeError as e:
         raise ConfigError(f"{label}: calling the DB factory failed: {' '.join(str(e).split())}") from None
+    except Exception as e:  # the plug-in's own failure, named by its option
+        raise ConfigError(
+            f"{label}: the DB factory raised {type(e).__name__}: {' '.join(str(e).split())}"
+        ) from None
     try:
         check_db(db, f"{label} ({db_name(db)})")
     except TypeError as e:

@@ -342,7 +342,7 @@ def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str,
             from chaos import plugins  # a plug-in checker: module:attr or a chaos.checkers entry point
 
             if plugins.is_reference(n) or n in plugins.entry_points("checker"):
-                out[n] = plugins.checker_factory(n)()
+                out[n] = plugins.checker(n)
                 continue
             raise ValueError(f"test.json names unknown checker {n!r} (known: {', '.join(sorted(factories))})")
         out[n] = factories[n]()

@@ -16,7 +16,6 @@ afterwards, 255 when a node could not be reached or something remains, 254 for b
 from __future__ import annotations
 
 import shlex
-import sys
 from typing import Any
 
 import click
@@ -268,9 +267,7 @@ def heal(
                 click.echo(f"{name}: still present: {line}")
         else:
             click.echo(f"{name}: healed" if before else f"{name}: clean (nothing to heal)")
-    if not clean:
-        sys.exit(EXIT_CRASH)
-    return 0
+    return 0 if clean else EXIT_CRASH
 
 
 """``chaos heal``'s status when some node is unreachable or keeps a fault (1 would read as *invalid*)."""

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
 
-from chaos.errors import EXIT_CRASH, EXIT_SIGINT, EXIT_SIGTERM, BadArguments
+from chaos.errors import EXIT_CRASH, EXIT_SIGINT, EXIT_SIGTERM, BadArguments, from_signal
 from chaos.plugins import default_db
 
 
@@ -180,7 +179,7 @@ def run(**kw: Any) -> int:
 
     from chaos.control.test import validate_options
     from chaos.errors import ConfigError
-    from chaos.runner.runner import RunAborted, make_console, run_tests
+    from chaos.runner.runner import AbortedBeforeStart, RunAborted, make_console, run_tests
 
     opts = dict(kw)
     plain = opts.pop("no_live")
@@ -210,8 +209,13 @@ def run(**kw: Any) -> int:
     try:
         return run_tests(opts, console=console, live=True)
     except (KeyboardInterrupt, RunAborted) as e:
-        console.print(f"aborted ({e}); faults healed, history kept", highlight=False)
-        sys.exit(EXIT_SIGTERM if str(e) == f"signal {int(signal.SIGTERM)}" else EXIT_SIGINT)
+        if not from_signal(e):
+            raise  # plug-in code raised KeyboardInterrupt: chaos.cli names it and exits 255
+        if isinstance(e, AbortedBeforeStart):
+            console.print(f"aborted ({e}); nothing ran", highlight=False)
+        else:
+            console.print(f"aborted ({e}); faults healed, history kept", highlight=False)
+        return EXIT_SIGTERM if str(e) == f"signal {int(signal.SIGTERM)}" else EXIT_SIGINT
     except ValueError as e:  # ConfigError and the providers' bad node entries
         raise BadArguments(str(e)) from None
     except Exception as e:
@@ -222,5 +226,5 @@ def run(**kw: Any) -> int:
             from chaos.errors import error_line
 
             error_line(f"cannot reach the nodes: {e}")
-            sys.exit(EXIT_CRASH)
+            return EXIT_CRASH
         raise

@@ -53,11 +53,17 @@ from chaos.errors import (
     ConfigError,
     Refused,
     exit_code,
+    from_signal,
+    raised_in,
 )
 
 
 class RunAborted(Exception):
     """The run was interrupted (Ctrl-C or SIGTERM)."""
+
+
+class AbortedBeforeStart(RunAborted):
+    """Ctrl-C or SIGTERM came before any node was touched: nothing ran, nothing to heal."""
 
 
 def worst(codes: list[int]) -> int:
@@ -236,7 +242,7 @@ class Runner:
         except ValueError as e:
             raise ConfigError(f"--workload {o['workload']}: {e}") from None
         for name in o.get("checkers") or ():
-            plugins.checker_factory(name)  # loads, or one ConfigError line naming it
+            plugins.checker(name)  # loads and builds it, or one ConfigError line naming it
         check_capabilities(o["nemesis"], o, self.db)
         protocol = getattr(workload, "protocol", None)
         offered = getattr(self.db, "client_protocols", None) or ()
@@ -260,7 +266,12 @@ class Runner:
         from chaos.control.ssh import Control
 
         o = self.opts
-        self.prepare()  # fail fast on bad arguments before touching any node
+        try:
+            self.prepare()  # fail fast on bad arguments before touching any node
+        except KeyboardInterrupt as e:
+            if not from_signal(e):
+                raise  # plug-in code raised it while loading: chaos.cli names it and exits 255
+            raise AbortedBeforeStart("interrupted before the run started") from None
         if o.get("provider", "docker") == "docker":
             parse_concurrency(o["concurrency"], docker_node_count(o))
         nodes = provision(o, self.say)
@@ -285,8 +296,12 @@ class Runner:
                     self._enter_phases(stack, state)
                     self._generator_phase(state)
             except (KeyboardInterrupt, RunAborted) as e:
-                state.crashed = e if isinstance(e, RunAborted) else RunAborted("interrupted")
-                self.log.warning("run interrupted: %s", e)
+                if from_signal(e):
+                    state.crashed = e if isinstance(e, RunAborted) else RunAborted("interrupted")
+                    self.log.warning("run interrupted: %s", e)
+                else:  # plug-in code raised KeyboardInterrupt itself: a crash, not an interruption
+                    state.crashed = e
+                    self.log.error("run crashed: KeyboardInterrupt raised in %s", raised_in(e))
             except BaseException as e:
                 state.crashed = e
                 self.log.exception("run crashed")
@@ -295,7 +310,10 @@ class Runner:
         if state.crashed is not None:
             if isinstance(state.crashed, ConfigError | Refused | RunAborted):
                 raise state.crashed
-            self.say(f"[red]crashed:[/red] {type(state.crashed).__name__}: {state.crashed}")
+            what = f"{type(state.crashed).__name__}: {state.crashed}"
+            if not isinstance(state.crashed, Exception):  # SystemExit & co. come from plug-in code
+                what += f" raised in {raised_in(state.crashed)}"
+            self.say(f"[red]crashed:[/red] {escape(what)}")
             return EXIT_CRASH
         try:
             return self._check_and_report(state.run)

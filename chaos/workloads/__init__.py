@@ -54,7 +54,7 @@ def get(name: str, opts: Mapping[str, Any] | None = None) -> Workload:
     from chaos.errors import ConfigError
 
     fn = plugins.workload_function(name)
-    w = fn(dict(opts or {}))
+    w = plugins.call("--workload", name, fn, dict(opts or {}))
     if not isinstance(w, Workload):
         raise ConfigError(
             f"--workload {name}: the workload function returned {type(w).__name__}, not a Workload"
