@@ -152,13 +152,14 @@ def test_write_file(control: Control) -> None:
 def test_parallel_commands_share_one_connection(control: Control) -> None:
     r = control.remote("n1")
     r.exec("true")
-    client_before = r._client
+    conn_before, reconnects_before = r._conn, r.reconnects
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(8) as pool:
-        outs = list(pool.map(lambda i: r.exec("echo", str(i)).stdout.strip(), range(32)))
-    assert outs == [str(i) for i in range(32)]
-    assert r._client is client_before
+    # more threads than the 8 sessions a connection allows: the rest wait for a free one
+    with ThreadPoolExecutor(12) as pool:
+        outs = list(pool.map(lambda i: r.exec("echo", str(i)).stdout.strip(), range(48)))
+    assert outs == [str(i) for i in range(48)]
+    assert r._conn is conn_before and r.reconnects == reconnects_before
 
 
 def test_unreachable_port_wrong_key_and_unknown_host_key_are_one_clear_line(
