@@ -515,11 +515,13 @@ class Remote:
         for attempt in range(self.retries + 1):
             conn = self._connection()
             try:
-                conn.sftp().get_channel().settimeout(limit)
+                with self._lock:  # fabric memoizes one SFTP session; two threads must not open two
+                    sftp = conn.sftp()
+                sftp.get_channel().settimeout(limit)
                 fn(conn)
                 return
             except TimeoutError:
-                _forget_sftp(conn)  # a reply may still arrive: that SFTP session is out of step
+                self._forget_sftp(conn)  # a reply may still arrive: that SFTP session is out of step
                 raise CommandTimeout(
                     self.node.name, what, None, cause=f"no SFTP answer within {limit:g}s"
                 ) from None
@@ -530,9 +532,21 @@ class Remote:
             if self._drop_dead(conn, even_if_active=attempt > 0):
                 self.reconnects += 1
             else:
-                _forget_sftp(conn)
+                self._forget_sftp(conn)
             time.sleep(self.backoff * (2**attempt))
         raise RemoteError(self.node.name, what, None, cause="SSH session lost during file transfer")
+
+    def _forget_sftp(self, conn: _Connection) -> None:
+        """Close the connection's memoized SFTP session so the next ``sftp()`` opens a new one (what
+        ``fabric.Connection.close`` does to it, without closing the connection)."""
+        with self._lock:
+            sftp = conn._sftp
+            conn._sftp = None
+        if sftp is not None:
+            try:
+                sftp.close()
+            except Exception:  # noqa: BLE001 - closing a broken session
+                pass
 
     def upload(
         self,
@@ -596,18 +610,6 @@ class Remote:
 
     def __repr__(self) -> str:
         return f"Remote({self.node.name} {self._where()})"
-
-
-def _forget_sftp(conn: _Connection) -> None:
-    """Close the connection's memoized SFTP session so the next ``sftp()`` opens a new one (what
-    ``fabric.Connection.close`` does to it, without closing the connection)."""
-    sftp = conn._sftp
-    conn._sftp = None
-    if sftp is not None:
-        try:
-            sftp.close()
-        except Exception:  # noqa: BLE001 - closing a broken session
-            pass
 
 
 class Control:
