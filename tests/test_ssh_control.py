@@ -141,6 +141,101 @@ def test_upload_and_download_roundtrip(control: Control, tmp_path: Path) -> None
     assert ei.value.node == "n5"
     with pytest.raises(FileNotFoundError):
         r.upload(tmp_path / "missing", "/tmp/x")
+    # braces in a local path are taken literally (fabric would format {host} and the like)
+    braced = tmp_path / "{host}" / "b.bin"
+    r.download("/tmp/blob.bin", braced)
+    assert braced.read_bytes() == data
+
+
+def test_on_nodes_awaits_every_node_and_notes_the_other_failures(control: Control) -> None:
+    marker = "/tmp/on-nodes-finished"
+    control.remote("n5").exec("rm", "-f", marker)
+
+    def fn(r: Remote) -> str:
+        name = r.node.name
+        if name in ("n2", "n4"):
+            r.exec_raw(f"echo {name} broke >&2; exit 5")
+        if name == "n5":
+            r.exec_raw(f"sleep 1; touch {marker}")
+        return name
+
+    with pytest.raises(RemoteError) as ei:
+        control.on_nodes(fn)
+    assert (ei.value.node, ei.value.exit_code) == ("n2", 5)
+    assert ei.value.__notes__ == [
+        "also failed on n4: n4: `echo n4 broke >&2; exit 5` exit status 5: n4 broke"
+    ]
+    # the slow node had finished before the error was raised
+    assert control.remote("n5").exec("test", "-e", marker, check=False).ok
+    # exec_all: every node's own result
+    res = control.exec_all("sh", "-c", "exit $(hostname | tr -d n)", check=False)
+    assert {name: r.exit_code for name, r in res.items()} == {f"n{i}": i for i in range(1, 6)}
+
+
+def test_timeouts_per_control_and_per_call(nodes: list[Node]) -> None:
+    with Control(nodes[:2], timeout=1) as short:
+        r = short.remote("n1")
+        t0 = time.monotonic()
+        with pytest.raises(CommandTimeout) as ei:
+            r.exec_raw("sleep 4")
+        assert time.monotonic() - t0 < 3.5 and "timed out after 1s" in str(ei.value)
+        # a call's own timeout wins over the Control's
+        assert r.exec_raw("sleep 2; echo done", timeout=15).stdout == "done\n"
+        with pytest.raises(CommandTimeout) as ei:
+            short.exec_all("sleep", "4")
+        assert ei.value.node == "n1" and "also failed on n2" in ei.value.__notes__[0]
+        r.timeout = 15  # the remote's default can be changed later
+        assert r.exec_raw("sleep 2; echo again").stdout == "again\n"
+
+
+def test_stdin_bytes_and_split_characters_arrive_whole(control: Control) -> None:
+    r = control.remote("n4")
+    blob = os.urandom(1_000_000)  # not UTF-8: sent as bytes, not re-encoded text
+    r.write_file("/tmp/blob-stdin", blob)
+    assert r.exec("sha256sum", "/tmp/blob-stdin").stdout.split()[0] == hashlib.sha256(blob).hexdigest()
+    # two-byte characters after an odd prefix straddle the reads' boundaries
+    out = r.exec_raw("{ printf x; yes é | head -n 200000; } | tr -d '\\n'").stdout
+    assert out == "x" + "é" * 200_000
+
+
+def test_background_child_holding_stdout_does_not_stall_the_command(control: Control) -> None:
+    r = control.remote("n2")
+    t0 = time.monotonic()
+    try:
+        res = r.exec_raw("sleep 31 & echo started", timeout=20)
+        assert (res.exit_code, res.stdout) == (0, "started\n")
+        assert time.monotonic() - t0 < 15  # an EOF grace after the exit status, not the timeout
+    finally:
+        r.exec_raw("pkill -f '^sleep 31$' || true")  # anchored: not this shell's own line
+
+
+def test_sftp_timeout_keeps_the_connection_and_the_next_transfer_works(
+    nodes: list[Node], tmp_path: Path
+) -> None:
+    r = Remote(nodes[3])  # its own connection, so the SFTP server found below is this one's
+    server = ""
+    try:
+        r.write_file("/tmp/sftp-src", "payload\n")
+        r.download("/tmp/sftp-src", tmp_path / "a")
+        conn = r._conn
+        sshd = r.exec_raw("echo $PPID").stdout.strip()  # the sshd process serving this connection
+        server = r.exec("pgrep", "-P", sshd, "-x", "sftp-server").stdout.strip()
+        assert server.isdigit()
+        r.exec("kill", "-STOP", server)  # requests get no answer
+        t0 = time.monotonic()
+        with pytest.raises(CommandTimeout) as ei:
+            r.download("/tmp/sftp-src", tmp_path / "b", timeout=1)
+        assert time.monotonic() - t0 < 10
+        assert ei.value.node == "n4" and "no SFTP answer within 1s" in str(ei.value)
+        # commands go on on the same connection; the next transfer opens a new SFTP session
+        assert r.exec("echo", "alive").stdout == "alive\n"
+        r.download("/tmp/sftp-src", tmp_path / "c")
+        assert (tmp_path / "c").read_text() == "payload\n"
+        assert r._conn is conn and r.reconnects == 0
+    finally:
+        if server:
+            r.exec("kill", "-KILL", server, check=False)
+        r.close()
 
 
 def test_write_file(control: Control) -> None:
@@ -152,13 +247,14 @@ def test_write_file(control: Control) -> None:
 def test_parallel_commands_share_one_connection(control: Control) -> None:
     r = control.remote("n1")
     r.exec("true")
-    client_before = r._client
+    conn_before, reconnects_before = r._conn, r.reconnects
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(8) as pool:
-        outs = list(pool.map(lambda i: r.exec("echo", str(i)).stdout.strip(), range(32)))
-    assert outs == [str(i) for i in range(32)]
-    assert r._client is client_before
+    # more threads than the 8 sessions a connection allows: the rest wait for a free one
+    with ThreadPoolExecutor(12) as pool:
+        outs = list(pool.map(lambda i: r.exec("echo", str(i)).stdout.strip(), range(48)))
+    assert outs == [str(i) for i in range(48)]
+    assert r._conn is conn_before and r.reconnects == reconnects_before
 
 
 def test_unreachable_port_wrong_key_and_unknown_host_key_are_one_clear_line(
