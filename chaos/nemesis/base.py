@@ -162,7 +162,10 @@ def leader_choice(test: Any, timeout_s: float = 2.0) -> tuple[list[str], dict[st
     if len(primaries) > 1 and callable(ask):
         by_name = {n.name: n for n in test.nodes}
         for name in primaries:
-            answer = ask(by_name[name], timeout_s) if name in by_name else {}
+            try:
+                answer = dict(ask(by_name[name], timeout_s)) if name in by_name else {}
+            except Exception:  # noqa: BLE001 - the capability must not raise; an answer-less node has no term
+                answer = {}
             term = answer.get("term") if answer.get("leader") == name else None
             terms[name] = term if isinstance(term, int) else None
     chosen, why = pick_leaders(primaries, terms)
@@ -336,7 +339,8 @@ class NemesisKind:
 
     - ``names``: ``{--nemesis name: one-line description}``.
     - ``build(chosen, opts)``: the nemeses for the chosen names (a subset of ``names``) and the run's
-      options: a list of :data:`Part` (one schedule each), or one Part. ValueError for bad options.
+      options: a list of :data:`Part` (one schedule each), or one Part. Each nemesis has ``kind``
+      (its ops are ``start-<kind>``/``stop-<kind>``). ValueError for bad options.
     - ``requires``: ``{name: DB capability names}`` (:data:`chaos.cluster.db.CAPABILITIES`).
     - ``options``: ``{--nemesis-opt key: kind}``, kinds ``list``/``number``/``int``/``str``/``json``.
     - ``target_options``: ``{option key: names it aims}``; naming ``leader``/``primaries`` there
