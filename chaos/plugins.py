@@ -52,7 +52,14 @@ object a name in that kind's group registers)."""
 BUILTINS: Mapping[str, Mapping[str, str]] = {
     "db": {"noop": "chaos.cluster.db:NoopDB"},
     "workload": {"register": "chaos.workloads.register:workload", "log": "chaos.workloads.log:workload"},
-    "nemesis": {},  # the built-in fault kinds live in chaos.nemesis.NEMESES
+    "nemesis": {
+        "partition": "chaos.nemesis.partition:NEMESIS",
+        "process": "chaos.nemesis.process:NEMESIS",
+        "clock": "chaos.nemesis.clock:NEMESIS",
+        "packet": "chaos.nemesis.packet:NEMESIS",
+        "files": "chaos.nemesis.files:NEMESIS",
+        "leadership": "chaos.nemesis.leadership:NEMESIS",
+    },
     "checker": {},  # the built-in checkers live in chaos.history.checkers.checkers_for
     "provider": {"docker": "chaos.cluster.docker:DockerProvider", "ssh": "chaos.cluster.sshhosts:SSHHosts"},
     "command": {},  # the tool's own commands: chaos.cli.COMMANDS

@@ -181,3 +181,31 @@ def test_perf_windows_and_availability_are_the_analysis_core(tmp_path: Path) -> 
     assert [(w["start_s"], w["duration_s"]) for w in r["availability"]["windows"]] == [
         (round(g.start / 1e9, 3), round(g.duration / 1e9, 3)) for g in gaps
     ]
+
+
+def test_a_runs_recorded_verbs_word_its_faults_and_unknown_kinds_stay_neutral(tmp_path: Path) -> None:
+    """test.json's ``nemesis_styles`` (the fault modules' own phrases) words the availability
+    sentence; a kind it lacks is described neutrally; a run without it keeps today's phrases."""
+    from chaos.history.perf import LEGACY_VERBS, nemesis_verbs
+
+    styles = {"stall": {"colour": "#123456", "verbs": {"start": "{nodes} stalled", "stop": "stall over"}}}
+    verbs = nemesis_verbs({"nemesis_styles": styles})
+    assert verbs == {"stall": {"start": "{nodes} stalled", "stop": "stall over"}}
+    assert describe_nemesis("start-stall", {"nodes": ["n2"]}, verbs) == "n2 stalled"
+    assert describe_nemesis("stop-stall", {"nodes": ["n2"]}, verbs) == "stall over"
+    assert describe_nemesis("start-stall", None, verbs) == "stall fault started (stalled)"
+    # kill is not among this run's styles: neutral, not the old table's phrase
+    assert describe_nemesis("start-kill", {"nodes": ["n1"]}, verbs) == "start-kill n1"
+    assert nemesis_verbs({"name": "old run"}) is LEGACY_VERBS
+    # an optional [{nodes} ] group is dropped when no node is known
+    assert describe_nemesis("start-clock", {"mode": "bump"}) == "clock skewed"
+    assert describe_nemesis("start-clock", {"nodes": ["n3"]}) == "n3 clock skewed"
+
+    b = _kill_history()
+    test = {
+        "nemesis_styles": {
+            "kill": {"colour": None, "verbs": {"start": "{nodes} shot", "stop": "{nodes} revived"}}
+        }
+    }
+    r = PerfChecker().check(test, b.write(tmp_path / "history.jsonl"), {})
+    assert r["availability"]["summary"] == "leader n1 shot at 31.2 s, first ok append 0.74 s later"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -267,3 +268,152 @@ def test_leader_targeted_faults_without_a_leader_do_not_take_effect() -> None:
         "applied": False,
         "why": "no node matched target 'leader'",
     }
+
+
+# -- the leader target with several primaries (issue 22) ---------------------------------------------
+
+
+def test_the_leader_is_every_primary_at_the_highest_term_and_all_when_terms_are_unknown() -> None:
+    from chaos.nemesis.base import pick_leaders
+
+    assert pick_leaders([], {}) == ([], "no node claims leadership")
+    assert pick_leaders(["n3"], {}) == (["n3"], "the only primary")
+    # a stale leader behind a partition still claims term 3; the current one is at term 5
+    chosen, why = pick_leaders(["n4", "n1"], {"n1": 3, "n4": 5})
+    assert chosen == ["n4"] and "highest term is 5" in why
+    assert pick_leaders(["n2", "n1"], {}) == (["n1", "n2"], "2 primaries, terms unknown: all of them")
+    assert pick_leaders(["n2", "n1"], {"n1": None, "n2": None})[0] == ["n1", "n2"]
+    # a primary whose term is unknown cannot be ruled out
+    chosen, why = pick_leaders(["n1", "n2", "n3"], {"n1": 4, "n2": 2})
+    assert chosen == ["n1", "n3"] and "n3 kept (term unknown)" in why
+
+
+def test_a_leader_partition_records_how_it_chose_among_several_primaries() -> None:
+    from chaos.nemesis.partition import PartitionNemesis
+
+    t = fake_test()
+    terms = {"n1": 3, "n4": 5}
+    t.db = SimpleNamespace(
+        primaries=lambda control: ["n1", "n4"],
+        leadership=lambda node, timeout_s: {"leader": node.name, "term": terms[node.name]},
+    )
+    note: dict[str, object] = {}
+    shape, grudge = PartitionNemesis(["leader"]).grudge(t, "leader", note)
+    assert shape == "leader" and grudge["n4"] == ["n1", "n2", "n3", "n5"] and grudge["n1"] == ["n4"]
+    assert note["leader_choice"] == {
+        "primaries": ["n1", "n4"],
+        "terms": {"n1": 3, "n4": 5},
+        "chosen": ["n4"],
+        "why": "2 primaries; the highest term is 5",
+    }
+    # without the leadership capability the terms are unknown: both are isolated
+    t.db = SimpleNamespace(primaries=lambda control: ["n4", "n1"])
+    note = {}
+    _, grudge = PartitionNemesis(["leader"]).grudge(t, "leader", note)
+    assert grudge["n1"] == ["n2", "n3", "n4", "n5"] and grudge["n4"] == ["n1", "n2", "n3", "n5"]
+    assert note["leader_choice"]["chosen"] == ["n1", "n4"]  # type: ignore[index]
+    # one primary: nothing to record
+    note = {}
+    PartitionNemesis(["leader"]).grudge(fake_test(), "leader", note)
+    assert note == {}
+
+
+# -- one registry of fault modules (issue 22) ----------------------------------------------------------
+
+
+def test_every_built_in_fault_module_is_one_registered_descriptor() -> None:
+    import importlib
+
+    from chaos import plugins
+    from chaos.nemesis import NEMESIS_OPTIONS, registered, requirements, styles
+    from chaos.nemesis.base import NemesisKind
+
+    declared: dict[str, str] = {}
+    for key, ref in plugins.BUILTINS["nemesis"].items():
+        module = importlib.import_module(ref.split(":")[0])
+        kinds = [v for v in vars(module).values() if isinstance(v, NemesisKind)]
+        assert len(kinds) == 1 and kinds[0] is plugins.resolve("nemesis", key), key
+        for name in kinds[0].names:
+            assert name not in declared, (name, key, declared.get(name))
+            declared[name] = key
+        assert set(kinds[0].requires) <= set(kinds[0].names), key
+    assert [k for k, _ in registered()[0]][:6] == list(plugins.BUILTINS["nemesis"])
+    assert list(NEMESES) == ["none", *declared]
+    assert NEMESIS_OPTIONS["kill_targets"] == "list" and NEMESIS_OPTIONS["bitflip_region"] == "str"
+    # the target options aim the names of their own module
+    assert requirements(
+        "kill,packet-loss,pause", {"kill_targets": ["leader"], "packet_targets": ["primaries"]}
+    ) == {
+        "kill": {"process", "primary"},
+        "packet-loss": {"primary"},
+        "pause": {"pause"},
+    }
+    s = styles("kill-leader,partition-ring,leader-transfer")
+    assert s["kill"] == {
+        "colour": "#756bb1",
+        "verbs": {"start": "{nodes} killed", "stop": "{nodes} restarted"},
+    }
+    assert s["partition"]["colour"] == "#e6550d" and "clock" not in s
+    assert s["leader-transfer"]["verbs"] == {"start": "{nodes} leadership transferred"}
+
+
+PLUGIN = '''
+"""A plug-in fault module: one descriptor, two names."""
+from chaos.nemesis.base import NemesisKind, NoState, complete
+
+
+class Stall(NoState):
+    kind = "stall"
+
+    def __init__(self, ms):
+        self.ms = ms
+
+    def fs(self):
+        return {"start-stall", "stop-stall"}
+
+    def invoke(self, test, op):
+        return complete(op, {"ms": self.ms})
+
+
+def build(chosen, opts):
+    ms = opts.get("stall_ms") or 10
+    return [(Stall(ms * (2 if "stall-long" in chosen else 1)), lambda rng: {"ms": ms}, None)]
+
+
+NEMESIS = NemesisKind(
+    names={"stall": "stall the server", "stall-long": "stall it twice as long"},
+    build=build,
+    requires={"stall-long": frozenset({"pause"})},
+    options={"stall_ms": "number"},
+    colours={"stall": "#abcdef"},
+    verbs={"stall": {"start": "{nodes} stalled", "stop": "stall over"}},
+)
+'''
+
+
+def test_a_plug_in_descriptor_builds_and_styles_as_a_built_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from chaos.nemesis import parse_nemesis_opts, plugin_options, requirements, styles
+
+    (tmp_path / "stallplug.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("stallplug", None)
+    ref = "stallplug:NEMESIS"
+    assert parse_names(f"kill,{ref}") == ["kill", ref]
+    assert plugin_options(f"kill,{ref}") == {"stall_ms": "number"}
+    opts = parse_nemesis_opts(["stall_ms=25"], plugin_options(ref))
+    assert requirements(f"{ref},kill", opts) == {ref: {"pause"}, "kill": {"process"}}
+    nem, g = build(f"{ref},kill", {**opts, "nemesis_interval": 1})
+    assert isinstance(nem, Compose)
+    stall = nem.routes["start-stall"]
+    # a reference selects every name of its descriptor, stall-long too
+    assert stall.ms == 50  # type: ignore[attr-defined]
+    assert [s.kind for s in nem.schedules] == ["stall", "kill"] and g is not None
+    assert styles(ref) == {
+        "stall": {"colour": "#abcdef", "verbs": {"start": "{nodes} stalled", "stop": "stall over"}}
+    }
+    with pytest.raises(ConfigError, match="is not a nemesis factory"):
+        build("stallplug:Stall.fs", {})  # callable, but neither a descriptor nor has a kind

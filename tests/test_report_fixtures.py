@@ -425,6 +425,21 @@ def test_nemesis_windows_from_completions() -> None:
     assert wins[0]["label"] == "partition n1,n2"
 
 
+def test_fault_colours_come_from_the_runs_recorded_styles() -> None:
+    """A run's test.json ``nemesis_styles`` colours its fault windows; a kind it lacks gets a
+    neutral fallback colour; a run recorded without styles keeps the old colours."""
+    h = HistoryWriter()
+    _nemesis(h, "stall", 100 * MS, 200 * MS, {"nodes": ["n1"]})
+    _nemesis(h, "kill", 250 * MS, 300 * MS, {"nodes": ["n2"]})
+    styles = {"stall": {"colour": "#123456", "verbs": {}}}
+    wins = rep.nemesis_windows(h.lines, 400 * MS, rep.nemesis_colours({"nemesis_styles": styles}))
+    colours = {w["kind"]: w["colour"] for w in wins}
+    assert colours["stall"] == "#123456"
+    assert colours["kill"] != rep.NEMESIS_COLOURS["kill"] and colours["kill"] in rep._FALLBACK_COLOURS
+    old = rep.nemesis_windows(h.lines, 400 * MS, rep.nemesis_colours({"name": "old run"}))
+    assert {w["kind"]: w["colour"] for w in old}["kill"] == rep.NEMESIS_COLOURS["kill"]
+
+
 def test_log_rows_name_writers_and_readers(tmp_path: Path) -> None:
     run = rep.load_run(make_invalid_log_run(tmp_path))
     rows = {r["kind"]: r for r in rep.log_anomaly_rows(run.results, run.history)}

@@ -31,23 +31,48 @@ QUANTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
 TOP_WINDOWS = 10
 MAX_NEMESIS_LISTED = 2000
 
-_START_VERB = {
-    "kill": "killed",
-    "pause": "paused",
-    "partition": "partitioned",
-    "clock": "clock skewed",
-    "packet": "packet faults started",
-    "file": "file corrupted",
-    "leader-transfer": "leadership transferred",
+# The verbs of runs recorded before test.json carried ``nemesis_styles`` (data, not code: a run
+# records its fault modules' own phrases, chaos.nemesis.styles). ``{nodes}`` is the faulted nodes;
+# a ``[...]`` group holding it is left out when no node is known.
+LEGACY_VERBS: dict[str, dict[str, str]] = {
+    "kill": {"start": "{nodes} killed", "stop": "{nodes} restarted"},
+    "pause": {"start": "{nodes} paused", "stop": "{nodes} resumed"},
+    "partition": {"start": "{nodes} partitioned", "stop": "partition healed"},
+    "clock": {"start": "[{nodes} ]clock skewed", "stop": "clocks reset"},
+    "packet": {"start": "[{nodes} ]packet faults started", "stop": "packet faults stopped"},
+    "file": {"start": "{nodes} file corrupted", "stop": "{nodes} file corruption stopped"},
+    "leader-transfer": {"start": "{nodes} leadership transferred"},
 }
-_STOP_VERB = {
-    "kill": "restarted",
-    "pause": "resumed",
-    "partition": "partition healed",
-    "clock": "clocks reset",
-    "packet": "packet faults stopped",
-    "file": "file corruption stopped",
-}
+
+
+def nemesis_verbs(test: Any) -> dict[str, dict[str, str]]:
+    """``{op kind: {"start": phrase, "stop": phrase}}`` for a run: its test.json's
+    ``nemesis_styles`` (``{kind: {"colour", "verbs"}}``, written by the runner from the fault
+    modules' descriptors), else :data:`LEGACY_VERBS` for runs recorded before it."""
+    styles = test.get("nemesis_styles") if isinstance(test, dict) else None
+    if not isinstance(styles, dict):
+        return LEGACY_VERBS
+    out: dict[str, dict[str, str]] = {}
+    for kind, style in styles.items():
+        verbs = style.get("verbs") if isinstance(style, dict) else None
+        if isinstance(verbs, dict):
+            out[str(kind)] = {k: v for k, v in verbs.items() if k in ("start", "stop") and isinstance(v, str)}
+    return out
+
+
+def _phrase(template: str, subject: str, kind: str, start: bool) -> str:
+    """A verb template with ``subject`` for ``{nodes}``; without a subject, an optional ``[...]``
+    group goes, and a required ``{nodes}`` gives ``"<kind> fault started (<rest>)"``."""
+    if subject:
+        return template.replace("[", "").replace("]", "").replace("{nodes}", subject)
+    bare = template
+    while "[" in bare and "]" in bare.split("[", 1)[1]:
+        head, tail = bare.split("[", 1)
+        bare = head + tail.split("]", 1)[1]
+    if "{nodes}" not in bare:
+        return bare.strip()
+    rest = " ".join(bare.replace("{nodes}", "").split())
+    return f"{kind} fault {'started' if start else 'stopped'} ({rest})"
 
 
 def quantiles(values: array | list[int]) -> dict[str, Any]:
@@ -99,16 +124,19 @@ def _partition_phrase(value: Any) -> str:
     return f"{', '.join(nodes)} partitioned" if nodes else "network partitioned"
 
 
-def describe_nemesis(f: str, value: Any) -> str:
+def describe_nemesis(f: str, value: Any, verbs: dict[str, dict[str, str]] | None = None) -> str:
     """A short phrase for a nemesis op, e.g. ``"leader n1 killed"``, ``"partition healed"``.
 
     Reads the fault from the op's value (docs/design.md): ``nodes``/``targets``/``node``, a
-    ``grudge`` for partitions, ``leader: true`` or a ``primaries`` spec for the leader.
+    ``grudge`` for partitions, ``leader: true`` or a ``primaries`` spec for the leader. ``verbs``:
+    the run's phrases (:func:`nemesis_verbs`; default :data:`LEGACY_VERBS`); a kind without one
+    is described neutrally as ``"<f> <nodes>"``.
     """
+    verbs = LEGACY_VERBS if verbs is None else verbs
     if f.startswith("start-"):
-        kind, verbs, start = f[6:], _START_VERB, True
+        kind, start = f[6:], True
     elif f.startswith("stop-"):
-        kind, verbs, start = f[5:], _STOP_VERB, False
+        kind, start = f[5:], False
     else:
         return f
     if kind == "partition" and start:
@@ -123,14 +151,10 @@ def describe_nemesis(f: str, value: Any) -> str:
     subject = ", ".join(nodes)
     if leader:
         subject = f"leader {subject}".strip()
-    verb = verbs.get(kind)
-    if verb is None:
+    template = (verbs.get(kind) or {}).get("start" if start else "stop")
+    if template is None:
         return f"{f} {subject}".strip()
-    if kind in ("partition", "clock", "packet"):
-        return verb if not subject or not start else f"{subject} {verb}"
-    if not subject:
-        return f"{kind} fault {'started' if start else 'stopped'} ({verb})"
-    return f"{subject} {verb}"
+    return _phrase(template, subject, kind, start)
 
 
 _OUTSIDE = ("none",)
@@ -149,8 +173,9 @@ class _Series:
 
 
 class _PerfAcc:
-    def __init__(self, top: int) -> None:
+    def __init__(self, top: int, verbs: dict[str, dict[str, str]] | None = None) -> None:
         self.top = top
+        self.verbs = LEGACY_VERBS if verbs is None else verbs
         self.open: dict[Any, tuple[int, tuple[int, ...], str]] = {}
         self.series: dict[tuple[str, str], _Series] = {}  # (f, type) -> latencies and counts
         self.faults = FaultWindows()  # the one fault-window rule (chaos.history.analysis)
@@ -259,7 +284,7 @@ class _PerfAcc:
                 "index": nem["index"],
                 "inside": inside,
             }
-            what = describe_nemesis(nem["f"], nem["value"])
+            what = describe_nemesis(nem["f"], nem["value"], self.verbs)
             t = nem["complete_s"]
             if not inside:
                 w["summary"] = (
@@ -329,4 +354,4 @@ class PerfChecker(StreamChecker):
         top = opts.get("top_windows", TOP_WINDOWS)
         if not isinstance(top, int) or top < 1:
             raise ValueError(f"option top_windows must be a positive integer, got {top!r}")
-        return _PerfAcc(top)
+        return _PerfAcc(top, nemesis_verbs(test))

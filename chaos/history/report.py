@@ -52,6 +52,8 @@ MAX_VALUE_CHARS = 120
 
 TYPE_ORDER = ("ok", "fail", "info")
 TYPE_COLOURS = {"ok": "#2b83ba", "fail": "#d7191c", "info": "#fdae61"}
+# The fault colours of runs recorded before test.json carried ``nemesis_styles`` (data: a run
+# records its fault modules' own colours, chaos.nemesis.styles); other kinds get _FALLBACK_COLOURS.
 NEMESIS_COLOURS = {
     "partition": "#e6550d",
     "kill": "#756bb1",
@@ -270,22 +272,39 @@ def pair_ops(history: list[dict[str, Any]]) -> tuple[Paired, list[dict[str, Any]
 _OP_FIELDS = {"index", "type", "process", "f", "value", "time", "node", "error", "key"}
 
 
-def nemesis_windows(history: list[dict[str, Any]], end: int) -> list[dict[str, Any]]:
+def nemesis_colours(test: Any) -> dict[str, str]:
+    """``{op kind: "#rrggbb"}`` for a run: its test.json's ``nemesis_styles`` (``{kind: {"colour",
+    "verbs"}}``, written by the runner from the fault modules' descriptors), else
+    :data:`NEMESIS_COLOURS` for runs recorded before it."""
+    styles = test.get("nemesis_styles") if isinstance(test, dict) else None
+    if not isinstance(styles, dict):
+        return NEMESIS_COLOURS
+    return {
+        str(k): v["colour"]
+        for k, v in styles.items()
+        if isinstance(v, dict) and isinstance(v.get("colour"), str) and v["colour"]
+    }
+
+
+def nemesis_windows(
+    history: list[dict[str, Any]], end: int, known: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     """Fault windows by the one rule of :func:`chaos.history.analysis.fault_windows`: from the
     completion of ``start-<kind>`` to the completion of ``stop-<kind>``.
 
     Returns dicts ``{kind, start, end, open, label, detail, result, colour}`` with times in ns; a
-    window never stopped runs to the end of the history (``end``) and has ``open`` true.
+    window never stopped runs to the end of the history (``end``) and has ``open`` true. Colours
+    come from ``known`` (:func:`nemesis_colours`; default :data:`NEMESIS_COLOURS`), a neutral one
+    of ``_FALLBACK_COLOURS`` for other kinds.
     """
+    known = NEMESIS_COLOURS if known is None else known
     colours: dict[str, str] = {}
     wins: list[dict[str, Any]] = []
     nem = (Op.from_dict(o) for o in history if o.get("process") == NEMESIS)
     for fw in fault_windows(nem):
         kind = fw.kind
         if kind not in colours:
-            colours[kind] = (
-                NEMESIS_COLOURS.get(kind) or _FALLBACK_COLOURS[len(colours) % len(_FALLBACK_COLOURS)]
-            )
+            colours[kind] = known.get(kind) or _FALLBACK_COLOURS[len(colours) % len(_FALLBACK_COLOURS)]
         detail = _short(fw.invocation.value, 300)
         wins.append(
             {
@@ -706,7 +725,7 @@ def _meta(run: Run, end_ns: int, n_client: int) -> dict[str, Any]:
 def build_data(run: Run) -> dict[str, Any]:
     """Everything the page draws, as one JSON-ready dict (see templates/report.js for its use)."""
     pairs, nem, end = pair_ops(run.history)
-    wins = nemesis_windows(run.history, end)
+    wins = nemesis_windows(run.history, end, nemesis_colours(run.test))
     figs = perf_figures(pairs, end)
     avail, avail_src = availability_windows(run.results, pairs, wins, end)
     verdict = _verdict((run.results or {}).get("valid")) if run.results is not None else "unknown"

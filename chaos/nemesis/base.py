@@ -15,8 +15,8 @@ from __future__ import annotations
 import logging
 import random
 import shlex
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from chaos.history.op import INFO, NEMESIS, Op
@@ -84,12 +84,17 @@ def node_names(test: Any) -> list[str]:
     return [n.name for n in test.nodes]
 
 
-def choose_nodes(test: Any, spec: Any, rng: random.Random | None = None) -> list[str]:
+def choose_nodes(
+    test: Any, spec: Any, rng: random.Random | None = None, note: dict[str, Any] | None = None
+) -> list[str]:
     """Resolve a node spec to node names (sorted).
 
-    ``spec`` is one of :data:`TARGETS` or an explicit list of node names. ``leader`` and
-    ``primaries`` ask the DB (``test.db.primaries(test.control)``); an empty answer gives ``[]``.
-    Raises ValueError for an unknown spec or unknown node names.
+    ``spec`` is one of :data:`TARGETS` or an explicit list of node names. ``primaries`` asks the DB
+    (``test.db.primaries(test.control)``); ``leader`` is :func:`leader_choice` (every primary at
+    the highest term, when the DB reports several). An empty answer gives ``[]``. When the DB
+    reported several primaries for ``leader`` and ``note`` is given (the completion value), the
+    choice is recorded there as ``note["leader_choice"]``. Raises ValueError for an unknown spec or
+    unknown node names.
     """
     rng = rng or test.rng
     names = node_names(test)
@@ -111,12 +116,60 @@ def choose_nodes(test: Any, spec: Any, rng: random.Random | None = None) -> list
         picked = shuffled[: max(1, (n - 1) // 3)]
     elif spec == "all":
         picked = names[:]
-    elif spec in ("leader", "primaries"):
-        primaries = list(test.db.primaries(test.control))
-        picked = primaries[:1] if spec == "leader" else primaries
+    elif spec == "primaries":
+        picked = list(test.db.primaries(test.control))
+    elif spec == "leader":
+        picked, choice = leader_choice(test)
+        if note is not None and len(choice["primaries"]) > 1:
+            note["leader_choice"] = choice
     else:
         raise ValueError(f"node spec {spec!r}: expected one of {', '.join(TARGETS)} or a list of node names")
     return sorted(picked)
+
+
+def pick_leaders(primaries: Sequence[str], terms: Mapping[str, int | None]) -> tuple[list[str], str]:
+    """The ``leader`` target among the nodes that claim leadership: ``(chosen names sorted, why)``.
+
+    Raft's election safety (Ongaro's thesis, section 3.6.3) allows at most one leader per term, so
+    when several nodes claim leadership the one at the highest term is the current leader and the
+    others are stale leaders that have not heard of it yet (e.g. behind a partition). The rule:
+    one primary is chosen; of several, every primary at the highest known term, plus every primary
+    whose term is unknown (``terms`` lacks it or maps it to None: it cannot be ruled out), so
+    without terms every primary is chosen. ``terms``: node -> the term it reports."""
+    names = sorted(dict.fromkeys(primaries))
+    if len(names) <= 1:
+        return names, "no node claims leadership" if not names else "the only primary"
+    known = {n: t for n in names if isinstance(t := terms.get(n), int)}
+    unknown = [n for n in names if n not in known]
+    if not known:
+        return names, f"{len(names)} primaries, terms unknown: all of them"
+    top = max(known.values())
+    chosen = sorted([n for n, t in known.items() if t == top] + unknown)
+    why = f"{len(names)} primaries; the highest term is {top}"
+    if unknown:
+        why += f"; {', '.join(unknown)} kept (term unknown)"
+    return chosen, why
+
+
+def leader_choice(test: Any, timeout_s: float = 2.0) -> tuple[list[str], dict[str, Any]]:
+    """``(nodes, record)`` of the ``leader`` target: the DB's ``primaries``; of several, each one's
+    term from the DB's ``leadership`` capability when it has one (a node that no longer names
+    itself leader has no known term), then :func:`pick_leaders`. ``record``: ``{"primaries",
+    "terms", "chosen", "why"}``, what a completion value records."""
+    primaries = sorted(dict.fromkeys(test.db.primaries(test.control)))
+    terms: dict[str, int | None] = {}
+    ask = getattr(test.db, "leadership", None)
+    if len(primaries) > 1 and callable(ask):
+        by_name = {n.name: n for n in test.nodes}
+        for name in primaries:
+            try:
+                answer = dict(ask(by_name[name], timeout_s)) if name in by_name else {}
+            except Exception:  # noqa: BLE001 - the capability must not raise; an answer-less node has no term
+                answer = {}
+            term = answer.get("term") if answer.get("leader") == name else None
+            terms[name] = term if isinstance(term, int) else None
+    chosen, why = pick_leaders(primaries, terms)
+    return chosen, {"primaries": primaries, "terms": terms, "chosen": chosen, "why": why}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -265,3 +318,101 @@ class Schedule:
         if not first_s:
             return gen.stagger(self.interval, flip)
         return gen.Stagger(int(self.interval * gen.NS), flip, int(first_s * gen.NS))
+
+
+# ---------------------------------------------------------------------------------------------
+# The descriptor of a fault module
+
+StartValue = Callable[[random.Random], Any]
+Part = tuple[Any, StartValue, StartValue]
+"""One scheduled nemesis: ``(nemesis, start value of rng, stop value of rng)``."""
+
+
+def _no_value(rng: random.Random) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class NemesisKind:
+    """Everything the tool knows of one fault module, built-in or plug-in (registered in the
+    ``chaos.nemeses`` group, :mod:`chaos.plugins`).
+
+    - ``names``: ``{--nemesis name: one-line description}``.
+    - ``build(chosen, opts)``: the nemeses for the chosen names (a subset of ``names``) and the run's
+      options: a list of :data:`Part` (one schedule each), or one Part. Each nemesis has ``kind``
+      (its ops are ``start-<kind>``/``stop-<kind>``). ValueError for bad options.
+    - ``requires``: ``{name: DB capability names}`` (:data:`chaos.cluster.db.CAPABILITIES`).
+    - ``options``: ``{--nemesis-opt key: kind}``, kinds ``list``/``number``/``int``/``str``/``json``.
+    - ``target_options``: ``{option key: names it aims}``; naming ``leader``/``primaries`` there
+      adds the ``primary`` capability to those names.
+    - ``heal(remote, db)``: remove this module's faults from one node, idempotently (``chaos heal``,
+      and before every run); returns what it did, one line each (may be empty).
+    - ``residue(remote, db)``: this module's faults still present on one node, one line each.
+    - ``colours``: ``{op kind: "#rrggbb"}`` (the report's fault windows).
+    - ``verbs``: ``{op kind: {"start": phrase, "stop": phrase}}`` for the availability sentences
+      (:func:`chaos.history.perf.describe_nemesis`; ``{nodes}`` stands for the nodes).
+    """
+
+    names: Mapping[str, str]
+    build: Callable[[Sequence[str], Mapping[str, Any]], Any]
+    requires: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    options: Mapping[str, str] = field(default_factory=dict)
+    target_options: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    heal: Callable[[Any, Any], Iterable[str] | None] | None = None
+    residue: Callable[[Any, Any], Iterable[str]] | None = None
+    colours: Mapping[str, str] = field(default_factory=dict)
+    verbs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def parts(self, chosen: Sequence[str], opts: Mapping[str, Any]) -> list[Part]:
+        """:attr:`build`'s answer as a list of parts (a missing stop value is None)."""
+        built = self.build(list(chosen), opts)
+        if built is None:
+            return []
+        items = [built] if isinstance(built, tuple) else list(built)
+        out: list[Part] = []
+        for item in items:
+            nem, start, *rest = item
+            stop = rest[0] if rest and callable(rest[0]) else _no_value
+            out.append((nem, start if callable(start) else _no_value, stop))
+        return out
+
+    def heal_node(self, remote: Any, db: Any) -> list[str]:
+        """:attr:`heal` on one node (nothing without one)."""
+        return [str(x) for x in (self.heal(remote, db) or ())] if self.heal is not None else []
+
+    def residue_node(self, remote: Any, db: Any) -> list[str]:
+        """:attr:`residue` on one node, blank lines dropped (nothing without one)."""
+        if self.residue is None:
+            return []
+        return [str(x) for x in self.residue(remote, db) if str(x).strip()]
+
+    def styles(self) -> dict[str, dict[str, Any]]:
+        """``{op kind: {"colour": str | None, "verbs": {"start", "stop"}}}`` for test.json."""
+        kinds = dict.fromkeys([*self.colours, *self.verbs])
+        return {k: {"colour": self.colours.get(k), "verbs": dict(self.verbs.get(k) or {})} for k in kinds}
+
+
+def from_factory(name: str, factory: Any) -> NemesisKind:
+    """A :class:`NemesisKind` for a plug-in of the older shape: a factory ``opts -> Nemesis`` with
+    ``kind``, and optionally ``requires`` (capability names), ``nemesis_options`` (``{key: kind}``),
+    ``start_value`` (on the nemesis: rng -> start value), ``colour`` and ``verbs``; ``name`` is
+    what ``--nemesis`` called it. Such a plug-in has nothing for ``chaos heal`` (a module that
+    leaves state on nodes exposes a :class:`NemesisKind` with ``heal`` and ``residue``)."""
+    doc = (getattr(factory, "__doc__", None) or "").strip().splitlines()
+    kind = str(factory.kind)
+
+    def build(chosen: Sequence[str], opts: Mapping[str, Any]) -> Part:
+        plug = factory(dict(opts))
+        start = getattr(plug, "start_value", None)
+        return plug, start if callable(start) else _no_value, _no_value
+
+    colour = getattr(factory, "colour", None)
+    verbs = getattr(factory, "verbs", None)
+    return NemesisKind(
+        names={name: doc[0] if doc else f"plug-in fault kind {kind}"},
+        build=build,
+        requires={name: frozenset(getattr(factory, "requires", ()) or ())},
+        options=dict(getattr(factory, "nemesis_options", None) or {}),
+        colours={kind: str(colour)} if colour else {},
+        verbs={kind: dict(verbs)} if isinstance(verbs, Mapping) else {},
+    )

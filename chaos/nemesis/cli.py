@@ -1,48 +1,34 @@
 """``chaos heal``: remove every fault the tool may have left on the nodes (after a crashed control node).
 
-Per node, idempotently, through the DB's own capabilities (:mod:`chaos.cluster.db`; the DB is
-``--db``/``--db-opt`` as for ``chaos run``): delete the tool's iptables chains (``CHAOS-PARTITION``,
+Per node, idempotently, through every registered fault module (:func:`chaos.nemesis.registered`:
+the built-ins and the ``chaos.nemeses`` plug-ins; ``--nemesis module:attr`` adds one that is not
+registered), each module's ``heal`` and ``residue`` (:class:`chaos.nemesis.base.NemesisKind`), with
+the DB's own capabilities (:mod:`chaos.cluster.db`; the DB is ``--db``/``--db-opt`` as for
+``chaos run``). The built-ins delete the tool's iptables chains (``CHAOS-PARTITION``,
 ``CHAOS-PACKET``, ``CHAOS-PACKET-OUT``) and their jumps, never other rules; delete the tool's qdiscs
 (handle ``c4a5:``); stop the NFQUEUE delayer and the clock strobe loop; with the ``clock``
-capability reset the DB's libfaketime offset file to ``+0``; with ``pause`` resume the server
-(the DB's ``resume``) and SIGCONT stopped leftovers its ``kill_match`` names. Killed servers are
-not restarted (``chaos run`` restarts what its nemeses killed).
+capability reset the DB's libfaketime offset file to ``+0``; with ``pause`` resume the server (the
+DB's ``resume``) and SIGCONT stopped leftovers its ``kill_match`` names; take a lose-unfsynced FUSE
+layer off. Killed servers are not restarted (``chaos run`` restarts what its nemeses killed).
 
 Every node is checked for leftovers (:func:`residue`) before and after; each node's line says what
 was healed (the leftovers found before) or that it was clean. Exit status 0 when every node is clean
-afterwards, 255 when a node could not be reached or something remains, 254 for bad arguments.
+afterwards, 255 when a node could not be reached, something remains or a registered fault module
+did not load, 254 for bad arguments.
 """
 
 from __future__ import annotations
 
-import shlex
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import click
 
 from chaos.errors import EXIT_CRASH
-from chaos.nemesis import clock, files, packet, partition
-from chaos.nemesis.base import STATE_DIR
+from chaos.nemesis.base import NemesisKind
 
-_STOPPED = (
-    "for p in $(ps -eo pid=,stat= | awk '$2 ~ /^T/ {print $1}'); do "
-    "if tr '\\0' ' ' < /proc/$p/cmdline 2>/dev/null | grep -Eq MATCH; then ACTION; fi; done; true"
-)
-
-RESIDUE = r"""
-for c in CHAOS-PARTITION CHAOS-PACKET CHAOS-PACKET-OUT; do
-  iptables -w -S $c >/dev/null 2>&1 && echo "iptables chain $c: $(iptables -w -S $c | grep -c -- '^-A') rules"
-done
-iptables -w -S 2>/dev/null | grep -- '-j CHAOS-' | sed 's/^/iptables jump: /'
-for d in $(ls /sys/class/net); do
-  tc qdisc show dev $d 2>/dev/null | grep -E 'c4a5:|c4a6:' | sed "s/^/qdisc on $d: /"
-done
-for f in {state}/strobe.pid {state}/nfqdelay.pid; do
-  [ -f $f ] && kill -0 $(cat $f) 2>/dev/null && echo "running $(basename $f .pid) loop"
-done
-[ -d {lazyfs} ] && echo "FUSE layer of lose-unfsynced still in place ({lazyfs})"
-true
-"""
+Modules = Sequence[tuple[str, NemesisKind]]
+"""``[(name, descriptor)]``: the fault modules to heal."""
 
 
 def default_db() -> Any:
@@ -52,97 +38,60 @@ def default_db() -> Any:
     return build_db(None)
 
 
-def _caps(db: Any) -> set[str]:
-    from chaos.cluster.db import capabilities
+def fault_modules(extra: Iterable[str] = ()) -> tuple[list[tuple[str, NemesisKind]], list[str]]:
+    """Every registered fault module, then those ``extra`` names (``module:attr``) that are not
+    among them: ``([(name, descriptor)], [problems: registered plug-ins that did not load])``.
+    ConfigError for an ``extra`` name that does not load."""
+    from chaos.nemesis import load, registered
 
-    return capabilities(db)
-
-
-def _paused_scripts(db: Any) -> tuple[str, str]:
-    """(resume, detect) shell for stopped server processes: by the DB's ``pidfile`` and its
-    ``kill_match`` regex, when it has them."""
-    resume, detect = [], []
-    pidfile = getattr(db, "pidfile", None)
-    if pidfile:
-        q = shlex.quote(str(pidfile))
-        resume.append(f"p=$(cat {q} 2>/dev/null) && kill -CONT $p 2>/dev/null; true")
-        detect.append(
-            f"p=$(cat {q} 2>/dev/null) && ps -o stat= -p $p 2>/dev/null | grep -q '^T' && "
-            'echo "paused process $p"; true'
-        )
-    match = getattr(db, "kill_match", None)
-    if match:
-        m = shlex.quote(str(match))
-        resume.append(_STOPPED.replace("MATCH", m).replace("ACTION", "kill -CONT $p"))
-        found = 'case " $seen " in *" $p "*) ;; *) echo "paused process $p";; esac'
-        detect.append("seen=$(cat " + shlex.quote(str(pidfile)) + " 2>/dev/null); " if pidfile else "seen=; ")
-        detect.append(_STOPPED.replace("MATCH", m).replace("ACTION", found))
-    return "; ".join(resume) or "true", " ".join(detect) or "true"
+    modules, problems = registered()
+    for spec in extra:
+        kind = load(spec)
+        if all(kind is not k for _, k in modules):
+            modules.append((spec, kind))
+    return modules, problems
 
 
-def heal_script(db: Any = None) -> str:
-    """Shell that heals every fault kind on one node for ``db`` (default :func:`default_db`): the
-    network, the strobe loop, the clock offset (``clock`` capability), stopped server processes
-    (``pidfile``/``kill_match``; the DB's ``resume`` is called separately)."""
+def _modules(modules: Modules | None) -> Modules:
+    return fault_modules()[0] if modules is None else modules
+
+
+def residue(remote: Any, db: Any = None, modules: Modules | None = None) -> list[str]:
+    """Faults still present on a node, one line each (empty when clean), as every fault module's
+    ``residue`` finds them (default: every registered module) for ``db`` (default
+    :func:`default_db`): iptables chains/jumps, qdiscs, running loops, a non-zero clock offset,
+    stopped server processes, a FUSE layer, a plug-in's leftovers."""
     db = default_db() if db is None else db
-    steps = [partition.heal_script(), packet.heal_script(), clock.stop_strobe_script()]
-    if "clock" in _caps(db):
-        steps.append(clock.reset_script(str(db.faketime_file)))
-    steps += [_paused_scripts(db)[0], "true"]
-    return "; ".join(steps)
+    return [line for _, kind in _modules(modules) for line in kind.residue_node(remote, db)]
 
 
-def residue_script(db: Any = None) -> str:
-    from chaos.nemesis.packet import delayer_residue_script
-
+def heal_remote(remote: Any, db: Any = None, modules: Modules | None = None) -> list[str]:
+    """Heal one node for ``db`` through every fault module's ``heal`` (default: every registered
+    one; a module whose heal raises does not stop the others, its error becomes a line); returns
+    what :func:`residue` finds afterwards, plus those error lines."""
     db = default_db() if db is None else db
-    # a delayer whose pidfile was lost is found by its command line
-    script = RESIDUE.replace("{state}", STATE_DIR).replace("{lazyfs}", files.LAZYFS_STATE)
-    if "clock" in _caps(db):
-        f = shlex.quote(str(db.faketime_file))
-        script += (
-            f"if [ -f {f} ]; then o=$(tr -d ' \\n' < {f}); case \"$o\" in ''|+0|-0|0|+0.000) ;; "
-            '*) echo "clock offset $o";; esac; fi\n'
-        )
-    script += _paused_scripts(db)[1] + "\n"
-    return script + delayer_residue_script()
+    modules = _modules(modules)
+    return _heal_each(remote, db, modules)[1] + residue(remote, db, modules)
 
 
-def residue(remote: Any, db: Any = None) -> list[str]:
-    """Faults of the tool still present on a node, one line each (empty when clean): iptables
-    chains/jumps, qdiscs, running loops, and for ``db`` (default :func:`default_db`) a non-zero
-    clock offset and stopped server processes."""
-    res = remote.exec_raw(residue_script(db), sudo=True, check=False)
-    return [line for line in res.stdout.splitlines() if line.strip()]
+def _heal_each(remote: Any, db: Any, modules: Modules) -> tuple[list[str], list[str]]:
+    """``(what the heals said they did, errors)`` of every module's heal on one node."""
+    did: list[str] = []
+    errors: list[str] = []
+    for name, kind in modules:
+        try:
+            did += kind.heal_node(remote, db)
+        except Exception as e:  # keep healing with the other modules
+            errors.append(f"heal of {name} failed: {type(e).__name__}: {' '.join(str(e).split())}")
+    return did, errors
 
 
-def heal_remote(remote: Any, db: Any = None) -> list[str]:
-    """Heal one node for ``db`` (the script, then the DB's ``resume`` with the ``pause``
-    capability, then a FUSE layer a dead run left behind); returns what :func:`residue` finds
-    afterwards."""
-    db = default_db() if db is None else db
-    remote.exec_raw(heal_script(db), sudo=True, check=False)
-    if "pause" in _caps(db):
-        db.resume(remote)
-    _remove_lazyfs_layer(remote, db)
-    return residue(remote, db)
-
-
-def _remove_lazyfs_layer(remote: Any, db: Any) -> None:
-    """A run that died with lose-unfsynced enabled leaves the FUSE layer under the data directory:
-    take it off as the nemesis's teardown does. Needs the DB's process and data-dir capabilities
-    (without them residue reports the layer)."""
-    if not {"process", "data-dir"} <= _caps(db):
-        return
-    if remote.exec_raw(f"test -d {shlex.quote(files.LAZYFS_STATE)}", sudo=True, check=False).ok:
-        files.remove_layer(db, remote)
-
-
-def heal_control(control: Any, db: Any = None) -> dict[str, list[str]]:
+def heal_control(control: Any, db: Any = None, modules: Modules | None = None) -> dict[str, list[str]]:
     """Heal every node of ``control`` in parallel for ``db`` (default :func:`default_db`); returns
     ``{node: residue lines}`` afterwards."""
     db = default_db() if db is None else db
-    return dict(control.on_nodes(lambda r: heal_remote(r, db)))
+    modules = _modules(modules)
+    return dict(control.on_nodes(lambda r: heal_remote(r, db, modules)))
 
 
 def heal_nodes(test: Any) -> dict[str, list[str]]:
@@ -202,6 +151,14 @@ def _nodes(provider: str, cluster: str, nodes: str | None, nodes_file: str | Non
     "--db", default=None, help="The DB whose faults to heal, as chaos run's --db [default: chaos run's]."
 )
 @click.option("--db-opt", multiple=True, metavar="KEY=VALUE", help="An option of the DB, as chaos run's.")
+@click.option(
+    "--nemesis",
+    "extra",
+    multiple=True,
+    metavar="MODULE:ATTR",
+    help="A fault module not registered as a chaos.nemeses entry point whose faults to heal too "
+    "(repeatable; registered ones are always healed).",
+)
 def heal(
     provider: str,
     cluster: str,
@@ -213,17 +170,20 @@ def heal(
     strict_host_key_checking: bool,
     db: str | None,
     db_opt: tuple[str, ...],
+    extra: tuple[str, ...],
 ) -> int:
     """Heal every fault the tool may have left on every node: partitions, packet shaping, clock
-    offsets, paused servers (through the DB's capabilities). Prints one status line per node, naming
-    what was healed; exit 0 when every node is clean afterwards, 255 when a node could not be
-    reached or healed, or still has faults."""
+    offsets, paused servers (through the DB's capabilities), a plug-in fault module's leftovers.
+    Prints one status line per node, naming what was healed; exit 0 when every node is clean
+    afterwards, 255 when a node could not be reached or healed, still has faults, or a registered
+    fault module did not load."""
     from chaos.cluster.db import build_db
     from chaos.control.ssh import Control
     from chaos.errors import BadArguments
 
     try:
         the_db = build_db(db, list(db_opt))
+        modules, problems = fault_modules(extra)
     except ValueError as e:
         raise BadArguments(str(e)) from None
 
@@ -241,8 +201,8 @@ def heal(
     def one(remote: Any) -> tuple[str, list[str], list[str]]:
         # every node is healed on its own: one unreachable node must not stop the others
         try:
-            before = residue(remote, the_db)
-            return "ok", before, heal_remote(remote, the_db)
+            before = residue(remote, the_db, modules)
+            return "ok", before, heal_remote(remote, the_db, modules)
         except Exception as e:
             return "error", [], [f"{type(e).__name__}: {e}"]
 
@@ -251,6 +211,16 @@ def heal(
         status = control.on_nodes(one)
     finally:
         control.close()
+    for line in problems:
+        click.echo(f"chaos heal: fault module not loaded, its faults not healed: {line}", err=True)
+    if not _report(status) or problems:
+        return EXIT_CRASH  # 1 would read as *invalid*
+    return 0
+
+
+def _report(status: dict[str, tuple[str, list[str], list[str]]]) -> bool:
+    """Print each node's status line(s) from ``{node: ("ok"|"error", residue before, residue after
+    or the error)}``; True when every node is clean."""
     clean = True
     for name in sorted(status):
         kind, before, lines = status[name]
@@ -267,7 +237,4 @@ def heal(
                 click.echo(f"{name}: still present: {line}")
         else:
             click.echo(f"{name}: healed" if before else f"{name}: clean (nothing to heal)")
-    return 0 if clean else EXIT_CRASH
-
-
-"""``chaos heal``'s status when some node is unreachable or keeps a fault (1 would read as *invalid*)."""
+    return clean

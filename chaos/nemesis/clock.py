@@ -36,13 +36,15 @@ from __future__ import annotations
 import math
 import random
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chaos.history.op import Op
 from chaos.nemesis.base import (
     STATE_DIR,
     NemesisError,
+    NemesisKind,
+    Part,
     choose_nodes,
     complete,
     node_names,
@@ -233,21 +235,24 @@ class ClockNemesis:
     def draw(self, test: Any) -> dict[str, Any]:
         """A random fault value (what the schedule asks for when the invocation value is None)."""
         rng = test.rng
-        nodes = choose_nodes(test, rng.choice(self.targets))
+        note: dict[str, Any] = {}  # how a leader target chose among several primaries
+        nodes = choose_nodes(test, rng.choice(self.targets), note=note)
         mode = rng.choice(self.modes)
         if mode == "bump":
             return {
                 "mode": "bump",
                 "offsets_ms": {n: random_offset_ms(rng, self.max_offset_ms) for n in nodes},
+                **note,
             }
         if mode == "rate":
-            return {"mode": "rate", "rates": {n: random_rate(rng, self.max_rate) for n in nodes}}
+            return {"mode": "rate", "rates": {n: random_rate(rng, self.max_rate) for n in nodes}, **note}
         rate = random_rate(rng, self.max_rate)
         return {
             "mode": "strobe",
             "nodes": nodes,
             "rate": rate if rate != 1 else self.max_rate,
             "period_ms": int(10 ** rng.uniform(1, 3)),
+            **note,
         }
 
     def scripts(self, test: Any, value: Any) -> dict[str, str]:
@@ -348,15 +353,96 @@ class SlowLeaderNemesis:
         if op.f != "start-slow-leader":
             raise ValueError(f"slow-leader nemesis: unexpected f {op.f!r}")
         rate = op.value.get("rate", self.rate) if isinstance(op.value, dict) else self.rate
-        leaders = choose_nodes(test, "leader")
+        note: dict[str, Any] = {}
+        leaders = choose_nodes(test, "leader", note=note)
         if not leaders:
             return complete(op, outcome({"rate": rate, "nodes": []}, False, "no leader to slow and isolate"))
-        leader = leaders[0]
-        grudge = isolate(node_names(test), [leader])
+        # several leaders of unknown terms (leader_choice): each is slowed and cut off on its own
+        grudge = isolate(node_names(test), leaders)
         path, pidfile = offset_file(test), server_pidfile(test)
         slow = spec_update_script(path, pidfile, 0.0, rate)
-        spec = sh(test.control.remote(leader), slow).stdout.strip()
+        specs = on_nodes(test, lambda r: str(sh(r, slow).stdout.strip()), leaders)
         apply_grudge(test, grudge)
-        done = {"rate": rate, "leader": leader, "nodes": [leader], "grudge": grudge}
-        done.update(specs={leader: spec}, clock=CLOCKS)
+        done: dict[str, Any] = {"rate": rate, "nodes": leaders, "grudge": grudge, **note}
+        if len(leaders) == 1:
+            done["leader"] = leaders[0]
+        done.update(specs=specs, clock=CLOCKS)
         return complete(op, outcome(done, True))
+
+
+# ---------------------------------------------------------------------------------------------
+# The descriptor (chaos.nemesis)
+
+
+def _opt(opts: Mapping[str, Any], key: str, default: Any) -> Any:
+    v = opts.get(key)
+    return default if v is None else v
+
+
+def _build(chosen: Sequence[str], opts: Mapping[str, Any]) -> list[Part]:
+    """clock-skew (``clock_modes``, ``clock_max_offset_ms``, ``clock_max_rate``) and
+    clock-slow-leader (``slow_leader_rate``); each start value is drawn by the nemesis."""
+    parts: list[Part] = []
+    if "clock-skew" in chosen:
+        clock = ClockNemesis(
+            modes=list(_opt(opts, "clock_modes", ["bump", "rate", "strobe"])),
+            max_offset_ms=float(_opt(opts, "clock_max_offset_ms", 240_000)),
+            max_rate=float(_opt(opts, "clock_max_rate", 1.2)),
+        )
+        parts.append((clock, _none, _none))
+    if "clock-slow-leader" in chosen:
+        parts.append((SlowLeaderNemesis(rate=float(_opt(opts, "slow_leader_rate", 0.02))), _none, _none))
+    return parts
+
+
+def _none(rng: Any) -> None:
+    return None
+
+
+def _offset_file(db: Any) -> str | None:
+    from chaos.cluster.db import capabilities
+
+    return str(db.faketime_file) if "clock" in capabilities(db) else None
+
+
+def _heal(remote: Any, db: Any) -> list[str]:
+    """Stop the strobe loop; with the DB's ``clock`` capability write ``+0`` into its offset file."""
+    path = _offset_file(db)
+    sh(remote, reset_script(path) if path else stop_strobe_script(), check=False)
+    return []
+
+
+def _residue(remote: Any, db: Any) -> list[str]:
+    script = f'[ -f {STROBE_PID} ] && kill -0 $(cat {STROBE_PID}) 2>/dev/null && echo "running strobe loop"; '
+    path = _offset_file(db)
+    if path:
+        f = shlex.quote(path)
+        script += (
+            f"if [ -f {f} ]; then o=$(tr -d ' \\n' < {f}); case \"$o\" in ''|+0|-0|0|+0.000) ;; "
+            '*) echo "clock offset $o";; esac; fi; '
+        )
+    return str(sh(remote, script + "true", check=False).stdout).splitlines()
+
+
+NEMESIS = NemesisKind(
+    names={
+        "clock-skew": "bump, drift or strobe the server's monotonic clock (libfaketime, continuous)",
+        "clock-slow-leader": "slow the leader's monotonic clock (x0.02) and isolate it at once (lease reads)",
+    },
+    build=_build,
+    requires={"clock-skew": frozenset({"clock"}), "clock-slow-leader": frozenset({"clock", "primary"})},
+    options={
+        "clock_modes": "list",
+        "clock_max_offset_ms": "number",
+        "clock_max_rate": "number",
+        "slow_leader_rate": "number",
+    },
+    heal=_heal,
+    residue=_residue,
+    colours={"clock": "#3182bd", "slow-leader": "#6baed6"},
+    verbs={
+        "clock": {"start": "[{nodes} ]clock skewed", "stop": "clocks reset"},
+        "slow-leader": {"start": "{nodes} slowed and isolated", "stop": "slow leader healed"},
+    },
+)
+"""The clock fault module (``chaos.nemeses`` entry point ``clock``)."""

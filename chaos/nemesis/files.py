@@ -44,7 +44,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,7 @@ from chaos.history.op import Op
 from chaos.nemesis.base import (
     TARGETS,
     NemesisError,
+    NemesisKind,
     choose_nodes,
     complete,
     node_names,
@@ -321,7 +322,8 @@ class FileNemesis:
             spec = test.rng.choice(self.lu_targets if fault == "lose-unfsynced" else self.targets)
         if fault == "lose-unfsynced":
             return self.lose_unfsynced(test, op, spec)
-        nodes = choose_nodes(test, spec)
+        note: dict[str, Any] = {}
+        nodes = choose_nodes(test, spec, note=note)
         if not nodes:
             return not_applied(op, f"no node matched target {spec!r}", fault=fault, targets=spec, nodes=[])
         params = {k: value.get(k, v) for k, v in self.defaults.items()}
@@ -337,7 +339,7 @@ class FileNemesis:
             return json.loads(res.stdout.strip().splitlines()[-1])
 
         results = on_nodes(test, one, nodes)
-        out: dict[str, Any] = {"fault": fault, "targets": spec, "nodes": nodes, **params}
+        out: dict[str, Any] = {"fault": fault, "targets": spec, "nodes": nodes, **params, **note}
         out["changes"] = {n: r["changes"] for n, r in results.items()}
         errors = {n: r["error"] for n, r in results.items() if r.get("error")}
         if errors:
@@ -348,8 +350,9 @@ class FileNemesis:
     def lose_unfsynced(self, test: Any, op: Op, spec: Any) -> Op:
         """Kill the chosen servers and have the layer drop what they did not fsync."""
         held: list[str] = []
+        note: dict[str, Any] = {}
         if spec == MAJORITY_FOLLOWERS:
-            leader = choose_nodes(test, "leader")
+            leader = choose_nodes(test, "leader", note=note)
             if not leader:
                 return not_applied(op, "no leader", fault="lose-unfsynced", targets=spec, nodes=[])
             followers = [n for n in node_names(test) if n not in leader]
@@ -357,7 +360,7 @@ class FileNemesis:
             nodes = sorted(followers[: len(test.nodes) // 2 + 1])
             held = leader
         else:
-            nodes = choose_nodes(test, spec)
+            nodes = choose_nodes(test, spec, note=note)
         if not nodes:
             return not_applied(
                 op, f"no node matched target {spec!r}", fault="lose-unfsynced", targets=spec, nodes=[]
@@ -377,9 +380,9 @@ class FileNemesis:
             return report
 
         results = on_nodes(test, one, nodes)
-        out: dict[str, Any] = {"fault": "lose-unfsynced", "targets": spec, "nodes": nodes}
-        if held:
-            out["killed"], out["held_back"] = killed, held[0]
+        out: dict[str, Any] = {"fault": "lose-unfsynced", "targets": spec, "nodes": nodes, **note}
+        if held:  # several leaders of unknown terms (leader_choice) are all held back
+            out["killed"], out["held_back"] = killed, held[0] if len(held) == 1 else held
         out["changes"] = {
             n: [{"file": f, "mode": "lose-unfsynced", **c} for f, c in sorted(r.get("files", {}).items())]
             + [{"name": x} for x in r.get("names", [])]
@@ -483,3 +486,80 @@ def await_leader(test: Any, timeout: float, among: Sequence[str] | None = None) 
         if time.monotonic() > deadline:
             return None
         time.sleep(0.2)
+
+
+# -- the descriptor (chaos.nemesis) ------------------------------------------------------------------
+
+
+def _opt(opts: Mapping[str, Any], key: str, default: Any) -> Any:
+    v = opts.get(key)
+    return default if v is None else v
+
+
+def _build(chosen: Sequence[str], opts: Mapping[str, Any]) -> Any:
+    """One file nemesis for the chosen faults (``file_targets``, ``lose_unfsynced_targets``,
+    ``truncate_bytes``, ``bitflip_count``, ``bitflip_region``)."""
+    faults = [f for f in FAULTS if f in chosen]
+    file_targets = list(_opt(opts, "file_targets", ["one", "minority"]))
+    lu_targets = list(_opt(opts, "lose_unfsynced_targets", ["all"]))
+    files = FileNemesis(
+        faults,
+        targets=file_targets,
+        lose_unfsynced_targets=lu_targets,
+        truncate_bytes=int(_opt(opts, "truncate_bytes", 64)),
+        bitflip_count=int(_opt(opts, "bitflip_count", 1)),
+        bitflip_region=str(_opt(opts, "bitflip_region", "tail")),
+    )
+
+    def start(rng: Any) -> dict[str, Any]:
+        f = rng.choice(faults)
+        return {"fault": f, "targets": rng.choice(lu_targets if f == "lose-unfsynced" else file_targets)}
+
+    return files, start, None
+
+
+def _heal(remote: Any, db: Any) -> list[str]:
+    """A run that died with lose-unfsynced enabled leaves the FUSE layer under the data directory:
+    take it off as the nemesis's teardown does. Needs the DB's process and data-dir capabilities
+    (without them the residue names the layer)."""
+    from chaos.cluster.db import capabilities
+
+    if not {"process", "data-dir"} <= capabilities(db):
+        return []
+    if sh(remote, f"test -d {shlex.quote(LAZYFS_STATE)}", check=False).ok:
+        remove_layer(db, remote)
+        return [f"FUSE layer of lose-unfsynced taken off ({LAZYFS_STATE})"]
+    return []
+
+
+def _residue(remote: Any, db: Any) -> list[str]:
+    script = (
+        f'[ -d {LAZYFS_STATE} ] && echo "FUSE layer of lose-unfsynced still in place ({LAZYFS_STATE})"; true'
+    )
+    return str(sh(remote, script, check=False).stdout).splitlines()
+
+
+_FILE_NEEDS = frozenset({"data-dir", "process"})  # kill, change the files under the data dir, start
+
+NEMESIS = NemesisKind(
+    names={
+        "truncate": "kill, drop the tail of the newest data segment (torn write), restart on stop",
+        "bitflip": "kill, flip bits in the data files' tail (or anywhere), restart on stop",
+        "lose-unfsynced": "kill every server, cut data files back to the last fsync, restart on stop",
+    },
+    build=_build,
+    requires={"truncate": _FILE_NEEDS, "bitflip": _FILE_NEEDS, "lose-unfsynced": _FILE_NEEDS},
+    options={
+        "file_targets": "list",
+        "lose_unfsynced_targets": "list",
+        "truncate_bytes": "int",
+        "bitflip_count": "int",
+        "bitflip_region": "str",
+    },
+    target_options={"file_targets": FAULTS, "lose_unfsynced_targets": ("lose-unfsynced",)},
+    heal=_heal,
+    residue=_residue,
+    colours={"file": "#843c39"},
+    verbs={"file": {"start": "{nodes} file corrupted", "stop": "{nodes} file corruption stopped"}},
+)
+"""The file fault module (``chaos.nemeses`` entry point ``files``)."""

@@ -10,7 +10,9 @@ nemeses aimed at the node the DB reports as leader (``primaries``); see
 ``{"to": "n3"}``); completion ``{"from": leader, "to": node, "outcome": "ok"|"fail"|"info",
 "code": the DB's response code, "error": text}`` or ``{"from": null, "error": "no leader"}``.
 ``stop-leader-transfer`` does nothing (a transfer is instantaneous) and completes with the leader the
-DB reports then: ``{"leader": node | null}``. A start is ``applied`` only when the leader answered
+DB reports then: ``{"leader": node | null}``. The leader is the ``leader`` target's
+(:func:`chaos.nemesis.base.leader_choice`); when several primaries of unknown terms remain, no
+transfer is asked (not applied) and the values carry ``leader_choice``. A start is ``applied`` only when the leader answered
 ok (its new leader took over); no leader, a refusal (e.g. the target is down or behind) or an
 indeterminate answer give ``applied: false`` with ``why``.
 """
@@ -20,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from chaos.history.op import Op
-from chaos.nemesis.base import NoState, complete, node_names, not_applied, outcome
+from chaos.nemesis.base import NemesisKind, NoState, complete, leader_choice, node_names, not_applied, outcome
 
 
 class LeaderTransferNemesis(NoState):
@@ -32,13 +34,17 @@ class LeaderTransferNemesis(NoState):
         return {"start-leader-transfer", "stop-leader-transfer"}
 
     def invoke(self, test: Any, op: Op) -> Op:
-        primaries = list(test.db.primaries(test.control))
-        leader = primaries[0] if primaries else None
+        leaders, choice = leader_choice(test)
+        note = {"leader_choice": choice} if len(choice["primaries"]) > 1 else {}
+        leader = leaders[0] if len(leaders) == 1 else None
         if op.f == "stop-leader-transfer":
-            return complete(op, outcome({"leader": leader}, True))
+            return complete(op, outcome({"leader": leader, **note}, True))
         if op.f != "start-leader-transfer":
             raise ValueError(f"leader-transfer nemesis: unexpected f {op.f!r}")
         names = node_names(test)
+        if len(leaders) > 1:  # several primaries of unknown terms: no one leader to ask
+            why = f"no single leader: {choice['why']}"
+            return not_applied(op, why, **{"from": None, "to": None, "error": why, **note})
         if leader is None:
             return not_applied(op, "no leader", **{"from": None, "to": None, "error": "no leader"})
         to = op.value.get("to") if isinstance(op.value, dict) else None
@@ -54,8 +60,24 @@ class LeaderTransferNemesis(NoState):
             "outcome": r.get("outcome"),
             "code": r.get("code"),
             "error": r.get("error"),
+            **note,
         }
         if to == leader:
             return complete(op, outcome(value, False, f"{to} is already the leader"))
         why = f"the leader answered {r.get('outcome')} (code {r.get('code')}): {r.get('error') or 'no error text'}"
         return complete(op, outcome(value, r.get("outcome") == "ok", why))
+
+
+def _build(chosen: Any, opts: Any) -> Any:
+    return LeaderTransferNemesis(), None, None
+
+
+NEMESIS = NemesisKind(
+    names={"leader-transfer": "ask the leader to hand leadership to a random node"},
+    build=_build,
+    requires={"leader-transfer": frozenset({"primary", "leader-transfer"})},
+    colours={"leader-transfer": "#7b4173"},
+    verbs={"leader-transfer": {"start": "{nodes} leadership transferred"}},
+)
+"""The leadership fault module (``chaos.nemeses`` entry point ``leadership``): nothing to heal, a
+transfer leaves no state on a node."""

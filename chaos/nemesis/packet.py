@@ -41,6 +41,7 @@ from chaos.history.op import Op
 from chaos.nemesis.base import (
     STATE_DIR,
     NemesisError,
+    NemesisKind,
     choose_nodes,
     complete,
     node_names,
@@ -443,7 +444,8 @@ class PacketNemesis:
             value["behaviour"] = {b: self.behaviours[b]}
         behaviour = {k: check_behaviour(k, v) for k, v in value["behaviour"].items()}
         spec = value.get("nodes") or value.get("targets") or test.rng.choice(self.targets)
-        nodes = choose_nodes(test, spec)
+        note: dict[str, Any] = {}
+        nodes = choose_nodes(test, spec, note=note)
         if not nodes:
             return not_applied(
                 op, f"no node matched target {spec!r}", targets=spec, nodes=[], behaviour=behaviour
@@ -472,8 +474,97 @@ class PacketNemesis:
         on_nodes(test, one, nodes)
         mechanism_by_node = {n: ",".join(sorted(set(m.values()))) for n, m in mechs.items()}
         value = {"targets": spec, "nodes": nodes, "behaviour": behaviour, "mechanism": mechanism_by_node}
-        return complete(op, outcome(value, True))
+        return complete(op, outcome({**value, **note}, True))
 
 
 def describe(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The descriptor (chaos.nemesis)
+
+NAMES = {
+    "packet-loss": ("loss", "drop a fraction of DB packets (netem, else iptables statistic)"),
+    "packet-delay": ("delay", "delay DB packets (netem, else an NFQUEUE delayer on the node)"),
+    "packet-rate": ("rate", "limit the DB traffic rate (htb)"),
+    "packet-duplicate": (
+        "duplicate",
+        "duplicate DB packets (netem, else the NFQUEUE delayer re-sends copies)",
+    ),
+    "packet-reorder": ("reorder", "reorder DB packets (netem, else NFQUEUE verdicts out of order)"),
+}
+
+RESIDUE = f"""
+for c in {CHAIN_IN} {CHAIN_OUT}; do
+  iptables -w -S $c >/dev/null 2>&1 && echo "iptables chain $c: $(iptables -w -S $c | grep -c -- '^-A') rules"
+done
+iptables -w -S 2>/dev/null | grep -E -- '-j ({CHAIN_IN}|{CHAIN_OUT})( |$)' | sed 's/^/iptables jump: /'
+for d in $(ls /sys/class/net); do
+  tc qdisc show dev $d 2>/dev/null | grep -E '{HANDLE}:|c4a6:' | sed "s/^/qdisc on $d: /"
+done
+[ -f {DELAYER_PID} ] && kill -0 $(cat {DELAYER_PID}) 2>/dev/null && echo "running nfqdelay loop"
+true
+"""
+
+
+def _behaviours(chosen: Sequence[str], opts: Mapping[str, Any]) -> dict[str, Any]:
+    """The enabled behaviours with their parameters: Jepsen's defaults, overridden by
+    ``packet_loss``, ``packet_delay_ms``/``packet_delay_jitter_ms``, ``packet_rate_kbit``,
+    ``packet_duplicate``, ``packet_reorder``."""
+    out = {NAMES[n][0]: DEFAULTS[NAMES[n][0]] for n in chosen}
+    if "packet_loss" in opts:  # adds loss to any packet fault, as it always did
+        out["loss"] = opts["packet_loss"]
+    if "delay" in out and "packet_delay_ms" in opts:
+        jitter = opts.get("packet_delay_jitter_ms")
+        out["delay"] = {"ms": opts["packet_delay_ms"], "jitter_ms": 0 if jitter is None else jitter}
+    if "rate" in out and "packet_rate_kbit" in opts:
+        out["rate"] = {"kbit": opts["packet_rate_kbit"]}
+    for b in ("duplicate", "reorder"):
+        if b in out and f"packet_{b}" in opts:
+            out[b] = opts[f"packet_{b}"]
+    return out
+
+
+def _build(chosen: Sequence[str], opts: Mapping[str, Any]) -> Any:
+    targets = opts.get("packet_targets")
+    targets = list(["one", "minority", "majority", "all"] if targets is None else targets)
+    packet = PacketNemesis(_behaviours(chosen, opts), targets)
+    names = sorted(packet.behaviours)
+
+    def start(rng: Any) -> dict[str, Any]:
+        b = rng.choice(names)
+        return {"behaviour": {b: packet.behaviours[b]}, "targets": rng.choice(targets)}
+
+    return packet, start, None
+
+
+def _heal(remote: Any, db: Any) -> list[str]:
+    sh(remote, heal_script(), check=False)
+    return []
+
+
+def _residue(remote: Any, db: Any) -> list[str]:
+    # a delayer whose pidfile was lost is found by its command line
+    return str(sh(remote, RESIDUE + delayer_residue_script(), check=False).stdout).splitlines()
+
+
+NEMESIS = NemesisKind(
+    names={n: d for n, (_, d) in NAMES.items()},
+    build=_build,
+    options={
+        "packet_loss": "json",
+        "packet_delay_ms": "number",
+        "packet_delay_jitter_ms": "number",
+        "packet_rate_kbit": "number",
+        "packet_duplicate": "json",
+        "packet_reorder": "json",
+        "packet_targets": "list",
+    },
+    target_options={"packet_targets": tuple(NAMES)},
+    heal=_heal,
+    residue=_residue,
+    colours={"packet": "#e7ba52"},
+    verbs={"packet": {"start": "[{nodes} ]packet faults started", "stop": "packet faults stopped"}},
+)
+"""The packet fault module (``chaos.nemeses`` entry point ``packet``)."""

@@ -14,7 +14,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from chaos.history.op import Op
-from chaos.nemesis.base import NemesisError, choose_nodes, complete, node_names, on_nodes, outcome, quote, sh
+from chaos.nemesis.base import (
+    NemesisError,
+    NemesisKind,
+    choose_nodes,
+    complete,
+    node_names,
+    on_nodes,
+    outcome,
+    quote,
+    sh,
+)
 
 CHAIN = "CHAOS-PARTITION"
 
@@ -224,8 +234,9 @@ class PartitionNemesis:
     def heal(self, test: Any) -> None:
         on_nodes(test, lambda r: sh(r, heal_script()))
 
-    def grudge(self, test: Any, value: Any) -> tuple[str, Grudge]:
-        """Resolve an invocation value to ``(shape, grudge)``."""
+    def grudge(self, test: Any, value: Any, note: dict[str, Any] | None = None) -> tuple[str, Grudge]:
+        """Resolve an invocation value to ``(shape, grudge)``; ``note`` receives how the ``leader``
+        shape chose among several primaries (:func:`chaos.nemesis.base.choose_nodes`)."""
         names = node_names(test)
         rng = test.rng
         if isinstance(value, dict) and "grudge" in value:
@@ -247,7 +258,7 @@ class PartitionNemesis:
         if shape == "asymmetric":
             return shape, asymmetric(names, rng)
         if shape == "leader":
-            return shape, isolate(names, choose_nodes(test, "leader"))
+            return shape, isolate(names, choose_nodes(test, "leader", note=note))
         raise ValueError(
             f"partition value {value!r}: expected a shape ({', '.join(SHAPES)}) or {{'grudge': ...}}"
         )
@@ -258,12 +269,13 @@ class PartitionNemesis:
             return complete(op, outcome({"healed": node_names(test)}, True))
         if op.f != "start-partition":
             raise ValueError(f"partition nemesis: unexpected f {op.f!r}")
-        shape, grudge = self.grudge(test, op.value)
+        note: dict[str, Any] = {}
+        shape, grudge = self.grudge(test, op.value, note)
         cuts = any(grudge.values())
         if cuts:
             apply_grudge(test, grudge)
         why = "no leader to isolate" if shape == "leader" else "the grudge cuts no link"
-        return complete(op, outcome({"shape": shape, "grudge": grudge}, cuts, why))
+        return complete(op, outcome({"shape": shape, "grudge": grudge, **note}, cuts, why))
 
 
 def apply_grudge(test: Any, grudge: Grudge) -> None:
@@ -278,3 +290,54 @@ def apply_grudge(test: Any, grudge: Grudge) -> None:
             raise NemesisError(f"partition on {remote.node.name}: iptables failed: {res.stderr.strip()}")
 
     on_nodes(test, one)
+
+
+# ---------------------------------------------------------------------------------------------
+# The descriptor (chaos.nemesis)
+
+# --nemesis name -> partition shape
+NAMES = {
+    "partition-random-halves": ("random-halves", "cut the network into a random minority and majority"),
+    "partition-random-node": ("random-node", "isolate one random node"),
+    "partition-majorities-ring": ("majorities-ring", "every node sees a majority, no two the same majority"),
+    "partition-ring": ("majorities-ring", "alias of partition-majorities-ring"),
+    "partition-halves": ("halves", "cut the network into the first and second half of the node list"),
+    "bridge": ("bridge", "two halves joined only through one bridge node"),
+    "partition-leader": ("leader", "isolate the node the DB reports as leader"),
+    "partition-asymmetric": (
+        "asymmetric",
+        "one half's packets never reach the other half (one direction only)",
+    ),
+}
+
+RESIDUE = (
+    f"iptables -w -S {CHAIN} >/dev/null 2>&1 && "
+    f"echo \"iptables chain {CHAIN}: $(iptables -w -S {CHAIN} | grep -c -- '^-A') rules\"; "
+    f"iptables -w -S 2>/dev/null | grep -E -- '-j {CHAIN}( |$)' | sed 's/^/iptables jump: /'; true"
+)
+
+
+def _build(chosen: Sequence[str], opts: Any) -> Any:
+    shapes = sorted({NAMES[n][0] for n in chosen})
+    return PartitionNemesis(shapes), lambda rng: rng.choice(shapes), None
+
+
+def _heal(remote: Any, db: Any) -> list[str]:
+    sh(remote, heal_script(), check=False)
+    return []
+
+
+def _residue(remote: Any, db: Any) -> list[str]:
+    return str(sh(remote, RESIDUE, check=False).stdout).splitlines()
+
+
+NEMESIS = NemesisKind(
+    names={n: d for n, (_, d) in NAMES.items()},
+    build=_build,
+    requires={"partition-leader": frozenset({"primary"})},
+    heal=_heal,
+    residue=_residue,
+    colours={"partition": "#e6550d"},
+    verbs={"partition": {"start": "{nodes} partitioned", "stop": "partition healed"}},
+)
+"""The partition fault module (``chaos.nemeses`` entry point ``partition``)."""

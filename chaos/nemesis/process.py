@@ -17,13 +17,16 @@ a restart whose start failed are not; ``why`` says so per node.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import shlex
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chaos.history.op import Op
 from chaos.nemesis.base import (
     TARGETS,
+    NemesisKind,
     NoState,
+    Part,
     choose_nodes,
     complete,
     log,
@@ -66,7 +69,8 @@ class KillNemesis:
         ``not_started: {node: why}`` (those stay down and are started again by ``heal``)."""
         if op.f == "start-kill":
             spec = op.value if op.value is not None else test.rng.choice(self.targets)
-            nodes = choose_nodes(test, spec)
+            note: dict[str, Any] = {}
+            nodes = choose_nodes(test, spec, note=note)
             if not nodes:
                 return not_applied(op, f"no node matched target {spec!r}", targets=spec, nodes=[])
             running = getattr(test.db, "running", None)
@@ -83,7 +87,7 @@ class KillNemesis:
             why = {n: w for n, w in on_nodes(test, one, nodes).items() if w}
             self.down |= set(nodes)
             killed = [n for n in nodes if n not in why]
-            value: dict[str, Any] = {"targets": spec, "nodes": nodes, "killed": killed}
+            value: dict[str, Any] = {"targets": spec, "nodes": nodes, "killed": killed, **note}
             if why:
                 value["not_killed"] = why
             return complete(op, outcome(value, bool(killed), _why(why)))
@@ -150,7 +154,8 @@ class PauseNemesis:
     def invoke(self, test: Any, op: Op) -> Op:
         if op.f == "start-pause":
             spec = op.value if op.value is not None else test.rng.choice(self.targets)
-            nodes = choose_nodes(test, spec)
+            note: dict[str, Any] = {}
+            nodes = choose_nodes(test, spec, note=note)
 
             def one(remote: Any) -> str | None:
                 try:
@@ -164,7 +169,7 @@ class PauseNemesis:
             errors = {n: e for n, e in on_nodes(test, one, nodes).items() if e}
             paused = [n for n in nodes if n not in errors]
             self.paused |= set(paused)
-            value: dict[str, Any] = {"targets": spec, "nodes": paused}
+            value: dict[str, Any] = {"targets": spec, "nodes": paused, **note}
             if errors:
                 value["not_running"] = errors
             return complete(op, outcome(value, bool(paused), _why(errors)))
@@ -214,7 +219,8 @@ class RestartNemesis(NoState):
         if op.f != "start-restart":
             raise ValueError(f"restart nemesis: unexpected f {op.f!r}")
         spec = op.value if op.value is not None else test.rng.choice(self.targets)
-        nodes = choose_nodes(test, spec)
+        note: dict[str, Any] = {}
+        nodes = choose_nodes(test, spec, note=note)
         if not nodes:
             return not_applied(op, f"no node matched target {spec!r}", targets=spec, nodes=[])
 
@@ -240,6 +246,120 @@ class RestartNemesis(NoState):
         why = {n: r[1] for n, r in res.items() if r[1]}
         restarted = [n for n in nodes if n not in why]
         value: dict[str, Any] = {"targets": spec, "nodes": nodes, "stopped": stopped, "restarted": restarted}
+        value.update(note)
         if why:
             value["not_restarted"] = why
         return complete(op, outcome(value, bool(restarted), _why(why)))
+
+
+# ---------------------------------------------------------------------------------------------
+# The descriptor (chaos.nemesis)
+
+NAMES = {
+    "kill": "SIGKILL the server on one node, a minority or all; restart on stop",
+    "kill-leader": "SIGKILL the leader's server; restart on stop",
+    "pause": "SIGSTOP the server on one node, a minority or all; SIGCONT on stop",
+    "pause-leader": "SIGSTOP the leader's server; SIGCONT on stop",
+    "restart": "clean restart (SIGTERM, then start) of one node, a minority or all",
+}
+DEFAULT_TARGETS = ["one", "minority", "all"]
+
+# stopped (state T) processes whose command line matches MATCH
+_STOPPED = (
+    "for p in $(ps -eo pid=,stat= | awk '$2 ~ /^T/ {print $1}'); do "
+    "if tr '\\0' ' ' < /proc/$p/cmdline 2>/dev/null | grep -Eq MATCH; then ACTION; fi; done; true"
+)
+
+
+def _targets(opts: Mapping[str, Any], key: str) -> list[str]:
+    v = opts.get(key)
+    return list(DEFAULT_TARGETS if v is None else v)
+
+
+def _build(chosen: Sequence[str], opts: Mapping[str, Any]) -> list[Part]:
+    """One part per kind: kill (``kill_targets``, plus ``leader`` for kill-leader), pause (likewise),
+    restart (``restart_targets``)."""
+    parts: list[Part] = []
+    for kind, cls, leader_name in (
+        ("kill", KillNemesis, "kill-leader"),
+        ("pause", PauseNemesis, "pause-leader"),
+    ):
+        targets = _targets(opts, f"{kind}_targets") if kind in chosen else []
+        if leader_name in chosen:
+            targets.append("leader")
+        if targets:
+            targets = list(dict.fromkeys(targets))
+            parts.append((cls(targets), _pick(targets), _none))
+    if "restart" in chosen:
+        rt = _targets(opts, "restart_targets")
+        parts.append((RestartNemesis(rt), _pick(rt), _none))
+    return parts
+
+
+def _pick(choices: list[str]) -> Any:
+    return lambda rng: rng.choice(choices)
+
+
+def _none(rng: Any) -> None:
+    return None
+
+
+def paused_scripts(db: Any) -> tuple[str, str]:
+    """(resume, detect) shell for stopped server processes: by the DB's ``pidfile`` and its
+    ``kill_match`` regex, when it has them; detect prints ``paused process PID`` per process."""
+    resume, detect = [], []
+    pidfile = getattr(db, "pidfile", None)
+    if pidfile:
+        q = shlex.quote(str(pidfile))
+        resume.append(f"p=$(cat {q} 2>/dev/null) && kill -CONT $p 2>/dev/null; true")
+        detect.append(
+            f"p=$(cat {q} 2>/dev/null) && ps -o stat= -p $p 2>/dev/null | grep -q '^T' && "
+            'echo "paused process $p"; true'
+        )
+    match = getattr(db, "kill_match", None)
+    if match:
+        m = shlex.quote(str(match))
+        resume.append(_STOPPED.replace("MATCH", m).replace("ACTION", "kill -CONT $p"))
+        found = 'case " $seen " in *" $p "*) ;; *) echo "paused process $p";; esac'
+        detect.append("seen=$(cat " + shlex.quote(str(pidfile)) + " 2>/dev/null); " if pidfile else "seen=; ")
+        detect.append(_STOPPED.replace("MATCH", m).replace("ACTION", found))
+    return "; ".join(resume) or "true", " ".join(detect) or "true"
+
+
+def _heal(remote: Any, db: Any) -> list[str]:
+    """Resume stopped servers (SIGCONT by pidfile and ``kill_match``; the DB's ``resume`` with the
+    ``pause`` capability). Killed servers are not started (``chaos run`` starts what it killed)."""
+    from chaos.cluster.db import capabilities
+
+    sh(remote, paused_scripts(db)[0], check=False)
+    if "pause" in capabilities(db):
+        db.resume(remote)
+    return []
+
+
+def _residue(remote: Any, db: Any) -> list[str]:
+    return str(sh(remote, paused_scripts(db)[1], check=False).stdout).splitlines()
+
+
+NEMESIS = NemesisKind(
+    names=NAMES,
+    build=_build,
+    requires={
+        "kill": frozenset({"process"}),
+        "kill-leader": frozenset({"process", "primary"}),
+        "pause": frozenset({"pause"}),
+        "pause-leader": frozenset({"pause", "primary"}),
+        "restart": frozenset({"process"}),
+    },
+    options={"kill_targets": "list", "pause_targets": "list", "restart_targets": "list"},
+    target_options={"kill_targets": ("kill",), "pause_targets": ("pause",), "restart_targets": ("restart",)},
+    heal=_heal,
+    residue=_residue,
+    colours={"kill": "#756bb1", "pause": "#31a354", "restart": "#9e9ac8"},
+    verbs={
+        "kill": {"start": "{nodes} killed", "stop": "{nodes} restarted"},
+        "pause": {"start": "{nodes} paused", "stop": "{nodes} resumed"},
+        "restart": {"start": "{nodes} restarted cleanly"},
+    },
+)
+"""The process fault module (``chaos.nemeses`` entry point ``process``)."""
