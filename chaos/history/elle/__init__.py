@@ -42,7 +42,7 @@ from chaos.history.elle.history import (
     gc_paused,
 )
 from chaos.history.elle.listappend import ListAppend, _show
-RwRegister = None  # type: ignore
+from chaos.history.elle.rwregister import RwRegister
 from chaos.history.op import Op
 
 UNKNOWN = "unknown"
