@@ -139,7 +139,8 @@ def _analyse(
     process = not realtime and lattice.needs_process(model)
     t = time.perf_counter()
     budget = DEFAULT_BUDGET if time_limit is None else float(time_limit)
-    cyc = search(table, src, dst, rel, realtime=realtime, process=process, budget=budget)
+    prohibited = lattice.prohibited_by(model)
+    cyc = search(table, src, dst, rel, realtime=realtime, process=process, budget=budget, wanted=prohibited)
     phases["graph+search"] = time.perf_counter() - t
     t = time.perf_counter()
     max_examples = int(opts.get("max_examples", MAX_EXAMPLES))
@@ -173,7 +174,6 @@ def _analyse(
             {"explanation": "No dependency between transactions could be inferred, so nothing was checked."}
         ]
     types = sorted(counts)
-    prohibited = lattice.prohibited_by(model)
     bad = sorted(a for a in types if a in prohibited)
     undecided = sorted(a for a in types if a in lattice.UNKNOWN_TYPES)
     valid: bool | str = False if bad else (UNKNOWN if undecided or not len(table) else True)

@@ -345,7 +345,7 @@ def _labels(parent: dict[Any, Any], labels_of: dict[Any, int], state: Any) -> li
 
 
 def search_component(
-    adj: dict[int, dict[int, int]], variant: int, budget: float, result: CycleResult
+    adj: dict[int, dict[int, int]], variant: int, budget: float, result: CycleResult, wanted: frozenset[str]
 ) -> None:
     """Search one component for every cycle type, weakest projections first; record into ``result``."""
     deadline = time.monotonic() + budget
@@ -361,7 +361,7 @@ def search_component(
         suffix = "-realtime" if fam == REALTIME else "-process" if fam == PROCESS else ""
         for base in CYCLE_BASES:
             name = base + suffix
-            if name in skip or not exists[(fam, _PROJECTION_OF[base])]:
+            if name in skip or name not in wanted or not exists[(fam, _PROJECTION_OF[base])]:
                 continue
             try:
                 cyc = find_cycle(adj, base, fam, deadline)
@@ -370,14 +370,14 @@ def search_component(
                     {"type": "cycle-search-timeout", "anomaly_spec_type": name, "does_not_contain": searched,
                      "scc_size": len(adj)}
                 )
-                _cycle_exists(adj, exists, families, found, result)
+                _cycle_exists(adj, exists, families, found, result, wanted)
                 return
             searched.append(name)
             if cyc is not None:
                 found.add(name)
                 result.cycles.setdefault(name, []).append(cyc)
                 skip |= implied([name]) - {name}
-    _cycle_exists(adj, exists, families, found, result)
+    _cycle_exists(adj, exists, families, found, result, wanted)
 
 
 def _cycle_exists(
@@ -386,6 +386,7 @@ def _cycle_exists(
     families: list[int],
     found: set[str],
     result: CycleResult,
+    wanted: frozenset[str],
 ) -> None:
     """Elle's cycle-exists cases: per family, the weakest model whose projection has a cycle,
     unless an anomaly found in this component already rules that model out."""
@@ -394,7 +395,7 @@ def _cycle_exists(
         for i in range(len(_PROJECTIONS)):
             if exists[(fam, i)]:
                 model = _EXISTS_NAMES[fam][i]
-                if model not in ruled_out:
+                if model not in ruled_out and f"{model}-cycle-exists" in wanted:
                     result.exists.append(
                         {"type": f"{model}-cycle-exists", "not": model, "scc_size": len(adj), "scc": sorted(adj)}
                     )
@@ -410,8 +411,10 @@ def search(
     realtime: bool,
     process: bool,
     budget: float,
+    wanted: frozenset[str],
 ) -> CycleResult:
-    """Components, then per component the cycle search (``budget`` seconds each)."""
+    """Components, then per component the search for the cycle types in ``wanted`` (the model's
+    proscribed anomalies, as Elle searches only reportable ones), ``budget`` seconds each."""
     result = CycleResult()
     comps = components(table, src, dst, realtime=realtime, process=process)
     result.sccs = len(comps)
@@ -419,7 +422,7 @@ def search(
         return result
     variant = REALTIME if realtime else PROCESS if process else 0
     for adj in component_adjacency(table, src, dst, rel, comps, realtime=realtime, process=process):
-        search_component(adj, variant, budget, result)
+        search_component(adj, variant, budget, result, wanted)
     return result
 
 
