@@ -91,7 +91,14 @@ def generate(
                 phase[p] = 1
                 buf.append(
                     dumps(
-                        {"index": index, "type": "invoke", "process": p, "f": "txn", "value": mops, "time": step * 1000}
+                        {
+                            "index": index,
+                            "type": "invoke",
+                            "process": p,
+                            "f": "txn",
+                            "value": mops,
+                            "time": step * 1000,
+                        }
                     )
                 )
                 index += 1
@@ -109,7 +116,14 @@ def generate(
             else:
                 buf.append(
                     dumps(
-                        {"index": index, "type": "ok", "process": p, "f": "txn", "value": txn[p], "time": step * 1000}
+                        {
+                            "index": index,
+                            "type": "ok",
+                            "process": p,
+                            "f": "txn",
+                            "value": txn[p],
+                            "time": step * 1000,
+                        }
                     )
                 )
                 index += 1
@@ -176,7 +190,9 @@ def main() -> None:
         if not path.exists():
             g0 = time.perf_counter()
             generate(path, n, processes=a.processes, max_writes_per_key=a.max_writes_per_key)
-            print(f"generated {n} txns in {time.perf_counter() - g0:.1f} s ({path.stat().st_size / 2**20:.0f} MiB)")
+            print(
+                f"generated {n} txns in {time.perf_counter() - g0:.1f} s ({path.stat().st_size / 2**20:.0f} MiB)"
+            )
         r = check_in_child(path, a.model)
         rate = r["txns"] / r["wall"]
         rows.append((n, r))

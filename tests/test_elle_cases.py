@@ -47,7 +47,10 @@ class H:
     def _mops(self, spec: str) -> list[list[Any]]:
         ms = mops(spec)
         if self.register:
-            ms = [[f, k, v if not (f == "r" and isinstance(v, list)) else (v[0] if v else None)] for f, k, v in ms]
+            ms = [
+                [f, k, v if not (f == "r" and isinstance(v, list)) else (v[0] if v else None)]
+                for f, k, v in ms
+            ]
         return ms
 
     def invoke(self, p: int, spec: str) -> H:
@@ -77,8 +80,14 @@ def verdicts(h: H, expected: dict[str, Any], **kw: Any) -> dict[str, dict[str, A
     return out
 
 
-ALL = ("read-uncommitted", "read-committed", "repeatable-read", "snapshot-isolation", "serializable",
-       "strict-serializable")
+ALL = (
+    "read-uncommitted",
+    "read-committed",
+    "repeatable-read",
+    "snapshot-isolation",
+    "serializable",
+    "strict-serializable",
+)
 
 
 def test_valid_serial_history_is_valid_under_every_model():
@@ -135,8 +144,15 @@ def test_g1c_circular_information_flow():
 def test_g_single_item_read_skew():
     # checker-test "G-single": T2 read y empty though T1 (which T2 follows on x) appended to y
     h = H().txn("ax1 ay1").txn("ax2 ry").txn("rx12")
-    rs = verdicts(h, {"read-committed": True, "repeatable-read": False, "snapshot-isolation": False,
-                      "serializable": False})
+    rs = verdicts(
+        h,
+        {
+            "read-committed": True,
+            "repeatable-read": False,
+            "snapshot-isolation": False,
+            "serializable": False,
+        },
+    )
     r = rs["serializable"]
     assert r["anomaly_types"] == ["G-single-item"] and r["not"] == ["consistent-view", "repeatable-read"]
     whys = [e["why"] for e in r["anomalies"]["G-single-item"][0]["edges"]]
@@ -146,8 +162,16 @@ def test_g_single_item_read_skew():
 def test_g2_item_write_skew():
     # checker-test "G2" / repeatable-read-test: two reads of the initial state, crossed appends
     h = H().txn("ax1 ry").txn("ay1 rx")
-    rs = verdicts(h, {"read-committed": True, "snapshot-isolation": True, "repeatable-read": False,
-                      "serializable": False, "strict-serializable": False})
+    rs = verdicts(
+        h,
+        {
+            "read-committed": True,
+            "snapshot-isolation": True,
+            "repeatable-read": False,
+            "serializable": False,
+            "strict-serializable": False,
+        },
+    )
     r = rs["serializable"]
     assert r["anomaly_types"] == ["G2-item"] and r["not"] == ["repeatable-read"]
     assert [e["type"] for e in r["anomalies"]["G2-item"][0]["edges"]] == ["rw", "rw"]
@@ -156,8 +180,15 @@ def test_g2_item_write_skew():
 def test_g_nonadjacent_item_long_fork():
     # G-nonadjacent-test
     h = H().txn("ax1").txn("rx1 ry").txn("ay1").txn("ry1 rx")
-    rs = verdicts(h, {"read-committed": True, "snapshot-isolation": False, "repeatable-read": False,
-                      "strict-serializable": False})
+    rs = verdicts(
+        h,
+        {
+            "read-committed": True,
+            "snapshot-isolation": False,
+            "repeatable-read": False,
+            "strict-serializable": False,
+        },
+    )
     r = rs["strict-serializable"]
     assert r["anomaly_types"] == ["G-nonadjacent-item"]
     assert r["not"] == ["repeatable-read", "snapshot-isolation"]
@@ -178,7 +209,10 @@ def test_rr_g_single_item_and_g_nonadjacent_item():
     assert r["anomaly_types"] == ["G-single-item"] and r["not"] == ["consistent-view", "repeatable-read"]
     h = H().txn("ax1 at1").txn("rx1 ry").txn("ay1 az2").txn("rz2 rt")
     r = check(h, "repeatable-read")
-    assert r["anomaly_types"] == ["G-nonadjacent-item"] and r["not"] == ["repeatable-read", "snapshot-isolation"]
+    assert r["anomaly_types"] == ["G-nonadjacent-item"] and r["not"] == [
+        "repeatable-read",
+        "snapshot-isolation",
+    ]
 
 
 def test_g_single_item_realtime():
@@ -198,7 +232,9 @@ def test_g_single_item_process():
     h = H().txn("ax1", 0).txn("ax2", 1).txn("rx1", 1).txn("rx12", 2)
     assert check(h, "serializable")["valid"] is True
     r = check(h, "strong-session-snapshot-isolation")
-    assert r["anomaly_types"] == ["G-single-item-process"] and r["not"] == ["strong-session-snapshot-isolation"]
+    assert r["anomaly_types"] == ["G-single-item-process"] and r["not"] == [
+        "strong-session-snapshot-isolation"
+    ]
     assert "process 1 ran" in r["anomalies"]["G-single-item-process"][0]["edges"][0]["why"]
 
 
@@ -246,14 +282,30 @@ def test_realtime_variants():
     h = H().invoke(0, "ry").complete(0, "ry1").txn("ay1", 1)
     assert check(h, "strict-serializable")["anomaly_types"] == ["G1c-realtime"]
     # G-nonadjacent-item-realtime: T4 -rw-> T1 -wr-> T2 -rw-> T3 -realtime-> T4
-    h = (H().invoke(1, "ax1").invoke(2, "rx ry").invoke(3, "ay1").complete(3, "ay1")
-         .invoke(4, "rx").complete(1, "ax1").complete(2, "rx1 ry").complete(4, "rx"))
+    h = (
+        H()
+        .invoke(1, "ax1")
+        .invoke(2, "rx ry")
+        .invoke(3, "ay1")
+        .complete(3, "ay1")
+        .invoke(4, "rx")
+        .complete(1, "ax1")
+        .complete(2, "rx1 ry")
+        .complete(4, "rx")
+    )
     assert check(h, "serializable")["valid"] is True
     r = check(h, "strict-serializable")
     assert r["anomaly_types"] == ["G-nonadjacent-item-realtime"], r["summary"]
     # G2-item-realtime: T1 -rw-> T2 -rw-> T3 -realtime-> T1
-    h = (H().invoke(2, "ax1 ry").invoke(3, "ay1").complete(3, "ay1").invoke(1, "rx").complete(1, "rx")
-         .complete(2, "ax1 ry"))
+    h = (
+        H()
+        .invoke(2, "ax1 ry")
+        .invoke(3, "ay1")
+        .complete(3, "ay1")
+        .invoke(1, "rx")
+        .complete(1, "rx")
+        .complete(2, "ax1 ry")
+    )
     assert check(h, "serializable")["valid"] is True
     r = check(h, "strict-serializable")
     assert r["anomaly_types"] == ["G2-item-realtime"] and r["not"] == ["strict-serializable"]
@@ -291,7 +343,7 @@ def test_incompatible_order():
     h = H().txn("ax1 ry1").txn("ax2").txn("ax3 ay1").txn("rx13").txn("rx123")
     r = check(h, "read-committed")
     assert r["valid"] is False and r["anomaly_types"] == ["G1c", "incompatible-order"]
-    assert r["anomalies"]["incompatible-order"] [0]["values"] == [[1, 3], [1, 2, 3]]
+    assert r["anomalies"]["incompatible-order"][0]["values"] == [[1, 3], [1, 2, 3]]
     assert r["not"] == ["read-committed"]
 
 
@@ -318,7 +370,9 @@ def test_lost_update():
 def test_unobserved_writes_follow_observed_ones():
     # unobserved-write-test
     h = H().invoke(0, "ax1 ay1").invoke(1, "ax2 ay2").invoke(2, "ax3 ay3").invoke(3, "rx12").invoke(4, "ry2")
-    h.complete(0, "ax1 ay1").complete(1, "ax2 ay2").complete(2, "ax3 ay3").complete(3, "rx12").complete(4, "ry2")
+    h.complete(0, "ax1 ay1").complete(1, "ax2 ay2").complete(2, "ax3 ay3").complete(3, "rx12").complete(
+        4, "ry2"
+    )
     r = check(h, "serializable")
     assert r["anomaly_types"] == ["G-single-item", "G0"] and r["not"] == ["read-uncommitted"]
 
@@ -340,11 +394,16 @@ def test_search_out_of_budget_is_never_valid():
     ops: list[Op] = []
     for i in range(n):
         ms: list[list[Any]] = [["append", "ring", i]]
-        ms.append(["append", "anti", 0] if i == 0 else ["r", "anti", None] if i == n - 1 else ["append", i, 0])
+        ms.append(
+            ["append", "anti", 0] if i == 0 else ["r", "anti", None] if i == n - 1 else ["append", i, 0]
+        )
         ops.append(Op("invoke", 0, "txn", ms, index=len(ops)))
         ops.append(Op("ok", 0, "txn", ms, index=len(ops)))
     rd = [["r", "ring", list(range(n))]]
-    ops += [Op("invoke", 1, "txn", [["r", "ring", None]], index=len(ops)), Op("ok", 1, "txn", rd, index=len(ops) + 1)]
+    ops += [
+        Op("invoke", 1, "txn", [["r", "ring", None]], index=len(ops)),
+        Op("ok", 1, "txn", rd, index=len(ops) + 1),
+    ]
     r = check_ops(ops, "list-append", "snapshot-isolation", time_limit=0.0)
     assert r["valid"] is not True
     r2 = check_ops(ops, "list-append", "snapshot-isolation")

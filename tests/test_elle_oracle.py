@@ -68,8 +68,10 @@ def generate(seed: int, *, register: bool = False) -> tuple[list[Op], bool]:
         if cursors[i] == len(seq):
             del cursors[i]
     outcome = [rng.choices(["ok", "fail", "info"], [0.8, 0.1, 0.1])[0] for _ in range(n)]
-    applies = [o == "ok" or (o == "info" and rng.random() < 0.5) or (o == "fail" and rng.random() < 0.3)
-               for o in outcome]
+    applies = [
+        o == "ok" or (o == "info" and rng.random() < 0.5) or (o == "fail" and rng.random() < 0.3)
+        for o in outcome
+    ]
     state: dict[str, Any] = {}
     done: dict[int, list[list[Any]]] = {i: [] for i in range(n)}
     history: dict[str, list[Any]] = {k: [[]] for k in keys}  # every state each key went through
@@ -196,8 +198,18 @@ def test_planted_anomalies_are_found_and_agree():
     types: Counter[str] = Counter()
     for seed in range(2000):
         _agree(seed, types)
-    for kind in ("G0", "G1a", "G1b", "G1c", "G-single-item", "G2-item", "internal", "lost-update",
-                 "dirty-update", "G-single-item-realtime"):
+    for kind in (
+        "G0",
+        "G1a",
+        "G1b",
+        "G1c",
+        "G-single-item",
+        "G2-item",
+        "internal",
+        "lost-update",
+        "dirty-update",
+        "G-single-item-realtime",
+    ):
         assert types[kind] > 0, (kind, types)
 
 

@@ -77,7 +77,9 @@ def check_ops(
             table = collect_ops(ops, w.add)
         except Unsupported as e:
             return _unsupported(workload, consistency_model, str(e))
-        return _analyse(w, workload, table, consistency_model, time_limit, opts, {"parse": time.perf_counter() - t0})
+        return _analyse(
+            w, workload, table, consistency_model, time_limit, opts, {"parse": time.perf_counter() - t0}
+        )
 
 
 def check_file(
@@ -104,7 +106,9 @@ def check_file(
                 table = collect_ops(read_history(p), w.add)
         except Unsupported as e:
             return _unsupported(workload, consistency_model, str(e))
-        return _analyse(w, workload, table, consistency_model, time_limit, opts, {"parse": time.perf_counter() - t0})
+        return _analyse(
+            w, workload, table, consistency_model, time_limit, opts, {"parse": time.perf_counter() - t0}
+        )
 
 
 def _unsupported(workload: str, model: str, cause: str) -> dict[str, Any]:

@@ -18,7 +18,9 @@ class Explainer(Protocol):
 def edge_why(table: TxnTable, workload: Explainer, a: int, b: int, label: int, name: dict[int, str]) -> str:
     """Why ``a -label-> b``: the workload's data explainer, or process/realtime order."""
     if label == PROCESS:
-        return f"process {table.process[a]} ran {name[a]} and then {name[b]}, so {name[a]} -process-> {name[b]}"
+        return (
+            f"process {table.process[a]} ran {name[a]} and then {name[b]}, so {name[a]} -process-> {name[b]}"
+        )
     if label == REALTIME:
         return (
             f"{name[a]} completed (op {table.index[a]}) before {name[b]} was invoked (op {table.invoke_index[b]}), "
@@ -40,7 +42,12 @@ def cycle_case(
     steps = []
     for a, b, label in edges:
         steps.append(
-            {"from": name[a], "to": name[b], "type": LABELS[label], "why": edge_why(table, workload, a, b, label, name)}
+            {
+                "from": name[a],
+                "to": name[b],
+                "type": LABELS[label],
+                "why": edge_why(table, workload, a, b, label, name),
+            }
         )
     lets = "; ".join(f"{name[t]} = op {table.index[t]} (process {table.process[t]})" for t in order)
     chain = " ".join([*(f"{s['from']} -{s['type']}->" for s in steps), steps[0]["from"]])

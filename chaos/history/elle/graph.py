@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import rustworkx as rx
 
-from chaos.history.elle.anomalies import CYCLE_BASES, IMPLIES, impossible_models, implied
+from chaos.history.elle.anomalies import CYCLE_BASES, IMPLIES, implied, impossible_models
 from chaos.history.elle.history import TxnTable
 
 WW, WR, RW, PROCESS, REALTIME = 1, 2, 4, 8, 16
@@ -183,7 +183,9 @@ def components(
     chunk = 1 << 20
     for ps_, pd_ in zip(parts_s, parts_d, strict=True):
         for i in range(0, len(ps_), chunk):
-            g.extend_from_edge_list(list(zip(ps_[i : i + chunk].tolist(), pd_[i : i + chunk].tolist(), strict=True)))
+            g.extend_from_edge_list(
+                list(zip(ps_[i : i + chunk].tolist(), pd_[i : i + chunk].tolist(), strict=True))
+            )
     if rx.is_directed_acyclic_graph(g):
         return []
     out = []
@@ -217,7 +219,9 @@ def component_adjacency(
     ls = label[s]
     keep = np.nonzero((ls >= 0) & (ls == label[d]))[0]
     adjs: list[dict[int, dict[int, int]]] = [{u: {} for u in comp} for comp in comps]
-    for u, v, b, c in zip(s[keep].tolist(), d[keep].tolist(), r[keep].tolist(), ls[keep].tolist(), strict=True):
+    for u, v, b, c in zip(
+        s[keep].tolist(), d[keep].tolist(), r[keep].tolist(), ls[keep].tolist(), strict=True
+    ):
         row = adjs[c][u]
         row[v] = row.get(v, 0) | b
     for i, comp in enumerate(comps):
@@ -315,7 +319,9 @@ def find_cycle(
                         path = _vertices(parent, state)
                         if classify(labs) == target and len(set(path)) == len(path) and u not in path:
                             verts = [u, *path]
-                            return [(verts[i], verts[(i + 1) % len(verts)], labs[i]) for i in range(len(verts))]
+                            return [
+                                (verts[i], verts[(i + 1) % len(verts)], labs[i]) for i in range(len(verts))
+                            ]
                         continue
                     nxt = (y, is_rw, nrw2, adj2, has_wr or lab == WR)
                     if nxt in parent:
@@ -367,8 +373,12 @@ def search_component(
                 cyc = find_cycle(adj, base, fam, deadline)
             except SearchTimeout:
                 result.timeouts.append(
-                    {"type": "cycle-search-timeout", "anomaly_spec_type": name, "does_not_contain": searched,
-                     "scc_size": len(adj)}
+                    {
+                        "type": "cycle-search-timeout",
+                        "anomaly_spec_type": name,
+                        "does_not_contain": searched,
+                        "scc_size": len(adj),
+                    }
                 )
                 _cycle_exists(adj, exists, families, found, result, wanted)
                 return
@@ -397,7 +407,12 @@ def _cycle_exists(
                 model = _EXISTS_NAMES[fam][i]
                 if model not in ruled_out and f"{model}-cycle-exists" in wanted:
                     result.exists.append(
-                        {"type": f"{model}-cycle-exists", "not": model, "scc_size": len(adj), "scc": sorted(adj)}
+                        {
+                            "type": f"{model}-cycle-exists",
+                            "not": model,
+                            "scc_size": len(adj),
+                            "scc": sorted(adj),
+                        }
                     )
                 break
 

@@ -82,7 +82,7 @@ def collect_ops(ops: Iterable[Op], sink: Sink) -> TxnTable:
             open_[p] = (pos, op.value, op.index)
             continue
         inv = open_.pop(p, None)
-        value = op.value if _is_txn_value(op.value) else (inv[1] if inv else None)
+        value: Any = op.value if _is_txn_value(op.value) else (inv[1] if inv else None)
         if not _is_txn_value(value):
             raise Unsupported(f"op {op.index}: {op.f!r} with value {op.value!r:.60} is not a transaction")
         if t == FAIL:

@@ -101,7 +101,9 @@ class ListAppend:
         if len(keys) > 1 and len(set(keys)) < len(keys):
             self._within(t, value, ok)
 
-    def _index_append(self, index: dict[Any, dict[Any, int]], k: Any, v: Any, t: int, *, failed: bool) -> None:
+    def _index_append(
+        self, index: dict[Any, dict[Any, int]], k: Any, v: Any, t: int, *, failed: bool
+    ) -> None:
         other = self.failed if not failed else self.writer
         row = index.get(k)
         if row is None:
@@ -234,7 +236,9 @@ class ListAppend:
                             {"op": t, "key": k, "read_length": n, "writer": writer, "element": last}
                         )
         if self.incompatible:
-            anomalies["incompatible-order"] = [self._incompatible(k, table) for k in sorted(self.incompatible, key=repr)]
+            anomalies["incompatible-order"] = [
+                self._incompatible(k, table) for k in sorted(self.incompatible, key=repr)
+            ]
         if self.internal:
             anomalies["internal"] = self.internal
         if self.future:
@@ -262,7 +266,12 @@ class ListAppend:
                 for e in longest[:n]:
                     counts[e] = counts.get(e, 0) + 1
                 anomalies.setdefault("duplicate-elements", []).append(
-                    {"op": t, "key": k, "read_length": n, "duplicates": {e: c for e, c in counts.items() if c > 1}}
+                    {
+                        "op": t,
+                        "key": k,
+                        "read_length": n,
+                        "duplicates": {e: c for e, c in counts.items() if c > 1},
+                    }
                 )
 
     def _aborted(
@@ -322,10 +331,15 @@ class ListAppend:
                     return f"{ta} appended {_show(p)} to {k}, and {tb} appended {_show(e)} right after it{self._seen(k, e)}"
         elif label == WR:
             for f, k, v in vb:
-                if f == "r" and v and self.writer.get(k, {}).get(v[-1]) == a and any(
-                    m[0] == "append" and m[1] == k and m[2] == v[-1] for m in va
+                if (
+                    f == "r"
+                    and v
+                    and self.writer.get(k, {}).get(v[-1]) == a
+                    and any(m[0] == "append" and m[1] == k and m[2] == v[-1] for m in va)
                 ):
-                    return f"{ta} appended {_show(v[-1])} to {k}; {tb} read {k} = {_show(v)}, which ends with it"
+                    return (
+                        f"{ta} appended {_show(v[-1])} to {k}; {tb} read {k} = {_show(v)}, which ends with it"
+                    )
         elif label == RW:
             for f, k, v in va:
                 if f != "r" or not table.ok[a]:
@@ -400,7 +414,9 @@ class ListAppend:
         if kind == "internal":
             return f"{who} read {read}, but its own earlier micro-ops imply {_show(c['expected'])}"
         if kind == "future-read":
-            return f"{who} read {read}, which includes {_show(c['element'])}, an element it appends only later"
+            return (
+                f"{who} read {read}, which includes {_show(c['element'])}, an element it appends only later"
+            )
         if kind == "duplicate-elements":
             return f"{who} read {read}, in which {_show(list(c['duplicates']))} appear more than once"
         if kind == "incompatible-order":

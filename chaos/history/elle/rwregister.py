@@ -110,29 +110,31 @@ class RwRegister:
             for v, readers in by_value.items():
                 if v is None:
                     for b in wrow.values():  # nil precedes every value
-                        for a in readers:
-                            edge(a, b, RW)
+                        for r in readers:
+                            edge(r, b, RW)
                     continue
                 a = wrow.get(v)
                 if a is not None:
-                    for b in readers:
-                        edge(a, b, WR)
+                    for r in readers:
+                        edge(a, r, WR)
                 w = self.any_writer.get(k, {}).get(v)
                 if w is not None and w[0] == FAIL:
                     for b in readers:
-                        anomalies.setdefault("G1a", []).append({"op": b, "key": k, "value": v, "writer_fail": w[1]})
+                        anomalies.setdefault("G1a", []).append(
+                            {"op": b, "key": k, "value": v, "writer_fail": w[1]}
+                        )
                 inter = self.intermediate.get(k, {}).get(v)
                 if inter is not None and a is None and inter >= 0:
                     for b in readers:
                         if b != inter:
-                            anomalies.setdefault("G1b", []).append({"op": b, "key": k, "value": v, "writer": inter})
+                            anomalies.setdefault("G1b", []).append(
+                                {"op": b, "key": k, "value": v, "writer": inter}
+                            )
         if self.wfr_keys and self.wfr:
             self._wfr_edges(edge, anomalies)
         if self.internal:
             anomalies["internal"] = self.internal
-        lost = [
-            {"key": k, "value": v, "txns": ts} for (k, v), ts in self.rmw.items() if len(set(ts)) > 1
-        ]
+        lost = [{"key": k, "value": v, "txns": ts} for (k, v), ts in self.rmw.items() if len(set(ts)) > 1]
         if lost:
             anomalies["lost-update"] = lost
         return anomalies, src, dst, rel
@@ -157,9 +159,9 @@ class RwRegister:
                     b = wrow.get(v2)
                     if b is None:
                         continue
-                    a = wrow.get(v)
-                    if a is not None:
-                        edge(a, b, WW)
+                    w0 = wrow.get(v)
+                    if w0 is not None:
+                        edge(w0, b, WW)
                     for r in rrow.get(v, ()):
                         edge(r, b, RW)
 
@@ -223,7 +225,9 @@ class RwRegister:
             ops = ", ".join(f"op {t['index']}" for t in out["txns"])
             out["explanation"] = f"{ops} all read {case['key']} = {_show(case['value'])} and then wrote it"
         elif kind == "cyclic-versions":
-            out["explanation"] = f"the inferred version order of {case['key']} is cyclic among {_show(case['values'])}"
+            out["explanation"] = (
+                f"the inferred version order of {case['key']} is cyclic among {_show(case['values'])}"
+            )
         else:
             out["explanation"] = kind
         return out
