@@ -4,7 +4,8 @@
 
 - ``jsonl``: ``chaos.history.store.read_history`` (our format, docs/design.md); model ``cas-register``.
 - ``edn``: a Jepsen ``history.edn`` or a knossos test history: one vector/list of op maps, or op maps
-  one after another. Keywords become strings (``:read`` -> ``"read"``), vectors and lists become
+  one after another (an op map without :f whose :value is a list of [f k v] micro-ops is a
+  ``txn``, as in Elle's README). Keywords become strings (``:read`` -> ``"read"``), vectors and lists become
   lists, ``:process :nemesis`` stays ``"nemesis"``. Op times are the op's position (knossos orders by
   history position, not ``:time``; the original ``:time`` is kept as ``edn_time``). The implied model
   follows knossos's tests: ``multi-register`` for ``:txn`` ops, ``mutex`` for acquire/release, else
@@ -298,6 +299,8 @@ def _edn_ops(path: Path) -> Iterator[tuple[int, Op]]:
             raise HistoryError(
                 f"EDN: expected an op map {{:process .. :type ..}}, got {form!r:.60}", line=line, path=path
             )
+        if "f" not in form and _txn_shaped(form.get("value")):
+            form["f"] = "txn"  # Elle's README histories leave :f out of transactions
         for k in ("process", "type", "f"):
             if k not in form:
                 raise HistoryError(f"EDN: op map without :{k}", line=line, path=path)
@@ -332,6 +335,11 @@ def _edn_ops(path: Path) -> Iterator[tuple[int, Op]]:
         )
         yield line, op
         pos += 1
+
+
+def _txn_shaped(value: Any) -> bool:
+    """True for a list of micro-ops ``[f k v]`` (an Elle transaction value)."""
+    return isinstance(value, list) and bool(value) and all(isinstance(m, list) and len(m) == 3 for m in value)
 
 
 def load_edn(path: str | os.PathLike[str]) -> tuple[list[Op], str]:

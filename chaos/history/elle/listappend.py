@@ -1,0 +1,440 @@
+"""List-append inference (Elle's ``elle.list-append``): version orders from reads, non-cycle
+anomalies, and ww / wr / rw edges.
+
+Micro-ops: ``["append", k, v]`` and ``["r", k, list-or-null]``. Appends must be unique per key
+(Elle's precondition; a repeat makes the verdict ``unknown``).
+
+Pass 1 (:meth:`ListAppend.add`, one call per completed transaction): index every append's writer,
+keep per key the longest read so far and check every read is a prefix of it or extends it
+(incompatible-order otherwise), remember each ok read as (reader, last element, length), and run
+the per-transaction checks (internal, future-read, lost-update candidates).
+
+Pass 2 (:meth:`ListAppend.finish`): per key the version order is the longest read, duplicates
+removed. An append no read shows comes after the last observed element. Then, per key:
+ww from the writer of each element to the writer of the next; wr from the writer of a read's last
+element to the reader; rw from each reader to the writer of the element right after what it read
+(every unread append's writer when it read everything observed). G1a (a read shows a failed
+append), G1b (a read ends in another transaction's non-final append), dirty-update (a failed
+append followed, through info ones, by an ok append) and duplicate-elements are found there too.
+"""
+
+from __future__ import annotations
+
+import array
+from typing import Any
+
+from chaos.history.elle.graph import RW, WR, WW
+from chaos.history.elle.history import TxnTable, Unsupported
+from chaos.history.op import FAIL, OK
+
+INIT = ("init",)  # the empty list every key starts as (never equal to an element)
+
+
+def _show(v: Any) -> str:
+    if v is None:
+        return "nil"
+    if isinstance(v, list):
+        return "[" + " ".join(_show(x) for x in v) + "]"
+    return str(v)
+
+
+class ListAppend:
+    """Both passes of list-append inference; feed it with :meth:`add`, then call :meth:`finish`."""
+
+    name = "list-append"
+
+    def __init__(self) -> None:
+        self.writer: dict[Any, dict[Any, int]] = {}  # key -> element -> ok/info txn
+        self.failed: dict[Any, dict[Any, int]] = {}  # key -> element -> fail id
+        self.intermediate: dict[Any, dict[Any, int]] = {}  # key -> non-final append -> txn
+        self.reads: dict[Any, list[tuple[int, Any, int]]] = {}  # key -> (reader, last, length)
+        self.longest: dict[Any, list[Any]] = {}
+        self.incompatible: set[Any] = set()
+        self.internal: list[dict[str, Any]] = []
+        self.future: list[dict[str, Any]] = []
+        self.rmw: dict[tuple[Any, int, Any], list[int]] = {}  # (key, length, last) -> txns
+        self.order: dict[Any, list[Any]] = {}  # key -> version order (after finish)
+        self.position: dict[Any, dict[Any, int]] = {}
+
+    # ---------------------------------------------------------------------------------------------
+    # pass 1
+
+    def add(self, t: int, type_: str, value: list[Any]) -> None:
+        """One completed transaction (``t``: txn id, or fail id for ``fail``)."""
+        if type_ == FAIL:
+            for mop in value:
+                if type(mop) is list and len(mop) == 3 and mop[0] == "append":
+                    self._index_append(self.failed, mop[1], mop[2], t, failed=True)
+            return
+        ok = type_ == OK
+        keys = []
+        for mop in value:
+            if type(mop) is not list or len(mop) != 3:
+                raise Unsupported(f"micro-op {mop!r:.60} is not [f, key, value]")
+            f, k, v = mop
+            keys.append(k)
+            if f == "append":
+                self._index_append(self.writer, k, v, t, failed=False)
+            elif f == "r":
+                if not ok:
+                    continue
+                if v is None or v == []:
+                    self.reads.setdefault(k, []).append((t, INIT, 0))
+                    continue
+                if type(v) is not list:
+                    raise Unsupported(f"read of {k!r} returned {v!r:.60}, not a list")
+                self.reads.setdefault(k, []).append((t, v[-1], len(v)))
+                longest = self.longest.get(k)
+                if longest is None:
+                    self.longest[k] = v
+                else:
+                    n, m = len(v), len(longest)
+                    if n <= m:
+                        if longest[:n] != v:
+                            self.incompatible.add(k)
+                    else:
+                        if v[:m] != longest:
+                            self.incompatible.add(k)
+                        self.longest[k] = v
+            else:
+                raise Unsupported(f"unexpected micro-op type {f!r} (list-append has append and r)")
+        if len(keys) > 1 and len(set(keys)) < len(keys):
+            self._within(t, value, ok)
+
+    def _index_append(
+        self, index: dict[Any, dict[Any, int]], k: Any, v: Any, t: int, *, failed: bool
+    ) -> None:
+        other = self.failed if not failed else self.writer
+        row = index.get(k)
+        if row is None:
+            index[k] = row = {}
+        elif v in row:
+            if row[v] == t:
+                return  # the same txn appending a value twice is its own (internal) business
+            raise Unsupported(f"duplicate appends: {v!r} appended to {k!r} more than once")
+        if v in other.get(k, ()):
+            raise Unsupported(f"duplicate appends: {v!r} appended to {k!r} more than once")
+        row[v] = t
+
+    def _within(self, t: int, value: list[Any], ok: bool) -> None:
+        """Internal consistency, future reads, non-final appends and lost-update candidates of a
+        transaction touching some key twice (Elle's ``op-internal-case``)."""
+        state: dict[Any, tuple[bool, list[Any]]] = {}  # key -> (full list known?, list or suffix)
+        appended_at: dict[Any, list[tuple[int, Any]]] = {}
+        for i, (f, k, v) in enumerate(value):
+            if f == "append":
+                appended_at.setdefault(k, []).append((i, v))
+        for k, apps in appended_at.items():
+            if len(apps) > 1:
+                row = self.intermediate.setdefault(k, {})
+                for _, v in apps[:-1]:
+                    row[v] = t
+        if not ok:
+            return
+        read_first: dict[Any, tuple[int, Any]] = {}
+        rmw_keys: set[Any] = set()
+        for i, (f, k, v) in enumerate(value):
+            if f == "append":
+                known = state.get(k)
+                state[k] = (known[0], [*known[1], v]) if known else (False, [v])
+                if k in read_first and k not in rmw_keys:  # read, then wrote: a lost-update candidate
+                    rmw_keys.add(k)
+                    length, last = read_first[k]
+                    self.rmw.setdefault((k, length, last), []).append(t)
+                continue
+            got = v or []
+            if k not in state and k not in read_first:
+                read_first[k] = (len(got), got[-1] if got else INIT)
+            later = {x for j, x in appended_at.get(k, ()) if j > i}
+            future = [x for x in got if x in later]
+            if future:
+                self.future.append({"op": t, "mop": [f, k, v], "element": future[0]})
+            else:
+                known = state.get(k)
+                if known is not None:
+                    full, seen = known
+                    if full:
+                        if got != seen:
+                            self.internal.append({"op": t, "mop": [f, k, v], "expected": seen})
+                    elif got[len(got) - len(seen) :] != seen or len(got) < len(seen):
+                        self.internal.append({"op": t, "mop": [f, k, v], "expected": ["...", *seen]})
+            state[k] = (True, list(got))
+
+    # ---------------------------------------------------------------------------------------------
+    # pass 2
+
+    def finish(self, table: TxnTable) -> tuple[dict[str, list[Any]], array.array, array.array, array.array]:
+        """Non-cycle anomalies and the edges ``(src, dst, rel)``."""
+        src, dst, rel = array.array("i"), array.array("i"), array.array("b")
+        ws, wd, wrel = src.append, dst.append, rel.append
+        anomalies: dict[str, list[Any]] = {}
+        ok = table.ok
+        empty: dict[Any, int] = {}
+        for k in self.writer.keys() | self.reads.keys():
+            longest = self.longest.get(k, [])
+            vo = longest
+            if len(set(longest)) != len(longest):
+                vo = list(dict.fromkeys(longest))
+                self._duplicates(k, longest, anomalies)
+            self.order[k] = vo
+            pos = {e: i for i, e in enumerate(vo)}
+            self.position[k] = pos
+            wrow = self.writer.get(k, empty)
+            w = [wrow.get(e, -1) for e in vo]
+            m = len(vo)
+            # appends no read shows (every element with a writer is in wrow, appends are unique)
+            unread = [t for e, t in wrow.items() if e not in pos] if len(wrow) > m - w.count(-1) else []
+            prev = -1
+            for b in w:
+                if prev >= 0 and b >= 0 and prev != b:
+                    ws(prev)
+                    wd(b)
+                    wrel(WW)
+                prev = b
+            if unread and m and w[-1] >= 0:
+                a = w[-1]
+                for u in unread:
+                    if u != a:
+                        ws(a)
+                        wd(u)
+                        wrel(WW)
+            for t, last, _n in self.reads.get(k, ()):
+                if last is INIT:
+                    i = -1
+                else:
+                    got = pos.get(last)
+                    if got is None:
+                        continue
+                    i = got
+                    a = w[i]
+                    if a >= 0 and a != t:
+                        ws(a)
+                        wd(t)
+                        wrel(WR)
+                j = i + 1
+                if j < m:
+                    b = w[j]
+                    if b >= 0 and b != t:
+                        ws(t)
+                        wd(b)
+                        wrel(RW)
+                else:
+                    for u in unread:
+                        if u != t:
+                            ws(t)
+                            wd(u)
+                            wrel(RW)
+            frow = self.failed.get(k)
+            if frow:
+                self._aborted(k, vo, pos, w, frow, ok, anomalies)
+            irow = self.intermediate.get(k)
+            if irow:
+                for t, last, n in self.reads.get(k, ()):
+                    writer = irow.get(last)
+                    if writer is not None and writer != t and wrow.get(last) == writer:
+                        anomalies.setdefault("G1b", []).append(
+                            {"op": t, "key": k, "read_length": n, "writer": writer, "element": last}
+                        )
+        if self.incompatible:
+            anomalies["incompatible-order"] = [
+                self._incompatible(k, table) for k in sorted(self.incompatible, key=repr)
+            ]
+        if self.internal:
+            anomalies["internal"] = self.internal
+        if self.future:
+            anomalies["future-read"] = self.future
+        lost = [
+            {"key": k, "value": (self.order.get(k, [])[:n] if last is not INIT else []), "txns": ts}
+            for (k, n, last), ts in self.rmw.items()
+            if len(set(ts)) > 1 and all(ok[t] for t in ts)
+        ]
+        if lost:
+            anomalies["lost-update"] = lost
+        return anomalies, src, dst, rel
+
+    def _duplicates(self, k: Any, longest: list[Any], anomalies: dict[str, list[Any]]) -> None:
+        seen: set[Any] = set()
+        at = 0
+        for i, e in enumerate(longest):
+            if e in seen:
+                at = i
+                break
+            seen.add(e)
+        for t, _last, n in self.reads.get(k, ()):
+            if n > at:
+                counts: dict[Any, int] = {}
+                for e in longest[:n]:
+                    counts[e] = counts.get(e, 0) + 1
+                anomalies.setdefault("duplicate-elements", []).append(
+                    {
+                        "op": t,
+                        "key": k,
+                        "read_length": n,
+                        "duplicates": {e: c for e, c in counts.items() if c > 1},
+                    }
+                )
+
+    def _aborted(
+        self,
+        k: Any,
+        vo: list[Any],
+        pos: dict[Any, int],
+        w: list[int],
+        frow: dict[Any, int],
+        ok: array.array,
+        anomalies: dict[str, list[Any]],
+    ) -> None:
+        """G1a (reads showing a failed append) and dirty-update (committed state after it)."""
+        for e, fid in frow.items():
+            i = pos.get(e)
+            if i is None:
+                continue
+            for t, _last, n in self.reads.get(k, ()):
+                if n > i:
+                    anomalies.setdefault("G1a", []).append(
+                        {"op": t, "key": k, "read_length": n, "writer_fail": fid, "element": e}
+                    )
+            j = i + 1
+            while j < len(vo) and (w[j] < 0 or not ok[w[j]]):
+                j += 1
+            if j < len(vo):
+                anomalies.setdefault("dirty-update", []).append(
+                    {"key": k, "values": vo[i : j + 1], "writer_fail": fid, "writer": w[j]}
+                )
+
+    def _incompatible(self, k: Any, table: TxnTable) -> dict[str, Any]:
+        """Elle's report: the first pair of reads, by length, where the shorter is not a prefix."""
+        distinct: dict[tuple[Any, ...], list[Any]] = {}
+        for t in {t for t, _, _ in self.reads.get(k, ())}:
+            for f, key, v in table.fetch(t):
+                if f == "r" and key == k and v:
+                    distinct.setdefault(tuple(v), v)
+        vals = sorted(distinct.values(), key=len)
+        for a, b in zip(vals, vals[1:], strict=False):
+            if b[: len(a)] != a:
+                return {"key": k, "values": [a, b]}
+        return {"key": k, "values": vals[:2]}
+
+    # ---------------------------------------------------------------------------------------------
+    # explanations
+
+    def explain(self, table: TxnTable, a: int, b: int, label: int, name: dict[int, str]) -> str | None:
+        """Why ``a -label-> b`` holds, as a sentence, or None if no micro-op justifies it."""
+        va, vb = table.fetch(a), table.fetch(b)
+        ta, tb = name[a], name[b]
+        if label == WW:
+            for f, k, e in vb:
+                if f != "append":
+                    continue
+                p = self._previous(k, e)
+                if p is not INIT and self.writer.get(k, {}).get(p) == a:
+                    return f"{ta} appended {_show(p)} to {k}, and {tb} appended {_show(e)} right after it{self._seen(k, e)}"
+        elif label == WR:
+            for f, k, v in vb:
+                if (
+                    f == "r"
+                    and v
+                    and self.writer.get(k, {}).get(v[-1]) == a
+                    and any(m[0] == "append" and m[1] == k and m[2] == v[-1] for m in va)
+                ):
+                    return (
+                        f"{ta} appended {_show(v[-1])} to {k}; {tb} read {k} = {_show(v)}, which ends with it"
+                    )
+        elif label == RW:
+            for f, k, v in va:
+                if f != "r" or not table.ok[a]:
+                    continue
+                last = v[-1] if v else INIT
+                for g, k2, e in vb:
+                    if g == "append" and k2 == k and self._previous(k, e) == last:
+                        seen = "x" if last is INIT else ""
+                        what = f"{k} = {_show(v or [])}" if not seen else f"{k} empty ({_show(v)})"
+                        after = "as its first element" if last is INIT else f"right after {_show(last)}"
+                        return (
+                            f"{ta} read {what}, without {_show(e)}, which {tb} appended {after}"
+                            f"{self._seen(k, e)}"
+                        )
+        return None
+
+    def _previous(self, k: Any, e: Any) -> Any:
+        vo = self.order.get(k, [])
+        i = self.position.get(k, {}).get(e)
+        if i is None:  # never read: after everything observed
+            return vo[-1] if vo else INIT
+        return vo[i - 1] if i > 0 else INIT
+
+    def _seen(self, k: Any, e: Any) -> str:
+        vo = self.order.get(k, [])
+        i = self.position.get(k, {}).get(e)
+        if i is None:
+            return f" (no read shows {_show(e)}, so it follows every observed element of {k})"
+        shown = vo[max(0, i - 3) : i + 1]
+        return f" (the longest read of {k} shows {'[... ' if i > 3 else '['}{' '.join(_show(x) for x in shown)} ...])"
+
+    # ---------------------------------------------------------------------------------------------
+    # non-cycle cases, for people
+
+    def describe(self, table: TxnTable, kind: str, case: dict[str, Any]) -> dict[str, Any]:
+        """A pass-2 case with transaction ids replaced by summaries and an ``explanation``."""
+        out = dict(case)
+        k = case.get("key")
+        if "read_length" in case:  # a read of k, a prefix of k's version order
+            n = case.pop("read_length")
+            out.pop("read_length")
+            out["mop"] = ["r", k, self.order.get(k, [])[:n]]
+        if "op" in case:
+            out["op"] = table.summary(case["op"])
+        fail = case.get("writer_fail")
+        if fail is not None:
+            index, value = table.fail_values[fail]
+            out["writer_fail"] = {"index": index, "type": "fail", "value": value}
+        if "writer" in case and isinstance(case["writer"], int):
+            out["writer"] = table.summary(case["writer"])
+        if kind == "lost-update":
+            out["txns"] = [table.summary(t) for t in case["txns"]]
+        out["explanation"] = self._sentence(kind, out)
+        return out
+
+    @staticmethod
+    def _sentence(kind: str, c: dict[str, Any]) -> str:
+        op = c.get("op") or {}
+        who = f"op {op.get('index')} (process {op.get('process')})" if op else ""
+        mop = c.get("mop")
+        read = f"{mop[1]} = {_show(mop[2])}" if mop else ""
+        if kind == "G1a":
+            return (
+                f"{who} read {read}, which includes {_show(c['element'])}, appended by a transaction that "
+                f"failed (op {c['writer_fail']['index']}): it read aborted state"
+            )
+        if kind == "G1b":
+            return (
+                f"{who} read {read}, ending with {_show(c['element'])}, which op {c['writer']['index']} appended "
+                f"and then appended to {c['key']} again: it read an intermediate state"
+            )
+        if kind == "internal":
+            return f"{who} read {read}, but its own earlier micro-ops imply {_show(c['expected'])}"
+        if kind == "future-read":
+            return (
+                f"{who} read {read}, which includes {_show(c['element'])}, an element it appends only later"
+            )
+        if kind == "duplicate-elements":
+            return f"{who} read {read}, in which {_show(list(c['duplicates']))} appear more than once"
+        if kind == "incompatible-order":
+            a, b = c["values"]
+            return (
+                f"reads of {c['key']} returned {_show(a)} and {_show(b)}: neither is a prefix of the other, "
+                "so they cannot both be states of one list"
+            )
+        if kind == "dirty-update":
+            return (
+                f"op {c['writer_fail']['index']} failed after appending {_show(c['values'][0])} to {c['key']}, yet "
+                f"committed op {c['writer']['index']} appended {_show(c['values'][-1])} after it "
+                f"({c['key']} reads [... {' '.join(_show(x) for x in c['values'])}]): aborted state became committed"
+            )
+        if kind == "lost-update":
+            ops = ", ".join(f"op {t['index']}" for t in c["txns"])
+            return (
+                f"{ops} all read {c['key']} = {_show(c['value'])} and then appended to it: "
+                "each overwrote the others' update without seeing it"
+            )
+        return kind
