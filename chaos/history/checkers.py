@@ -250,17 +250,21 @@ def infer_test(history_path: Path, *, model: str | None = None) -> dict[str, Any
         ``model``, such a history is checked with it (linear, stats, perf) instead.
     """
     fs: set[str] = set()
-    list_reads = False
+    list_reads = appends = False
     for op in read_history(history_path):
         if op.process == NEMESIS:
             continue
         fs.add(op.f)
+        if op.f == "txn" and not appends and isinstance(op.value, list):
+            appends = any(isinstance(m, list) and m[:1] == ["append"] for m in op.value)
         if not list_reads and op.type == OK and op.f == "read" and isinstance(op.value, list):
             list_reads = True
     if not fs:
         raise HistoryError(
             "no client op: nothing was tested (an empty history is not a valid test)", path=history_path
         )
+    if fs == {"txn"}:  # Elle's transactions: appends make it list-append, else read/write registers
+        return {"workload": "list-append" if appends else "rw-register"}
     fits = [w for w, allowed, marks in _WORKLOAD_FS if fs <= allowed and fs & marks]
     if not fits and fs == {"read"} and not list_reads:
         fits = ["register"]
@@ -319,6 +323,10 @@ def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str,
         "server-logs": lambda: importlib.import_module("chaos.history.nodelogs").ServerLogChecker(),
         "liveness": lambda: importlib.import_module("chaos.history.liveness").LivenessChecker(),
         "faults": lambda: importlib.import_module("chaos.history.faults").FaultsChecker(),
+        "elle": lambda: importlib.import_module("chaos.history.elle").ElleChecker(
+            str(test.get("workload") or "list-append"),
+            str(test.get("consistency_model") or "strict-serializable"),
+        ),
     }
     names = test.get("checkers")
     if names is None:
@@ -329,6 +337,8 @@ def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str,
             "register": ["linear", "stats", "perf"],
             "log": ["log", "log-reads", "stats", "perf"],
             "set": ["set", "stats", "perf"],
+            "list-append": ["elle", "stats", "perf"],
+            "rw-register": ["elle", "stats", "perf"],
         }.get(str(workload), ["stats", "perf"])
         if model and "linear" not in names:
             names = ["linear", *names]
@@ -355,6 +365,7 @@ def check_run(
     model: str | None = None,
     time_limit: float | None = None,
     workers: int | None = None,
+    consistency_model: str | None = None,
 ) -> dict[str, Any]:
     """Re-check a stored run: pick checkers from ``test.json`` (:func:`load_run_test`), write
     ``results.json``, return it.
@@ -364,6 +375,8 @@ def check_run(
         model: a linearizability model name; overrides the workload's.
         time_limit: seconds for the linearizability search; past it that checker says ``unknown``.
         workers: processes for the linearizability search (default: the CPU count).
+        consistency_model: for transactional workloads (``elle``), the model to check; overrides
+            the run's ``consistency_model``.
     Raises:
         FileNotFoundError: no run or no history.
         HistoryError: the history is malformed, has no client op, or (without test.json) does not
@@ -373,6 +386,8 @@ def check_run(
     if not run.history_path.is_file():
         raise FileNotFoundError(f"{run.history_path}: no history in run directory {run.path}")
     test = load_run_test(run, model=model)
+    if consistency_model:
+        test = {**test, "consistency_model": consistency_model}
     opts: dict[str, Any] = {"time_limit": time_limit, "workers": workers, "run_dir": str(run.path)}
     if model:
         opts["model"] = model

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import importlib
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
 from chaos.errors import BadArguments, exit_code
+from chaos.history.elle.anomalies import MODEL_CHOICES
 
 FORMATS = ("auto", "jsonl", "edn", "porcupine-etcd", "porcupine-kv")
 
@@ -41,6 +43,12 @@ def _summary_line(name: str, r: dict[str, Any]) -> str:
             detail = (r.get("availability") or {}).get("summary", "")
         elif name == "stats":
             detail = f"{r.get('ok', 0)} ok, {r.get('fail', 0)} fail, {r.get('info', 0)} info"
+        elif name == "elle":
+            counts = r.get("counts") or {}
+            found = ", ".join(f"{a} x{counts.get(a, '?')}" for a in r.get("anomaly_types") or [])
+            detail = f"{r.get('consistency_model')}: " + (found or r.get("cause") or "no anomaly")
+            if r.get("not"):
+                detail += f"; not {', '.join(r['not'])}"
         elif name in ("log", "set"):
             detail = f"{r.get('acknowledged', r.get('acknowledged_count', 0))} acknowledged, none lost"
     return f"  {name:<8} {_verdict(r.get('valid')):<8} {detail}".rstrip()
@@ -65,6 +73,15 @@ def _examples(r: dict[str, Any], limit: int = 3) -> list[str]:
     return out
 
 
+def _first_explanation(r: dict[str, Any]) -> list[str]:
+    """The first anomaly of an invalid elle result, as Elle explains it: the cycle's steps."""
+    for kind, cases in (r.get("anomalies") or {}).items():
+        for case in cases or []:
+            if isinstance(case, dict) and case.get("explanation"):
+                return [f"    {kind}: " + "\n      ".join(str(case["explanation"]).splitlines())]
+    return []
+
+
 def print_summary(results: dict[str, Any], where: str) -> None:
     """One verdict line, then one line per checker, with a few anomalies of invalid log/set checks."""
     click.echo(f"{_verdict(results.get('valid'))}: {where}")
@@ -76,18 +93,27 @@ def print_summary(results: dict[str, Any], where: str) -> None:
                 if r.get("valid") is False:
                     for line in _examples(r):
                         click.echo(line)
+                    if name == "elle":
+                        for line in _first_explanation(r):
+                            click.echo(line)
 
 
 def _check_foreign(
-    path: Path, fmt: str, model: str | None, time_limit: float | None, workers: int | None
+    path: Path, fmt: str, model: str | None, time_limit: float | None, workers: int | None, txn: TxnCheck
 ) -> dict[str, Any]:
-    """Linearizability of an imported history (chaos.history.formats + chaos.history.linear)."""
+    """An imported history: transactions with the Elle checker (``txn`` names the workload and
+    model, or the ops are ``txn``), else linearizability (chaos.history.formats + linear)."""
     from chaos.history.models import ModelError
     from chaos.history.store import HistoryError
 
     formats = importlib.import_module("chaos.history.formats")
-    linear = importlib.import_module("chaos.history.linear")
     ops, default_model = formats.load_history(path, format=fmt)
+    if txn.workload in TXN_WORKLOADS or (txn.workload is None and model is None and _all_txn(ops)):
+        elle = importlib.import_module("chaos.history.elle")
+        workload = txn.workload or ("list-append" if _any_append(ops) else "rw-register")
+        result = elle.check_ops(ops, workload, txn.consistency_model or elle.DEFAULT_MODEL, time_limit)
+        return {"valid": result["valid"], "checkers": {"elle": result}}
+    linear = importlib.import_module("chaos.history.linear")
     spec = model or default_model
     formats.require_checkable(ops, spec, path)
     try:
@@ -98,6 +124,33 @@ def _check_foreign(
     return {"valid": result["valid"], "checkers": {"linear": result}}
 
 
+TXN_WORKLOADS = ("list-append", "rw-register")
+WORKLOADS = ("register", "log", "set", "mutex", *TXN_WORKLOADS)
+
+
+@dataclass(frozen=True)
+class TxnCheck:
+    """What ``chaos check`` was told of a history's workload: ``workload`` (None: inferred) and,
+    for transactions, ``consistency_model`` (None: the run's, else strict-serializable)."""
+
+    workload: str | None = None
+    consistency_model: str | None = None
+
+
+def _all_txn(ops: list[Any]) -> bool:
+    client = [op for op in ops if op.process != "nemesis"]
+    return bool(client) and all(op.f == "txn" for op in client)
+
+
+def _any_append(ops: list[Any]) -> bool:
+    return any(
+        isinstance(m, list) and m[:1] == ["append"]
+        for op in ops
+        if isinstance(op.value, list)
+        for m in op.value
+    )
+
+
 def run_check(
     path: Path,
     *,
@@ -105,6 +158,7 @@ def run_check(
     fmt: str,
     time_limit: float | None,
     workers: int | None = None,
+    txn: TxnCheck = TxnCheck(),
 ) -> tuple[dict[str, Any], str]:
     """Check a run directory or a history file; returns (results, description). Raises BadArguments.
 
@@ -119,15 +173,23 @@ def run_check(
             importlib.import_module("chaos.history.models").get_model(model)  # a bad name fails here
         if path.is_dir() or (path.name == HISTORY_FILE and (path.parent / TEST_FILE).is_file()):
             run = find_run(path.parent if path.is_file() else path)
-            results = check_run(run, model=model, time_limit=time_limit, workers=workers)
+            results = check_run(
+                run,
+                model=model,
+                time_limit=time_limit,
+                workers=workers,
+                consistency_model=txn.consistency_model,
+            )
             return results, f"{run.path} (results in {run.results_path.name})"
         if not path.is_file():
             raise BadArguments(f"{path}: no such run directory or history file")
         if fmt == "auto":
             fmt = importlib.import_module("chaos.history.formats").detect_format(path)
         if fmt != "jsonl":
-            return _check_foreign(path, fmt, model, time_limit, workers), f"{path} ({fmt})"
-        test = infer_test(path, model=model)
+            return _check_foreign(path, fmt, model, time_limit, workers, txn), f"{path} ({fmt})"
+        test = {"workload": txn.workload} if txn.workload else infer_test(path, model=model)
+        if txn.consistency_model:
+            test["consistency_model"] = txn.consistency_model
         opts: dict[str, Any] = {"time_limit": time_limit, "model": model, "workers": workers}
         results = compose(checkers_for(test, model=model)).check(test, path, opts)
         return results, f"{path} ({test.get('workload') or model})"
@@ -163,9 +225,28 @@ def run_check(
     default=None,
     help="Processes for the linearizability search (default: the CPU count; 1 = this process).",
 )
+@click.option(
+    "--workload",
+    type=click.Choice(WORKLOADS),
+    default=None,
+    help="The history's workload (default: test.json's, else what the client ops show).",
+)
+@click.option(
+    "--consistency-model",
+    type=click.Choice(MODEL_CHOICES),
+    default=None,
+    help="list-append / rw-register: the isolation level to check (default strict-serializable).",
+)
 @click.pass_context
 def check(
-    ctx: click.Context, path: Path, model: str | None, fmt: str, time_limit: float | None, workers: int | None
+    ctx: click.Context,
+    path: Path,
+    model: str | None,
+    fmt: str,
+    time_limit: float | None,
+    workers: int | None,
+    workload: str | None,
+    consistency_model: str | None,
 ) -> None:
     """Re-check PATH: a run directory (store/latest, a store root) or a history file.
 
@@ -178,7 +259,8 @@ def check(
         raise BadArguments(f"--time-limit must be a positive number of seconds, got {time_limit}")
     if workers is not None and workers < 1:
         raise BadArguments(f"--workers must be at least 1, got {workers}")
-    results, where = run_check(path, model=model, fmt=fmt, time_limit=time_limit, workers=workers)
+    txn = TxnCheck(workload, consistency_model)
+    results, where = run_check(path, model=model, fmt=fmt, time_limit=time_limit, workers=workers, txn=txn)
     print_summary(results, where)
     ctx.exit(exit_code(results.get("valid")))
 

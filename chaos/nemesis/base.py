@@ -176,8 +176,9 @@ def leader_choice(test: Any, timeout_s: float = 2.0) -> tuple[list[str], dict[st
 # Remote helpers
 
 
-def sh(remote: Any, script: str, *, timeout: float = 60.0, check: bool = True) -> Any:
-    """Run a shell script on a node as root (``Remote.exec_raw(..., sudo=True)``)."""
+def sh(remote: Any, script: str, *, timeout: float | None = None, check: bool = True) -> Any:
+    """Run a shell script on a node as root (``Remote.exec_raw(..., sudo=True)``); ``timeout`` in
+    seconds, None for the remote's own default (``Control(nodes, timeout=)``, 60 s)."""
     return remote.exec_raw(script, sudo=True, timeout=timeout, check=check)
 
 

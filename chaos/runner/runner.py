@@ -491,6 +491,7 @@ class Runner:
     def _test_doc(self, state: _RunState) -> dict[str, Any]:
         """``test.json`` as written at the start (completed by :meth:`_finish_test_doc`)."""
         from chaos.cluster.db import capabilities, db_name
+        from chaos.nemesis import styles as nemesis_styles
 
         o, db, workload, nodes = self.opts, self.db, state.workload, state.nodes
         start_wall = time.time()
@@ -507,6 +508,7 @@ class Runner:
             "db_opts": _jsonable(self.db_kwargs),
             "nemesis": o["nemesis"],
             "nemesis_opts": _jsonable(o.get("nemesis_opts") or {}),
+            "nemesis_styles": nemesis_styles(o["nemesis"]),
             "opts": _jsonable(dict(o)),
             "nodes": [{"name": n.name, "host": n.host, "port": n.port, "user": n.user} for n in nodes],
             "concurrency": state.concurrency,
