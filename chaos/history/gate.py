@@ -310,49 +310,63 @@ def run_matrix(configs: list[MatrixRun], store: str, run_args: list[str]) -> lis
     return dirs
 
 
+# the options of this command, in --help order
+_GATE_OPTIONS = [
+    click.argument("run_dirs", nargs=-1),
+    click.option(
+        "--preset",
+        default=None,
+        help=f"Named matrix ({', '.join(PRESETS)}); the default when neither --workload nor --nemesis "
+        f"is given: {DEFAULT_PRESET}.",
+    ),
+    click.option(
+        "--workload",
+        default=None,
+        help="Comma-separated workloads, crossed with --nemesis (instead of a preset).  [default: register,log]",
+    ),
+    click.option(
+        "--nemesis",
+        default=None,
+        help="Comma-separated nemeses, one run each; join faults with + for one run with several.  "
+        "[default: partition-ring+kill-leader,kill]",
+    ),
+    click.option("--runs", type=int, default=1, show_default=True, help="Runs per configuration."),
+    click.option("--store", default="store", show_default=True),
+    click.option("--master", default="local[*]", show_default=True, help="Spark master URL."),
+    click.option("--out", default=None, help="Summary directory."),
+    click.option(
+        "--max-unavailable-s", type=float, default=None, help="Fail if any run was unavailable longer."
+    ),
+    click.option("--max-p99-ms", type=float, default=None, help="Fail if any run's p99 latency is higher."),
+    click.option(
+        "--min-ok-rate", type=float, default=None, help="Fail if any run's ok/completed ratio is lower."
+    ),
+    click.option(
+        "--require-faults-applied",
+        is_flag=True,
+        help="Fail if a fault kind a run requested was never applied (from the run's faults checker).",
+    ),
+    click.option(
+        "--time-limit", type=float, default=None, help="Seconds per key for the linearizability search."
+    ),
+    click.option(
+        "--run-arg",
+        "run_args",
+        multiple=True,
+        help="Extra argument passed to each `chaos run` (after the preset's, so it overrides them).",
+    ),
+    click.option("--list", "list_only", is_flag=True, help="Print the `chaos run` of each run and stop."),
+]
+
+
+def _with_gate_options(fn: Any) -> Any:
+    for option in reversed(_GATE_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
 @click.command("gate")
-@click.argument("run_dirs", nargs=-1)
-@click.option(
-    "--preset",
-    default=None,
-    help=f"Named matrix ({', '.join(PRESETS)}); the default when neither --workload nor --nemesis "
-    f"is given: {DEFAULT_PRESET}.",
-)
-@click.option(
-    "--workload",
-    default=None,
-    help="Comma-separated workloads, crossed with --nemesis (instead of a preset).  [default: register,log]",
-)
-@click.option(
-    "--nemesis",
-    default=None,
-    help="Comma-separated nemeses, one run each; join faults with + for one run with several.  "
-    "[default: partition-ring+kill-leader,kill]",
-)
-@click.option("--runs", type=int, default=1, show_default=True, help="Runs per configuration.")
-@click.option("--store", default="store", show_default=True)
-@click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
-@click.option("--out", default=None, help="Summary directory.")
-@click.option("--max-unavailable-s", type=float, default=None, help="Fail if any run was unavailable longer.")
-@click.option("--max-p99-ms", type=float, default=None, help="Fail if any run's p99 latency is higher.")
-@click.option(
-    "--min-ok-rate", type=float, default=None, help="Fail if any run's ok/completed ratio is lower."
-)
-@click.option(
-    "--require-faults-applied",
-    is_flag=True,
-    help="Fail if a fault kind a run requested was never applied (from the run's faults checker).",
-)
-@click.option(
-    "--time-limit", type=float, default=None, help="Seconds per key for the linearizability search."
-)
-@click.option(
-    "--run-arg",
-    "run_args",
-    multiple=True,
-    help="Extra argument passed to each `chaos run` (after the preset's, so it overrides them).",
-)
-@click.option("--list", "list_only", is_flag=True, help="Print the `chaos run` of each run and stop.")
+@_with_gate_options
 def gate_cmd(
     run_dirs: tuple[str, ...],
     preset: str | None,
