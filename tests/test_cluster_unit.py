@@ -156,5 +156,84 @@ def test_zipapp_runs_with_plain_python_and_is_cached(tmp_path: Path) -> None:
 
 
 def test_image_recipe_tag_and_mirror() -> None:
-    assert image_tag() == f"dledger-chaos-node:{recipe_hash()}" and len(recipe_hash()) == 12
+    assert image_tag() == f"chaos-node:{recipe_hash()}" and len(recipe_hash()) == 12
     assert debian_mirror().startswith("http")
+
+
+def test_db_packages_come_from_the_db_not_the_image_or_the_os_setup() -> None:
+    """The node image and the tool's OS setup carry the tool's packages only; a DB's packages are
+    its ``os_packages``, which the OS setup adds for that DB (DLedger's python3-msgpack)."""
+    from chaos.cluster import image
+    from chaos.cluster.db import NoopDB, os_packages
+    from chaos.cluster.osetup import REQUIRED_PACKAGES, DebianOS
+
+    assert "python3-msgpack" not in image.PACKAGES and "python3-msgpack" not in REQUIRED_PACKAGES
+    assert "dledger" not in image.NODE_INIT.lower()
+    assert os_packages(NoopDB()) == [] and DebianOS(db=NoopDB()).packages == list(REQUIRED_PACKAGES)
+    db = DLedgerDB()
+    assert "python3-msgpack" in os_packages(db)
+    with_db = DebianOS(db=db).packages
+    assert with_db[: len(REQUIRED_PACKAGES)] == list(REQUIRED_PACKAGES) and "python3-msgpack" in with_db
+    assert len(with_db) == len(set(with_db))  # python3, in both, once
+
+
+class TwoDaemonDB:
+    """A DB with a server and a sentinel per node (as Redis with Sentinel), recording the calls
+    the tool makes per daemon."""
+
+    name = "two"
+    daemons = ("server", "sentinel")
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.up = {"server": True, "sentinel": False}
+
+    def setup(self, control: object) -> None: ...
+    def teardown(self, control: object) -> None: ...
+    def describe(self) -> str:
+        return "two daemons"
+
+    def start(self, remote: object, daemon: str = "server") -> None:
+        self.calls.append(("start", daemon))
+        self.up[daemon] = True
+
+    def kill(self, remote: object, daemon: str = "server") -> None:
+        self.calls.append(("kill", daemon))
+        self.up[daemon] = False
+
+    def running(self, remote: object, daemon: str = "server") -> bool:
+        return self.up[daemon]
+
+    def pause(self, remote: object, daemon: str = "server") -> None:
+        if not self.up[daemon]:
+            raise DBError("n1", f"{daemon} not running")
+        self.calls.append(("pause", daemon))
+
+    def resume(self, remote: object, daemon: str = "server") -> None:
+        self.calls.append(("resume", daemon))
+
+
+def test_every_declared_daemon_is_killed_started_paused_and_resumed() -> None:
+    from chaos.cluster import db as dbmod
+
+    db = TwoDaemonDB()
+    r = Remote(Node(name="n1", host="192.0.2.1"))  # never connected: the DB records the calls
+    assert dbmod.daemons(db) == ("server", "sentinel") and dbmod.daemons(DLedgerDB()) == (None,)
+    assert dbmod.running_any(db, r) and not dbmod.running_all(db, r)
+    dbmod.pause_all(db, r)  # the sentinel is down: the server still pauses
+    assert db.calls == [("pause", "server")]
+    dbmod.kill_all(db, r)
+    assert not dbmod.running_any(db, r)
+    with pytest.raises(DBError, match="not running"):
+        dbmod.pause_all(db, r)  # nothing to pause
+    dbmod.start_all(db, r)
+    dbmod.resume_all(db, r)
+    assert dbmod.running_all(db, r)
+    assert db.calls[1:] == [
+        ("kill", "server"),
+        ("kill", "sentinel"),
+        ("start", "server"),
+        ("start", "sentinel"),
+        ("resume", "server"),
+        ("resume", "sentinel"),
+    ]

@@ -21,6 +21,7 @@ from typing import Any
 
 import click
 
+from chaos.cluster.db import resume_all
 from chaos.errors import EXIT_CRASH
 from chaos.nemesis import clock, files, packet, partition
 from chaos.nemesis.base import STATE_DIR
@@ -124,7 +125,7 @@ def heal_remote(remote: Any, db: Any = None) -> list[str]:
     db = default_db() if db is None else db
     remote.exec_raw(heal_script(db), sudo=True, check=False)
     if "pause" in _caps(db):
-        db.resume(remote)
+        resume_all(db, remote)
     _remove_lazyfs_layer(remote, db)
     return residue(remote, db)
 

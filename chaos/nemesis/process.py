@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from chaos.cluster.db import kill_all, pause_all, resume_all, running_all, running_any, start_all
 from chaos.history.op import Op
 from chaos.nemesis.base import (
     TARGETS,
@@ -72,11 +73,11 @@ class KillNemesis:
             running = getattr(test.db, "running", None)
 
             def one(remote: Any) -> str | None:
-                was = running(remote) if running else True
-                test.db.kill(remote)
+                was = running_any(test.db, remote)
+                kill_all(test.db, remote)
                 if not was:
                     return "no server running (nothing to kill)"
-                if running and running(remote):
+                if running and running_any(test.db, remote):
                     return "server still running after SIGKILL"
                 return None
 
@@ -114,11 +115,10 @@ class KillNemesis:
 def _start(test: Any, remote: Any) -> str | None:
     """Start the server on ``remote``; None when it runs afterwards, else why not."""
     try:
-        test.db.start(remote)
+        start_all(test.db, remote)
     except Exception as e:
         return f"start failed: {e}"
-    running = getattr(test.db, "running", None)
-    if running is not None and not running(remote):
+    if not running_all(test.db, remote):
         return "server not running after start"
     return None
 
@@ -154,7 +154,7 @@ class PauseNemesis:
 
             def one(remote: Any) -> str | None:
                 try:
-                    test.db.pause(remote)
+                    pause_all(test.db, remote)
                     return None
                 except Exception as e:  # e.g. killed by another nemesis: nothing to pause
                     return str(e)
@@ -175,7 +175,7 @@ class PauseNemesis:
         raise ValueError(f"pause nemesis: unexpected f {op.f!r}")
 
     def heal(self, test: Any) -> None:
-        on_nodes(test, test.db.resume)
+        on_nodes(test, lambda r: resume_all(test.db, r))
         self.paused.clear()
 
 
@@ -227,8 +227,8 @@ class RestartNemesis(NoState):
                     return "error", f"stop failed: {res.stderr.strip() or res.exit_code}"
                 how = str(res.stdout.strip())
             else:
-                was = test.db.running(remote)
-                test.db.kill(remote)
+                was = running_any(test.db, remote)
+                kill_all(test.db, remote)
                 how = "forced" if was else "absent"
             why = _start(test, remote)
             if why is None and how == "absent":
