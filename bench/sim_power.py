@@ -184,7 +184,9 @@ def main() -> int:
     classes = args.only or list(CONFIGS)
     # the root's own patches: they apply to the root's package (the checkout's may have moved on)
     # (an older root keeps them in bench/mutants)
-    patch_dirs = [d for d in (args.root / "chaos_dledger" / "mutants", args.root / "bench" / "mutants") if d.is_dir()]
+    patch_dirs = [
+        d for d in (args.root / "chaos_dledger" / "mutants", args.root / "bench" / "mutants") if d.is_dir()
+    ]
     mutants = {m.name: m for m in (load_mutants(patch_dirs[0]) if patch_dirs else load_mutants())}
     if args.correct:
         done: set[tuple[str, ...]] = set()
