@@ -32,8 +32,9 @@ Plugging a DB in: ``chaos run --db module:attr`` (or an entry point in the ``cha
 see :mod:`chaos.plugins`) names either a DB object or a factory (a class or function) called with
 the parsed ``--db-opt key=value`` options as keyword arguments. The factory declares its options
 in an attribute ``db_options`` (a sequence of :class:`DBOption`); the factory validates them itself
-and raises ValueError (one line naming the option) for a bad value. The built-in DLedger DB is
-:class:`chaos_dledger.db.DLedgerDB`; :class:`NoopDB` is the smallest DB.
+and raises ValueError (one line naming the option) for a bad value. The default DB is the one the
+``chaos.defaults`` entry point names (:func:`chaos.plugins.default_db`); :class:`NoopDB` is the
+smallest DB.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ def parse_db_opts(factory: Any, items: Sequence[str], db_name: str = "the DB") -
 class DB(Protocol):
     """The protocol every system under test implements (``jepsen.db/DB`` plus a name).
 
-    ``name``: the system's name for messages and ``test.json`` (e.g. ``"DLedger"``).
+    ``name``: the system's name for messages and ``test.json`` (e.g. ``"etcd"``).
     ``setup(control)``: install and start the system on every node of ``control`` (in parallel,
     ``control.on_nodes``) and return when it is ready to serve clients; called once by the runner
     after OS setup; raises :class:`DBError` (naming the node, with its log tail) when it cannot.
@@ -140,7 +141,7 @@ class DB(Protocol):
     heal`` resumes stopped processes it matches, leftovers the pidfile does not name);
     ``client_timeout`` (s, one client call's bound: the interpreter's watchdog allows a multiple
     of it); ``os_packages`` (names of the Debian packages the DB's nodes need, e.g.
-    ``("python3-msgpack",)``: the tool's OS setup, :class:`chaos.cluster.osetup.DebianOS`, installs
+    ``("redis-server", "redis-sentinel")``: the tool's OS setup, :class:`chaos.cluster.osetup.DebianOS`, installs
     them with apt-get next to the tool's own before ``setup``; read by :func:`os_packages`);
     ``daemons`` (names of the processes the DB runs on every node, e.g. ``("server", "sentinel")``;
     default one unnamed daemon; see :class:`Process` and :func:`daemons`).
@@ -499,7 +500,7 @@ class NoopDB:
 
 
 def db_factory(spec: str | None) -> Any:
-    """The DB factory (or DB object) ``--db`` names; default DLedger."""
+    """The DB factory (or DB object) ``--db`` names; default :func:`chaos.plugins.default_db`."""
     return plugins.resolve("db", spec or plugins.default_db())
 
 
@@ -508,7 +509,7 @@ def build_db(
 ) -> Any:
     """The DB ``--db spec`` names, built with ``--db-opt`` items ``db_opts`` (parsed by the DB's
     declared options, :func:`chaos.cluster.db.parse_db_opts`) and keyword arguments ``extra``
-    (already parsed, e.g. the DLedger aliases ``--flush``; the ``--db-opt`` items win).
+    (already parsed, e.g. a DB's own ``chaos run`` flags; the ``--db-opt`` items win).
 
     Raises ConfigError (one line): the loader's errors, a bad ``--db-opt`` item, a factory that
     rejects its options (its ValueError), or an object that is not a DB."""

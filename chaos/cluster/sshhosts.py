@@ -1,8 +1,8 @@
 """The ``ssh`` node provider: hosts that already exist (Jepsen's ``--nodes`` / ``--nodes-file``).
 
 Entries are ``host``, ``host:port``, ``name=host`` or ``name=host:port``. Without ``name=`` the node
-name is the host with ``-`` replaced by ``_`` (``-`` separates id and address in a DLedger peers
-string). Host key checking is strict by default here: the hosts must be in ``~/.ssh/known_hosts``.
+name is the host with ``-`` replaced by ``_`` (some systems' peer strings use ``-`` to separate a
+member's id and address). Host key checking is strict by default here: the hosts must be in ``~/.ssh/known_hosts``.
 """
 
 from __future__ import annotations
