@@ -258,13 +258,16 @@ class DLedgerDB:
             peers=self.client_peers(nodes), timeout=self.client_timeout, group=self.group, prefer=node_name
         )
 
-    def open_client(self, protocol: str, test: Any, node: str, process: Any) -> Any:
+    def open_client(self, protocol: str, test: Any, node: Node, process: Any) -> Any:
         """The ``register`` or ``log`` client (:mod:`chaos_dledger.clients`) for ``process``
-        on ``node``; ValueError for another protocol."""
+        on ``node`` (it knows every node of ``test.nodes`` and talks to ``node`` first);
+        ValueError for another protocol."""
         from chaos_dledger.clients import open_client
 
         nodes = list(test.nodes)
-        return open_client(protocol, lambda n: self.client(nodes, n), node, process, sticky=self.sticky_reads)
+        return open_client(
+            protocol, lambda n: self.client(nodes, n), node.name, process, sticky=self.sticky_reads
+        )
 
     def transfer_leadership(self, control: Control, leader: str, to: str) -> dict[str, Any]:
         """DLedger's LEADERSHIP_TRANSFER (``DLedgerServer.handleLeadershipTransfer``) sent to

@@ -237,3 +237,30 @@ def test_every_declared_daemon_is_killed_started_paused_and_resumed() -> None:
         ("resume", "server"),
         ("resume", "sentinel"),
     ]
+
+
+def test_open_client_is_handed_the_node_with_its_address() -> None:
+    """A workload's worker is bound to a node name; the DB's ``open_client`` gets that node's
+    :class:`Node` (its ``host`` is where to connect), for each new process."""
+    from types import SimpleNamespace
+
+    from chaos.control.client import ProtocolWorker
+    from chaos.history.op import Op
+
+    opened: list[tuple[Node, int]] = []
+
+    class AddressDB:
+        client_protocols = ("register",)
+
+        def open_client(self, protocol: str, test: object, node: Node, process: int) -> object:
+            opened.append((node, process))
+            return SimpleNamespace(close=lambda: None)
+
+    n2 = Node(name="n2", host="10.0.0.12", db_host="db-n2")
+    test = SimpleNamespace(db=AddressDB(), nodes=[Node(name="n1", host="10.0.0.11"), n2])
+    worker = ProtocolWorker("n2")
+    worker.protocol = "register"
+    worker.client(test, Op(process=3, type="invoke", f="read", value=None))
+    worker.client(test, Op(process=3, type="invoke", f="read", value=None))  # same process: reused
+    worker.client(test, Op(process=8, type="invoke", f="read", value=None))  # a new process
+    assert opened == [(n2, 3), (n2, 8)] and opened[0][0].host == "10.0.0.12"

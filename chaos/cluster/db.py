@@ -312,15 +312,17 @@ class Clients(Protocol):
 
     ``client_protocols``: the protocols offered (e.g. ``{"register", "log"}``); the runner refuses
     at start a workload whose ``protocol`` is not among them. ``open_client(protocol, test, node,
-    process)``: a client talking to ``node`` first, for one process (Jepsen opens a new client for
-    a process that crashed); called from the worker's thread; raises
+    process)``: a client talking to ``node`` first (a :class:`chaos.control.node.Node`: ``name``,
+    ``host`` the address the control node reaches it at, ``peer_host`` the one other nodes use),
+    for one process (Jepsen opens a new client for a process that crashed); ``test.nodes`` lists
+    every node; called from the worker's thread; raises
     :class:`chaos.control.client.NotSent` when it cannot connect. The client's methods are the
     protocol's (see :mod:`chaos.control.client`).
     """
 
     client_protocols: Collection[str]
 
-    def open_client(self, protocol: str, test: Any, node: str, process: Any) -> Any: ...
+    def open_client(self, protocol: str, test: Any, node: Node, process: Any) -> Any: ...
 
 
 @runtime_checkable
