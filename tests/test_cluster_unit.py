@@ -264,3 +264,58 @@ def test_open_client_is_handed_the_node_with_its_address() -> None:
     worker.client(test, Op(process=3, type="invoke", f="read", value=None))  # same process: reused
     worker.client(test, Op(process=8, type="invoke", f="read", value=None))  # a new process
     assert opened == [(n2, 3), (n2, 8)] and opened[0][0].host == "10.0.0.12"
+
+
+class FixedHosts:
+    """A provider plug-in (``--provider test_cluster_unit:FixedHosts``): two hosts whose keys can
+    be known."""
+
+    host_keys_known = True
+
+    def __init__(self, user: str) -> None:
+        self.user = user
+
+    @classmethod
+    def for_options(cls, opts: dict[str, object], log: object = None) -> FixedHosts:
+        return cls(str(opts.get("username") or "root"))
+
+    def up(self) -> list[Node]:
+        return [Node(name=f"f{i}", host=f"192.0.2.{i}", user=self.user) for i in (1, 2)]
+
+    existing = up
+
+
+def test_one_provider_selector_with_one_ssh_default() -> None:
+    """``chaos run`` (provision), ``chaos heal`` (_nodes) and ``chaos cluster`` (resolve_nodes) pick
+    nodes through chaos.cluster.providers and agree on strict host key checking: on for ssh hosts
+    unless turned off, off for the local containers."""
+    from chaos.cluster import providers
+    from chaos.cluster.cli import resolve_nodes
+    from chaos.nemesis.cli import _nodes as heal_nodes
+
+    assert providers.provider_name({}) == "docker"
+    assert providers.provider_name({"nodes": "5"}) == "docker"
+    assert providers.provider_name({"nodes": "h1,h2"}) == "ssh"
+    assert providers.provider_name({"provider": "docker", "nodes_file": "f"}) == "docker"
+    ssh = {"provider": "ssh", "nodes": "a=192.0.2.1,b=192.0.2.2:2222"}
+    assert providers.strict_host_key_checking(ssh)
+    assert providers.strict_host_key_checking({**ssh, "strict_host_key_checking": None})
+    assert not providers.strict_host_key_checking({**ssh, "strict_host_key_checking": False})
+    assert not providers.strict_host_key_checking({"provider": "docker", "strict_host_key_checking": True})
+
+    run = providers.provision(ssh, lambda s: None)
+    cluster = resolve_nodes("ssh", ssh["nodes"], up=False)
+    heal = heal_nodes("ssh", "default", ssh["nodes"], None, username="root", key_path=None, port=22)
+    assert run == cluster == heal and all(n.strict_host_key_checking for n in run)
+    assert [(n.name, n.port) for n in run] == [("a", 22), ("b", 2222)]
+    off = heal_nodes("ssh", "default", ssh["nodes"], None, strict_host_key_checking=False)
+    assert not any(n.strict_host_key_checking for n in off)
+
+    plugged = {"provider": "test_cluster_unit:FixedHosts", "username": "ops"}
+    nodes = providers.provision(plugged, lambda s: None)
+    assert [n.host for n in nodes] == ["192.0.2.1", "192.0.2.2"] and nodes[0].user == "ops"
+    assert all(n.strict_host_key_checking for n in nodes)
+    with pytest.raises(ValueError, match="--provider nope: unknown provider"):
+        providers.provision({"provider": "nope"}, lambda s: None)
+    with pytest.raises(ValueError, match="--nodes"):
+        providers.provision({"provider": "ssh"}, lambda s: None)

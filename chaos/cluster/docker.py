@@ -94,6 +94,29 @@ class DockerProvider:
     (:mod:`chaos.cluster.lock`); without it that raises ClusterLocked.
     """
 
+    # the containers make fresh host keys at each start: no known_hosts can hold them
+    host_keys_known = False
+
+    @classmethod
+    def for_options(cls, opts: dict[str, Any], log: Callable[[str], None] = lambda s: None) -> DockerProvider:
+        """The provider of :mod:`chaos.cluster.providers`' options: ``node_count`` nodes (else the
+        named cluster's, else 5), ``cluster_name``, ``break_lock``; ValueError for a bad count or
+        name, or ssh-only options."""
+        from chaos.cluster.providers import docker_node_count
+
+        if opts.get("nodes_file"):
+            raise ValueError("--nodes-file is for the ssh provider; the docker provider takes a node count")
+        return cls(
+            nodes=docker_node_count(opts),
+            name=str(opts.get("cluster_name") or DEFAULT_CLUSTER),
+            log=log,
+            break_lock=bool(opts.get("break_lock")),
+        )
+
+    def existing(self) -> list[Node]:
+        """The nodes ``up`` recorded (nothing is started); ClusterError when the cluster is not up."""
+        return load_nodes(self.name)
+
     def __init__(
         self,
         nodes: int = 5,

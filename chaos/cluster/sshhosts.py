@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from chaos.control.node import Node, check_unique
 
@@ -82,6 +84,37 @@ class SSHHosts:
                 )
             )
         check_unique(self.nodes)
+
+    host_keys_known = True  # existing hosts: their keys belong in ~/.ssh/known_hosts
+
+    @classmethod
+    def for_options(cls, opts: dict[str, Any], log: Callable[[str], None] = lambda s: None) -> SSHHosts:
+        """The provider of :mod:`chaos.cluster.providers`' options (``nodes``, ``nodes_file``,
+        ``username``, ``ssh_private_key``, ``ssh_port``, ``strict_host_key_checking``); ValueError
+        naming the option for a bad one."""
+        if not opts.get("nodes") and not opts.get("nodes_file"):
+            raise ValueError("the ssh provider needs --nodes h1,h2,... or --nodes-file FILE")
+        from chaos.control.test import check_number, check_text_file
+
+        port = opts.get("ssh_port")
+        if port is not None:
+            check_number("ssh_port", port)
+        nodes_file = opts.get("nodes_file")
+        if nodes_file:
+            check_text_file(str(nodes_file), "--nodes-file")
+        strict = opts.get("strict_host_key_checking")
+        return cls.from_options(
+            nodes=opts.get("nodes"),
+            nodes_file=nodes_file,
+            username=opts.get("username") or "root",
+            key_path=opts.get("ssh_private_key"),
+            port=int(port or 22),
+            strict_host_key_checking=True if strict is None else bool(strict),
+        )
+
+    def existing(self) -> list[Node]:
+        """The listed hosts (as :meth:`up`: nothing is provisioned)."""
+        return list(self.nodes)
 
     @classmethod
     def from_options(
