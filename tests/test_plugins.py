@@ -307,6 +307,26 @@ def test_no_file_under_control_or_nemesis_names_dledger() -> None:
     assert not named, "\n".join(named)
 
 
+def test_the_imports_docs_plugins_lists_all_resolve() -> None:
+    """docs/plugins.md's "imports a plug-in needs" block runs as written."""
+    text = (ROOT / "docs" / "plugins.md").read_text()
+    section = text.split("## The imports a plug-in needs", 1)[1]
+    block = section.split("```python\n", 1)[1].split("```", 1)[0]
+    names: dict[str, object] = {}
+    exec(compile(block, "docs/plugins.md", "exec"), names)
+    for name in (
+        "DBError",
+        "LogPattern",
+        "DBOption",
+        "Remote",
+        "NotSent",
+        "Indeterminate",
+        "Workload",
+        "Nemesis",
+    ):
+        assert name in names, name
+
+
 # its owner (another branch of issue 22) rewords its docstring; drop it from here then
 PENDING_DOCSTRINGS = {"chaos/history/logcheck.py"}
 

@@ -86,7 +86,9 @@ class LogClient(Protocol):
 
     ``append(value)`` -> the log index it got (an int) or None; ``read()`` -> every committed entry
     of the client's own node from the first, in order (a value no client wrote, e.g. the system's
-    own entries, as None); ``close()``. Optional: ``read_recent(window)`` -> an :class:`Answer`
+    own entries, as None); ``close()``. Indexes are 0-based and the two agree: the entry
+    ``append`` reports at index ``i`` is ``read()[i]`` (a system whose log starts at 1, as Raft's
+    does, subtracts 1; the log checker compares nodes and appends index by index). Optional: ``read_recent(window)`` -> an :class:`Answer`
     whose value is the entries from ``fields["from_index"]`` on, with ``to_end`` (bool: read up to
     the node's end) and ``commit_index``; without it a mid-run read reads the whole log.
     """
