@@ -397,9 +397,13 @@ def data_files(db: Any) -> list[str]:
     return [str(p) for p in (getattr(db, "data_files", None) or ("**/*",))]
 
 
+def _call(method: Callable[..., Any], remote: Remote, daemon: str | None) -> Any:
+    """``method(remote)`` for the one unnamed daemon, else ``method(remote, daemon=daemon)``."""
+    return method(remote) if daemon is None else method(remote, daemon=daemon)
+
+
 def _each_daemon(db: Any, method: str, remote: Remote) -> list[Any]:
-    fn = getattr(db, method)
-    return [fn(remote) if d is None else fn(remote, daemon=d) for d in daemons(db)]
+    return [_call(getattr(db, method), remote, d) for d in daemons(db)]
 
 
 def kill_all(db: Any, remote: Remote) -> None:
@@ -412,7 +416,7 @@ def start_all(db: Any, remote: Remote) -> None:
     errors: list[Exception] = []
     for d in daemons(db):
         try:
-            db.start(remote) if d is None else db.start(remote, daemon=d)
+            _call(db.start, remote, d)
         except Exception as e:  # the other daemons still start
             errors.append(e)
     if errors:
@@ -439,7 +443,7 @@ def pause_all(db: Any, remote: Remote) -> None:
     names = daemons(db)
     for d in names:
         try:
-            db.pause(remote) if d is None else db.pause(remote, daemon=d)
+            _call(db.pause, remote, d)
         except Exception as e:  # a daemon that is down: the others are still paused
             errors.append(e)
     if len(errors) == len(names):
