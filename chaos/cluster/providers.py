@@ -50,9 +50,9 @@ def provider_class(opts: dict[str, Any]) -> Any:
 
 
 def docker_node_count(opts: dict[str, Any]) -> int:
-    """The docker cluster's node count: ``node_count``, else that of the named cluster
-    (``cluster_name``) when it exists, else 5."""
-    if opts.get("node_count"):
+    """The docker cluster's node count: ``node_count`` (unless None), else that of the named
+    cluster (``cluster_name``) when it exists, else 5."""
+    if opts.get("node_count") is not None:
         return int(opts["node_count"])
     from chaos.cluster.docker import DEFAULT_CLUSTER, ClusterError, load_nodes
 

@@ -100,7 +100,7 @@ class SSHHosts:
         if port is not None:
             check_number("ssh_port", port)
         nodes_file = opts.get("nodes_file")
-        if nodes_file:
+        if nodes_file and os.path.isfile(str(nodes_file)):  # a missing one: read_nodes_file says so
             check_text_file(str(nodes_file), "--nodes-file")
         strict = opts.get("strict_host_key_checking")
         return cls.from_options(
