@@ -1,6 +1,6 @@
 """The bug catalogue bench: how many catalogued bugs does the tool catch, and how fast?
 
-For every mutant in ``bench/mutants/`` (a realistic bug class as a patch of the dledger package; see
+For every mutant in ``chaos_dledger/mutants/`` (a realistic bug class as a patch of the dledger package; see
 ``chaos_dledger.mutants``) this applies the patch to a copy of the package in a temporary directory, then:
 
 - real clusters: for each configuration the patch header names (workload + nemesis + options),

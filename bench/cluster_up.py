@@ -2,7 +2,7 @@
 
 Usage: python bench/cluster_up.py [--nodes 5] [--keep]
 
-The image is built under a scratch tag (``dledger-chaos-node:bench``) so clusters that other runs use
+The image is built under a scratch tag (``chaos-node:bench``) so clusters that other runs use
 keep their image; the build is the same recipe as ``chaos cluster image`` (debootstrap + docker
 import, or a local debian:bookworm-slim). Prints the build, up, no-op up, DLedger setup and down times.
 """

@@ -1,7 +1,7 @@
 """Simulator power: seeds of ``chaos sim`` to the first failure of each catalogued bug class, and
 failures in N seeds of the correct server for every configuration used (issue 14 "Power").
 
-For each class of ``bench/mutants`` the simulator reaches, :data:`CONFIGS` names the ``chaos sim``
+For each class of ``chaos_dledger/mutants`` the simulator reaches, :data:`CONFIGS` names the ``chaos sim``
 configuration; the script applies the mutant to a copy of the ``dledger`` package
 (:func:`chaos_dledger.mutants.apply_mutant`), runs ``chaos sim ... --seeds N --stop-on-failure`` with the
 copy first on ``PYTHONPATH`` (from a scratch directory, so the checkout's own package is not picked
@@ -183,8 +183,11 @@ def main() -> int:
         return 254
     classes = args.only or list(CONFIGS)
     # the root's own patches: they apply to the root's package (the checkout's may have moved on)
-    patches = args.root / "bench" / "mutants"
-    mutants = {m.name: m for m in (load_mutants(patches) if patches.is_dir() else load_mutants())}
+    # (an older root keeps them in bench/mutants)
+    patch_dirs = [
+        d for d in (args.root / "chaos_dledger" / "mutants", args.root / "bench" / "mutants") if d.is_dir()
+    ]
+    mutants = {m.name: m for m in (load_mutants(patch_dirs[0]) if patch_dirs else load_mutants())}
     if args.correct:
         done: set[tuple[str, ...]] = set()
         for cls in classes:

@@ -1,3 +1,3 @@
-"""dledger-chaos: Jepsen-style chaos testing for real clusters."""
+"""chaos: Jepsen-style chaos testing for real clusters."""
 
 __version__ = "0.1.0"

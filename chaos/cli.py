@@ -103,8 +103,31 @@ def _missing(name: str) -> click.Command:
     return cmd
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``: the version of the distribution that installed this package, looked up only
+    when asked (scanning the installed distributions costs a few hundred ms)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from importlib import metadata
+
+    dist = (metadata.packages_distributions().get(__name__.partition(".")[0]) or ["?"])[0]
+    try:
+        version = metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        version = "unknown (not installed)"
+    click.echo(f"chaos, version {version}")
+    ctx.exit()
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="dledger-chaos")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and exit.",
+)
 def cli() -> None:
     """Jepsen-style chaos testing for real clusters."""
 

@@ -2,8 +2,9 @@
 
 Setup, per node and in parallel: upload a zipapp of the ``dledger`` package built on the control
 node (once per source version, cached in ``~/.chaos/zipapps/``, see :mod:`chaos.cluster.deploy`)
-to ``/opt/dledger/dledger.pyz``, which the node's own ``python3`` runs (the image's python3-msgpack
-is its one dependency; no venv, no network), then start ``python3 dledger.pyz server`` as a daemon
+to ``/opt/dledger/dledger.pyz``, which the node's own ``python3`` runs (Debian's python3-msgpack,
+declared in ``os_packages`` and installed by the OS setup, is its one dependency; no venv, no
+network), then start ``python3 dledger.pyz server`` as a daemon
 (``setsid``, pidfile, log file) under libfaketime with a runtime-writable offset file (the clock
 nemesis writes it), and wait for its port. When every node is up, setup waits for a leader. Setup is tried 3 times; a failure raises
 :class:`~chaos.cluster.db.DBError` with the node's server-log tail. Teardown kills the server and
@@ -24,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from chaos.cluster import deploy
+from chaos.cluster import deploy, osetup
 from chaos.cluster.db import DBError, DBOption
 from chaos.control import util
 from chaos.control.node import Node
@@ -157,6 +158,11 @@ class DLedgerDB:
         ),
     )
     client_protocols = frozenset({"register", "log"})
+    # the zipapp's interpreter and its one third-party module (chaos.cluster.osetup installs them)
+    os_packages = ("python3", "python3-msgpack")
+    # the log segments of dledger.store.file (<data_dir>/dledger-<id>/data/<start offset>): the
+    # term/vote, checkpoint and high-water files stay intact under truncate and bitflip
+    data_files = ("*/data/*",)
     loggers = ("dledger",)  # the client library's log, into the run's chaos.log
     recovery_timeout = 60.0
 
@@ -252,13 +258,16 @@ class DLedgerDB:
             peers=self.client_peers(nodes), timeout=self.client_timeout, group=self.group, prefer=node_name
         )
 
-    def open_client(self, protocol: str, test: Any, node: str, process: Any) -> Any:
+    def open_client(self, protocol: str, test: Any, node: Node, process: Any) -> Any:
         """The ``register`` or ``log`` client (:mod:`chaos_dledger.clients`) for ``process``
-        on ``node``; ValueError for another protocol."""
+        on ``node`` (it knows every node of ``test.nodes`` and talks to ``node`` first);
+        ValueError for another protocol."""
         from chaos_dledger.clients import open_client
 
         nodes = list(test.nodes)
-        return open_client(protocol, lambda n: self.client(nodes, n), node, process, sticky=self.sticky_reads)
+        return open_client(
+            protocol, lambda n: self.client(nodes, n), node.name, process, sticky=self.sticky_reads
+        )
 
     def transfer_leadership(self, control: Control, leader: str, to: str) -> dict[str, Any]:
         """DLedger's LEADERSHIP_TRANSFER (``DLedgerServer.handleLeadershipTransfer``) sent to
@@ -349,6 +358,8 @@ class DLedgerDB:
         deploy.install_file(remote, pyz, self.zipapp)
 
     def _setup_node(self, remote: Remote, pyz: Path) -> None:
+        # already done by the runner's OS setup; checked again so that setup stands alone
+        osetup.install_packages(remote, self.os_packages)
         self.install(remote, pyz)
         self._stop_and_wipe(remote)
         if self.faketime_file:

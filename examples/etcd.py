@@ -13,6 +13,7 @@ import base64
 from typing import Any
 
 from chaos.cluster.db import DBOption
+from chaos.control.node import Node
 from chaos.control.util import DaemonProcess, LeaderViews, await_tcp_port, http_json
 from chaos.history.nodelogs import INVALID, LogPattern
 
@@ -93,5 +94,5 @@ class EtcdDB(DaemonProcess, LeaderViews):
         s = call(r.node.host, "maintenance/status", {})
         return s["header"]["member_id"], s.get("leader")
 
-    def open_client(self, protocol: str, test: Any, node: str, process: Any) -> EtcdRegister:
-        return EtcdRegister(test.control.node(node).host, self.reads == "serializable")
+    def open_client(self, protocol: str, test: Any, node: Node, process: Any) -> EtcdRegister:
+        return EtcdRegister(node.host, self.reads == "serializable")

@@ -156,5 +156,166 @@ def test_zipapp_runs_with_plain_python_and_is_cached(tmp_path: Path) -> None:
 
 
 def test_image_recipe_tag_and_mirror() -> None:
-    assert image_tag() == f"dledger-chaos-node:{recipe_hash()}" and len(recipe_hash()) == 12
+    assert image_tag() == f"chaos-node:{recipe_hash()}" and len(recipe_hash()) == 12
     assert debian_mirror().startswith("http")
+
+
+def test_db_packages_come_from_the_db_not_the_image_or_the_os_setup() -> None:
+    """The node image and the tool's OS setup carry the tool's packages only; a DB's packages are
+    its ``os_packages``, which the OS setup adds for that DB (DLedger's python3-msgpack)."""
+    from chaos.cluster import image
+    from chaos.cluster.db import NoopDB, os_packages
+    from chaos.cluster.osetup import REQUIRED_PACKAGES, DebianOS
+
+    assert "python3-msgpack" not in image.PACKAGES and "python3-msgpack" not in REQUIRED_PACKAGES
+    assert "dledger" not in image.NODE_INIT.lower()
+    assert os_packages(NoopDB()) == [] and DebianOS(db=NoopDB()).packages == list(REQUIRED_PACKAGES)
+    db = DLedgerDB()
+    assert "python3-msgpack" in os_packages(db)
+    with_db = DebianOS(db=db).packages
+    assert with_db[: len(REQUIRED_PACKAGES)] == list(REQUIRED_PACKAGES) and "python3-msgpack" in with_db
+    assert len(with_db) == len(set(with_db))  # python3, in both, once
+
+
+class TwoDaemonDB:
+    """A DB with a server and a sentinel per node (as Redis with Sentinel), recording the calls
+    the tool makes per daemon."""
+
+    name = "two"
+    daemons = ("server", "sentinel")
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.up = {"server": True, "sentinel": False}
+
+    def setup(self, control: object) -> None: ...
+    def teardown(self, control: object) -> None: ...
+    def describe(self) -> str:
+        return "two daemons"
+
+    def start(self, remote: object, daemon: str = "server") -> None:
+        self.calls.append(("start", daemon))
+        self.up[daemon] = True
+
+    def kill(self, remote: object, daemon: str = "server") -> None:
+        self.calls.append(("kill", daemon))
+        self.up[daemon] = False
+
+    def running(self, remote: object, daemon: str = "server") -> bool:
+        return self.up[daemon]
+
+    def pause(self, remote: object, daemon: str = "server") -> None:
+        if not self.up[daemon]:
+            raise DBError("n1", f"{daemon} not running")
+        self.calls.append(("pause", daemon))
+
+    def resume(self, remote: object, daemon: str = "server") -> None:
+        self.calls.append(("resume", daemon))
+
+
+def test_every_declared_daemon_is_killed_started_paused_and_resumed() -> None:
+    from chaos.cluster import db as dbmod
+
+    db = TwoDaemonDB()
+    r = Remote(Node(name="n1", host="192.0.2.1"))  # never connected: the DB records the calls
+    assert dbmod.daemons(db) == ("server", "sentinel") and dbmod.daemons(DLedgerDB()) == (None,)
+    assert dbmod.running_any(db, r) and not dbmod.running_all(db, r)
+    dbmod.pause_all(db, r)  # the sentinel is down: the server still pauses
+    assert db.calls == [("pause", "server")]
+    dbmod.kill_all(db, r)
+    assert not dbmod.running_any(db, r)
+    with pytest.raises(DBError, match="not running"):
+        dbmod.pause_all(db, r)  # nothing to pause
+    dbmod.start_all(db, r)
+    dbmod.resume_all(db, r)
+    assert dbmod.running_all(db, r)
+    assert db.calls[1:] == [
+        ("kill", "server"),
+        ("kill", "sentinel"),
+        ("start", "server"),
+        ("start", "sentinel"),
+        ("resume", "server"),
+        ("resume", "sentinel"),
+    ]
+
+
+def test_open_client_is_handed_the_node_with_its_address() -> None:
+    """A workload's worker is bound to a node name; the DB's ``open_client`` gets that node's
+    :class:`Node` (its ``host`` is where to connect), for each new process."""
+    from types import SimpleNamespace
+
+    from chaos.control.client import ProtocolWorker
+    from chaos.history.op import Op
+
+    opened: list[tuple[Node, int]] = []
+
+    class AddressDB:
+        client_protocols = ("register",)
+
+        def open_client(self, protocol: str, test: object, node: Node, process: int) -> object:
+            opened.append((node, process))
+            return SimpleNamespace(close=lambda: None)
+
+    n2 = Node(name="n2", host="10.0.0.12", db_host="db-n2")
+    test = SimpleNamespace(db=AddressDB(), nodes=[Node(name="n1", host="10.0.0.11"), n2])
+    worker = ProtocolWorker("n2")
+    worker.protocol = "register"
+    worker.client(test, Op(process=3, type="invoke", f="read", value=None))
+    worker.client(test, Op(process=3, type="invoke", f="read", value=None))  # same process: reused
+    worker.client(test, Op(process=8, type="invoke", f="read", value=None))  # a new process
+    assert opened == [(n2, 3), (n2, 8)] and opened[0][0].host == "10.0.0.12"
+
+
+class FixedHosts:
+    """A provider plug-in (``--provider test_cluster_unit:FixedHosts``): two hosts whose keys can
+    be known."""
+
+    host_keys_known = True
+
+    def __init__(self, user: str) -> None:
+        self.user = user
+
+    @classmethod
+    def for_options(cls, opts: dict[str, object], log: object = None) -> FixedHosts:
+        return cls(str(opts.get("username") or "root"))
+
+    def up(self) -> list[Node]:
+        return [Node(name=f"f{i}", host=f"192.0.2.{i}", user=self.user) for i in (1, 2)]
+
+    existing = up
+
+
+def test_one_provider_selector_with_one_ssh_default() -> None:
+    """``chaos run`` (provision), ``chaos heal`` (_nodes) and ``chaos cluster`` (resolve_nodes) pick
+    nodes through chaos.cluster.providers and agree on strict host key checking: on for ssh hosts
+    unless turned off, off for the local containers."""
+    from chaos.cluster import providers
+    from chaos.cluster.cli import resolve_nodes
+    from chaos.nemesis.cli import _nodes as heal_nodes
+
+    assert providers.provider_name({}) == "docker"
+    assert providers.provider_name({"nodes": "5"}) == "docker"
+    assert providers.provider_name({"nodes": "h1,h2"}) == "ssh"
+    assert providers.provider_name({"provider": "docker", "nodes_file": "f"}) == "docker"
+    ssh = {"provider": "ssh", "nodes": "a=192.0.2.1,b=192.0.2.2:2222"}
+    assert providers.strict_host_key_checking(ssh)
+    assert providers.strict_host_key_checking({**ssh, "strict_host_key_checking": None})
+    assert not providers.strict_host_key_checking({**ssh, "strict_host_key_checking": False})
+    assert not providers.strict_host_key_checking({"provider": "docker", "strict_host_key_checking": True})
+
+    run = providers.provision(ssh, lambda s: None)
+    cluster = resolve_nodes("ssh", ssh["nodes"], up=False)
+    heal = heal_nodes("ssh", "default", ssh["nodes"], None, username="root", key_path=None, port=22)
+    assert run == cluster == heal and all(n.strict_host_key_checking for n in run)
+    assert [(n.name, n.port) for n in run] == [("a", 22), ("b", 2222)]
+    off = heal_nodes("ssh", "default", ssh["nodes"], None, strict_host_key_checking=False)
+    assert not any(n.strict_host_key_checking for n in off)
+
+    plugged = {"provider": "test_cluster_unit:FixedHosts", "username": "ops"}
+    nodes = providers.provision(plugged, lambda s: None)
+    assert [n.host for n in nodes] == ["192.0.2.1", "192.0.2.2"] and nodes[0].user == "ops"
+    assert all(n.strict_host_key_checking for n in nodes)
+    with pytest.raises(ValueError, match="--provider nope: unknown provider"):
+        providers.provision({"provider": "nope"}, lambda s: None)
+    with pytest.raises(ValueError, match="--nodes"):
+        providers.provision({"provider": "ssh"}, lambda s: None)

@@ -97,6 +97,12 @@ def test_linearizable_reads_valid_under_partition_ring_and_kill(env: dict[str, s
     ]
     assert sum(1 for op in ok if op["f"] == "read") > 50 and sum(1 for op in ok if op["f"] == "cas") > 5
     assert all((run_dir / "nodes" / n / "etcd.log").is_file() for n in ("n1", "n2", "n3", "n4", "n5"))
+    # nothing of DLedger's on the nodes: neither the image nor the OS setup installs its packages
+    probe = "dpkg -s python3-msgpack >/dev/null 2>&1 && echo installed || echo absent"
+    cmd = [sys.executable, "-m", "chaos.cli", "cluster", "exec", "--cluster-name", CLUSTER, "--", probe]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert sorted(p.stdout.splitlines()) == [f"[n{i}] absent" for i in range(1, 6)]
 
 
 def stale_reads(results: dict[str, Any]) -> list[dict[str, Any]]:

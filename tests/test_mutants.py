@@ -1,4 +1,4 @@
-"""The bug catalogue's patches (bench/mutants/*.patch) stay exact: each applies without fuzz to the
+"""The bug catalogue's patches (chaos_dledger/mutants/*.patch) stay exact: each applies without fuzz to the
 current dledger package, the patched copy imports from its own directory, the shipped package is
 left untouched, and the header names the class, its source and at least one configuration."""
 
@@ -11,6 +11,7 @@ import pytest
 
 from chaos_dledger.mutants import (
     MUTANTS_DIR,
+    PROJECT_ROOT,
     Mutant,
     MutantError,
     apply_mutant,
@@ -39,6 +40,20 @@ def _digest(pkg: Path) -> str:
     return h.hexdigest()
 
 
+def test_patches_are_package_data_of_the_glue_package() -> None:
+    """The patches ship inside ``chaos_dledger`` (an installed wheel has them), not in bench/."""
+    import configparser
+
+    import chaos_dledger
+
+    assert MUTANTS_DIR.parent == Path(chaos_dledger.__file__).resolve().parent
+    cfg = configparser.ConfigParser()
+    cfg.read(PROJECT_ROOT / "setup.cfg")
+    patterns = [p.strip() for p in cfg["options.package_data"]["chaos_dledger"].split(",")]
+    shipped = {p for pat in patterns for p in MUTANTS_DIR.parent.glob(pat)}
+    assert {m.path for m in MUTANTS} <= shipped and len(MUTANTS) >= len(REQUIRED)
+
+
 def test_catalogue_covers_the_issue_classes() -> None:
     names = {m.name for m in MUTANTS}
     assert REQUIRED <= names, f"missing classes: {sorted(REQUIRED - names)}"
@@ -49,7 +64,7 @@ def test_catalogue_covers_the_issue_classes() -> None:
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
 def test_patch_applies_and_the_copy_imports(mutant: Mutant, tmp_path: Path) -> None:
-    root = MUTANTS_DIR.parents[1]
+    root = PROJECT_ROOT
     before = _digest(root / "dledger")
     dest = apply_mutant(mutant, tmp_path / "copy")
     check_imports(dest)

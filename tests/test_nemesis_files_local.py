@@ -22,6 +22,7 @@ SIZE = 64 * 1024
 
 def run_fault(root: Path, fault: str, **params: Any) -> dict[str, Any]:
     job = {"fault": fault, "data_dir": str(root), "seed": 3, "bytes": 64, "count": 1, "region": "tail"}
+    job["data_files"] = ["data/*"]  # the store's segments, as DLedgerDB.data_files names them under its id
     job.setdefault("tail_bytes", 4096)
     job.update(params)
     res = subprocess.run([sys.executable, "-c", REMOTE, json.dumps(job)], capture_output=True, text=True)
@@ -80,3 +81,20 @@ def test_bitflip_anywhere_inside_committed_prefix_is_refused(tmp_path: Path) -> 
 def test_empty_store_is_left_alone(tmp_path: Path, fault: str) -> None:
     out = run_fault(tmp_path, fault)
     assert out["changes"] == []
+
+
+def test_only_the_files_the_db_declares_are_damaged(tmp_path: Path) -> None:
+    """The DB's ``data_files`` globs (relative to its data dir) pick the files: the newest segment
+    (numeric name) of the declared ones, never a state file next to them, however recent."""
+    seg_dir = tmp_path / "node-1" / "seg"
+    seg_dir.mkdir(parents=True)
+    for name in ("00000000000000000000", "00000000000000004096"):
+        (seg_dir / name).write_bytes(b"x" * 512)
+    state = tmp_path / "node-1" / "vote"
+    state.write_bytes(b"term 7\n")
+    out = run_fault(tmp_path, "truncate", bytes=10, data_files=["*/seg/*"])
+    (change,) = out["changes"]
+    assert change["file"] == str(seg_dir / "00000000000000004096") and change["to"] == 512
+    assert state.read_bytes() == b"term 7\n"
+    out = run_fault(tmp_path, "truncate", bytes=3, data_files=["*/vote"])
+    assert [c["file"] for c in out["changes"]] == [str(state)] and state.read_bytes() == b"term"

@@ -291,16 +291,44 @@ def test_complete_maps_not_sent_to_fail_and_no_answer_to_info() -> None:
 
 
 def test_no_file_under_control_or_nemesis_names_dledger() -> None:
-    """Every file under chaos/control/ and chaos/nemesis/, docstrings included (chaos/nemesis/files.py
-    too: its owner cleans it)."""
+    """Nothing in the generic packages names the system under test: every file under chaos/
+    (docstrings, help texts, templates included) is free of DLedger, its msgpack dependency and
+    its store's file names (``grep -rniE "dledger|msgpack|currterm|highwater" chaos``); DLedger's
+    glue lives in chaos_dledger/."""
+    pattern = re.compile(r"dledger|msgpack|currterm|highwater", re.I)
     named = []
-    for d in ("chaos/control", "chaos/nemesis"):
-        for p in sorted((ROOT / d).rglob("*")):
-            if p.is_file() and "__pycache__" not in p.parts:
-                for no, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
-                    if "dledger" in line.lower():
-                        named.append(f"{p.relative_to(ROOT)}:{no}: {line.strip()}")
+    for p in sorted((ROOT / "chaos").rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc":
+            if p.relative_to(ROOT).as_posix() in PENDING_DOCSTRINGS:
+                continue
+            for no, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
+                if pattern.search(line):
+                    named.append(f"{p.relative_to(ROOT)}:{no}: {line.strip()}")
     assert not named, "\n".join(named)
+
+
+def test_the_imports_docs_plugins_lists_all_resolve() -> None:
+    """docs/plugins.md's "imports a plug-in needs" block runs as written."""
+    text = (ROOT / "docs" / "plugins.md").read_text()
+    section = text.split("## The imports a plug-in needs", 1)[1]
+    block = section.split("```python\n", 1)[1].split("```", 1)[0]
+    names: dict[str, object] = {}
+    exec(compile(block, "docs/plugins.md", "exec"), names)
+    for name in (
+        "DBError",
+        "LogPattern",
+        "DBOption",
+        "Remote",
+        "NotSent",
+        "Indeterminate",
+        "Workload",
+        "Nemesis",
+    ):
+        assert name in names, name
+
+
+# its owner (another branch of issue 22) rewords its docstring; drop it from here then
+PENDING_DOCSTRINGS = {"chaos/history/logcheck.py"}
 
 
 # -- a plug-in DB and workload through the real runner, on a named docker cluster --------------------

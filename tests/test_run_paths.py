@@ -293,6 +293,7 @@ def test_heal_with_one_unreachable_node_heals_the_others_and_exits_255(cluster: 
             nodes[0].user,
             "--ssh-private-key",
             str(nodes[0].key_path),
+            "--no-strict-host-key-checking",  # containers as ssh hosts: their keys are in no known_hosts
         ],
         capture_output=True,
         text=True,

@@ -319,7 +319,7 @@ def test_ssh_provider_cli_on_existing_hosts(nodes: list[Node], tmp_path: Path) -
     r = chaos("up", "--nodes", hosts, "--ssh-private-key", key)
     assert r.returncode == 0, r.stderr
     assert [ln.split("hostname=")[1] for ln in r.stdout.splitlines()] == ["n1", "n2", "n3"]
-    r = chaos("exec", "--nodes", hosts, "--ssh-private-key", key, "--", "cat /var/run/dledger.faketime")
+    r = chaos("exec", "--nodes", hosts, "--ssh-private-key", key, "--", "echo +0")
     assert r.returncode == 0 and r.stdout.count("+0") == 3
 
 
@@ -330,11 +330,9 @@ def test_os_setup_checks_packages_and_heals_the_baseline(control: Control) -> No
     r.exec_raw(
         "iptables -w -N CHAOS-TEST && iptables -w -A CHAOS-TEST -s 10.0.0.9 -j DROP && "
         "iptables -w -I INPUT 1 -j CHAOS-TEST && "
-        "tc qdisc add dev eth0 root tbf rate 1mbit burst 32kbit latency 400ms && "
-        "echo +1h > /var/run/dledger.faketime"
+        "tc qdisc add dev eth0 root tbf rate 1mbit burst 32kbit latency 400ms"
     )
     DebianOS().setup(control)  # every node, in parallel
-    assert r.exec("cat", "/var/run/dledger.faketime").stdout.strip() == "+0"
     rules = r.exec_raw("iptables -w -S").stdout
     assert "CHAOS-TEST" not in rules
     assert "tbf" not in r.exec("tc", "qdisc", "show", "dev", "eth0").stdout
@@ -356,15 +354,15 @@ def test_non_root_user_and_sudo_wrapping(nodes: list[Node], control: Control, tm
         assert user.exec("whoami", sudo=True).stdout.strip() == "root"
         assert user.wrap("whoami", sudo=True).startswith("sudo -n -- sh -c ")
         # a root-only directory: uploaded as the user to /tmp, moved into place with sudo
-        assert user.exec("test", "-w", "/var/lib/dledger", check=False).exit_code != 0
+        assert user.exec("test", "-w", "/var/lib", check=False).exit_code != 0
         local = tmp_path / "payload"
         local.write_bytes(b"through sudo\n")
-        user.upload(local, "/var/lib/dledger/sudo-upload", sudo=True)
-        assert control.remote("n3").exec("cat", "/var/lib/dledger/sudo-upload").stdout == "through sudo\n"
-        user.write_file("/var/lib/dledger/sudo-write", "x", sudo=True)
-        assert control.remote("n3").exec("cat", "/var/lib/dledger/sudo-write").stdout == "x"
+        user.upload(local, "/var/lib/sudo-upload", sudo=True)
+        assert control.remote("n3").exec("cat", "/var/lib/sudo-upload").stdout == "through sudo\n"
+        user.write_file("/var/lib/sudo-write", "x", sudo=True)
+        assert control.remote("n3").exec("cat", "/var/lib/sudo-write").stdout == "x"
     finally:
-        control.remote("n3").exec("rm", "-f", "/var/lib/dledger/sudo-upload", "/var/lib/dledger/sudo-write")
+        control.remote("n3").exec("rm", "-f", "/var/lib/sudo-upload", "/var/lib/sudo-write")
         user.close()
 
     root = control.remote("n3")

@@ -16,6 +16,7 @@ from test_dledger_cluster import Cluster
 
 from chaos.control import generator as gen
 from chaos.control.interpreter import Interpreter
+from chaos.control.node import Node
 from chaos.history.logcheck import LogChecker, LogReadsChecker
 from chaos.history.op import Op
 from chaos.history.store import HistoryWriter, read_history
@@ -37,8 +38,8 @@ class LocalDB:
     def client(self, nodes: Any, node_name: str | None = None) -> DLedgerClient:
         return DLedgerClient(self.cluster.peers, timeout=1.0, prefer=node_name)
 
-    def open_client(self, protocol: str, test: Any, node: str, process: Any) -> Any:
-        return open_client(protocol, lambda n: self.client(None, n), node, process, sticky=self.sticky)
+    def open_client(self, protocol: str, test: Any, node: Node, process: Any) -> Any:
+        return open_client(protocol, lambda n: self.client(None, n), node.name, process, sticky=self.sticky)
 
 
 @pytest.fixture

@@ -1,9 +1,9 @@
-"""Regenerate the catalogue's patch files (``bench/mutants/*.patch``) against the current tree.
+"""Regenerate the catalogue's patch files (``chaos_dledger/mutants/*.patch``, package data) against the current tree.
 
 Each mutant is a few exact text replacements in the ``dledger`` package; this script applies them
 to a temporary copy and writes ``diff -u`` of the original and the copy, behind a header naming the
 bug class, its source and the configurations that should expose it (read by
-``chaos.mutants.load_mutants``). Run it after the server changed so the patches stay exact::
+``chaos_dledger.mutants.load_mutants``). Run it after the server changed so the patches stay exact::
 
     python3 bench/mutants/make_patches.py            # rewrite every patch
     python3 bench/mutants/make_patches.py --check    # exit 1 if a replacement no longer applies
@@ -20,8 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "chaos_dledger" / "mutants"
 
 # name -> header fields and (path, old, new) replacements. Header keys: bug (one line), source,
 # real (configurations for real clusters, "workload nemesis [--option value ...]", ";"-separated),
@@ -237,8 +237,8 @@ def main() -> int:
     for name, spec in MUTANTS.items():
         text = build(name, spec)
         if not args.check:
-            (HERE / f"{name}.patch").write_text(text)
-            print(f"wrote bench/mutants/{name}.patch")
+            (OUT / f"{name}.patch").write_text(text)
+            print(f"wrote {(OUT / f'{name}.patch').relative_to(ROOT)}")
     return 0
 
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import click
 
-from chaos.cluster.docker import DEFAULT_CLUSTER, ClusterError, DockerProvider, load_nodes
+from chaos.cluster import providers
+from chaos.cluster.docker import DEFAULT_CLUSTER, ClusterError, DockerProvider
 from chaos.cluster.image import ImageError, ensure_image, image_tag, remove_image
-from chaos.cluster.sshhosts import SSHHosts
 from chaos.control.node import Node
 from chaos.control.ssh import Control, RemoteError
 from chaos.errors import BadArguments
@@ -59,7 +59,7 @@ def node_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--strict-host-key-checking/--no-strict-host-key-checking",
             default=None,
-            help="Require known host keys (default: on for ssh, off for local containers).",
+            help="ssh: require known host keys (default on; off for the local containers).",
         ),
         click.option(
             "--cluster-name", default=DEFAULT_CLUSTER, show_default=True, help="docker: cluster name."
@@ -70,49 +70,42 @@ def node_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _provider_of(provider: str | None, nodes: str | None, nodes_file: str | None) -> str:
-    if provider:
-        return provider
-    if nodes_file or (nodes is not None and not nodes.strip().isdigit()):
-        return "ssh"
-    return "docker"
-
-
-def _docker(
-    nodes: str | None, cluster_name: str, log: Callable[[str], None] = lambda s: None
-) -> DockerProvider:
-    count = 5
-    if nodes is not None:
+def node_opts(
+    provider: str | None = None,
+    nodes: str | None = None,
+    nodes_file: str | None = None,
+    username: str = "root",
+    ssh_private_key: str | None = None,
+    ssh_port: int = 22,
+    strict_host_key_checking: bool | None = None,
+    cluster_name: str = DEFAULT_CLUSTER,
+) -> dict[str, Any]:
+    """:func:`node_options`' values as the options of :mod:`chaos.cluster.providers` (``--nodes``
+    is the node count of the docker provider, the host list of the ssh provider); BadArguments for
+    a docker ``--nodes`` that is not a number."""
+    opts: dict[str, Any] = {
+        "provider": provider,
+        "nodes": nodes,
+        "nodes_file": nodes_file,
+        "username": username,
+        "ssh_private_key": ssh_private_key,
+        "ssh_port": ssh_port,
+        "strict_host_key_checking": strict_host_key_checking,
+        "cluster_name": cluster_name,
+    }
+    opts["provider"] = providers.provider_name(opts)
+    if opts["provider"] == "docker" and nodes is not None:
         if not nodes.strip().isdigit():
             raise BadArguments(
                 f"--nodes {nodes!r}: the docker provider expects a number of nodes, e.g. --nodes 5"
             )
-        count = int(nodes)
-    try:
-        return DockerProvider(count, name=cluster_name, log=log)
-    except ValueError as e:
-        raise BadArguments(str(e)) from None
+        opts["nodes"], opts["node_count"] = None, int(nodes)
+    return opts
 
 
-def _ssh(
-    nodes: str | None,
-    nodes_file: str | None,
-    username: str,
-    ssh_private_key: str | None,
-    ssh_port: int,
-    strict: bool | None,
-) -> SSHHosts:
-    if not nodes and not nodes_file:
-        raise BadArguments("the ssh provider needs --nodes h1,h2,... or --nodes-file FILE")
+def _docker(cluster_name: str) -> DockerProvider:
     try:
-        return SSHHosts.from_options(
-            nodes=nodes,
-            nodes_file=nodes_file,
-            username=username,
-            key_path=ssh_private_key,
-            port=ssh_port,
-            strict_host_key_checking=True if strict is None else strict,
-        )
+        return DockerProvider.for_options({"cluster_name": cluster_name})
     except ValueError as e:
         raise BadArguments(str(e)) from None
 
@@ -130,22 +123,26 @@ def resolve_nodes(
     up: bool = True,
     log: Callable[[str], None] = lambda s: None,
 ) -> list[Node]:
-    """The nodes the options name. docker: bring the cluster up (``up=True``, a no-op when live) or
-    read its recorded nodes; ssh: the listed hosts. BadArguments for bad options, ClusterFailure for
-    engine/image failures."""
-    kind = _provider_of(provider, nodes, nodes_file)
-    if kind == "ssh":
-        return _ssh(nodes, nodes_file, username, ssh_private_key, ssh_port, strict_host_key_checking).up()
-    if nodes_file:
-        raise BadArguments("--nodes-file is for the ssh provider; the docker provider takes --nodes N")
-    p = _docker(nodes, cluster_name, log)
+    """The nodes the options name, through the one provider selector
+    (:mod:`chaos.cluster.providers`, its SSH-options default included). docker: bring the cluster
+    up (``up=True``, a no-op when live) or read its recorded nodes; ssh: the listed hosts.
+    BadArguments for bad options, ClusterFailure for engine/image failures."""
+    opts = node_opts(
+        provider,
+        nodes,
+        nodes_file,
+        username,
+        ssh_private_key,
+        ssh_port,
+        strict_host_key_checking,
+        cluster_name,
+    )
     try:
-        ns = p.up() if up else load_nodes(cluster_name)
+        return providers.provision(opts, log) if up else providers.existing_nodes(opts)
+    except ValueError as e:
+        raise BadArguments(str(e)) from None
     except ClusterError as e:
         raise ClusterFailure(str(e)) from None
-    if strict_host_key_checking:
-        ns = [Node(**{**n.to_dict(), "strict_host_key_checking": True}) for n in ns]
-    return ns
 
 
 def _errors_to_one_line(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -196,10 +193,19 @@ def status(
     provider, nodes, nodes_file, username, ssh_private_key, ssh_port, strict_host_key_checking, cluster_name
 ):
     """Nodes, addresses and SSH reachability; exit 1 if a node is not reachable."""
-    kind = _provider_of(provider, nodes, nodes_file)
+    opts = node_opts(
+        provider,
+        nodes,
+        nodes_file,
+        username,
+        ssh_private_key,
+        ssh_port,
+        strict_host_key_checking,
+        cluster_name,
+    )
     bad = 0
-    if kind == "docker":
-        p = _docker(None, cluster_name)
+    if opts["provider"] == "docker":
+        p = _docker(cluster_name)
         rows = p.status()
         if not rows:
             click.echo(f"no docker cluster {cluster_name!r} (chaos cluster up)")
@@ -209,9 +215,11 @@ def status(
             click.echo(f"{r['name']}\t{r['container']}\t{r['state']}\t{r['host'] or '-'}\t{ssh}")
             bad += not r["ssh"]
     else:
-        hosts = _ssh(nodes, nodes_file, username, ssh_private_key, ssh_port, strict_host_key_checking)
-        with Control(hosts.nodes, connect_timeout=5, retries=0) as ctl:
-            for n in hosts.nodes:
+        hosts = resolve_nodes(
+            "ssh", nodes, nodes_file, username, ssh_private_key, ssh_port, strict_host_key_checking, up=False
+        )
+        with Control(hosts, connect_timeout=5, retries=0) as ctl:
+            for n in hosts:
                 try:
                     h = ctl.remote(n.name).exec("hostname", timeout=10).stdout.strip()
                     click.echo(f"{n.name}\t{n.user}@{n.host}:{n.port}\tssh ok\thostname={h}")
@@ -230,7 +238,7 @@ def down(provider, cluster_name):
     if provider == "ssh":
         click.echo("ssh provider: nothing to remove (use `chaos heal` to clear faults on the hosts)")
         return
-    removed = _docker(None, cluster_name).down()
+    removed = _docker(cluster_name).down()
     for kind, names in removed.items():
         for name in names:
             click.echo(f"removed {kind[:-1]} {name}")
@@ -264,11 +272,8 @@ def exec_(sudo: bool, timeout: float, command: tuple[str, ...], **node: Any) -> 
     """Run COMMAND (one shell command line) on every node in parallel; print per-node output."""
     if timeout <= 0:
         raise BadArguments(f"--timeout {timeout}: expected a positive number of seconds")
-    kind = _provider_of(node["provider"], node["nodes"], node["nodes_file"])
     # docker: --nodes is a count, which only ``up`` uses; exec reaches the recorded nodes
-    ns = resolve_nodes(
-        **{**node, "provider": kind, "nodes": node["nodes"] if kind == "ssh" else None}, up=False
-    )
+    ns = resolve_nodes(**node, up=False)
     line = " ".join(command)
     failed = 0
     with Control(ns) as ctl:

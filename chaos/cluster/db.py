@@ -32,8 +32,9 @@ Plugging a DB in: ``chaos run --db module:attr`` (or an entry point in the ``cha
 see :mod:`chaos.plugins`) names either a DB object or a factory (a class or function) called with
 the parsed ``--db-opt key=value`` options as keyword arguments. The factory declares its options
 in an attribute ``db_options`` (a sequence of :class:`DBOption`); the factory validates them itself
-and raises ValueError (one line naming the option) for a bad value. The built-in DLedger DB is
-:class:`chaos_dledger.db.DLedgerDB`; :class:`NoopDB` is the smallest DB.
+and raises ValueError (one line naming the option) for a bad value. The default DB is the one the
+``chaos.defaults`` entry point names (:func:`chaos.plugins.default_db`); :class:`NoopDB` is the
+smallest DB.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ def parse_db_opts(factory: Any, items: Sequence[str], db_name: str = "the DB") -
 class DB(Protocol):
     """The protocol every system under test implements (``jepsen.db/DB`` plus a name).
 
-    ``name``: the system's name for messages and ``test.json`` (e.g. ``"DLedger"``).
+    ``name``: the system's name for messages and ``test.json`` (e.g. ``"etcd"``).
     ``setup(control)``: install and start the system on every node of ``control`` (in parallel,
     ``control.on_nodes``) and return when it is ready to serve clients; called once by the runner
     after OS setup; raises :class:`DBError` (naming the node, with its log tail) when it cannot.
@@ -134,11 +135,19 @@ class DB(Protocol):
     raise for a system that is already down. ``describe()``: one short phrase of the options in
     force, for the runner's ``"<name> setup on N nodes (<describe>)"`` line; must not raise.
 
-    Optional members: ``description`` (one line for ``chaos run --help``); ``loggers`` (names of Python loggers, e.g. the system's client library's,
-    the runner writes into the run's ``chaos.log``); ``kill_match`` (a ``pkill -f`` regex of the
-    server's command line: ``chaos heal`` resumes stopped processes it matches, leftovers the
-    pidfile does not name); ``client_timeout`` (s, one client call's bound: the interpreter's
-    watchdog allows a multiple of it).
+    Optional members: ``description`` (one line for ``chaos run --help``); ``loggers`` (names of
+    Python loggers, e.g. the system's client library's, the runner writes into the run's
+    ``chaos.log``); ``kill_match`` (a ``pkill -f`` regex of the server's command line: ``chaos
+    heal`` resumes stopped processes it matches, leftovers the pidfile does not name);
+    ``client_timeout`` (s, one client call's bound: the interpreter's watchdog allows a multiple
+    of it); ``os_packages`` (names of the Debian packages the DB's nodes need, e.g.
+    ``("redis-server", "redis-sentinel")``: the tool's OS setup, :class:`chaos.cluster.osetup.DebianOS`, installs
+    them with apt-get next to the tool's own before ``setup``; read by :func:`os_packages`);
+    ``daemons`` (names of the processes the DB runs on every node, e.g. ``("server", "sentinel")``;
+    default one unnamed daemon; see :class:`Process` and :func:`daemons`).
+
+    The tool resets nothing of a DB on the nodes (files, offsets, processes): ``setup`` starts
+    from whatever a previous run left and ``teardown`` cleans up after itself.
     """
 
     name: str
@@ -156,6 +165,13 @@ class DB(Protocol):
 @runtime_checkable
 class Process(Protocol):
     """``jepsen.db/Process``: start and kill the server on one node.
+
+    Several daemons per node: a DB that declares ``daemons`` (names) gets every method of this
+    capability and of :class:`Pause` called with the keyword ``daemon=<name>``, once per daemon
+    (kill, pause, resume and heal act on every declared daemon; start starts each); a DB that
+    declares none is called without the keyword, for its one daemon. :func:`kill_all`,
+    :func:`start_all`, :func:`running_any`, :func:`pause_all` and :func:`resume_all` do that
+    loop; ``log_files`` (:class:`LogFiles`) returns the files of every daemon.
 
     ``start(remote)``: start the server unless it already runs (idempotent); called by the kill,
     restart and file nemeses and by ``heal``; raises :class:`DBError` if it cannot start.
@@ -210,8 +226,9 @@ class LogFiles(Protocol):
     """``jepsen.db/LogFiles``: files to collect from each node, and what may go wrong in them.
 
     ``log_files(remote)``: remote paths the runner downloads into ``nodes/<node>/`` at the end of a
-    run (on every exit path; may write a file first, e.g. a listing); a missing file is skipped.
-    ``log_patterns``: :class:`chaos.history.nodelogs.LogPattern` s (Jepsen's ``log-file-pattern``)
+    run (on every exit path; may write a file first, e.g. a listing), the files of every daemon
+    the DB runs there (``daemons``); a missing file is skipped; two files of one node must differ
+    in base name. ``log_patterns``: :class:`chaos.history.nodelogs.LogPattern` s (Jepsen's ``log-file-pattern``)
     the ``server-logs`` checker searches; ``pattern_files``: base names of the downloaded files
     those patterns apply to (empty: every downloaded file).
     """
@@ -228,8 +245,13 @@ class DataDir(Protocol):
 
     ``data_dir``: the directory on every node that holds it (a string, or a function of the
     ``remote`` giving one). File faults kill the server (:class:`Process`), change files under it,
-    and start it again, so this capability is only useful with ``process``. ``log_tail(remote,
-    lines)`` (optional) lets the file nemesis record why a server did not come back.
+    and start it again, so this capability is only useful with ``process``. ``data_files``
+    (optional): glob patterns relative to ``data_dir`` (``**`` spans directories, as Python's
+    ``glob`` with ``recursive=True``) of the files that truncate and bitflip may damage, e.g. the
+    log segments ``("*/data/*",)``; the newest of them (numeric names by number, then modification
+    time) is the one damaged; default every file under ``data_dir`` (:func:`data_files`).
+    ``log_tail(remote, lines)`` (optional) lets the file nemesis record why a server did not come
+    back.
     """
 
     data_dir: Any
@@ -290,15 +312,17 @@ class Clients(Protocol):
 
     ``client_protocols``: the protocols offered (e.g. ``{"register", "log"}``); the runner refuses
     at start a workload whose ``protocol`` is not among them. ``open_client(protocol, test, node,
-    process)``: a client talking to ``node`` first, for one process (Jepsen opens a new client for
-    a process that crashed); called from the worker's thread; raises
+    process)``: a client talking to ``node`` first (a :class:`chaos.control.node.Node`: ``name``,
+    ``host`` the address the control node reaches it at, ``peer_host`` the one other nodes use),
+    for one process (Jepsen opens a new client for a process that crashed); ``test.nodes`` lists
+    every node; called from the worker's thread; raises
     :class:`chaos.control.client.NotSent` when it cannot connect. The client's methods are the
     protocol's (see :mod:`chaos.control.client`).
     """
 
     client_protocols: Collection[str]
 
-    def open_client(self, protocol: str, test: Any, node: str, process: Any) -> Any: ...
+    def open_client(self, protocol: str, test: Any, node: Node, process: Any) -> Any: ...
 
 
 @runtime_checkable
@@ -365,6 +389,85 @@ def check_db(db: Any, where: str = "the DB") -> None:
         raise TypeError(f"{where} is not a DB (no {', '.join(missing)}); see chaos.cluster.db.DB")
 
 
+# -- what a DB declares: packages, daemons, data files ------------------------------------------------
+
+
+def os_packages(db: Any) -> list[str]:
+    """The Debian packages ``db`` declares its nodes need (its ``os_packages``; none when absent)."""
+    return [str(p) for p in (getattr(db, "os_packages", None) or ())]
+
+
+def daemons(db: Any) -> tuple[str | None, ...]:
+    """The daemons ``db`` runs per node: its ``daemons`` names, or ``(None,)`` (one daemon, whose
+    methods are called without the ``daemon`` keyword)."""
+    names = tuple(str(d) for d in (getattr(db, "daemons", None) or ()))
+    return names or (None,)
+
+
+def data_files(db: Any) -> list[str]:
+    """Glob patterns (relative to ``data_dir``) of the files disk faults may damage: the DB's
+    ``data_files``, default ``["**/*"]`` (every file)."""
+    return [str(p) for p in (getattr(db, "data_files", None) or ("**/*",))]
+
+
+def _call(method: Callable[..., Any], remote: Remote, daemon: str | None) -> Any:
+    """``method(remote)`` for the one unnamed daemon, else ``method(remote, daemon=daemon)``."""
+    return method(remote) if daemon is None else method(remote, daemon=daemon)
+
+
+def _each_daemon(db: Any, method: str, remote: Remote) -> list[Any]:
+    return [_call(getattr(db, method), remote, d) for d in daemons(db)]
+
+
+def kill_all(db: Any, remote: Remote) -> None:
+    """``db.kill`` for every daemon on ``remote`` (:func:`daemons`)."""
+    _each_daemon(db, "kill", remote)
+
+
+def start_all(db: Any, remote: Remote) -> None:
+    """``db.start`` for every daemon on ``remote``; the first failure raises after the others ran."""
+    errors: list[Exception] = []
+    for d in daemons(db):
+        try:
+            _call(db.start, remote, d)
+        except Exception as e:  # the other daemons still start
+            errors.append(e)
+    if errors:
+        raise errors[0]
+
+
+def running_any(db: Any, remote: Remote) -> bool:
+    """Whether some daemon of ``db`` runs on ``remote`` (True for a DB without ``running``)."""
+    if getattr(db, "running", None) is None:
+        return True
+    return any(_each_daemon(db, "running", remote))
+
+
+def running_all(db: Any, remote: Remote) -> bool:
+    """Whether every daemon of ``db`` runs on ``remote`` (True for a DB without ``running``)."""
+    if getattr(db, "running", None) is None:
+        return True
+    return all(_each_daemon(db, "running", remote))
+
+
+def pause_all(db: Any, remote: Remote) -> None:
+    """``db.pause`` for every daemon on ``remote``; raises (after trying all) when none was paused."""
+    errors: list[Exception] = []
+    names = daemons(db)
+    for d in names:
+        try:
+            _call(db.pause, remote, d)
+        except Exception as e:  # a daemon that is down: the others are still paused
+            errors.append(e)
+    if len(errors) == len(names):
+        raise errors[0]
+
+
+def resume_all(db: Any, remote: Remote) -> None:
+    """``db.resume`` for every daemon on ``remote``."""
+    _each_daemon(db, "resume", remote)
+
+
 class NoopDB:
     """A DB that does nothing: every capability but ``clients``, ``data-dir`` and ``clock``; for
     exercising the control layer and the nemeses alone."""
@@ -416,7 +519,7 @@ class NoopDB:
 
 
 def db_factory(spec: str | None) -> Any:
-    """The DB factory (or DB object) ``--db`` names; default DLedger."""
+    """The DB factory (or DB object) ``--db`` names; default :func:`chaos.plugins.default_db`."""
     return plugins.resolve("db", spec or plugins.default_db())
 
 
@@ -425,7 +528,7 @@ def build_db(
 ) -> Any:
     """The DB ``--db spec`` names, built with ``--db-opt`` items ``db_opts`` (parsed by the DB's
     declared options, :func:`chaos.cluster.db.parse_db_opts`) and keyword arguments ``extra``
-    (already parsed, e.g. the DLedger aliases ``--flush``; the ``--db-opt`` items win).
+    (already parsed, e.g. a DB's own ``chaos run`` flags; the ``--db-opt`` items win).
 
     Raises ConfigError (one line): the loader's errors, a bad ``--db-opt`` item, a factory that
     rejects its options (its ValueError), or an object that is not a DB."""

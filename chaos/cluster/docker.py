@@ -6,8 +6,9 @@ a fixed address on the cluster's network, the capabilities that iptables, tc and
 and the cluster's generated ed25519 public key authorised for root. The control node reaches the
 containers directly at their network addresses. The state (key pair, ``nodes.json``) lives in
 ``~/.chaos/cluster/`` (``~/.chaos/cluster-<name>/`` for a non-default cluster name), so ``chaos run``
-and ``chaos cluster`` share it. Everything the provider creates carries the label ``dledger-chaos.cluster``
-so ``down`` removes exactly that.
+and ``chaos cluster`` share it. The cluster's containers and network are found by their names
+(``chaos-n1``..., ``chaos-net``; ``chaos-<name>-n1``... for a named cluster), so ``down`` removes
+exactly those; they also carry the labels ``chaos.cluster`` and ``chaos.node``.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def generate_keypair(directory: Path) -> Path:
     fd = os.open(priv, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(pem)
-    pub.write_bytes(openssh_pub + b" dledger-chaos\n")
+    pub.write_bytes(openssh_pub + b" chaos\n")
     return priv
 
 
@@ -92,6 +93,29 @@ class DockerProvider:
     ``break_lock``: let :meth:`up` remove or replace containers although a run holds the cluster
     (:mod:`chaos.cluster.lock`); without it that raises ClusterLocked.
     """
+
+    # the containers make fresh host keys at each start: no known_hosts can hold them
+    host_keys_known = False
+
+    @classmethod
+    def for_options(cls, opts: dict[str, Any], log: Callable[[str], None] = lambda s: None) -> DockerProvider:
+        """The provider of :mod:`chaos.cluster.providers`' options: ``node_count`` nodes (else the
+        named cluster's, else 5), ``cluster_name``, ``break_lock``; ValueError for a bad count or
+        name, or ssh-only options."""
+        from chaos.cluster.providers import docker_node_count
+
+        if opts.get("nodes_file"):
+            raise ValueError("--nodes-file is for the ssh provider; the docker provider takes a node count")
+        return cls(
+            nodes=docker_node_count(opts),
+            name=str(opts.get("cluster_name") or DEFAULT_CLUSTER),
+            log=log,
+            break_lock=bool(opts.get("break_lock")),
+        )
+
+    def existing(self) -> list[Node]:
+        """The nodes ``up`` recorded (nothing is started); ClusterError when the cluster is not up."""
+        return load_nodes(self.name)
 
     def __init__(
         self,
@@ -132,17 +156,21 @@ class DockerProvider:
     def _labels(self, **extra: str) -> dict[str, str]:
         return {LABEL: "cluster", f"{LABEL}.cluster": self.name, **extra}
 
-    def _filters(self) -> dict[str, Any]:
-        return {"label": [f"{LABEL}.cluster={self.name}"]}
+    def _node_of(self, c: Any) -> str:
+        """The node name of one of this cluster's containers (``chaos-n3`` -> ``n3``)."""
+        return str(c.name)[len(self.prefix) :]
 
     def container_name(self, node: str) -> str:
         return f"{self.prefix}{node}"
 
     def _containers(self) -> list[Any]:
-        return list(self.client.containers.list(all=True, filters=self._filters()))
+        # by name, not label: containers an older version labelled differently are still found
+        mine = re.compile(rf"^{re.escape(self.prefix)}n\d+$")
+        found = self.client.containers.list(all=True, filters={"name": self.prefix})
+        return [c for c in found if mine.match(str(c.name))]
 
     def _network(self, create: bool) -> Any:
-        nets = self.client.networks.list(names=[self.network_name], filters=self._filters())
+        nets = self.client.networks.list(names=[self.network_name])
         nets = [n for n in nets if n.name == self.network_name]
         if nets:
             return nets[0]
@@ -202,7 +230,7 @@ class DockerProvider:
         subnet = ipaddress.ip_network(net.attrs["IPAM"]["Config"][0]["Subnet"])
         hosts = list(subnet.hosts())
         wanted = [f"n{i}" for i in range(1, self.n + 1)]
-        existing = {c.labels.get(f"{LABEL}.node"): c for c in self._containers()}
+        existing = {self._node_of(c): c for c in self._containers()}
         replaced = [c for node, c in existing.items() if node not in wanted]
         replaced += [c for c in existing.values() if c.image.tags and image not in c.image.tags]
         if replaced and not self.break_lock:
@@ -250,7 +278,7 @@ class DockerProvider:
             if code == 0 and out.strip():
                 holder = parse(out.decode(errors="replace"))
                 if not is_stale(holder):
-                    raise ClusterLocked(c.labels.get(f"{LABEL}.node", c.name), holder)
+                    raise ClusterLocked(self._node_of(c), holder)
 
     def _create(self, node: str, ip: str, image: str, pubkey: str) -> None:
         api = self.client.api
@@ -328,8 +356,8 @@ class DockerProvider:
 
         key = self.state_dir / "id_ed25519"
         rows = []
-        for c in sorted(self._containers(), key=lambda c: _node_order(c.labels.get(f"{LABEL}.node", ""))):
-            node = c.labels.get(f"{LABEL}.node", "?")
+        for c in sorted(self._containers(), key=lambda c: _node_order(self._node_of(c))):
+            node = self._node_of(c)
             addr = self._address(c) if c.status == "running" else None
             row: dict[str, Any] = dict(
                 name=node, container=c.name, state=c.status, host=addr, ssh=False, hostname=None, error=None

@@ -3,8 +3,9 @@
 No image registry is needed. When a ``debian:bookworm-slim`` image is present locally it is the base
 (``docker build`` installing the packages); otherwise the root filesystem comes from
 ``debootstrap --variant=minbase`` against the host's configured Debian mirror and is loaded with
-``docker import``. The tag is ``dledger-chaos-node:<hash of the recipe>``, so changing the recipe
-rebuilds and an unchanged recipe is a cache hit.
+``docker import``. The tag is ``chaos-node:<hash of the recipe>``, so changing the recipe rebuilds
+and an unchanged recipe is a cache hit. The image holds the tool's own packages only: a DB's
+packages (its ``os_packages``) are installed by the OS setup, :mod:`chaos.cluster.osetup`.
 """
 
 from __future__ import annotations
@@ -22,16 +23,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-IMAGE_REPO = "dledger-chaos-node"
-LABEL = "dledger-chaos"
+IMAGE_REPO = "chaos-node"
+LABEL = "chaos"
 SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 BASE_IMAGE = "debian:bookworm-slim"
 
 PACKAGES = [
     "python3",
-    "python3-venv",
-    "python3-msgpack",
     "openssh-server",
     "iptables",
     "iproute2",
@@ -56,7 +55,7 @@ SUDO_USER = "chaos"
 # the foreground.
 NODE_INIT = f"""#!/bin/sh
 set -e
-mkdir -p /run/sshd /root/.ssh /var/lib/dledger
+mkdir -p /run/sshd /root/.ssh
 chmod 700 /root/.ssh
 id {SUDO_USER} >/dev/null 2>&1 || useradd --create-home --shell /bin/sh --password '*' {SUDO_USER}
 printf '{SUDO_USER} ALL=(ALL:ALL) NOPASSWD: ALL\\n' > /etc/sudoers.d/{SUDO_USER}
@@ -70,11 +69,10 @@ fi
 chown -R {SUDO_USER}:{SUDO_USER} /home/{SUDO_USER}/.ssh
 chmod -R go-rwx /home/{SUDO_USER}/.ssh
 [ -f /etc/ssh/ssh_host_ed25519_key ] || ssh-keygen -q -A
-[ -f /var/run/dledger.faketime ] || echo +0 > /var/run/dledger.faketime
 exec /usr/sbin/sshd -D -e
 """
 
-SSHD_CONFIG = """# dledger-chaos node
+SSHD_CONFIG = """# chaos node
 PermitRootLogin prohibit-password
 PasswordAuthentication no
 KbdInteractiveAuthentication no
@@ -112,7 +110,7 @@ def recipe_hash() -> str:
 
 
 def image_tag() -> str:
-    """``dledger-chaos-node:<recipe hash>``."""
+    """``chaos-node:<recipe hash>``."""
     return f"{IMAGE_REPO}:{recipe_hash()}"
 
 
@@ -291,7 +289,7 @@ def _configure_rootfs(rootfs: Path) -> None:
 
 
 def remove_image(client: Any | None = None) -> list[str]:
-    """Remove every ``dledger-chaos-node`` image; returns the removed tags."""
+    """Remove every node image (:data:`IMAGE_REPO`); returns the removed tags."""
     client = client or docker_client()
     removed = []
     for img in client.images.list(name=IMAGE_REPO):

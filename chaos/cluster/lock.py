@@ -30,7 +30,7 @@ from typing import Any
 
 from chaos.errors import Refused
 
-LOCK_DIR = "/var/lib/dledger-chaos"
+LOCK_DIR = "/var/lib/chaos"
 LOCK_PATH = f"{LOCK_DIR}/run.lock"
 _ACTIVE: set[str] = set()  # tokens of the locks this process holds now
 

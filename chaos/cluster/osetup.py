@@ -1,15 +1,18 @@
 """OS setup for a node (Jepsen's ``jepsen.os.debian``): make any Debian host fit to be a node.
 
-Per node, idempotent: check that the packages the tool needs are installed (optionally installing
-them with apt), reset the clock offset file to ``+0``, remove the tool's iptables chains
-(``CHAOS-*``) and the jumps to them, delete tc qdiscs on every non-loopback interface, and SIGCONT a
-paused DLedger server. Fault-specific heals belong to the nemeses; this is the minimal baseline.
+Per node, idempotent: install the Debian packages the tool needs and those the DB declares
+(``os_packages``, :func:`chaos.cluster.db.os_packages`) with apt-get when they are missing, remove
+the tool's iptables chains (``CHAOS-*``) and the jumps to them, and delete tc qdiscs on every
+non-loopback interface. Nothing of a DB is reset here (its files, processes, clock offset file):
+the DB's own ``setup`` and ``teardown`` do that. Fault-specific heals belong to the nemeses; this
+is the minimal baseline.
 """
 
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from chaos.control.ssh import RemoteError
 
@@ -18,9 +21,7 @@ if TYPE_CHECKING:
 
 # package -> why the tool needs it
 REQUIRED_PACKAGES = {
-    "python3": "runs the DLedger server",
-    "python3-venv": "the server's venv",
-    "python3-msgpack": "the server's only dependency",
+    "python3": "the node-side scripts of the file faults and the FUSE layer",
     "iptables": "partition and packet nemeses",
     "iproute2": "tc and ip",
     "procps": "pkill, ps",
@@ -28,8 +29,6 @@ REQUIRED_PACKAGES = {
 }
 
 CHAIN_PREFIX = "CHAOS-"
-FAKETIME_FILE = "/var/run/dledger.faketime"
-PIDFILE = "/var/run/dledger.pid"
 
 
 class OSSetupError(RemoteError):
@@ -37,14 +36,20 @@ class OSSetupError(RemoteError):
 
 
 class DebianOS:
-    """``setup(control)`` prepares every node in parallel; ``install``: apt-get install missing
-    packages (needs network on the node) instead of failing; ``packages``: the required Debian
-    packages (default :data:`REQUIRED_PACKAGES`). A node missing packages raises OSSetupError naming
-    the node and the packages."""
+    """``setup(control)`` prepares every node in parallel. ``packages``: the tool's Debian packages
+    (default :data:`REQUIRED_PACKAGES`); ``db``: the DB under test, whose ``os_packages`` are added;
+    ``install``: apt-get install what is missing (needs a reachable Debian mirror on the node)
+    before checking; without it a missing package is only reported. A node still missing packages
+    raises OSSetupError naming the node, the packages and apt's last error line."""
 
-    def __init__(self, *, install: bool = False, packages: list[str] | None = None) -> None:
+    def __init__(
+        self, *, install: bool = True, packages: Sequence[str] | None = None, db: Any = None
+    ) -> None:
+        from chaos.cluster.db import os_packages
+
         self.install = install
-        self.packages = list(REQUIRED_PACKAGES) if packages is None else list(packages)
+        base = list(REQUIRED_PACKAGES) if packages is None else list(packages)
+        self.packages = list(dict.fromkeys([*base, *os_packages(db)]))
 
     def setup(self, control: Control) -> None:
         control.on_nodes(self.setup_node)
@@ -53,38 +58,15 @@ class DebianOS:
         control.on_nodes(self.heal_node)
 
     def missing_packages(self, remote: Remote) -> list[str]:
-        pkgs = " ".join(shlex.quote(p) for p in self.packages)
-        res = remote.exec_raw(
-            f"for p in {pkgs}; do dpkg-query -W -f='${{Status}}\\n' $p 2>/dev/null | grep -q 'install ok installed' "
-            f"|| echo $p; done",
-            check=False,
-        )
-        return res.stdout.split()
+        return missing_packages(remote, self.packages)
 
     def setup_node(self, remote: Remote) -> None:
-        missing = self.missing_packages(remote)
-        if missing and self.install:
-            remote.exec_raw(
-                "DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=120 update -q && "
-                "DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=120 install -y -q "
-                "--no-install-recommends " + " ".join(missing),
-                sudo=True,
-                timeout=600,
-            )
-            missing = self.missing_packages(remote)
-        if missing:
-            raise OSSetupError(
-                remote.node.name,
-                "dpkg-query",
-                None,
-                cause=f"missing packages {' '.join(missing)} (apt-get install {' '.join(missing)})",
-            )
+        install_packages(remote, self.packages, install=self.install)
         self.heal_node(remote)
 
     def heal_node(self, remote: Remote) -> None:
-        """Clock offset +0, no CHAOS-* iptables chains, no tc qdiscs, server not stopped."""
+        """No CHAOS-* iptables chains, no tc qdiscs."""
         script = f"""
-echo +0 > {FAKETIME_FILE}
 if command -v iptables >/dev/null; then
   for t in filter mangle raw; do
     for c in $(iptables -w -t $t -S 2>/dev/null | awk '$1=="-N" && $2 ~ /^{CHAIN_PREFIX}/ {{print $2}}'); do
@@ -101,7 +83,47 @@ if command -v tc >/dev/null; then
     tc qdisc del dev $dev root 2>/dev/null; tc qdisc del dev $dev ingress 2>/dev/null
   done
 fi
-p=$(cat {PIDFILE} 2>/dev/null) && kill -CONT $p 2>/dev/null
 true
 """
         remote.exec_raw(script, sudo=True)
+
+
+def missing_packages(remote: Remote, packages: Sequence[str]) -> list[str]:
+    """The packages of ``packages`` dpkg does not list as installed on ``remote``."""
+    if not packages:
+        return []
+    pkgs = " ".join(shlex.quote(p) for p in packages)
+    res = remote.exec_raw(
+        f"for p in {pkgs}; do dpkg-query -W -f='${{Status}}\\n' $p 2>/dev/null | grep -q 'install ok installed' "
+        f"|| echo $p; done",
+        check=False,
+    )
+    return res.stdout.split()
+
+
+def install_packages(remote: Remote, packages: Sequence[str], *, install: bool = True) -> None:
+    """Make sure ``packages`` are installed on ``remote``: apt-get install the missing ones (when
+    ``install``; a no-op when none is missing); OSSetupError naming the node, the packages still
+    missing and apt's last error line otherwise. A DB may call it from its own ``setup``."""
+    missing = missing_packages(remote, packages)
+    why = ""
+    if missing and install:
+        res = remote.exec_raw(
+            "DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=120 update -q && "
+            "DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=120 install -y -q "
+            "--no-install-recommends " + " ".join(shlex.quote(p) for p in missing),
+            sudo=True,
+            timeout=600,
+            check=False,
+        )
+        if not res.ok:
+            lines = (res.stderr or res.stdout).strip().splitlines()
+            why = f"; apt-get: {lines[-1]}" if lines else f"; apt-get exited {res.exit_code}"
+        missing = missing_packages(remote, missing)
+    if missing:
+        raise OSSetupError(
+            remote.node.name,
+            "dpkg-query",
+            None,
+            cause=f"missing packages {' '.join(missing)} (apt-get install {' '.join(missing)}){why}",
+        )

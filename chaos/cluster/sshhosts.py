@@ -1,15 +1,17 @@
 """The ``ssh`` node provider: hosts that already exist (Jepsen's ``--nodes`` / ``--nodes-file``).
 
 Entries are ``host``, ``host:port``, ``name=host`` or ``name=host:port``. Without ``name=`` the node
-name is the host with ``-`` replaced by ``_`` (``-`` separates id and address in a DLedger peers
-string). Host key checking is strict by default here: the hosts must be in ``~/.ssh/known_hosts``.
+name is the host with ``-`` replaced by ``_`` (some systems' peer strings use ``-`` to separate a
+member's id and address). Host key checking is strict by default here: the hosts must be in ``~/.ssh/known_hosts``.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from chaos.control.node import Node, check_unique
 
@@ -82,6 +84,37 @@ class SSHHosts:
                 )
             )
         check_unique(self.nodes)
+
+    host_keys_known = True  # existing hosts: their keys belong in ~/.ssh/known_hosts
+
+    @classmethod
+    def for_options(cls, opts: dict[str, Any], log: Callable[[str], None] = lambda s: None) -> SSHHosts:
+        """The provider of :mod:`chaos.cluster.providers`' options (``nodes``, ``nodes_file``,
+        ``username``, ``ssh_private_key``, ``ssh_port``, ``strict_host_key_checking``); ValueError
+        naming the option for a bad one."""
+        if not opts.get("nodes") and not opts.get("nodes_file"):
+            raise ValueError("the ssh provider needs --nodes h1,h2,... or --nodes-file FILE")
+        from chaos.control.test import check_number, check_text_file
+
+        port = opts.get("ssh_port")
+        if port is not None:
+            check_number("ssh_port", port)
+        nodes_file = opts.get("nodes_file")
+        if nodes_file and os.path.isfile(str(nodes_file)):  # a missing one: read_nodes_file says so
+            check_text_file(str(nodes_file), "--nodes-file")
+        strict = opts.get("strict_host_key_checking")
+        return cls.from_options(
+            nodes=opts.get("nodes"),
+            nodes_file=nodes_file,
+            username=opts.get("username") or "root",
+            key_path=opts.get("ssh_private_key"),
+            port=int(port or 22),
+            strict_host_key_checking=True if strict is None else bool(strict),
+        )
+
+    def existing(self) -> list[Node]:
+        """The listed hosts (as :meth:`up`: nothing is provisioned)."""
+        return list(self.nodes)
 
     @classmethod
     def from_options(

@@ -2,7 +2,9 @@
 split per workload as ``jepsen.tests.linearizable-register`` expects a register client).
 
 A DB offers a protocol by listing it in ``client_protocols`` and returning, from
-``open_client(protocol, test, node, process)``, an object with the protocol's methods
+``open_client(protocol, test, node, process)`` (``node``: the :class:`chaos.control.node.Node` the
+worker is bound to, so ``node.host`` is the address to talk to; ``process``: the worker's process
+number), an object with the protocol's methods
 (:class:`RegisterClient`, :class:`LogClient`). The methods return the result of the operation or
 raise:
 
@@ -25,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from chaos.control.node import Node
 from chaos.history.op import FAIL, INFO, OK, Op
 
 
@@ -83,7 +86,9 @@ class LogClient(Protocol):
 
     ``append(value)`` -> the log index it got (an int) or None; ``read()`` -> every committed entry
     of the client's own node from the first, in order (a value no client wrote, e.g. the system's
-    own entries, as None); ``close()``. Optional: ``read_recent(window)`` -> an :class:`Answer`
+    own entries, as None); ``close()``. Indexes are 0-based and the two agree: the entry
+    ``append`` reports at index ``i`` is ``read()[i]`` (a system whose log starts at 1, as Raft's
+    does, subtracts 1; the log checker compares nodes and appends index by index). Optional: ``read_recent(window)`` -> an :class:`Answer`
     whose value is the entries from ``fields["from_index"]`` on, with ``to_end`` (bool: read up to
     the node's end) and ``commit_index``; without it a mid-run read reads the whole log.
     """
@@ -128,22 +133,36 @@ def _errored(op: Op, type_: str, e: ClientError, prefix: str = "") -> Op:
     return comp
 
 
-def open_db_client(test: Any, protocol: str, node: str, process: Any) -> Any:
-    """``test.db.open_client(protocol, test, node, process)``; :class:`NotSent` naming the DB when
-    the DB offers no client of ``protocol`` (the runner checks that at start)."""
+def node_of(test: Any, node: Node | str) -> Node:
+    """The :class:`~chaos.control.node.Node` named ``node`` among ``test.nodes`` (a Node is
+    returned as it is); a name the test does not list is a node known by its hostname only
+    (``Node(name, host=name)``, as Jepsen's nodes are hostnames)."""
+    if isinstance(node, Node):
+        return node
+    for n in getattr(test, "nodes", None) or ():
+        if isinstance(n, Node) and n.name == node:
+            return n
+    return Node(name=str(node), host=str(node))
+
+
+def open_db_client(test: Any, protocol: str, node: Node | str, process: Any) -> Any:
+    """``test.db.open_client(protocol, test, node, process)`` with ``node`` as a
+    :class:`~chaos.control.node.Node` (a name is looked up with :func:`node_of`);
+    :class:`NotSent` naming the DB when the DB offers no client of ``protocol`` (the runner checks
+    that at start)."""
     db = test.db
     offered = getattr(db, "client_protocols", None) or ()
     if protocol not in offered or not callable(getattr(db, "open_client", None)):
         name = getattr(db, "name", type(db).__name__)
         raise NotSent(f"the DB {name} offers no {protocol!r} client (offers: {', '.join(offered) or 'none'})")
-    return db.open_client(protocol, test, node, process)
+    return db.open_client(protocol, test, node_of(test, node), process)
 
 
 class ProtocolWorker:
     """Base of a workload's client template (Jepsen's ``jepsen.client``): one per worker thread,
-    bound to ``node``; :meth:`client` opens the DB's client of :attr:`protocol` at the first op of
-    each process (a crashed process, retired after ``info``, gets a new one); :meth:`close` closes
-    it (idempotent)."""
+    bound to ``node`` (its name); :meth:`client` opens the DB's client of :attr:`protocol` for that
+    :class:`~chaos.control.node.Node` at the first op of each process (a crashed process, retired
+    after ``info``, gets a new one); :meth:`close` closes it (idempotent)."""
 
     protocol = ""
 

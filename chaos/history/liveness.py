@@ -1,8 +1,8 @@
 """Liveness after healing: did the cluster come back once the faults were gone?
 
 The runner waits, after healing, for the DB's recovery condition within the bound the DB declares
-(``DLedgerDB.await_recovery``: a leader, every node answering METADATA, every follower's commitIndex
-caught up with the leader's) and records the outcome in ``test.json`` under ``"recovery"``::
+(its ``await_recovery``, e.g. a leader, every node answering, every follower's commit index caught
+up with the leader's) and records the outcome in ``test.json`` under ``"recovery"``::
 
     {"recovered": bool, "bound_s": float, "waited_s": float, "leader": str | None,
      "term": int | None, "commit_index": int | None, "problems": [str, ...],
@@ -54,7 +54,7 @@ class LivenessChecker:
 
 def recovered_line(rec: dict[str, Any]) -> str:
     """One line for a recovered record, naming only the fields the DB reported (``leader``,
-    ``term``, ``commit_index`` are DLedger's; another DB may report none of them)."""
+    ``term``, ``commit_index`` are a Raft DB's; another DB may report none of them)."""
     parts = [
         f"{label} {rec[key]}"
         for key, label in (("leader", "leader"), ("term", "term"))

@@ -441,8 +441,8 @@ class SetModel(_ReadAll):
 
 class AppendLog(_ReadAll):
     """An append-only log (the ``log`` workload as a model): ``append`` v adds v at the end;
-    ``read`` returns the whole log (``None`` entries, DLedger no-ops, are ignored). State: a tuple.
-    An ``append`` whose completion carries an integer ``output`` (the DLedger index) is not
+    ``read`` returns the whole log (``None`` entries, the system's own entries such as a new leader's no-op, are ignored). State: a tuple.
+    An ``append`` whose completion carries an integer ``output`` (the log index) is not
     checked against it: indices include entries that are not workload appends."""
 
     name = "append-log"

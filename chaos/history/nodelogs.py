@@ -1,6 +1,6 @@
 """Server-log anomalies in the verdict: Jepsen's ``jepsen.checker/log-file-pattern`` for a run's node logs.
 
-The DB declares what to look for (``DLedgerDB.log_patterns``): a list of :class:`LogPattern`, each a
+The DB declares what to look for (its ``log_patterns``): a list of :class:`LogPattern`, each a
 ``kind`` (e.g. ``safety-guard``), a regular expression matched against every line, a ``severity``
 (``invalid``: one match makes the run invalid; ``warning``: matches are counted and reported) and a
 one-line ``description``. The runner records the patterns and the log file names in ``test.json``

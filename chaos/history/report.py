@@ -511,7 +511,7 @@ def log_anomaly_rows(results: dict[str, Any] | None, history: list[dict[str, Any
 
     ``lost``/``duplicated``/``unexpected``/``reordered``/``divergent`` elements may be plain values
     or objects with a ``value`` field (chaos.history.logcheck); writers are the ``append`` ops with
-    that value, readers the ok ``read`` ops whose list holds it (with the DLedger indexes).
+    that value, readers the ok ``read`` ops whose list holds it (with the log indexes).
     """
     log = ((results or {}).get("checkers") or {}).get("log")
     if not isinstance(log, dict):
@@ -527,7 +527,7 @@ def log_anomaly_rows(results: dict[str, Any] | None, history: list[dict[str, Any
                 val = it.get("value", it.get("v"))
                 detail = {k: v for k, v in it.items() if k not in ("value", "v")}
                 if "value" not in it and "v" not in it and "index" in it:
-                    val = None  # divergent entries are per DLedger index, not per value
+                    val = None  # divergent entries are per log index, not per value
                     detail = it
                 wanted.append((kind, val, detail or None))
             else:

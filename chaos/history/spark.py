@@ -49,7 +49,9 @@ def spark_session(master: str = "local[*]", app: str = "chaos-analyze") -> Any:
     try:
         from pyspark.sql import SparkSession
     except ImportError as e:  # pragma: no cover - depends on the install
-        raise RuntimeError("pyspark is not installed: pip install 'dledger-chaos[spark]'") from e
+        raise RuntimeError(
+            "pyspark is not installed: pip install pyspark pyarrow pandas (the package's [spark] extra)"
+        ) from e
     try:
         spark = (
             SparkSession.builder.master(master)

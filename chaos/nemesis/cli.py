@@ -100,27 +100,25 @@ def heal_nodes(test: Any) -> dict[str, list[str]]:
 
 
 def _nodes(provider: str, cluster: str, nodes: str | None, nodes_file: str | None, **ssh: Any) -> list[Any]:
+    """The nodes to heal, through the provider selector of every command (nothing provisioned)."""
+    from chaos.cluster.docker import ClusterError
+    from chaos.cluster.providers import existing_nodes
     from chaos.errors import BadArguments
 
-    if provider == "docker":
-        from chaos.cluster.docker import ClusterError, load_nodes
-
-        try:
-            return load_nodes(cluster)
-        except ClusterError as e:
-            raise BadArguments(str(e)) from e
-    if provider == "ssh":
-        from chaos.cluster.sshhosts import SSHHosts
-        from chaos.control.test import check_number, check_text_file
-
-        try:
-            check_number("ssh_port", ssh.get("port"))
-            if nodes_file:
-                check_text_file(nodes_file, "--nodes-file")
-            return SSHHosts.from_options(nodes=nodes, nodes_file=nodes_file, **ssh).up()
-        except ValueError as e:
-            raise BadArguments(str(e)) from e
-    raise BadArguments(f"--provider {provider!r}: expected docker or ssh")
+    opts = {
+        "provider": provider,
+        "cluster_name": cluster,
+        "nodes": nodes,
+        "nodes_file": nodes_file,
+        "username": ssh.get("username"),
+        "ssh_private_key": ssh.get("key_path"),
+        "ssh_port": ssh.get("port"),
+        "strict_host_key_checking": ssh.get("strict_host_key_checking"),
+    }
+    try:
+        return existing_nodes(opts)
+    except (ValueError, ClusterError) as e:
+        raise BadArguments(str(e)) from e
 
 
 @click.command("heal")
@@ -146,7 +144,11 @@ def _nodes(provider: str, cluster: str, nodes: str | None, nodes_file: str | Non
     show_default=True,
     help="ssh provider: default SSH port",
 )
-@click.option("--strict-host-key-checking/--no-strict-host-key-checking", default=False, show_default=True)
+@click.option(
+    "--strict-host-key-checking/--no-strict-host-key-checking",
+    default=None,
+    help="ssh provider: require known host keys (default on; off for the local containers).",
+)
 @click.option(
     "--db", default=None, help="The DB whose faults to heal, as chaos run's --db [default: chaos run's]."
 )
@@ -167,7 +169,7 @@ def heal(
     username: str,
     ssh_private_key: str | None,
     port: int,
-    strict_host_key_checking: bool,
+    strict_host_key_checking: bool | None,
     db: str | None,
     db_opt: tuple[str, ...],
     extra: tuple[str, ...],

@@ -48,6 +48,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from chaos.cluster.db import data_files as db_data_files
+from chaos.cluster.db import kill_all, running_all, running_any, start_all
 from chaos.history.op import Op
 from chaos.nemesis.base import (
     TARGETS,
@@ -66,19 +68,15 @@ FAULTS = ("truncate", "bitflip", "lose-unfsynced")
 
 # Runs on the node with python3 (the server's own interpreter): argv[1] is a JSON job.
 REMOTE = r"""
-import errno, json, os, random, sys
+import errno, glob, json, os, random, sys
 job = json.loads(sys.argv[1])
 root, fault = job["data_dir"], job["fault"]
 rng = random.Random(job["seed"])
-SKIP = ("currterm", "checkpoint", "hardstate", "highwater")
 def data_files():
-    out = []
-    for d, _, names in os.walk(root):
-        for n in names:
-            p = os.path.join(d, n)
-            if n.startswith(SKIP) or n.endswith((".tmp", ".bak", ".lock", ".log")) or not os.path.isfile(p):
-                continue
-            out.append(p)
+    # the DB's data_files globs under root (default every file)
+    out = set()
+    for pattern in job.get("data_files") or ["**/*"]:
+        out.update(p for p in glob.glob(os.path.join(root, pattern), recursive=True) if os.path.isfile(p))
     return sorted(out)
 def data_end(fd, size):
     # end of the last non-hole extent (preallocated segments are sparse); size if unsupported
@@ -109,9 +107,8 @@ def written_end(p, floor=0):
             pos -= step
     return floor
 def segments(files):
-    # data segments if the store has a "data" directory, newest (highest offset / mtime) last
-    data = [p for p in files if os.path.basename(os.path.dirname(p)) == "data"] or files
-    return sorted(data, key=lambda p: (int(os.path.basename(p)) if os.path.basename(p).isdigit() else -1, os.path.getmtime(p)))
+    # newest last: numeric names (segment offsets) by number, then modification time
+    return sorted(files, key=lambda p: (int(os.path.basename(p)) if os.path.basename(p).isdigit() else -1, os.path.getmtime(p)))
 def cut(p, keep):
     size, end = os.path.getsize(p), written_end(p, keep)
     if keep >= end:
@@ -333,6 +330,7 @@ class FileNemesis:
 
         def one(remote: Any) -> Any:
             job = dict(params, fault=fault, data_dir=data_dir(test, remote), seed=seeds[remote.node.name])
+            job["data_files"] = db_data_files(test.db)
             res = remote.exec("python3", "-c", REMOTE, json.dumps(job), sudo=True, check=False, timeout=120)
             if res.exit_code != 0:
                 raise NemesisError(f"file fault {fault} on {remote.node.name}: {res.stderr.strip()[-500:]}")
@@ -436,13 +434,12 @@ def remove_layer(db: Any, remote: Any) -> Any:
     """Take the FUSE layer off ``db``'s data directory on ``remote``: the server stopped if it runs,
     the files put back (:func:`unmount_script`), the server started again if it ran. Returns the
     unmount's result. Used by the nemesis's teardown and by ``chaos heal`` after a dead run."""
-    running = getattr(db, "running", None)
-    was = bool(running(remote)) if running is not None else True
+    was = running_any(db, remote)
     if was:
-        db.kill(remote)
+        kill_all(db, remote)
     res = sh(remote, unmount_script(_db_data_dir(db, remote)), check=False)
     if was:
-        db.start(remote)
+        start_all(db, remote)
     return res
 
 
@@ -457,16 +454,15 @@ def data_dir(test: Any, remote: Any) -> str:
 
 
 def db_kill(test: Any, remote: Any) -> None:
-    test.db.kill(remote)
+    kill_all(test.db, remote)
 
 
 def db_start(test: Any, remote: Any) -> None:
-    test.db.start(remote)
+    start_all(test.db, remote)
 
 
 def db_running(test: Any, remote: Any) -> bool:
-    running = getattr(test.db, "running", None)
-    return bool(running(remote)) if running is not None else True
+    return running_all(test.db, remote)
 
 
 def await_leader(test: Any, timeout: float, among: Sequence[str] | None = None) -> str | None:

@@ -21,6 +21,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from chaos.cluster.db import kill_all, pause_all, resume_all, running_all, running_any, start_all
 from chaos.history.op import Op
 from chaos.nemesis.base import (
     TARGETS,
@@ -76,11 +77,11 @@ class KillNemesis:
             running = getattr(test.db, "running", None)
 
             def one(remote: Any) -> str | None:
-                was = running(remote) if running else True
-                test.db.kill(remote)
+                was = running_any(test.db, remote)
+                kill_all(test.db, remote)
                 if not was:
                     return "no server running (nothing to kill)"
-                if running and running(remote):
+                if running and running_any(test.db, remote):
                     return "server still running after SIGKILL"
                 return None
 
@@ -118,11 +119,10 @@ class KillNemesis:
 def _start(test: Any, remote: Any) -> str | None:
     """Start the server on ``remote``; None when it runs afterwards, else why not."""
     try:
-        test.db.start(remote)
+        start_all(test.db, remote)
     except Exception as e:
         return f"start failed: {e}"
-    running = getattr(test.db, "running", None)
-    if running is not None and not running(remote):
+    if not running_all(test.db, remote):
         return "server not running after start"
     return None
 
@@ -159,7 +159,7 @@ class PauseNemesis:
 
             def one(remote: Any) -> str | None:
                 try:
-                    test.db.pause(remote)
+                    pause_all(test.db, remote)
                     return None
                 except Exception as e:  # e.g. killed by another nemesis: nothing to pause
                     return str(e)
@@ -180,7 +180,7 @@ class PauseNemesis:
         raise ValueError(f"pause nemesis: unexpected f {op.f!r}")
 
     def heal(self, test: Any) -> None:
-        on_nodes(test, test.db.resume)
+        on_nodes(test, lambda r: resume_all(test.db, r))
         self.paused.clear()
 
 
@@ -233,8 +233,8 @@ class RestartNemesis(NoState):
                     return "error", f"stop failed: {res.stderr.strip() or res.exit_code}"
                 how = str(res.stdout.strip())
             else:
-                was = test.db.running(remote)
-                test.db.kill(remote)
+                was = running_any(test.db, remote)
+                kill_all(test.db, remote)
                 how = "forced" if was else "absent"
             why = _start(test, remote)
             if why is None and how == "absent":
@@ -333,7 +333,7 @@ def _heal(remote: Any, db: Any) -> list[str]:
 
     sh(remote, paused_scripts(db)[0], check=False)
     if "pause" in capabilities(db):
-        db.resume(remote)
+        resume_all(db, remote)  # every daemon the DB declares
     return []
 
 

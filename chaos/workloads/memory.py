@@ -1,4 +1,4 @@
-"""An in-memory, linearizable stand-in for the DLedger KV store, to run a workload's real generator
+"""An in-memory, linearizable stand-in for a replicated KV store, to run a workload's real generator
 through the real interpreter without a cluster (checker benches and tests).
 
 Each op takes effect atomically at one point inside its interval (under one lock, between two short
