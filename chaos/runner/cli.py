@@ -94,7 +94,13 @@ _RUN_OPTIONS = [
     click.option(
         "--rate", type=float, default=50.0, show_default=True, help="Client ops/s in total (0: no limit)."
     ),
-    click.option("--provider", type=click.Choice(["docker", "ssh"]), default="docker", show_default=True),
+    click.option(
+        "--provider",
+        default="docker",
+        show_default=True,
+        help="Where the nodes come from: docker (local containers), ssh (existing hosts) or a "
+        "chaos.providers plug-in.",
+    ),
     click.option(
         "--cluster-name",
         default="default",
@@ -116,7 +122,11 @@ _RUN_OPTIONS = [
     click.option(
         "--ssh-port", type=int, default=22, show_default=True, help="ssh provider: default SSH port."
     ),
-    click.option("--strict-host-key-checking/--no-strict-host-key-checking", default=True, show_default=True),
+    click.option(
+        "--strict-host-key-checking/--no-strict-host-key-checking",
+        default=None,
+        help="ssh provider: require known host keys (default on; off for the local containers).",
+    ),
     click.option(
         "--test-count", type=int, default=1, show_default=True, help="Run the test this many times."
     ),

@@ -379,7 +379,7 @@ class Runner:
     def _os_phase(self, test: Test) -> None:
         from chaos.cluster.osetup import DebianOS
 
-        DebianOS().setup(test.control)
+        DebianOS(db=test.db).setup(test.control)  # the tool's packages and the DB's os_packages
         self._heal_leftovers(test)
 
     def _db_phase(self, stack: contextlib.ExitStack, test: Test) -> None:
