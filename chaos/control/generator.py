@@ -1060,87 +1060,107 @@ def simulate(
     their thread for their duration. Deterministic for a given ``seed``. Stops after ``max_ops``
     invocations (raises RuntimeError if the generator stays pending forever with nothing in flight).
     """
-    rng = random.Random(seed)
-    ctx = Context.initial(concurrency, rng, nemesis=nemesis)
-    g = to_gen(gen)
-    lat = int(latency * NS)
-    now = 0
-    free = set(ctx.free)
-    workers = dict(ctx.workers)
-    inflight: list[tuple[int, int, Thread, OpDict | None]] = []  # (time, seq, thread, op)
-    seq = 0
-    history: list[Op] = []
-    invoked = 0
-
-    def mkctx() -> Context:
-        return Context(now, frozenset(free), ctx.threads, workers, rng, concurrency)
-
-    while g is not None and invoked < max_ops:
-        op, g2 = g.op(None, mkctx())
-        nxt_done = min(inflight)[0] if inflight else None
-        if op is None:
-            if not inflight:
-                break
-        elif op is PENDING:
+    sim = _Simulation(gen, concurrency, seed, latency, complete, nemesis)
+    while sim.gen is not None and sim.invoked < max_ops:
+        op, g2 = sim.gen.op(None, sim.context())
+        if op is PENDING:
             if g2 is not None:
-                g = g2
-            if not inflight:
+                sim.gen = g2
+            if not sim.inflight:
                 raise RuntimeError("generator is pending with nothing in flight: it would wait forever")
-        else:
+        elif op is not None:
             assert isinstance(op, dict)
-            if nxt_done is None or op["time"] <= nxt_done:
-                g = g2
-                now = max(now, op["time"])
-                thread = ctx.thread_of(op["process"])
-                free.discard(thread)
-                if op["type"] == "sleep":
-                    inflight.append((now + int(op["value"] * NS), seq, thread, None))
-                elif op["type"] == "log":
-                    free.add(thread)
-                else:
-                    inv = Op(
-                        type="invoke",
-                        process=op["process"],
-                        f=op["f"],
-                        value=op.get("value"),
-                        time=now,
-                        key=op.get("key"),
-                        index=len(history),
-                    )
-                    history.append(inv)
-                    invoked += 1
-                    if g is not None:
-                        g = g.update(None, mkctx(), inv)
-                    inflight.append((now + lat, seq, thread, op))
-                seq += 1
-                inflight.sort(key=lambda x: (x[0], x[1]))
+            if not sim.inflight or op["time"] <= min(sim.inflight)[0]:
+                sim.gen = g2
+                sim.start(op)
                 continue
-        # complete the earliest in-flight op
-        if not inflight:
+        if not sim.inflight:
             break
-        t, _, thread, iop = inflight.pop(0)
-        now = max(now, t)
-        free.add(thread)
+        sim.complete_next()  # nothing to invoke before the earliest op in flight completes
+    return sim.history
+
+
+class _Simulation:
+    """The state of :func:`simulate`: virtual time (ns), free threads, ops in flight as (time they
+    end, sequence number, thread, op or None for a sleep) kept sorted, and the history so far."""
+
+    def __init__(
+        self,
+        gen: Any,
+        concurrency: int,
+        seed: int,
+        latency: float,
+        complete: Callable[[OpDict], tuple[str, Any]] | None,
+        nemesis: bool,
+    ) -> None:
+        self.rng = random.Random(seed)
+        self.base = Context.initial(concurrency, self.rng, nemesis=nemesis)
+        self.gen = to_gen(gen)
+        self.concurrency = concurrency
+        self.latency = int(latency * NS)
+        self.complete = complete
+        self.now = 0
+        self.free = set(self.base.free)
+        self.workers = dict(self.base.workers)
+        self.inflight: list[tuple[int, int, Thread, OpDict | None]] = []
+        self.seq = 0
+        self.history: list[Op] = []
+        self.invoked = 0
+
+    def context(self) -> Context:
+        return Context(
+            self.now, frozenset(self.free), self.base.threads, self.workers, self.rng, self.concurrency
+        )
+
+    def start(self, op: OpDict) -> None:
+        """Takes up ``op``'s thread at its time: a sleep holds it for its duration, a log frees it
+        at once, an invocation is recorded (and shown to the generator) and completes after the
+        latency."""
+        self.now = max(self.now, op["time"])
+        thread = self.base.thread_of(op["process"])
+        self.free.discard(thread)
+        if op["type"] == "sleep":
+            self.inflight.append((self.now + int(op["value"] * NS), self.seq, thread, None))
+        elif op["type"] == "log":
+            self.free.add(thread)
+        else:
+            inv = self._record("invoke", op, op.get("value"))
+            self.invoked += 1
+            if self.gen is not None:
+                self.gen = self.gen.update(None, self.context(), inv)
+            self.inflight.append((self.now + self.latency, self.seq, thread, op))
+        self.seq += 1
+        self.inflight.sort(key=lambda x: (x[0], x[1]))
+
+    def complete_next(self) -> None:
+        """Completes the earliest op in flight (``info`` for the nemesis, else by ``complete``); a
+        client whose op ends ``info`` continues as a new process."""
+        t, _, thread, iop = self.inflight.pop(0)
+        self.now = max(self.now, t)
+        self.free.add(thread)
         if iop is None:
-            continue
+            return
         if iop["process"] == NEMESIS_THREAD:
             typ, val = "info", iop.get("value")
-        elif complete is not None:
-            typ, val = complete(iop)
+        elif self.complete is not None:
+            typ, val = self.complete(iop)
         else:
             typ, val = "ok", iop.get("value")
-        comp = Op(
-            type=typ,
-            process=iop["process"],
-            f=iop["f"],
-            value=val,
-            time=now,
-            key=iop.get("key"),
-            index=len(history),
-        )
-        history.append(comp)
+        comp = self._record(typ, iop, val)
         if typ == "info" and iop["process"] != NEMESIS_THREAD:
-            workers[thread] = iop["process"] + concurrency
-        if g is not None:
-            g = g.update(None, mkctx(), comp)
-    return history
+            self.workers[thread] = iop["process"] + self.concurrency
+        if self.gen is not None:
+            self.gen = self.gen.update(None, self.context(), comp)
+
+    def _record(self, typ: str, op: OpDict, value: Any) -> Op:
+        rec = Op(
+            type=typ,
+            process=op["process"],
+            f=op["f"],
+            value=value,
+            time=self.now,
+            key=op.get("key"),
+            index=len(self.history),
+        )
+        self.history.append(rec)
+        return rec
