@@ -376,6 +376,22 @@ def _read_needs(calls: Sequence[Call], model: Model, ops: _OpTables, space: _Spa
 _LiveReads = Callable[[int, int, int, int, int], int]
 
 
+class _Reach(dict[int, bool]):
+    """``reach[state * base + t]``: can sid ``state`` still grow into the observed sid ``t``
+    (``model.extends``)? Asked of the model once per pair (``base`` bounds the observed sids)."""
+
+    def __init__(self, extends: Callable[[Any, Any], bool], states: list[Any], base: int) -> None:
+        super().__init__()
+        self.extends = extends
+        self.states = states
+        self.base = base
+
+    def __missing__(self, key: int) -> bool:
+        state, t = divmod(key, self.base)
+        ok = self[key] = bool(self.extends(self.states[state], self.states[t]))
+        return ok
+
+
 def _read_pruner(calls: Sequence[Call], model: Model, ops: _OpTables, space: _Space) -> _LiveReads | None:
     """With ``model.extends`` (kv, append-log, set: states only grow between puts) and reads of
     known values, the scan of a new config: ``live_reads(f, state, lin, look_reads, look_entries)``
@@ -390,15 +406,15 @@ def _read_pruner(calls: Sequence[Call], model: Model, ops: _OpTables, space: _Sp
     need = _read_needs(calls, model, ops, space, ext_fn)
     n = len(calls)
     tail = 2 * n + 1
-    nxt, obs, states = ops.nxt, space.obs, space.states
-    base = len(states)  # every observed sid is below base: state * base + t names (state, t)
-    ext_memo: dict[int, bool] = {}
+    nxt, obs = ops.nxt, space.obs
+    base = len(space.states)  # every observed sid is below base: state * base + t names (state, t)
+    reach = _Reach(ext_fn, space.states, base)
 
     # called once per config: the tables are bound as defaults, which CPython reads as fast locals
     def live_reads(
         f: int, state: int, lin: int, look_reads: int, look_entries: int,
         n: int = n, obs: list[int] = obs, need: list[int] = need, nxt: list[int] = nxt, tail: int = tail,
-        base: int = base, ext_memo: dict[int, bool] = ext_memo, ext_fn: Any = ext_fn, states: list[Any] = states,
+        base: int = base, reach: _Reach = reach,
     ) -> int:  # fmt: skip
         while f < n:
             t = obs[f]
@@ -406,13 +422,8 @@ def _read_pruner(calls: Sequence[Call], model: Model, ops: _OpTables, space: _Sp
                 return f
             if t >= 0:
                 nd = need[f]
-                if lin & nd == nd:
-                    mk = state * base + t
-                    reach = ext_memo.get(mk)
-                    if reach is None:
-                        reach = ext_memo[mk] = bool(ext_fn(states[state], states[t]))
-                    if not reach:
-                        return ~(f + n)
+                if lin & nd == nd and not reach[state * base + t]:
+                    return ~(f + n)
             f = nxt[f]
         if not look_reads:
             return f
@@ -426,13 +437,8 @@ def _read_pruner(calls: Sequence[Call], model: Model, ops: _OpTables, space: _Sp
                 t = obs[g]
                 if t >= 0:
                     nd = need[g]
-                    if lin & nd == nd and t != state:
-                        mk = state * base + t
-                        reach = ext_memo.get(mk)
-                        if reach is None:
-                            reach = ext_memo[mk] = bool(ext_fn(states[state], states[t]))
-                        if not reach:
-                            return ~(g + n)
+                    if lin & nd == nd and t != state and not reach[state * base + t]:
+                        return ~(g + n)
                     look_reads -= 1
                     if look_reads == 0:
                         break
