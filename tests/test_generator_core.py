@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -100,7 +101,7 @@ def test_flip_flop_alternates():
 
 def test_each_thread_gives_every_thread_its_copy():
     h = g.simulate(g.clients(g.each_thread([{"f": "a"}, {"f": "b"}])), concurrency=4, latency=0.01)
-    per = {}
+    per: dict[int | str, list[str]] = {}
     for o in invokes(h):
         per.setdefault(o.process, []).append(o.f)
     assert per == {p: ["a", "b"] for p in range(4)}
@@ -159,7 +160,7 @@ def test_bad_input_is_named():
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0, True, "5"])
-def test_durations_must_be_finite_non_negative_seconds(bad: object) -> None:
+def test_durations_must_be_finite_non_negative_seconds(bad: Any) -> None:
     for make, what in (
         (lambda s: g.time_limit(s, {"f": "read"}), "time limit"),
         (lambda s: g.stagger(s, {"f": "read"}), "stagger interval"),

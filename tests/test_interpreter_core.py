@@ -16,6 +16,13 @@ from chaos.history.op import FAIL, INFO, OK, Op
 from chaos.history.store import HistoryWriter, read_history
 
 
+class DiscardHistory:
+    """A history sink that keeps nothing (for runs that must fail before recording)."""
+
+    def write(self, op: Op) -> Op:
+        return op
+
+
 class RecordingClient:
     """A client whose behaviour depends on op.f: ok, crash (exception), timeout (info), fail."""
 
@@ -147,6 +154,8 @@ def test_interpreter_runs_twice_without_reusing_retired_processes(tmp_path: Path
 
 def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match="concurrency"):
-        Interpreter(None, client=None, nemesis=None, nodes=[], concurrency=0, history=None)
+        Interpreter(None, client=None, nemesis=None, nodes=[], concurrency=0, history=DiscardHistory())
     with pytest.raises(ValueError, match="node"):
-        Interpreter(None, client=RecordingClient(), nemesis=None, nodes=[], concurrency=1, history=None)
+        Interpreter(
+            None, client=RecordingClient(), nemesis=None, nodes=[], concurrency=1, history=DiscardHistory()
+        )

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_interpreter_core import DiscardHistory
 
 from chaos.control import generator as gen
 from chaos.control.interpreter import (
@@ -116,7 +117,7 @@ def test_rate_limited_ops_with_sub_millisecond_gaps_complete() -> None:
 
 @pytest.mark.timeout(60)
 def test_mailbox_timed_get_returns_for_tiny_zero_and_negative_timeouts() -> None:
-    box = _Mailbox()
+    box: _Mailbox[object] = _Mailbox()
     for t in (1e-9, 5e-7, 0.0, -1.0, 0.001):
         assert box.get(t) is None
     box.put("a")
@@ -244,6 +245,6 @@ def test_stall_bounds_follow_the_db_client_timeout_and_options() -> None:
                 nemesis=None,
                 nodes=["n1"],
                 concurrency=1,
-                history=None,
+                history=DiscardHistory(),
                 stall_timeout=bad,
             )

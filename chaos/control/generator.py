@@ -48,15 +48,19 @@ import inspect
 import math
 import random
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from chaos.history.op import Op
+
+if TYPE_CHECKING:
+    from chaos.control.test import Test
 
 NEMESIS_THREAD: Final = "nemesis"
 NS: Final = 1_000_000_000
 
 Thread = int | str
-OpDict = dict[str, Any]
+Process = int | str  # a client process id, or "nemesis"
+OpDict = dict[str, Any]  # an op's fields; values are JSON-like
 
 
 class _Pending:
@@ -84,7 +88,7 @@ class Context:
         time: int,
         free: frozenset[Thread],
         threads: frozenset[Thread],
-        workers: dict[Thread, Any],
+        workers: dict[Thread, Process],
         rng: random.Random,
         concurrency: int,
     ) -> None:
@@ -103,11 +107,11 @@ class Context:
         threads: list[Thread] = list(range(concurrency))
         if nemesis:
             threads.append(NEMESIS_THREAD)
-        workers: dict[Thread, Any] = {t: t for t in threads}
+        workers: dict[Thread, Process] = {t: t for t in threads}
         fs = frozenset(threads)
         return cls(0, fs, fs, workers, rng or random.Random(0), concurrency)
 
-    def thread_of(self, process: Any) -> Thread:
+    def thread_of(self, process: Process) -> Thread:
         """The thread a process runs on (``"nemesis"`` for the nemesis)."""
         if process == NEMESIS_THREAD:
             return NEMESIS_THREAD
@@ -128,7 +132,7 @@ class Context:
         if len(free) == 1:
             return next(iter(free))
         # set order is not reproducible (a str's hash varies between runs): sort for determinism
-        s = sorted(free, key=_thread_sort_key) if NEMESIS_THREAD in free else sorted(free)  # type: ignore[type-var]
+        s = sorted(free, key=_thread_sort_key) if NEMESIS_THREAD in free else sorted(free)
         return s[int(self.rng.random() * len(s))]
 
     def all_free(self) -> bool:
@@ -139,7 +143,9 @@ def _thread_sort_key(t: Thread) -> tuple[int, int]:
     return (1, 0) if isinstance(t, str) else (0, t)
 
 
-OpResult = tuple["OpDict | _Pending | None", "Generator | None"]
+# what Generator.op answers: (an op, PENDING or None for exhausted; the next generator)
+OpAnswer = OpDict | _Pending | None
+OpResult = tuple[OpAnswer, "Generator | None"]
 
 
 class Generator:
@@ -153,17 +159,18 @@ class Generator:
     __slots__ = ()
     passive: bool = False
 
-    def op(self, test: Any, ctx: Context) -> OpResult:
+    def op(self, test: Test | None, ctx: Context) -> OpResult:
         raise NotImplementedError
 
-    def update(self, test: Any, ctx: Context, event: Op) -> Generator:
+    def update(self, test: Test | None, ctx: Context, event: Op) -> Generator:
         return self
 
 
-GenLike = Generator | OpDict | Sequence[Any] | Callable[..., Any] | None
+# what to_gen accepts: a generator, an op, a sequence of them, a function returning one, or None
+GenLike = Generator | OpDict | Sequence["GenLike"] | Callable[..., "GenLike"] | None
 
 
-def to_gen(x: Any) -> Generator | None:
+def to_gen(x: object) -> Generator | None:
     """Turn a plain value into a generator (see the module docstring). Raises TypeError otherwise."""
     if x is None or isinstance(x, Generator):
         return x
@@ -211,7 +218,7 @@ class OpGen(Generator):
     def __init__(self, m: OpDict) -> None:
         self.m = m
 
-    def op(self, test: Any, ctx: Context) -> OpResult:
+    def op(self, test: Test | None, ctx: Context) -> OpResult:
         op = fill_in_op(self.m, ctx)
         if op is PENDING:
             return PENDING, self
@@ -227,7 +234,7 @@ class FnGen(Generator):
     __slots__ = ("f", "arity")
     passive = True
 
-    def __init__(self, f: Callable[..., Any], arity: int | None = None) -> None:
+    def __init__(self, f: Callable[..., object], arity: int | None = None) -> None:
         self.f = f
         if arity is None:
             try:
@@ -239,7 +246,7 @@ class FnGen(Generator):
             raise TypeError(f"a generator function takes () or (test, ctx), got {arity} parameters: {f!r}")
         self.arity = arity
 
-    def op(self, test: Any, ctx: Context) -> OpResult:
+    def op(self, test: Test | None, ctx: Context) -> OpResult:
         x = self.f(test, ctx) if self.arity == 2 else self.f()
         g = to_gen(x)
         if g is None:
@@ -260,7 +267,7 @@ class Seq(Generator):
         self.i = i
         self.passive = gens[i].passive if i < len(gens) else True
 
-    def op(self, test: Any, ctx: Context) -> OpResult:
+    def op(self, test: Test | None, ctx: Context) -> OpResult:
         gens, i = self.gens, self.i
         n = len(gens)
         while i < n:
@@ -279,7 +286,7 @@ class Seq(Generator):
             return op, nxt
         return None, None
 
-    def update(self, test: Any, ctx: Context, event: Op) -> Generator:
+    def update(self, test: Test | None, ctx: Context, event: Op) -> Generator:
         if self.i >= len(self.gens):
             return self
         g = self.gens[self.i]
@@ -294,7 +301,7 @@ class _Empty(Generator):
     __slots__ = ()
     passive = True
 
-    def op(self, test: Any, ctx: Context) -> OpResult:
+    def op(self, test: Test | None, ctx: Context) -> OpResult:
         return None, None
 
 
@@ -311,7 +318,7 @@ class Limit(Generator):
         self.gen = gen
         self.passive = gen.passive
 
-    def op(self, test: Any, ctx: Context) -> OpResult:
+    def op(self, test: Test | None, ctx: Context) -> OpResult:
         if self.n <= 0:
             return None, None
         op, g2 = self.gen.op(test, ctx)
@@ -323,7 +330,7 @@ class Limit(Generator):
             return op, None
         return op, Limit(self.n - 1, g2)
 
-    def update(self, test: Any, ctx: Context, event: Op) -> Generator:
+    def update(self, test: Test | None, ctx: Context, event: Op) -> Generator:
         g2 = self.gen.update(test, ctx, event)
         return self if g2 is self.gen else Limit(self.n, g2)
 
@@ -338,7 +345,7 @@ class Repeat(Generator):
         self.gen = gen
         self.passive = gen.passive
 
-    def op(self, test: Any, ctx: Context) -> OpResult:
+    def op(self, test: Test | None, ctx: Context) -> OpResult:
         if self.n is not None and self.n <= 0:
             return None, None
         op, _ = self.gen.op(test, ctx)
@@ -348,7 +355,7 @@ class Repeat(Generator):
             return PENDING, self
         return op, (self if self.n is None else Repeat(self.n - 1, self.gen))
 
-    def update(self, test: Any, ctx: Context, event: Op) -> Generator:
+    def update(self, test: Test | None, ctx: Context, event: Op) -> Generator:
         g2 = self.gen.update(test, ctx, event)
         return self if g2 is self.gen else Repeat(self.n, g2)
 
@@ -364,7 +371,7 @@ class Cycle(Generator):
         self.gen = orig if gen is None else gen
         self.passive = self.gen.passive
 
-    def op(self, test: Any, ctx: Context) -> OpResult:
+    def op(self, test: Test | None, ctx: Context) -> OpResult:
         n, gen = self.n, self.gen
         for _ in range(2):
             if n is not None and n <= 0:
@@ -382,7 +389,7 @@ class Cycle(Generator):
             gen = self.orig
         return None, None  # the original yields nothing: stop rather than spin
 
-    def update(self, test: Any, ctx: Context, event: Op) -> Generator:
+    def update(self, test: Test | None, ctx: Context, event: Op) -> Generator:
         g2 = self.gen.update(test, ctx, event)
         return self if g2 is self.gen else Cycle(self.n, self.orig, g2)
 
@@ -396,7 +403,7 @@ class Mix(Generator):
     def __init__(self, gens: tuple[Generator, ...]) -> None:
         self.gens = gens
 
-    def op(self, test: Any, ctx: Context) -> OpResult:
+    def op(self, test: Test | None, ctx: Context) -> OpResult:
         gens = self.gens
         while gens:
             n = len(gens)
@@ -423,7 +430,7 @@ class AnyGen(Generator):
         self.gens = gens
         self.passive = all(g.passive for g in gens)
 
-    def op(self, test: Any, ctx: Context) -> OpResult:
+    def op(self, test: Test | None, ctx: Context) -> OpResult:
         best: OpDict | None = None
         best_i = -1
         best_g: Generator | None = None
@@ -456,7 +463,7 @@ class AnyGen(Generator):
                 keep.append(g)
         return best, (AnyGen(tuple(keep)) if keep else None)
 
-    def update(self, test: Any, ctx: Context, event: Op) -> Generator:
+    def update(self, test: Test | None, ctx: Context, event: Op) -> Generator:
         gens = tuple(g.update(test, ctx, event) for g in self.gens)
         if all(a is b for a, b in zip(gens, self.gens, strict=True)):
             return self
@@ -477,14 +484,14 @@ class OnThreads(Generator):
         t = self.threads
         return t if isinstance(t, frozenset) else t(ctx)
 
-    def op(self, test: Any, ctx: Context) -> OpResult:
+    def op(self, test: Test | None, ctx: Context) -> OpResult:
         t = self.threads
         op, g2 = self.gen.op(test, ctx.restrict(t if type(t) is frozenset else t(ctx)))  # type: ignore[operator]
         if g2 is None:
             return op, None
         return op, (self if g2 is self.gen else OnThreads(t, g2))
 
-    def update(self, test: Any, ctx: Context, event: Op) -> Generator:
+    def update(self, test: Test | None, ctx: Context, event: Op) -> Generator:
         ts = self._threads(ctx)
         if ctx.thread_of(event.process) not in ts:
             return self
@@ -519,7 +526,7 @@ class EachThread(Generator):
         self.per = per or {}
         self.passive = orig.passive and all(g is None or g.passive for g in self.per.values())
 
-    def op(self, test: Any, ctx: Context) -> OpResult:
+    def op(self, test: Test | None, ctx: Context) -> OpResult:
         best: OpDict | None = None
         best_t: Thread | None = None
         best_g: Generator | None = None
@@ -550,7 +557,7 @@ class EachThread(Generator):
         per[best_t] = best_g
         return best, EachThread(self.orig, per)
 
-    def update(self, test: Any, ctx: Context, event: Op) -> Generator:
+    def update(self, test: Test | None, ctx: Context, event: Op) -> Generator:
         t = ctx.thread_of(event.process)
         if t not in ctx.threads:
             return self
@@ -574,7 +581,7 @@ class Synchronize(Generator):
     def __init__(self, gen: Generator) -> None:
         self.gen = gen
 
-    def op(self, test: Any, ctx: Context) -> OpResult:
+    def op(self, test: Test | None, ctx: Context) -> OpResult:
         if ctx.free == ctx.threads:
             return self.gen.op(test, ctx)
         return PENDING, self
@@ -591,7 +598,7 @@ class TimeLimit(Generator):
         self.passive = gen.passive
         self.cutoff = cutoff
 
-    def op(self, test: Any, ctx: Context) -> OpResult:
+    def op(self, test: Test | None, ctx: Context) -> OpResult:
         cutoff = ctx.time + self.dt if self.cutoff is None else self.cutoff
         if ctx.time >= cutoff:
             return None, None
@@ -605,7 +612,7 @@ class TimeLimit(Generator):
             return None, None
         return op, (TimeLimit(self.dt, g2, cutoff) if g2 is not None else None)
 
-    def update(self, test: Any, ctx: Context, event: Op) -> Generator:
+    def update(self, test: Test | None, ctx: Context, event: Op) -> Generator:
         g2 = self.gen.update(test, ctx, event)
         return self if g2 is self.gen else TimeLimit(self.dt, g2, self.cutoff)
 
@@ -625,7 +632,7 @@ class _Spaced(Generator):
     def _gap(self, ctx: Context) -> int:
         raise NotImplementedError
 
-    def op(self, test: Any, ctx: Context) -> OpResult:
+    def op(self, test: Test | None, ctx: Context) -> OpResult:
         op, g2 = self.gen.op(test, ctx)
         if op is None:
             return None, None
@@ -639,7 +646,7 @@ class _Spaced(Generator):
         nxt = op["time"] + self._gap(ctx)
         return op, (cls(self.dt, g2, nxt) if g2 is not None else None)
 
-    def update(self, test: Any, ctx: Context, event: Op) -> Generator:
+    def update(self, test: Test | None, ctx: Context, event: Op) -> Generator:
         g2 = self.gen.update(test, ctx, event)
         return self if g2 is self.gen else type(self)(self.dt, g2, self.next_time)
 
@@ -672,7 +679,7 @@ class FlipFlop(Generator):
         self.a = a
         self.b = b
 
-    def op(self, test: Any, ctx: Context) -> OpResult:
+    def op(self, test: Test | None, ctx: Context) -> OpResult:
         op, a2 = self.a.op(test, ctx)
         if op is None:
             return None, None
@@ -691,7 +698,7 @@ class _FlipLast(Generator):
     def __init__(self, b: Generator) -> None:
         self.b = b
 
-    def op(self, test: Any, ctx: Context) -> OpResult:
+    def op(self, test: Test | None, ctx: Context) -> OpResult:
         op, b2 = self.b.op(test, ctx)
         if op is PENDING:
             return PENDING, (_FlipLast(b2) if b2 is not None else None)
@@ -708,13 +715,13 @@ class GMap(Generator):
         self.gen = gen
         self.passive = gen.passive
 
-    def op(self, test: Any, ctx: Context) -> OpResult:
+    def op(self, test: Test | None, ctx: Context) -> OpResult:
         op, g2 = self.gen.op(test, ctx)
         if isinstance(op, dict):
             op = self.fn(op)
         return op, (GMap(self.fn, g2) if g2 is not None else None)
 
-    def update(self, test: Any, ctx: Context, event: Op) -> Generator:
+    def update(self, test: Test | None, ctx: Context, event: Op) -> Generator:
         g2 = self.gen.update(test, ctx, event)
         return self if g2 is self.gen else GMap(self.fn, g2)
 
@@ -729,7 +736,7 @@ class GFilter(Generator):
         self.gen = gen
         self.passive = gen.passive
 
-    def op(self, test: Any, ctx: Context) -> OpResult:
+    def op(self, test: Test | None, ctx: Context) -> OpResult:
         gen: Generator | None = self.gen
         while gen is not None:
             op, g2 = gen.op(test, ctx)
@@ -740,7 +747,7 @@ class GFilter(Generator):
             gen = g2
         return None, None
 
-    def update(self, test: Any, ctx: Context, event: Op) -> Generator:
+    def update(self, test: Test | None, ctx: Context, event: Op) -> Generator:
         g2 = self.gen.update(test, ctx, event)
         return self if g2 is self.gen else GFilter(self.pred, g2)
 
@@ -750,12 +757,12 @@ class UntilOk(Generator):
 
     __slots__ = ("gen", "done", "active")
 
-    def __init__(self, gen: Generator, done: bool = False, active: frozenset[Any] = frozenset()) -> None:
+    def __init__(self, gen: Generator, done: bool = False, active: frozenset[Process] = frozenset()) -> None:
         self.gen = gen
         self.done = done
         self.active = active
 
-    def op(self, test: Any, ctx: Context) -> OpResult:
+    def op(self, test: Test | None, ctx: Context) -> OpResult:
         if self.done:
             return None, None
         op, g2 = self.gen.op(test, ctx)
@@ -765,7 +772,7 @@ class UntilOk(Generator):
             return PENDING, UntilOk(g2, False, self.active)  # type: ignore[arg-type]
         return op, (UntilOk(g2, False, self.active) if g2 is not None else None)
 
-    def update(self, test: Any, ctx: Context, event: Op) -> Generator:
+    def update(self, test: Test | None, ctx: Context, event: Op) -> Generator:
         g2 = self.gen.update(test, ctx, event)
         if event.type == "invoke":
             return UntilOk(g2, self.done, self.active | {event.process})
@@ -785,7 +792,7 @@ class IndependentConcurrent(Generator):
     def __init__(
         self,
         n: int,
-        fgen: Callable[[Any], Any],
+        fgen: Callable[[Any], GenLike],
         keys: _KeySeq,
         groups: tuple[tuple[Any, Generator | None], ...] | None = None,
     ) -> None:
@@ -799,7 +806,7 @@ class IndependentConcurrent(Generator):
     def _group_threads(self, ctx: Context, g: int) -> frozenset[Thread]:
         return frozenset(t for t in range(g * self.n, (g + 1) * self.n) if t in ctx.threads)
 
-    def op(self, test: Any, ctx: Context) -> OpResult:
+    def op(self, test: Test | None, ctx: Context) -> OpResult:
         keys = self.keys
         groups = self.groups
         if groups is None:
@@ -841,7 +848,7 @@ class IndependentConcurrent(Generator):
         glist[best_gi] = (glist[best_gi][0], best_next)
         return best, IndependentConcurrent(self.n, self.fgen, keys, tuple(glist))
 
-    def update(self, test: Any, ctx: Context, event: Op) -> Generator:
+    def update(self, test: Test | None, ctx: Context, event: Op) -> Generator:
         if self.groups is None or event.process == NEMESIS_THREAD:
             return self
         gi = int(ctx.thread_of(event.process)) // self.n
@@ -881,7 +888,7 @@ class _KeySeq:
 # Constructors (Jepsen names). Arguments accept anything to_gen accepts; durations are seconds.
 
 
-def _g(x: Any) -> Generator:
+def _g(x: object) -> Generator:
     g = to_gen(x)
     return _EMPTY if g is None else g
 
@@ -898,29 +905,29 @@ def _ns(seconds: float, what: str) -> int:
     return int(seconds * NS)
 
 
-def once(gen: Any) -> Generator:
+def once(gen: GenLike) -> Generator:
     """The first op of ``gen`` only."""
     return Limit(1, _g(gen))
 
 
-def limit(n: int, gen: Any) -> Generator:
+def limit(n: int, gen: GenLike) -> Generator:
     """At most ``n`` ops of ``gen``."""
     if n < 0:
         raise ValueError(f"limit must be >= 0, got {n}")
     return Limit(n, _g(gen))
 
 
-def repeat(gen: Any, n: int | None = None) -> Generator:
+def repeat(gen: GenLike, n: int | None = None) -> Generator:
     """``gen``'s first op repeated forever, or ``n`` times (Jepsen's ``repeat``)."""
     return Repeat(n, _g(gen))
 
 
-def cycle(gen: Any, n: int | None = None) -> Generator:
+def cycle(gen: GenLike, n: int | None = None) -> Generator:
     """``gen`` run again from the start each time it is exhausted, forever or ``n`` times."""
     return Cycle(n, _g(gen))
 
 
-def mix(gens: Iterable[Any]) -> Generator:
+def mix(gens: Iterable[GenLike]) -> Generator:
     """A random one of ``gens`` for each op."""
     gs = tuple(_g(g) for g in gens)
     if not gs:
@@ -928,37 +935,37 @@ def mix(gens: Iterable[Any]) -> Generator:
     return Mix(gs)
 
 
-def any_gen(*gens: Any) -> Generator:
+def any_gen(*gens: GenLike) -> Generator:
     """The soonest op of any of ``gens`` (Jepsen's ``any``)."""
     return AnyGen(tuple(_g(g) for g in gens))
 
 
-def synchronize(gen: Any) -> Generator:
+def synchronize(gen: GenLike) -> Generator:
     """Waits until every thread is free, then runs ``gen``."""
     return Synchronize(_g(gen))
 
 
-def phases(*gens: Any) -> Generator:
+def phases(*gens: GenLike) -> Generator:
     """Each of ``gens`` in turn, each starting only once every thread is free."""
     return Seq(tuple(Synchronize(_g(g)) for g in gens), 0)
 
 
-def then(a: Any, b: Any) -> Generator:
+def then(a: GenLike, b: GenLike) -> Generator:
     """``a``, then (synchronized) ``b``."""
     return Seq((_g(a), Synchronize(_g(b))), 0)
 
 
-def time_limit(seconds: float, gen: Any) -> Generator:
+def time_limit(seconds: float, gen: GenLike) -> Generator:
     """Ops of ``gen`` until ``seconds`` after it is first asked for an op."""
     return TimeLimit(_ns(seconds, "time limit"), _g(gen))
 
 
-def stagger(seconds: float, gen: Any) -> Generator:
+def stagger(seconds: float, gen: GenLike) -> Generator:
     """Ops of ``gen`` with random gaps in [0, 2*seconds]: on average 1/seconds ops/s in total."""
     return Stagger(_ns(seconds, "stagger interval"), _g(gen))
 
 
-def delay(seconds: float, gen: Any) -> Generator:
+def delay(seconds: float, gen: GenLike) -> Generator:
     """Ops of ``gen`` exactly ``seconds`` apart."""
     return Delay(_ns(seconds, "delay"), _g(gen))
 
@@ -974,17 +981,17 @@ def log(message: str) -> Generator:
     return OpGen({"type": "log", "f": "log", "value": str(message)})
 
 
-def each_thread(gen: Any) -> Generator:
+def each_thread(gen: GenLike) -> Generator:
     """Every thread runs its own copy of ``gen``."""
     return EachThread(_g(gen))
 
 
-def on_threads(threads: Iterable[Thread], gen: Any) -> Generator:
+def on_threads(threads: Iterable[Thread], gen: GenLike) -> Generator:
     """``gen`` restricted to ``threads``."""
     return OnThreads(frozenset(threads), _g(gen))
 
 
-def clients(client_gen: Any, nemesis_gen: Any = None) -> Generator:
+def clients(client_gen: GenLike, nemesis_gen: GenLike = None) -> Generator:
     """``client_gen`` on the client threads only (and ``nemesis_gen``, if given, on the nemesis)."""
     c = OnThreads(_client_threads, _g(client_gen))
     if nemesis_gen is None:
@@ -992,7 +999,7 @@ def clients(client_gen: Any, nemesis_gen: Any = None) -> Generator:
     return AnyGen((c, OnThreads(_NEMESIS_ONLY, _g(nemesis_gen))))
 
 
-def nemesis(nemesis_gen: Any, client_gen: Any = None) -> Generator:
+def nemesis(nemesis_gen: GenLike, client_gen: GenLike = None) -> Generator:
     """``nemesis_gen`` on the nemesis thread only (and ``client_gen``, if given, on the clients)."""
     n = OnThreads(_NEMESIS_ONLY, _g(nemesis_gen))
     if client_gen is None:
@@ -1000,17 +1007,17 @@ def nemesis(nemesis_gen: Any, client_gen: Any = None) -> Generator:
     return AnyGen((OnThreads(_client_threads, _g(client_gen)), n))
 
 
-def flip_flop(a: Any, b: Any) -> Generator:
+def flip_flop(a: GenLike, b: GenLike) -> Generator:
     """Alternates ops of ``a`` and ``b`` (e.g. start/stop of a fault)."""
     return FlipFlop(_g(a), _g(b))
 
 
-def gmap(fn: Callable[[OpDict], OpDict], gen: Any) -> Generator:
+def gmap(fn: Callable[[OpDict], OpDict], gen: GenLike) -> Generator:
     """Every op of ``gen`` transformed by ``fn``."""
     return GMap(fn, _g(gen))
 
 
-def f_map(mapping: dict[str, str], gen: Any) -> Generator:
+def f_map(mapping: dict[str, str], gen: GenLike) -> Generator:
     """Renames the ``f`` of ops of ``gen`` through ``mapping``."""
 
     def fn(op: OpDict) -> OpDict:
@@ -1022,18 +1029,18 @@ def f_map(mapping: dict[str, str], gen: Any) -> Generator:
     return GMap(fn, _g(gen))
 
 
-def gfilter(pred: Callable[[OpDict], bool], gen: Any) -> Generator:
+def gfilter(pred: Callable[[OpDict], bool], gen: GenLike) -> Generator:
     """Only the ops of ``gen`` for which ``pred`` holds."""
     return GFilter(pred, _g(gen))
 
 
-def until_ok(gen: Any) -> Generator:
+def until_ok(gen: GenLike) -> Generator:
     """Ops of ``gen`` until one completes ok."""
     return UntilOk(_g(gen))
 
 
 def independent_concurrent(
-    threads_per_key: int, keys: Iterable[Any], fgen: Callable[[Any], Any]
+    threads_per_key: int, keys: Iterable[Any], fgen: Callable[[Any], GenLike]
 ) -> Generator:
     """Groups of ``threads_per_key`` client threads, each working through keys with ``fgen(key)``."""
     return IndependentConcurrent(threads_per_key, fgen, _KeySeq(iter(keys)))
@@ -1044,7 +1051,7 @@ def independent_concurrent(
 
 
 def simulate(
-    gen: Any,
+    gen: GenLike,
     *,
     concurrency: int = 2,
     seed: int = 0,
@@ -1060,87 +1067,107 @@ def simulate(
     their thread for their duration. Deterministic for a given ``seed``. Stops after ``max_ops``
     invocations (raises RuntimeError if the generator stays pending forever with nothing in flight).
     """
-    rng = random.Random(seed)
-    ctx = Context.initial(concurrency, rng, nemesis=nemesis)
-    g = to_gen(gen)
-    lat = int(latency * NS)
-    now = 0
-    free = set(ctx.free)
-    workers = dict(ctx.workers)
-    inflight: list[tuple[int, int, Thread, OpDict | None]] = []  # (time, seq, thread, op)
-    seq = 0
-    history: list[Op] = []
-    invoked = 0
-
-    def mkctx() -> Context:
-        return Context(now, frozenset(free), ctx.threads, workers, rng, concurrency)
-
-    while g is not None and invoked < max_ops:
-        op, g2 = g.op(None, mkctx())
-        nxt_done = min(inflight)[0] if inflight else None
-        if op is None:
-            if not inflight:
-                break
-        elif op is PENDING:
+    sim = _Simulation(gen, concurrency, seed, latency, complete, nemesis)
+    while sim.gen is not None and sim.invoked < max_ops:
+        op, g2 = sim.gen.op(None, sim.context())
+        if op is PENDING:
             if g2 is not None:
-                g = g2
-            if not inflight:
+                sim.gen = g2
+            if not sim.inflight:
                 raise RuntimeError("generator is pending with nothing in flight: it would wait forever")
-        else:
+        elif op is not None:
             assert isinstance(op, dict)
-            if nxt_done is None or op["time"] <= nxt_done:
-                g = g2
-                now = max(now, op["time"])
-                thread = ctx.thread_of(op["process"])
-                free.discard(thread)
-                if op["type"] == "sleep":
-                    inflight.append((now + int(op["value"] * NS), seq, thread, None))
-                elif op["type"] == "log":
-                    free.add(thread)
-                else:
-                    inv = Op(
-                        type="invoke",
-                        process=op["process"],
-                        f=op["f"],
-                        value=op.get("value"),
-                        time=now,
-                        key=op.get("key"),
-                        index=len(history),
-                    )
-                    history.append(inv)
-                    invoked += 1
-                    if g is not None:
-                        g = g.update(None, mkctx(), inv)
-                    inflight.append((now + lat, seq, thread, op))
-                seq += 1
-                inflight.sort(key=lambda x: (x[0], x[1]))
+            if not sim.inflight or op["time"] <= min(sim.inflight)[0]:
+                sim.gen = g2
+                sim.start(op)
                 continue
-        # complete the earliest in-flight op
-        if not inflight:
+        if not sim.inflight:
             break
-        t, _, thread, iop = inflight.pop(0)
-        now = max(now, t)
-        free.add(thread)
+        sim.complete_next()  # nothing to invoke before the earliest op in flight completes
+    return sim.history
+
+
+class _Simulation:
+    """The state of :func:`simulate`: virtual time (ns), free threads, ops in flight as (time they
+    end, sequence number, thread, op or None for a sleep) kept sorted, and the history so far."""
+
+    def __init__(
+        self,
+        gen: GenLike,
+        concurrency: int,
+        seed: int,
+        latency: float,
+        complete: Callable[[OpDict], tuple[str, Any]] | None,
+        nemesis: bool,
+    ) -> None:
+        self.rng = random.Random(seed)
+        self.base = Context.initial(concurrency, self.rng, nemesis=nemesis)
+        self.gen = to_gen(gen)
+        self.concurrency = concurrency
+        self.latency = int(latency * NS)
+        self.complete = complete
+        self.now = 0
+        self.free = set(self.base.free)
+        self.workers = dict(self.base.workers)
+        self.inflight: list[tuple[int, int, Thread, OpDict | None]] = []
+        self.seq = 0
+        self.history: list[Op] = []
+        self.invoked = 0
+
+    def context(self) -> Context:
+        return Context(
+            self.now, frozenset(self.free), self.base.threads, self.workers, self.rng, self.concurrency
+        )
+
+    def start(self, op: OpDict) -> None:
+        """Takes up ``op``'s thread at its time: a sleep holds it for its duration, a log frees it
+        at once, an invocation is recorded (and shown to the generator) and completes after the
+        latency."""
+        self.now = max(self.now, op["time"])
+        thread = self.base.thread_of(op["process"])
+        self.free.discard(thread)
+        if op["type"] == "sleep":
+            self.inflight.append((self.now + int(op["value"] * NS), self.seq, thread, None))
+        elif op["type"] == "log":
+            self.free.add(thread)
+        else:
+            inv = self._record("invoke", op, op.get("value"))
+            self.invoked += 1
+            if self.gen is not None:
+                self.gen = self.gen.update(None, self.context(), inv)
+            self.inflight.append((self.now + self.latency, self.seq, thread, op))
+        self.seq += 1
+        self.inflight.sort(key=lambda x: (x[0], x[1]))
+
+    def complete_next(self) -> None:
+        """Completes the earliest op in flight (``info`` for the nemesis, else by ``complete``); a
+        client whose op ends ``info`` continues as a new process."""
+        t, _, thread, iop = self.inflight.pop(0)
+        self.now = max(self.now, t)
+        self.free.add(thread)
         if iop is None:
-            continue
+            return
         if iop["process"] == NEMESIS_THREAD:
             typ, val = "info", iop.get("value")
-        elif complete is not None:
-            typ, val = complete(iop)
+        elif self.complete is not None:
+            typ, val = self.complete(iop)
         else:
             typ, val = "ok", iop.get("value")
-        comp = Op(
-            type=typ,
-            process=iop["process"],
-            f=iop["f"],
-            value=val,
-            time=now,
-            key=iop.get("key"),
-            index=len(history),
-        )
-        history.append(comp)
+        comp = self._record(typ, iop, val)
         if typ == "info" and iop["process"] != NEMESIS_THREAD:
-            workers[thread] = iop["process"] + concurrency
-        if g is not None:
-            g = g.update(None, mkctx(), comp)
-    return history
+            self.workers[thread] = iop["process"] + self.concurrency
+        if self.gen is not None:
+            self.gen = self.gen.update(None, self.context(), comp)
+
+    def _record(self, typ: str, op: OpDict, value: Any) -> Op:
+        rec = Op(
+            type=typ,
+            process=op["process"],
+            f=op["f"],
+            value=value,
+            time=self.now,
+            key=op.get("key"),
+            index=len(self.history),
+        )
+        self.history.append(rec)
+        return rec

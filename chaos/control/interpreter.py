@@ -37,17 +37,34 @@ history, as any op abandoned by a crashed run.
 
 from __future__ import annotations
 
+import enum
 import logging
+import math
 import queue
+import random
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeVar
 
-from chaos.control.generator import NEMESIS_THREAD, PENDING, Context, Generator, Thread, to_gen
+from chaos.control.generator import (
+    NEMESIS_THREAD,
+    PENDING,
+    Context,
+    Generator,
+    GenLike,
+    OpAnswer,
+    OpDict,
+    Process,
+    Thread,
+    to_gen,
+)
 from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
+
+if TYPE_CHECKING:
+    from chaos.control.test import Test
 
 log = logging.getLogger("chaos.interpreter")
 
@@ -69,7 +86,7 @@ class Stalled(RuntimeError):
     """The run stopped making progress: an op stayed in flight past its watchdog bound."""
 
 
-def stall_bounds(test: Any) -> tuple[float, float]:
+def stall_bounds(test: object) -> tuple[float, float]:
     """(client, nemesis) watchdog bounds in seconds for ``test``: ``test.opts["stall_timeout"]`` if
     set, else the larger of :data:`STALL_MIN_S` and :data:`STALL_CLIENT_TIMEOUTS` x the DB client's
     timeout; the nemesis bound is at least :data:`NEMESIS_STALL_MIN_S` and 3 x the client bound."""
@@ -85,17 +102,40 @@ def stall_bounds(test: Any) -> tuple[float, float]:
     return client, max(NEMESIS_STALL_MIN_S, 3 * client)
 
 
-class _Mailbox:
+class _Signal(enum.Enum):
+    """The scheduler's sentinels: a worker's nudge in the mailbox, and :meth:`Interpreter._pump`'s
+    answers other than a wait in seconds."""
+
+    NUDGE = "a worker changed the state but dispatched nothing: the scheduler looks again"
+    EXIT = "the run is over"
+    BUSY = "every thread is busy: wait for a completion"
+
+
+_NUDGE: Final = _Signal.NUDGE
+_EXIT: Final = _Signal.EXIT
+_BUSY: Final = _Signal.BUSY
+
+# a worker's completion for the scheduler: (worker, completion or None after a sleep, time in ns)
+_Done = tuple["_Worker", Op | None, int]
+_Mail = _Done | Literal[_Signal.NUDGE]
+# what the scheduler does next: wait at most this many s (None: until a completion), or a signal
+_Wait = float | Literal[_Signal.EXIT, _Signal.BUSY] | None
+
+
+_T = TypeVar("_T")
+
+
+class _Mailbox(Generic[_T]):
     """Completions for the scheduler: many producers, one consumer; ``get`` waits on a Condition,
     whose timed wait is correct (see the module docstring)."""
 
     __slots__ = ("_items", "_cv")
 
     def __init__(self) -> None:
-        self._items: deque[Any] = deque()
+        self._items: deque[_T] = deque()
         self._cv = threading.Condition(threading.Lock())
 
-    def put(self, item: Any) -> None:
+    def put(self, item: _T) -> None:
         with self._cv:
             self._items.append(item)
             self._cv.notify()
@@ -103,11 +143,11 @@ class _Mailbox:
     def empty(self) -> bool:
         return not self._items
 
-    def pop(self) -> Any:
+    def pop(self) -> _T:
         """The oldest item; only the consumer calls this, and only after ``empty()`` said False."""
         return self._items.popleft()
 
-    def get(self, timeout: float) -> Any:
+    def get(self, timeout: float) -> _T | None:
         """The oldest item, waiting at most ``timeout`` s; None when there is none. A timeout under
         :data:`_SPIN_S` does not wait at all: the caller looks again, sooner than a timed sleep
         (which lasts at least the kernel's timer slack, ~50 us) would return."""
@@ -120,15 +160,21 @@ class _Mailbox:
 class Client(Protocol):
     """A workload client (Jepsen's jepsen.client): ``open`` returns a client bound to one node."""
 
-    def open(self, test: Any, node: str) -> Client: ...
+    def open(self, test: Test | None, node: str) -> Client: ...
 
-    def invoke(self, test: Any, op: Op) -> Op: ...
+    def invoke(self, test: Test | None, op: Op) -> Op: ...
 
-    def close(self, test: Any) -> None: ...
+    def close(self, test: Test | None) -> None: ...
 
 
 class NemesisLike(Protocol):
-    def invoke(self, test: Any, op: Op) -> Op: ...
+    def invoke(self, test: Test | None, op: Op) -> Op: ...
+
+
+class HistorySink(Protocol):
+    """Where recorded ops go (``chaos.history.store.HistoryWriter``)."""
+
+    def write(self, op: Op) -> Op: ...
 
 
 class Clock:
@@ -198,23 +244,22 @@ class Stats:
 
 
 class _Worker:
-    __slots__ = ("thread", "node", "inbox", "client", "opened", "t", "run", "since", "bound", "what")
+    __slots__ = ("thread", "node", "inbox", "client", "t", "run", "since", "bound", "what")
 
     def __init__(self, thread: Thread, node: str | None, run: int = 0) -> None:
         self.thread = thread
         self.node = node
         self.run = run  # the Interpreter.run() call this worker belongs to
         # only an untimed get() is ever used on the inbox: that one is correct in every CPython
-        self.inbox: queue.SimpleQueue[Op | dict[str, Any] | None] = queue.SimpleQueue()
+        self.inbox: queue.SimpleQueue[Op | OpDict | None] = queue.SimpleQueue()  # an op, a sleep, or stop
         self.since = 0  # time.monotonic_ns() when the op in flight was handed over
         self.bound = 0  # ns that op may take before the watchdog calls the run stalled
         self.what = ""
-        self.client: Any = None
-        self.opened = False
+        self.client: Client | None = None  # opened on the first op, closed after an info
         self.t: threading.Thread | None = None
 
 
-def _valid_completion(inv: Op, comp: Any) -> str | None:
+def _valid_completion(inv: Op, comp: object) -> str | None:
     if not isinstance(comp, Op):
         return f"client returned {type(comp).__name__}, not an Op"
     if comp.type not in (OK, FAIL, INFO):
@@ -249,23 +294,20 @@ class Interpreter:
 
     def __init__(
         self,
-        test: Any,
+        test: Test | None,
         *,
         client: Client | None,
         nemesis: NemesisLike | None,
         nodes: list[str],
         concurrency: int,
-        history: Any,
+        history: HistorySink,
         clock: Callable[[], int] | None = None,
-        rng: Any = None,
+        rng: random.Random | None = None,
         idempotent: Iterable[str] = ("read",),
         on_op: Callable[[Op], None] | None = None,
         stall_timeout: float | None = None,
         nemesis_stall_timeout: float | None = None,
     ) -> None:
-        import math
-        import random
-
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         if client is not None and not nodes:
@@ -292,9 +334,9 @@ class Interpreter:
         self.on_op = on_op
         self.stats = Stats()
         self._stop = threading.Event()
-        self._done = _Mailbox()  # (worker, op | None, time) | _NUDGE
+        self._done: _Mailbox[_Mail] = _Mailbox()
         self.last_time = 0
-        self._procs: dict[Thread, Any] = {}
+        self._procs: dict[Thread, Process] = {}  # thread -> its current process
         # scheduler state, guarded by _lock (see the module docstring)
         self._lock = threading.Lock()
         self._running = False
@@ -305,7 +347,7 @@ class Interpreter:
         self._all_threads: frozenset[Thread] = frozenset()
         self._outstanding = 0
         self._version = 0  # bumped by every recorded op and dispatch: a held op is stale when it moved
-        self._held: tuple[dict[str, Any], Generator | None, int] | None = None  # future op, its next gen
+        self._held: tuple[OpDict, Generator | None, int] | None = None  # future op, its next gen
         self._error: BaseException | None = None  # raised by a generator inside a worker's step
         self._run_id = 0
 
@@ -336,18 +378,17 @@ class Interpreter:
             except Exception as e:  # a failing close must not stop the run
                 log.warning("closing client of thread %s: %s", w.thread, e)
         w.client = None
-        w.opened = False
 
     def _invoke_client(self, w: _Worker, op: Op) -> Op:
-        if not w.opened:
+        client = w.client
+        if client is None:
             assert self.client is not None and w.node is not None
             try:
-                w.client = self.client.open(self.test, w.node)
-                w.opened = True
+                client = w.client = self.client.open(self.test, w.node)
             except Exception as e:
                 return op.completion(FAIL, error=f"no-client: {type(e).__name__}: {e}", node=w.node)
         try:
-            comp = w.client.invoke(self.test, op)
+            comp = client.invoke(self.test, op)
             err = _valid_completion(op, comp)
             if err is not None:
                 comp = op.completion(INFO, error=f"indeterminate: {err}", node=w.node)
@@ -439,7 +480,7 @@ class Interpreter:
             return
         self._record(comp, t)
         if comp.type == INFO and thread != NEMESIS_THREAD:
-            self._procs[thread] += self.concurrency
+            self._retire(thread)
         self.stats.completed(comp)
         if self.on_op is not None:
             self.on_op(comp)
@@ -447,7 +488,14 @@ class Interpreter:
         if gen is not None and not gen.passive:
             self._gen = gen.update(self.test, self._ctx(self.last_time), comp)
 
-    def _pump(self) -> Any:
+    def _retire(self, thread: Thread) -> None:
+        """The process on client ``thread`` is retired (its last op is open or info): the thread
+        continues as process ``p + concurrency``, so the retired process never invokes again."""
+        p = self._procs[thread]
+        assert isinstance(p, int)
+        self._procs[thread] = p + self.concurrency
+
+    def _pump(self) -> _Wait:
         """Dispatch every op due now, then say what the scheduler does next: _EXIT (the run is over),
         _BUSY (every thread is busy: wait for a completion), or the longest wait (s; None: until a
         completion) before asking the generator again (a pending generator, a future op)."""
@@ -455,7 +503,7 @@ class Interpreter:
         while True:
             gen = self._gen
             if gen is None:
-                wait: Any = _EXIT if self._outstanding == 0 else None
+                wait: _Wait = _EXIT if self._outstanding == 0 else None
                 break
             if not self._free:
                 # every op needs a free thread: only a completion can change the answer
@@ -463,7 +511,7 @@ class Interpreter:
                 break
             now = clock()
             held = self._held
-            op: Any
+            op: OpAnswer
             if held is not None and held[2] == self._version:
                 # nothing happened since the generator gave this future op: wait for it, then take it
                 # (asking again would draw from the rng again)
@@ -497,7 +545,7 @@ class Interpreter:
                 self._gen = g2.update(test, self._ctx(self.last_time), inv)
         return wait
 
-    def run(self, generator: Any) -> None:
+    def run(self, generator: GenLike) -> None:
         """Run ``generator`` to exhaustion. Raises what the generator raises; workers are always
         stopped before returning (in-flight client calls are abandoned, their ops left open)."""
         conc = self.concurrency
@@ -532,7 +580,7 @@ class Interpreter:
             w.t.start()
         done_empty, done_pop, done_get = done.empty, done.pop, done.get
         stopped = self._stop.is_set
-        item: Any = None
+        item: _Mail | None = None
         next_watch = time.monotonic_ns() + _WATCH_NS
         try:
             while True:
@@ -566,7 +614,7 @@ class Interpreter:
                 # a process whose op is abandoned open may not invoke again (as after an info)
                 for t in workers:
                     if t not in self._free and t != NEMESIS_THREAD:
-                        self._procs[t] += conc
+                        self._retire(t)
             for w in workers.values():
                 w.inbox.put(None)
             deadline = time.monotonic() + 2.0
@@ -584,7 +632,7 @@ class Interpreter:
                     f"{(now_ns - w.since) / 1e9:.0f} s, over the watchdog bound of {w.bound / 1e9:.0f} s"
                 )
 
-    def _dispatch(self, op: dict[str, Any]) -> Op | None:
+    def _dispatch(self, op: OpDict) -> Op | None:
         p = op["process"]
         thread: Thread = NEMESIS_THREAD if p == NEMESIS_THREAD else int(p) % self.concurrency
         typ = op.get("type", INVOKE)
@@ -628,6 +676,3 @@ class Interpreter:
 
 
 _OP_FIELDS = frozenset(["type", "process", "f", "value", "time", "key", "node", "index", "error"])
-_NUDGE: Final = object()  # a worker changed the state but dispatched nothing: the scheduler looks again
-_EXIT: Final = object()
-_BUSY: Final = object()

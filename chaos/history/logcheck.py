@@ -36,6 +36,7 @@ _NONE, _PENDING, _OK, _FAIL, _INFO = -1, 0, 1, 2, 3
 DENSE_MIN = 1 << 20  # values below this (or below 4x the appends so far) index the arrays directly
 _STATUS = {OK: _OK, FAIL: _FAIL, INFO: _INFO}
 _NULL = -(2**63)  # stands for null in a compacted read
+_KINDS = ("lost", "duplicated", "unexpected", "reordered", "divergent")  # the anomaly kinds, in report order
 
 
 def _hashable(v: Any) -> Any:
@@ -201,7 +202,7 @@ class _LogAcc:
             out["reattempted_values"] = self.reattempted
         if not self.reads:
             out.update(valid=UNKNOWN, error="no final read completed ok, so the log cannot be checked")
-            for k in ("lost", "duplicated", "unexpected", "reordered", "divergent"):
+            for k in _KINDS:
                 out[k] = []
             return out
 
@@ -210,8 +211,28 @@ class _LogAcc:
         ref = self.reads[ref_node][0]
         out["final_node"] = ref_node
         out["final_length"] = len(ref)
+        found, duplicated, unexpected = self._placements(ref, ref_node)
+        lost, reordered, out["indeterminate_present"] = self._by_status(found, unexpected, ref_node)
+        self._real_time_order(ref, found, reordered)
+        kinds = {
+            "lost": lost,
+            "duplicated": duplicated,
+            "unexpected": unexpected,
+            "reordered": reordered,
+            "divergent": self._divergent(ref_node, ref),
+        }
+        for name, c in kinds.items():
+            out[name] = c.items
+            out[f"{name}_count"] = c.count
+        bad = [n for n in _KINDS if out[f"{n}_count"]]
+        out["valid"] = not bad
+        if bad:
+            out["error"] = ", ".join(f"{out[f'{n}_count']} {n}" for n in bad)
+        return dict(sorted(out.items(), key=lambda kv: kv[0] != "valid"))
 
-        divergent = _Capped()
+    def _divergent(self, ref_node: str, ref: Sequence[Any]) -> _Capped:
+        """Indexes where another node's read differs from the final log (``ref``, read on
+        ``ref_node``), each with every differing node's value there."""
         div_at: dict[int, dict[str, Any]] = {}
         for node in sorted(self.reads):
             if node == ref_node:
@@ -228,10 +249,15 @@ class _LogAcc:
             for i in range(n):
                 if other[i] != ref[i]:
                     div_at.setdefault(i, {ref_node: _val(ref[i])})[node] = _val(other[i])
+        divergent = _Capped()
         for i in sorted(div_at):
             divergent.add({"index": i, "values": div_at[i]})
+        return divergent
 
-        found = array("q", [-1]) * len(st)
+    def _placements(self, ref: Sequence[Any], ref_node: str) -> tuple[array[int], _Capped, _Capped]:
+        """Where each attempted value sits in the final log: ``(found, duplicated, unexpected)`` with
+        ``found[slot]`` its first index (-1 if absent); values never attempted are unexpected."""
+        found = array("q", [-1]) * len(self.status)
         duplicated = _Capped()
         unexpected = _Capped()
         dup_at: dict[int, list[int]] = {}
@@ -248,42 +274,40 @@ class _LogAcc:
                 found[s_or_none] = i
         for s, idxs in sorted(dup_at.items(), key=lambda kv: kv[1][0]):
             duplicated.add({**self._ops(s), "found": idxs, "node": ref_node})
+        return found, duplicated, unexpected
 
+    def _by_status(
+        self, found: array[int], unexpected: _Capped, ref_node: str
+    ) -> tuple[_Capped, _Capped, int]:
+        """Each append against its completion: ``(lost, reordered, info appends present)``; ok
+        appends missing or at another index than acknowledged, failed ones present (added to
+        ``unexpected``)."""
         lost = _Capped()
         reordered = _Capped()
-        present = {"info": 0, "fail": 0}
-        for s in range(len(st)):
-            status = st[s]
+        present_info = 0
+        log_index = self.log_index
+        for s, status in enumerate(self.status):
             if status == _NONE:
                 continue
             at = found[s]
             if status == _OK:
                 if at < 0:
                     lost.add({**self._ops(s), "reason": "acknowledged but missing from the final log"})
-                elif self.log_index[s] >= 0 and self.log_index[s] != at:
-                    reordered.add(
-                        {
-                            **self._ops(s),
-                            "found": [at],
-                            "reason": f"acknowledged at index {self.log_index[s]}, found at index {at}",
-                        }
-                    )
+                elif log_index[s] >= 0 and log_index[s] != at:
+                    reason = f"acknowledged at index {log_index[s]}, found at index {at}"
+                    reordered.add({**self._ops(s), "found": [at], "reason": reason})
             elif status == _FAIL:
                 if at >= 0:
-                    present["fail"] += 1
-                    unexpected.add(
-                        {
-                            **self._ops(s),
-                            "found": [at],
-                            "node": ref_node,
-                            "reason": "append definitely failed",
-                        }
-                    )
+                    reason = "append definitely failed"
+                    unexpected.add({**self._ops(s), "found": [at], "node": ref_node, "reason": reason})
             elif at >= 0:
-                present["info"] += 1
+                present_info += 1
+        return lost, reordered, present_info
 
-        # Real-time order: scan from the end keeping the earliest completion of an ok append seen so
-        # far; an append invoked after that completion must not sit before it.
+    def _real_time_order(self, ref: Sequence[Any], found: array[int], reordered: _Capped) -> None:
+        """Adds to ``reordered`` each append invoked after an ok append completed, yet placed before
+        it: scans from the end keeping the earliest completion of an ok append seen so far."""
+        st = self.status
         best_time = 2**63 - 1
         best_slot = -1
         for i in range(len(ref) - 1, -1, -1):
@@ -309,22 +333,6 @@ class _LogAcc:
             if st[s] == _OK and self.cmp_time[s] < best_time:
                 best_time = self.cmp_time[s]
                 best_slot = s
-
-        out["indeterminate_present"] = present["info"]
-        for name, c in (
-            ("lost", lost),
-            ("duplicated", duplicated),
-            ("unexpected", unexpected),
-            ("reordered", reordered),
-            ("divergent", divergent),
-        ):
-            out[name] = c.items
-            out[f"{name}_count"] = c.count
-        bad = [n for n in ("lost", "duplicated", "unexpected", "reordered", "divergent") if out[f"{n}_count"]]
-        out["valid"] = not bad
-        if bad:
-            out["error"] = ", ".join(f"{out[f'{n}_count']} {n}" for n in bad)
-        return dict(sorted(out.items(), key=lambda kv: kv[0] != "valid"))
 
 
 class LogChecker(StreamChecker):
