@@ -781,61 +781,79 @@ def _verdict_exit(valids: list[Any]) -> int:
     return 0
 
 
+# the options of `chaos sim`, in --help order
+_SIM_OPTIONS = [
+    click.option("--workload", default="register", help="register | log"),
+    click.option(
+        "--nemesis",
+        default="partition,kill",
+        help=f"comma-separated faults: {', '.join(NEMESES)} (network = per-seed loss and duplication; "
+        "bitflip = a flipped bit on a killed member's disk)",
+    ),
+    click.option(
+        "--disk",
+        type=click.Choice(DISKS),
+        default="file",
+        show_default=True,
+        help="the real FileLogStore on a simulated disk (crashes lose unsynced writes, tear), or in memory",
+    ),
+    click.option("--seeds", type=int, default=None, help="run seeds FIRST .. FIRST+N-1"),
+    click.option("--first-seed", type=int, default=0, show_default=True),
+    click.option(
+        "--seed", type=int, default=None, help="replay one seed exactly and write its run directory"
+    ),
+    click.option(
+        "--shrink",
+        is_flag=True,
+        help="with --seed: shrink a failing seed's fault schedule before writing the run",
+    ),
+    click.option(
+        "--schedule",
+        "schedule_file",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="with --seed: replay this fault schedule (a run's schedule.json) instead of drawing faults",
+    ),
+    click.option(
+        "--time-limit", type=float, default=60.0, show_default=True, help="simulated seconds per seed"
+    ),
+    click.option("--concurrency", type=int, default=10, show_default=True, help="simulated clients"),
+    click.option(
+        "--rate", type=float, default=50.0, show_default=True, help="client ops per simulated second"
+    ),
+    click.option(
+        "--read-mode",
+        type=click.Choice(READ_MODES),
+        default="raft-log",
+        show_default=True,
+        help="register reads through the driver: the log, read index, leader lease, or the member's "
+        "local state (unsafe: a known-bad configuration)",
+    ),
+    click.option(
+        "--sticky/--no-sticky",
+        default=True,
+        show_default=True,
+        help="odd client processes read from their own member only and record its answer (a deposed "
+        "leader's too), as the register workload's",
+    ),
+    click.option("--jobs", type=int, default=None, help="parallel processes (default: the CPU count)"),
+    click.option(
+        "--stop-on-failure",
+        is_flag=True,
+        help="with --seeds: stop at the first seed (in seed order) that is not valid",
+    ),
+    click.option("--store", type=click.Path(file_okay=False), default="store", show_default=True),
+]
+
+
+def _with_sim_options(fn: Any) -> Any:
+    for option in reversed(_SIM_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
 @click.command("sim")
-@click.option("--workload", default="register", help="register | log")
-@click.option(
-    "--nemesis",
-    default="partition,kill",
-    help=f"comma-separated faults: {', '.join(NEMESES)} (network = per-seed loss and duplication; "
-    "bitflip = a flipped bit on a killed member's disk)",
-)
-@click.option(
-    "--disk",
-    type=click.Choice(DISKS),
-    default="file",
-    show_default=True,
-    help="the real FileLogStore on a simulated disk (crashes lose unsynced writes, tear), or in memory",
-)
-@click.option("--seeds", type=int, default=None, help="run seeds FIRST .. FIRST+N-1")
-@click.option("--first-seed", type=int, default=0, show_default=True)
-@click.option("--seed", type=int, default=None, help="replay one seed exactly and write its run directory")
-@click.option(
-    "--shrink",
-    is_flag=True,
-    help="with --seed: shrink a failing seed's fault schedule before writing the run",
-)
-@click.option(
-    "--schedule",
-    "schedule_file",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="with --seed: replay this fault schedule (a run's schedule.json) instead of drawing faults",
-)
-@click.option("--time-limit", type=float, default=60.0, show_default=True, help="simulated seconds per seed")
-@click.option("--concurrency", type=int, default=10, show_default=True, help="simulated clients")
-@click.option("--rate", type=float, default=50.0, show_default=True, help="client ops per simulated second")
-@click.option(
-    "--read-mode",
-    type=click.Choice(READ_MODES),
-    default="raft-log",
-    show_default=True,
-    help="register reads through the driver: the log, read index, leader lease, or the member's "
-    "local state (unsafe: a known-bad configuration)",
-)
-@click.option(
-    "--sticky/--no-sticky",
-    default=True,
-    show_default=True,
-    help="odd client processes read from their own member only and record its answer (a deposed "
-    "leader's too), as the register workload's",
-)
-@click.option("--jobs", type=int, default=None, help="parallel processes (default: the CPU count)")
-@click.option(
-    "--stop-on-failure",
-    is_flag=True,
-    help="with --seeds: stop at the first seed (in seed order) that is not valid",
-)
-@click.option("--store", type=click.Path(file_okay=False), default="store", show_default=True)
+@_with_sim_options
 def sim(
     workload: str,
     nemesis: str,

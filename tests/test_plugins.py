@@ -299,8 +299,6 @@ def test_no_file_under_control_or_nemesis_names_dledger() -> None:
     named = []
     for p in sorted((ROOT / "chaos").rglob("*")):
         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc":
-            if p.relative_to(ROOT).as_posix() in PENDING_DOCSTRINGS:
-                continue
             for no, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
                 if pattern.search(line):
                     named.append(f"{p.relative_to(ROOT)}:{no}: {line.strip()}")
@@ -328,9 +326,6 @@ def test_the_imports_docs_plugins_lists_all_resolve() -> None:
 
 
 # its owner (another branch of issue 22) rewords its docstring; drop it from here then
-PENDING_DOCSTRINGS = {"chaos/history/logcheck.py"}
-
-
 # -- a plug-in DB and workload through the real runner, on a named docker cluster --------------------
 
 PLUGGED = '''

@@ -1,12 +1,12 @@
-"""Checkers for the ``log`` workload (DLedger's append log) and Jepsen's ``set`` workload.
+"""Checkers for the ``log`` workload (a replicated append log) and Jepsen's ``set`` workload.
 
 Log workload op shapes (docs/design.md): ``append`` invoked with a unique int ``v``, ok with
-``log_index`` (the DLedger index the entry got); after healing one final ``read`` per node, ok with
-``value[i]`` = the workload value at DLedger index ``i`` (``null`` for entries that are not
+``log_index`` (the log index the entry got, 0-based); after healing one final ``read`` per node, ok with
+``value[i]`` = the workload value at log index ``i`` (``null`` for entries that are not
 workload appends), committed entries only.
 
 What the log checker demands (Raft's Log Matching and Leader Completeness, Ongaro & Ousterhout
-section 5.3-5.4; DLedger's ``DLedgerEntryPusher`` keeps followers' logs prefixes of the leader's):
+section 5.3-5.4: a follower's log is a prefix of its leader's):
 
 - **lost**: an acknowledged (ok) append is missing from the final log.
 - **duplicated**: a value occurs more than once in the final log.
