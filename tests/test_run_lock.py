@@ -18,7 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from chaos.cluster.lock import LOCK_PATH, ClusterLock, ClusterLocked, holders, is_stale, parse
+from chaos.cluster.lock import (
+    LOCK_PATH,
+    ClusterLock,
+    ClusterLocked,
+    _proc_start,
+    holders,
+    is_stale,
+    live_here,
+    parse,
+)
 
 
 def _dead_pid() -> int:
@@ -42,6 +51,20 @@ def test_stale_rules() -> None:
     mine = {"host": socket.gethostname(), "pid": os.getpid(), "pid_start": _proc_start(os.getpid())}
     assert is_stale({**mine, "token": "an-ended-run"})
     assert parse("not json")["raw"] == "not json"
+
+
+def test_live_here_rules() -> None:
+    """A holder is provably alive only on this host with its pid running since the recorded start."""
+    host = socket.gethostname()
+    with subprocess.Popen(["sleep", "60"]) as p:
+        try:
+            alive = {"host": host, "pid": p.pid, "pid_start": _proc_start(p.pid)}
+            assert live_here(alive)
+            assert not live_here({**alive, "pid_start": (alive["pid_start"] or 0) + 1})  # pid reused
+            assert not live_here({**alive, "host": "some-other-control-host"})  # cannot be proved
+        finally:
+            p.kill()
+    assert not live_here({"host": host, "pid": _dead_pid()})
 
 
 @pytest.fixture
@@ -92,6 +115,37 @@ def test_lock_on_the_nodes(control) -> None:
     fourth.acquire(break_lock=True)
     assert len(holders([control.remote(n) for n in control.names])) == 5
     fourth.release()
+
+
+@pytest.mark.docker
+def test_break_lock_refuses_a_live_holder_on_this_host(control) -> None:
+    """--break-lock never breaks the lock of a run still alive here (issue 26: both runs then
+    reported false INVALID verdicts); it names the holder and removes nothing."""
+    with subprocess.Popen(["sleep", "120"]) as live:
+        try:
+            holder = {
+                "run": "register-live",
+                "store": "/tmp/store-live",
+                "host": socket.gethostname(),
+                "pid": live.pid,
+                "pid_start": _proc_start(live.pid),
+                "token": "live-token",
+            }
+            control.on_nodes(lambda r: r.write_file(LOCK_PATH, json.dumps(holder) + "\n", sudo=True))
+            breaker = ClusterLock(control, "register-none", "/tmp/store-e")
+            with pytest.raises(ClusterLocked, match="still running on this host") as e:
+                breaker.acquire(break_lock=True)
+            assert "register-live" in str(e.value) and f"pid {live.pid}" in str(e.value)
+            held = holders([control.remote(n) for n in control.names])
+            assert {h["token"] for h in held.values()} == {"live-token"} and len(held) == 5
+        finally:
+            live.kill()
+    # once the holder is gone, --break-lock (or the stale rule) clears it
+    breaker.acquire(break_lock=True)
+    assert {h["token"] for h in holders([control.remote(n) for n in control.names]).values()} == {
+        breaker.token
+    }
+    breaker.release()
 
 
 @pytest.mark.docker

@@ -233,8 +233,8 @@ class DockerProvider:
         existing = {self._node_of(c): c for c in self._containers()}
         replaced = [c for node, c in existing.items() if node not in wanted]
         replaced += [c for c in existing.values() if c.image.tags and image not in c.image.tags]
-        if replaced and not self.break_lock:
-            self._refuse_if_locked(list(existing.values()))
+        if replaced:  # --break-lock lets a dead run's containers go, never a live run's
+            self._refuse_if_locked(list(existing.values()), breaking=self.break_lock)
         for node, c in existing.items():
             if node not in wanted:  # the cluster shrank
                 self.log(f"removing {c.name}")
@@ -263,10 +263,11 @@ class DockerProvider:
         (self.state_dir / "nodes.json").write_text(nodes_to_json(nodes) + "\n")
         return nodes
 
-    def _refuse_if_locked(self, containers: list[Any]) -> None:
+    def _refuse_if_locked(self, containers: list[Any], breaking: bool = False) -> None:
         """Raise ClusterLocked when a live run holds the cluster (its lock file on a running node):
-        removing or replacing containers under it would wreck that run."""
-        from chaos.cluster.lock import LOCK_PATH, ClusterLocked, is_stale, parse
+        removing or replacing containers under it would wreck that run. ``breaking``
+        (``--break-lock``): only a holder provably alive on this host refuses."""
+        from chaos.cluster.lock import LIVE_HINT, LOCK_PATH, ClusterLocked, is_stale, live_here, parse
 
         for c in containers:
             if c.status != "running":
@@ -277,7 +278,9 @@ class DockerProvider:
                 continue
             if code == 0 and out.strip():
                 holder = parse(out.decode(errors="replace"))
-                if not is_stale(holder):
+                if breaking and live_here(holder):
+                    raise ClusterLocked(self._node_of(c), holder, LIVE_HINT)
+                if not breaking and not is_stale(holder):
                     raise ClusterLocked(self._node_of(c), holder)
 
     def _create(self, node: str, ip: str, image: str, pubkey: str) -> None:

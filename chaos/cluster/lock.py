@@ -38,13 +38,16 @@ _ACTIVE: set[str] = set()  # tokens of the locks this process holds now
 class ClusterLocked(Refused):
     """Another run holds the cluster. ``holder`` is its lock record (dict), ``node`` where it was seen."""
 
-    def __init__(self, node: str, holder: dict[str, Any]) -> None:
+    def __init__(self, node: str, holder: dict[str, Any], hint: str | None = None) -> None:
         self.node = node
         self.holder = holder
         super().__init__(
-            f"the cluster is in use by run {describe(holder)} (lock {LOCK_PATH} on {node}); wait for "
-            "that run to end, or pass --break-lock if it is gone"
+            f"the cluster is in use by run {describe(holder)} (lock {LOCK_PATH} on {node}); "
+            + (hint or "wait for that run to end, or pass --break-lock if it is gone")
         )
+
+
+LIVE_HINT = "it is still running on this host, so --break-lock refuses to break its lock: wait for it or stop it"
 
 
 def describe(holder: dict[str, Any]) -> str:
@@ -98,6 +101,22 @@ def is_stale(holder: dict[str, Any], host: str | None = None) -> bool:
     start = holder.get("pid_start")
     now = _proc_start(pid)
     return isinstance(start, int) and now is not None and now != start
+
+
+def live_here(holder: dict[str, Any], host: str | None = None) -> bool:
+    """True when ``holder`` is provably alive: taken on this control host by a process that still
+    runs (same pid, same start time). Such a lock is never broken, not even by ``--break-lock``; a
+    holder on another host cannot be proved alive or gone from here, so breaking it is the user's
+    word (``--break-lock``)."""
+    if holder.get("host") != (host or socket.gethostname()):
+        return False
+    pid = holder.get("pid")
+    if not isinstance(pid, int) or pid <= 0 or not _alive(pid):
+        return False
+    if pid == os.getpid() and holder.get("token") in _ACTIVE:
+        return True
+    start, now = holder.get("pid_start"), _proc_start(pid)
+    return not (isinstance(start, int) and now is not None and now != start)
 
 
 def parse(text: str) -> dict[str, Any]:
@@ -192,14 +211,19 @@ class ClusterLock:
                 self.log(f"releasing the cluster lock on {remote.node.name} failed: {e}")
 
     def break_all(self) -> list[str]:
-        """Remove every node's lock file, whoever holds it; returns the holders removed."""
+        """Remove every node's lock file unless a holder is alive on this host (then ClusterLocked
+        naming it, and nothing is removed); returns the holders removed."""
 
-        def clear(remote: Any) -> str | None:
-            res = remote.exec_raw(f"cat {LOCK_PATH} 2>/dev/null && rm -f {LOCK_PATH}; true", sudo=True)
-            return res.stdout.strip() or None
+        def read(remote: Any) -> str:
+            return str(remote.exec_raw(f"cat {LOCK_PATH} 2>/dev/null; true", sudo=True).stdout).strip()
 
-        found = self.control.on_nodes(clear)
-        broken = [f"{node}: {describe(parse(text))}" for node, text in found.items() if text]
+        found = {node: text for node, text in self.control.on_nodes(read).items() if text}
+        for node, text in sorted(found.items()):
+            if live_here(parse(text)):
+                raise ClusterLocked(node, parse(text), LIVE_HINT)
+        for node, text in found.items():  # only the record read is removed, not a newer one
+            self._remove_if(self.control.remote(node), str(parse(text).get("token") or text))
+        broken = [f"{node}: {describe(parse(text))}" for node, text in found.items()]
         for b in broken:
             self.log(f"broke the cluster lock on {b}")
         return broken
