@@ -541,13 +541,20 @@ class Runner:
                 self.console.print(f"[yellow]warning:[/yellow] {what} failed: {e}", highlight=False)
 
     def _heal_leftovers(self, test: Test) -> None:
-        """Clear faults a killed earlier run may have left (iptables chains, qdiscs, clocks, SIGSTOP)."""
+        """Clear faults a killed earlier run may have left (iptables chains, qdiscs, clocks, SIGSTOP,
+        a FUSE layer, a plug-in's leftovers) and say per node what was found and removed."""
         try:
-            from chaos.nemesis import heal_all
+            from chaos.nemesis.cli import heal_control, residue
 
-            heal_all(test)
+            before = test.control.on_nodes(lambda r: residue(r, test.db))
+            after = heal_control(test.control, test.db)
         except Exception as e:
             self.log.warning("healing leftover faults failed: %s", e)
+            return
+        for node in sorted(before):
+            for line in before[node]:
+                state = "still present" if line in after.get(node, []) else "removed"
+                self.say(f"leftover of an earlier run on {node}: {escape(line)} ({state})")
 
     def _heal(self, test: Test, interp: Any) -> None:
         nem = test.nemesis
