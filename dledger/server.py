@@ -823,7 +823,7 @@ class Server:
             ):
                 return
             try:
-                self.core.step(msg, self._now())
+                self.driver.step(msg, self._now())
             except Exception:  # a handler bug must not kill the server; the sender resends
                 log.exception("%s: %s from %s failed", self.id, msg.KIND, msg.src)
                 conn.abort()
