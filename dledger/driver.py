@@ -5,7 +5,9 @@ One module, used by the asyncio server (:mod:`dledger.server`) and the determini
 the order of the core's contract (dledger.core.node's module docstring; etcd-io/raft's
 ``Ready``/``Advance`` loop):
 
-1. hand buffered appends to the OS, persist ``(currTerm, votedFor)``;
+1. write the log (start it over for an installed snapshot, cut a conflicting suffix, append the
+   accepted entries) and report it to the core (``Core.advance``), hand the appended records to the
+   OS, persist ``(currTerm, votedFor)``;
 2. ``--flush sync``: hold the push answers (a follower's acknowledgements) until a group fsync covers
    the entries, start that fsync through the host, report the durable end with ``Core.on_synced``
    when it completes, then send them; ``--flush async``: report everything synced at once (DLedger);
@@ -21,19 +23,22 @@ the production read paths (DLedgerServer.handleAppend/handleGet, the KV state ma
 
 The driver owns no clock, socket, thread or file: its :class:`Host` sends messages, runs the fsync
 and the snapshot save (at once or later), and delivers answers to clients. Times are the host's
-milliseconds.
+milliseconds. A :class:`~dledger.store.StoreError` under the core (a log write refused, a damaged
+record read while handling a peer message) is mapped here, in :meth:`Driver._store_failed`: logged,
+the core takes the store's log as its own, and the pushes it concerned are answered DISK_ERROR.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from dledger.core import Core, Ready, Role
-from dledger.protocol import Code, Message, PushResponse
+from dledger.protocol import Code, Message, PushRequest, PushResponse
 from dledger.statemachine import StateMachine, encode_kv
-from dledger.store import Entry, RuntimeLogStore
+from dledger.store import Entry, RuntimeLogStore, SnapshotLogStore, StoreError
 
 log = logging.getLogger("dledger.driver")
 
@@ -81,6 +86,19 @@ class Host(Protocol):
         """Persist a state machine snapshot; call ``done()`` once it is durable (never when the save
         failed). ``done`` is None for a snapshot installed from the leader."""
         ...
+
+
+def write_log(store: SnapshotLogStore, rd: Ready) -> None:
+    """Carry out ``rd``'s log writes on ``store`` in the core's order: start the log over
+    (``rd.log_restart``), cut it after ``rd.cut_after``, append ``rd.entries``. Raises the store's
+    StoreError (the writes before it are done)."""
+    if rd.log_restart is not None:
+        store.reset(*rd.log_restart)
+    if rd.cut_after is not None:
+        store.truncate_suffix(rd.cut_after)
+    append = store.append
+    for e in rd.entries:
+        append(e)
 
 
 class Driver:
@@ -132,6 +150,8 @@ class Driver:
         core = self.core
         for _ in range(8):
             rd = core.ready(now)
+            if rd.entries or rd.cut_after is not None or rd.log_restart is not None:
+                self._write_log(rd)
             self.store.flush_writes()  # appended records reach the OS before anyone hears of them
             if rd.hard_state is not None:
                 self.hard.save(*rd.hard_state)
@@ -162,6 +182,50 @@ class Driver:
             if not core.has_ready() and core.commit_index <= self.last_applied:
                 break
 
+    def step(self, msg: Message, now: int) -> None:
+        """Hand a peer message to the core (``Core.step``). A damaged record read meanwhile
+        (StoreError) is logged and a push answered DISK_ERROR, as DLedger's EntryHandler does."""
+        try:
+            self.core.step(msg, now)
+        except StoreError as e:
+            if isinstance(msg, PushRequest):
+                self._store_failed(e, f"push {msg.type} at {msg.index}")
+                self.core.refuse_push(msg, Code.DISK_ERROR)
+            else:
+                self._store_failed(e, f"{msg.KIND} from {msg.src}")
+
+    def _write_log(self, rd: Ready) -> None:
+        """:func:`write_log`, then ``Core.advance``; a refused write goes to :meth:`_store_failed`."""
+        try:
+            write_log(self.store, rd)
+        except StoreError as e:
+            self._store_failed(e, "log write", rd)
+            return
+        self.core.advance()
+
+    def _store_failed(self, e: StoreError, what: str, rd: Ready | None = None) -> None:
+        """The one place a StoreError under the core is mapped. It is logged; for the log writes
+        of ``rd``: the core takes the store's log as its own (``Core.on_write_failed``), the
+        Ready's push answers become DISK_ERROR (they may acknowledge entries the store does not
+        hold), a snapshot whose log restart failed is not loaded, and proposals the store lost are
+        answered DISK_ERROR."""
+        log.error("%s: %s failed: %s", self.core.id, what, e)
+        if rd is None:
+            return
+        store = self.store
+        self.core.on_write_failed()
+        begin, end = store.begin_index, store.end_index
+        rd.messages = [
+            dataclasses.replace(m, code=Code.DISK_ERROR, begin_index=begin, end_index=end)
+            if isinstance(m, PushResponse)
+            else m
+            for m in rd.messages
+        ]
+        if rd.snapshot_install is not None and begin != rd.snapshot_install[0] + 1:
+            rd.snapshot_install = None
+        for index in [i for i in self.waiters if i > end]:
+            self.host.answer(self.waiters.pop(index), Code.DISK_ERROR, error=f"{what} failed: {e}")
+
     def _take_outcomes(self, rd: Ready) -> None:
         """Confirmed and failed reads, a snapshot received from the leader, transfer results."""
         for read_id, idx in rd.reads:
@@ -188,8 +252,8 @@ class Driver:
     def propose(self, body: bytes, waiter: Any, now: int) -> int:
         """Append ``body`` as a client entry (DLedgerServer.handleAppend); ``waiter`` (a
         :class:`Pending`, its ``term`` set here) is answered through the host once the entry is
-        applied. Returns SUCCESS when accepted, else the refusal (NOT_LEADER, LEADER_PENDING_FULL,
-        LEADER_TRANSFERRING, DISK_ERROR) and nothing was appended."""
+        applied (DISK_ERROR when the store refuses to write it). Returns SUCCESS when accepted, else
+        the refusal (NOT_LEADER, LEADER_PENDING_FULL, LEADER_TRANSFERRING) and nothing was appended."""
         if len(self.waiters) >= self.core.cfg.max_pending:
             return Code.LEADER_PENDING_FULL
         code, entry = self.core.propose(body, now)
@@ -221,12 +285,13 @@ class Driver:
     def get(self, index: int) -> tuple[int, Entry | None]:
         """DLedger's GET of log entry ``index`` from this member (committed entries only):
         ``(SUCCESS, entry)``, or ``(INDEX_LESS_THAN_LOCAL_BEGIN | INDEX_OUT_OF_RANGE, None)``.
-        Raises the store's errors (a damaged record)."""
-        if index < self.store.begin_index:
+        Raises the store's errors (a damaged record). Read through the core's log: a committed
+        entry accepted since the last drain is not written yet."""
+        if index < self.core.begin_index:
             return Code.INDEX_LESS_THAN_LOCAL_BEGIN, None
         if index > self.core.commit_index:
             return Code.INDEX_OUT_OF_RANGE, None
-        return Code.SUCCESS, self.store.get(index)
+        return Code.SUCCESS, self.core.entry(index)
 
     def metadata(self) -> dict[str, Any]:
         """This member's view, as DLedger's METADATA answers it: role, commitIndex,
@@ -234,9 +299,9 @@ class Driver:
         return {
             "role": self.core.role,
             "commitIndex": self.core.commit_index,
-            "ledgerBeginIndex": self.store.begin_index,
-            "ledgerEndIndex": self.store.end_index,
-            "ledgerEndTerm": self.store.end_term,
+            "ledgerBeginIndex": self.core.begin_index,
+            "ledgerEndIndex": self.core.end_index,
+            "ledgerEndTerm": self.core.end_term,
             "appliedIndex": self.last_applied,
         }
 

@@ -3,8 +3,8 @@
 One TCP port serves peers and clients (as DLedgerRpcNettyService does). Peer messages travel one
 way over the sender's outgoing connection; a client request is answered on its own connection with
 the request's opaque. The consensus itself is :class:`dledger.core.Core`; this module feeds it
-frames and ticks and carries out its :class:`~dledger.core.Ready` output in order: persist
-currTerm/votedFor, sync the log (``--flush sync``: group commit, one fsync per event-loop batch),
+frames and ticks and carries out its :class:`~dledger.core.Ready` output in order (through
+:class:`dledger.driver.Driver`): write the log, persist currTerm/votedFor, sync the log (``--flush sync``: group commit, one fsync per event-loop batch),
 send, apply committed entries to the state machine (DLedger's StateMachineCaller), answer clients.
 """
 
@@ -823,7 +823,7 @@ class Server:
             ):
                 return
             try:
-                self.core.step(msg, self._now())
+                self.driver.step(msg, self._now())
             except Exception:  # a handler bug must not kill the server; the sender resends
                 log.exception("%s: %s from %s failed", self.id, msg.KIND, msg.src)
                 conn.abort()

@@ -28,6 +28,7 @@ from test_dledger_core import rejoin_through_snapshot
 
 from dledger.client import DLedgerClient
 from dledger.core import Core, CoreConfig
+from dledger.driver import write_log
 from dledger.protocol import (
     MESSAGE_TYPES,
     DecodeError,
@@ -38,7 +39,8 @@ from dledger.protocol import (
     from_wire,
     to_wire,
 )
-from dledger.store import Entry, MemoryLogStore
+from dledger.sim import SimLogStore
+from dledger.store import Entry, StoreError
 from dledger.transport import FrameDecoder, FrameError, decode_payload, encode_frame
 
 MAX = 4096
@@ -158,7 +160,7 @@ def messages(draw: st.DrawFn) -> dict:
 def test_core_handlers_survive_any_message_sequence(
     msgs: list[tuple[dict, int]], log_terms: list[int]
 ) -> None:
-    store = MemoryLogStore()
+    store = SimLogStore()
     for i, t in enumerate(sorted(log_terms)):
         store.append(Entry(i, t, b"x"))
     core = Core(CoreConfig(self_id="n0", peers=PEERS), store, term=2)
@@ -168,6 +170,17 @@ def test_core_handlers_survive_any_message_sequence(
         core.step(from_wire(msgpack.unpackb(msgpack.packb(raw, use_bin_type=True), raw=False)), now)
         core.tick(now)
         rd = core.ready(now)
+        try:
+            write_log(store, rd)  # the driver's writes: the core never writes its store
+        except StoreError:
+            core.on_write_failed()
+        else:
+            core.advance()
+        assert (store.begin_index, store.end_index, store.end_term) == (
+            core.begin_index,
+            core.end_index,
+            core.end_term,
+        )
         core.on_synced(store.end_index, now)
         assert store.begin_index - 1 <= core.commit_index <= store.end_index
         assert all(m.src == "n0" for m in rd.messages)

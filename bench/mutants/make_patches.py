@@ -58,8 +58,8 @@ MUTANTS: dict[str, dict[str, object]] = {
         "edits": [
             (
                 "dledger/core/node.py",
-                "                st.append(e)\n                self._need_sync = True\n",
-                "                st.append(e)\n",
+                "            self._accept(e)\n            self._need_sync = True\n",
+                "            self._accept(e)\n",
             )
         ],
     },
@@ -146,8 +146,8 @@ MUTANTS: dict[str, dict[str, object]] = {
         "edits": [
             (
                 "dledger/core/node.py",
-                "        if q > commit and q >= self.store.begin_index and self.store.term_at(q) == self.term:\n",
-                "        if q > commit and q >= self.store.begin_index:\n",
+                "        if q > commit and q >= self.begin_index and self.term_at(q) == self.term:\n",
+                "        if q > commit and q >= self.begin_index:\n",
             )
         ],
     },
@@ -161,7 +161,7 @@ MUTANTS: dict[str, dict[str, object]] = {
             (
                 "dledger/driver.py",
                 "        if index > self.core.commit_index:\n            return Code.INDEX_OUT_OF_RANGE, None\n",
-                "        if index > self.store.end_index:\n            return Code.INDEX_OUT_OF_RANGE, None\n",
+                "        if index > self.core.end_index:\n            return Code.INDEX_OUT_OF_RANGE, None\n",
             )
         ],
     },
@@ -174,7 +174,7 @@ MUTANTS: dict[str, dict[str, object]] = {
         "edits": [
             (
                 "dledger/core/node.py",
-                "                new_commit = min(req.commit_index, self.verified_index, self.store.end_index)\n",
+                "                new_commit = min(req.commit_index, self.verified_index, self.end_index)\n",
                 "                new_commit = req.commit_index\n",
             )
         ],

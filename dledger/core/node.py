@@ -2,19 +2,25 @@
 
 Messages, client proposals and clock ticks go in (:meth:`Core.step`, :meth:`Core.propose`,
 :meth:`Core.tick`, with ``now`` in milliseconds of the caller's clock); messages to send, the
-term/vote to persist, a sync request, read confirmations and the commitIndex come out of
-:meth:`Core.ready`. The core writes entries into the injected :class:`~dledger.store.LogStore` but
-never syncs it, opens a socket, starts a thread or reads a clock.
+term/vote to persist, the log writes, a sync request, read confirmations and the commitIndex come
+out of :meth:`Core.ready`. The core only reads its injected :class:`~dledger.store.LogStore`: as
+etcd-io/raft's ``unstable`` log, the entries it accepted (proposed, or pushed by the leader) stay in
+memory until the runtime wrote them, and its log is the store's entries plus that tail. It never
+writes or syncs the store, opens a socket, starts a thread or reads a clock.
 
 Sources: DLedgerLeaderElector (election, heartbeats, lease step-down), DLedgerEntryPusher
 (EntryDispatcher COMPARE/TRUNCATE/APPEND, EntryHandler, QuorumAckChecker), MemberState, and the Raft
 paper (section 5.4.2: only entries of the current term are committed by counting replicas, so a new
 leader appends a no-op entry; section 6.4: read index).
 
-The runtime contract of :class:`Ready`: persist ``hard_state`` before sending anything; when
-``need_sync`` is set and the flush policy is sync, sync the store before sending the messages (the
-follower's push answers are acknowledgements); then report the durable end with
-:meth:`Core.on_synced` (the leader counts its own entries for the quorum only from there).
+The runtime contract of :class:`Ready` (etcd-io/raft's Ready/Advance; :mod:`dledger.driver`
+carries it out): write the log (``log_restart``, then ``cut_after``, then append ``entries``) and
+report it with :meth:`Core.advance` (or :meth:`Core.on_write_failed` when the store refused) before
+the core is stepped, ticked or proposed to again; persist ``hard_state`` before sending anything;
+when ``need_sync`` is set and the flush policy is sync, sync the store before sending the push
+answers (the follower's acknowledgements); then report the durable end with :meth:`Core.on_synced`
+(the leader counts its own entries for the quorum only from there). A leader pushes an entry only
+once it is written (the store places it: its ``pos``), so its followers' data files match its own.
 """
 
 from __future__ import annotations
@@ -23,8 +29,9 @@ import logging
 import random
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
+from dledger.core import guards
 from dledger.core.config import CoreConfig
 from dledger.protocol import (
     Code,
@@ -41,7 +48,7 @@ from dledger.protocol import (
     VoteResponse,
     VoteResult,
 )
-from dledger.store import MAGIC_NOOP, MAGIC_NORMAL, Entry, LogStore, SnapshotLogStore, StoreError
+from dledger.store import MAGIC_NOOP, MAGIC_NORMAL, Entry, LogStore, SnapshotLogStore
 
 log = logging.getLogger("dledger.core")
 
@@ -69,10 +76,24 @@ _INCONSISTENT_LEADER, _EXPIRED_TERM, _TERM_NOT_READY = (
 )
 
 
+class LogRestart(NamedTuple):
+    """A log that starts over after INSTALL_SNAPSHOT (the arguments of ``SnapshotLogStore.reset``):
+    the next entry is ``begin_index`` at data position ``next_pos``; the entry before it had term
+    ``last_term`` and chained CRC ``chain_crc`` (-1 when unknown)."""
+
+    begin_index: int
+    next_pos: int
+    last_term: int
+    chain_crc: int
+
+
 @dataclass(slots=True)
 class Ready:
     """What the runtime must do after the core was stepped (see the module docstring for order).
 
+    The log writes, in this order: ``log_restart`` (None, or the store forgets every entry and
+    continues as described), ``cut_after`` (None, or the store drops every entry with a greater
+    index), then ``entries`` appended in index order (a follower's carry the leader's ``pos``).
     ``hard_state`` is ``(currTerm, votedFor)`` or None when unchanged; ``reads`` are
     ``(read_id, read_index)`` pairs that may be answered once the state machine applied
     ``read_index``; ``read_failures`` and ``transfers`` are ``(id, Code)`` pairs;
@@ -88,6 +109,9 @@ class Ready:
     read_failures: list[tuple[int, int]] = field(default_factory=list)
     transfers: list[tuple[int, int]] = field(default_factory=list)
     snapshot_install: tuple[int, int, bytes] | None = None
+    entries: list[Entry] = field(default_factory=list)
+    cut_after: int | None = None
+    log_restart: LogRestart | None = None
 
 
 class _Progress:
@@ -98,7 +122,7 @@ class _Progress:
         "state",
         "epoch",
         "compare_index",
-        "truncate_index",
+        "cut_index",
         "next_index",
         "match",
         "inflight",
@@ -114,7 +138,7 @@ class _Progress:
         self.state = _COMPARE
         self.epoch = 0
         self.compare_index = end_index
-        self.truncate_index = -1
+        self.cut_index = -1  # where the TRUNCATE push goes (the index of DLedger's doTruncate)
         self.next_index = end_index + 1
         self.match = -1
         self.inflight: deque[tuple[int, int]] = deque()  # (last index, send time) of APPEND batches
@@ -126,7 +150,7 @@ class _Progress:
         # a TRUNCATE at i is sent only when i + 1 is known to differ, never on a guess
         self.known_diff = -1
 
-    def reset(self, state: str) -> None:
+    def restart(self, state: str) -> None:
         self.state = state
         self.epoch += 1
         self.inflight.clear()
@@ -137,8 +161,11 @@ class _Progress:
 class Core:
     """One member's consensus state machine (MemberState + elector + pusher), without IO.
 
-    ``store`` holds the log; ``term``/``vote_for`` are the persisted currTerm/votedFor; ``rng``
-    draws vote intervals (seed it for deterministic tests); ``now`` is the start time in ms.
+    ``store`` holds the log (read only: the runtime writes what :meth:`ready` hands out);
+    ``term``/``vote_for`` are the persisted currTerm/votedFor; ``rng`` draws vote intervals (seed it
+    for deterministic tests); ``now`` is the start time in ms; ``commit_index`` the checkpointed
+    commitIndex. ``end_index``/``end_term`` are ledgerEndIndex/ledgerEndTerm of this member's log,
+    entries not yet written included.
     """
 
     def __init__(
@@ -175,6 +202,17 @@ class Core:
         self.next_vote_time = now + self._vote_interval()
         self.commit_index = min(commit_index, store.end_index)
         self.durable_index = store.end_index
+        # the log: the store's entries below _unstable_at, then _unstable (accepted, not yet
+        # written; etcd-io/raft's unstable log). Pending writes for the next Ready: _restart (the
+        # log starts over), _cut (the store drops the entries after it), _unstable (to append).
+        self.end_index = store.end_index
+        self.end_term = store.end_term
+        self._unstable: list[Entry] = []
+        self._unstable_at = store.end_index + 1
+        self._cut: int | None = None
+        self._restart: LogRestart | None = None
+        self._commit_before_writes = self.commit_index  # restored when the pending writes fail
+        self._replicate_due = False  # a leader's entries were written: push them
         self.verified_index = -1  # highest index known to match the current leader's log (follower)
         # (term, epoch) of the newest push from the current leader: pushes of an older dispatcher
         # epoch are stale (sent before the leader restarted its COMPARE) and are dropped
@@ -236,12 +274,8 @@ class Core:
         self.vote_for = vote_for
         self._hard_dirty = True
 
-    def _entry(self, index: int) -> Entry | None:
-        if self.store.begin_index <= index <= self.store.end_index:
-            return self.store.get(index)
-        return None
-
     def has_ready(self) -> bool:
+        """Whether :meth:`ready` has something for the runtime (a leader replicates there too)."""
         return bool(
             self._out
             or self._hard_dirty
@@ -250,7 +284,120 @@ class Core:
             or self._read_failed
             or self._transfers
             or self._installed is not None
+            or self._unstable
+            or self._cut is not None
+            or self._restart is not None
+            or self._replicate_due
         )
+
+    # ------------------------------------------------------------ the log (store + unstable tail)
+
+    @property
+    def begin_index(self) -> int:
+        """ledgerBeginIndex of this member's log (a pending restart's when there is one)."""
+        restart = self._restart
+        return restart.begin_index if restart is not None else self.store.begin_index
+
+    def term_at(self, index: int) -> int:
+        """Term of the entry at ``index`` of this member's log; IndexError outside the held range
+        (the store's answer below ``begin_index``)."""
+        k = index - self._unstable_at
+        if k >= 0:
+            return self._unstable[k].term
+        restart = self._restart
+        if restart is None:
+            return self.store.term_at(index)
+        if index == restart.begin_index - 1:
+            return restart.last_term
+        raise IndexError(f"index {index} outside [{restart.begin_index}, {self.end_index}]")
+
+    def entry(self, index: int) -> Entry:
+        """The entry at ``index`` of this member's log; IndexError outside ``[begin_index,
+        end_index]``. An entry not written yet has the leader's ``pos`` (-1 for our own proposals)."""
+        k = index - self._unstable_at
+        if k >= 0:
+            return self._unstable[k]
+        if self._restart is not None:
+            raise IndexError(f"index {index} below the restarted log at {self._restart.begin_index}")
+        return self.store.get(index)
+
+    def _entry(self, index: int) -> Entry | None:
+        if self.begin_index <= index <= self.end_index:
+            return self.entry(index)
+        return None
+
+    def _accept(self, entry: Entry) -> None:
+        """Append ``entry`` (index ``end_index + 1``) to the log; the runtime writes it later."""
+        if not (self._unstable or self._cut is not None or self._restart is not None):
+            self._commit_before_writes = self.commit_index
+        self._unstable.append(entry)
+        self.end_index = entry.index
+        self.end_term = entry.term
+
+    def _cut_log(self, index: int) -> None:
+        """Drop every entry after ``index`` from the log (the store's copies in the next Ready)."""
+        if index >= self.end_index:
+            return
+        if not (self._unstable or self._cut is not None or self._restart is not None):
+            self._commit_before_writes = self.commit_index
+        k = index + 1 - self._unstable_at
+        if k >= 0:
+            del self._unstable[k:]
+        else:
+            self._unstable.clear()
+            self._unstable_at = index + 1
+            self._cut = index if self._cut is None else min(self._cut, index)
+        self.end_index = index
+        try:
+            self.end_term = self.term_at(index)
+        except IndexError:
+            self.end_term = -1  # the whole log went; the caller appends the leader's entry next
+        self.durable_index = min(self.durable_index, index)
+
+    def _restart_log(self, restart: LogRestart) -> None:
+        """Forget the log; it continues at ``restart.begin_index`` (INSTALL_SNAPSHOT)."""
+        if not (self._unstable or self._cut is not None or self._restart is not None):
+            self._commit_before_writes = self.commit_index
+        self._restart = restart
+        self._cut = None
+        self._unstable = []
+        self._unstable_at = restart.begin_index
+        self.end_index = restart.begin_index - 1
+        self.end_term = restart.last_term
+        self.durable_index = min(self.durable_index, self.end_index)
+
+    def advance(self) -> None:
+        """The log writes of the last :meth:`ready` are in the store (etcd-io/raft's Advance).
+        Raises RuntimeError when the store does not end where this member's log does (the writes
+        were not all done, or the core was stepped in between)."""
+        stored_end = self.store.end_index
+        if stored_end != self.end_index:
+            raise RuntimeError(f"{self.id}: the store ends at {stored_end}, the log at {self.end_index}")
+        if self._unstable and self.role == _LEADER:
+            self._replicate_due = True
+        self._unstable = []
+        self._unstable_at = self.end_index + 1
+        self._cut = None
+        self._restart = None
+
+    def on_write_failed(self) -> None:
+        """The store refused the log writes of the last :meth:`ready` part-way (StoreError): take
+        the store's log as this member's, and undo what the lost writes allowed. The commitIndex
+        goes back to its value before them (a cut that did not happen leaves a divergent suffix
+        that must not count as committed) and nothing counts as verified against the leader until
+        its next push."""
+        st = self.store
+        self._unstable = []
+        self._unstable_at = st.end_index + 1
+        self._cut = None
+        self._restart = None
+        self.end_index = st.end_index
+        self.end_term = st.end_term
+        if self.role != _LEADER:
+            self.commit_index = min(self.commit_index, self._commit_before_writes)
+        self.commit_index = min(self.commit_index, st.end_index)
+        self.verified_index = -1
+        self.durable_index = min(self.durable_index, st.end_index)
 
     # ------------------------------------------------------------ role changes (MemberState)
 
@@ -314,8 +461,8 @@ class Core:
             "%s: CANDIDATE -> LEADER at term %d (ledgerEndIndex %d, ledgerEndTerm %d)",
             self.id,
             self.term,
-            self.store.end_index,
-            self.store.end_term,
+            self.end_index,
+            self.end_term,
         )
         self.role = _LEADER
         self.leader_id = self.id
@@ -325,7 +472,7 @@ class Core:
         self.lease_start = -(10**12)
         # Raft 5.4.2: commit the previous terms' entries through an entry of this term
         self._append_local(b"", MAGIC_NOOP)
-        self._progress = {p: _Progress(p, self.store.end_index, now) for p in self.others}
+        self._progress = {p: _Progress(p, self.end_index, now) for p in self.others}
         self._hb_last_send = -(10**12)  # heartbeat at once
         self._hb_open = False
         if self.term_to_take_leadership != -1:
@@ -389,19 +536,16 @@ class Core:
     def propose(self, body: bytes, now: int) -> tuple[int, Entry | None]:
         """appendAsLeader: append ``body`` at ledgerEndIndex+1 in the current term.
 
-        Returns ``(_SUCCESS, entry)``, or ``(_NOT_LEADER | LEADER_TRANSFERRING | DISK_ERROR,
-        None)``. The entry is committed once ``commit_index >= entry.index`` with the same term there.
+        Returns ``(SUCCESS, entry)`` (its ``pos`` is -1: the store places it when the runtime
+        writes it), or ``(NOT_LEADER | LEADER_TRANSFERRING, None)``. The entry is committed once
+        ``commit_index >= entry.index`` with the same term there.
         """
         self.now = now
         if self.role != _LEADER:
             return _NOT_LEADER, None
         if self.transferee is not None:
             return Code.LEADER_TRANSFERRING, None
-        try:
-            return _SUCCESS, self._append_local(body, MAGIC_NORMAL)
-        except StoreError as e:
-            log.error("%s: append failed: %s", self.id, e)
-            return Code.DISK_ERROR, None
+        return _SUCCESS, self._append_local(body, MAGIC_NORMAL)
 
     def read_index(self, read_id: int, now: int, *, lease: bool = False) -> int:
         """Start a linearizable read (Raft section 6.4); the answer arrives in ``Ready.reads``.
@@ -413,7 +557,7 @@ class Core:
         self.now = now
         if self.role != _LEADER:
             return _NOT_LEADER
-        if self.commit_index < 0 or self.store.term_at(self.commit_index) != self.term:
+        if self.commit_index < 0 or self.term_at(self.commit_index) != self.term:
             return Code.LEADER_NOT_READY
         # followers wait lease_ms after their last heartbeat before electing; keep a heartbeat of margin
         if lease and now < self.lease_start + self.cfg.lease_ms - self.cfg.heartbeat_ms:
@@ -432,12 +576,14 @@ class Core:
     def on_synced(self, index: int, now: int) -> None:
         """The store is durable up to ``index``: the leader may count its own copy for the quorum."""
         self.now = now
-        self.durable_index = min(index, self.store.end_index)
+        self.durable_index = min(index, self.end_index)
         if self.role == _LEADER:
             self._advance_commit()
 
     def ready(self, now: int) -> Ready:
-        """Collect the outputs accumulated since the last call (replicating first if leader)."""
+        """Collect the outputs accumulated since the last call (replicating first if leader). The
+        log writes stay pending (and in every Ready) until :meth:`advance` or
+        :meth:`on_write_failed`."""
         self.now = now
         if self.role == _LEADER:
             self._replicate(now)
@@ -452,7 +598,10 @@ class Core:
             self._transfers,
             self._installed,
         )
+        if self._unstable or self._cut is not None or self._restart is not None:
+            rd.entries, rd.cut_after, rd.log_restart = self._unstable, self._cut, self._restart
         self._installed = None
+        self._replicate_due = False
         self._out, self._hard_dirty, self._need_sync = [], False, False
         self._read_ready, self._read_failed, self._transfers = [], [], []
         return rd
@@ -466,7 +615,7 @@ class Core:
             return VoteResult.REJECT_UNKNOWN_LEADER, self.term
         if not local and req.src == self.id:
             return VoteResult.REJECT_UNEXPECTED_LEADER, self.term
-        end_index, end_term = self.store.end_index, self.store.end_term
+        end_index, end_term = self.end_index, self.end_term
         # log checks before term checks: a stale node's big term is never adopted
         if req.ledger_end_term < end_term:
             return VoteResult.REJECT_EXPIRED_LEDGER_TERM, self.term
@@ -523,8 +672,8 @@ class Core:
             self.id,
             self.id,
             self.term,
-            ledger_end_index=self.store.end_index,
-            ledger_end_term=self.store.end_term,
+            ledger_end_index=self.end_index,
+            ledger_end_term=self.end_term,
             round=self._vote_round,
         )
         res, t = self.handle_vote(req)
@@ -538,8 +687,8 @@ class Core:
                     self.id,
                     p,
                     self.term,
-                    ledger_end_index=self.store.end_index,
-                    ledger_end_term=self.store.end_term,
+                    ledger_end_index=self.end_index,
+                    ledger_end_term=self.end_term,
                     round=self._vote_round,
                 )
             )
@@ -687,7 +836,7 @@ class Core:
         p.sent_commit = -1
         p.last_send = min(p.last_send, now - self.cfg.heartbeat_ms * 5)
         if p.state == _APPEND and p.inflight:
-            p.reset(_APPEND)
+            p.restart(_APPEND)
             p.next_index = p.match + 1
             p.probing = True
         elif p.state in (_COMPARE, _TRUNCATE):
@@ -736,7 +885,8 @@ class Core:
     # ------------------------------------------------------------ replication, leader side
 
     def _append_local(self, body: bytes, magic: int) -> Entry:
-        entry = self.store.append(Entry(self.store.end_index + 1, self.term, body, magic))
+        entry = Entry(self.end_index + 1, self.term, body, magic)  # the store sets pos
+        self._accept(entry)
         self._need_sync = True
         return entry
 
@@ -780,9 +930,12 @@ class Core:
         )
 
     def _replicate(self, now: int) -> None:
-        store = self.store
-        end = store.end_index
-        begin = store.begin_index
+        if self._restart is not None:
+            return  # the log starts over in this Ready (a follower's INSTALL_SNAPSHOT): nothing to push
+        # push only written entries: the store placed them (their pos is what followers store)
+        end = self._unstable_at - 1
+        begin = self.store.begin_index
+        entry = self.store.get
         cfg = self.cfg
         commit = self.commit_index
         push_timeout, commit_delay = cfg.push_timeout_ms, cfg.commit_delay_ms
@@ -792,7 +945,7 @@ class Core:
                 inflight = p.inflight
                 if inflight and now - inflight[0][1] > push_timeout:
                     # the oldest push went unanswered: resend from the follower's watermark
-                    p.reset(_APPEND)
+                    p.restart(_APPEND)
                     p.next_index = p.match + 1
                     p.probing = True
                 if p.next_index <= end:
@@ -804,7 +957,7 @@ class Core:
                         size = 0
                         i = first
                         while i <= end and len(batch) < max_entries:
-                            e = store.get(i)
+                            e = entry(i)
                             if batch and size + e.size > max_bytes:
                                 break
                             batch.append(e)
@@ -836,22 +989,22 @@ class Core:
                 if p.compare_index < begin:
                     self._below_begin(p)
                     continue
-                self._push(p, _COMPARE, p.compare_index, [self.store.get(p.compare_index)], now)
+                self._push(p, _COMPARE, p.compare_index, [self.entry(p.compare_index)], now)
             if p.state == _INSTALL_SNAPSHOT:
                 if p.waiting_since >= 0 and now - p.waiting_since < self.cfg.push_timeout_ms * 10:
                     continue
                 if self.snapshot is None:
-                    p.reset(_COMPARE)
+                    p.restart(_COMPARE)
                     continue
                 s_index, s_term, data = self.snapshot
                 nxt = s_index + 1
                 if begin <= nxt <= end:
-                    next_pos = self.store.get(nxt).pos
+                    next_pos = self.entry(nxt).pos
                 elif nxt == end + 1 and end >= begin:
-                    last = self.store.get(end)
+                    last = self.entry(end)
                     next_pos = last.pos + last.size
                 else:
-                    p.reset(_COMPARE)  # the snapshot does not meet the log; wait for a newer one
+                    p.restart(_COMPARE)  # the snapshot does not meet the log; wait for a newer one
                     continue
                 p.last_send = now
                 p.waiting_since = now
@@ -872,7 +1025,7 @@ class Core:
             if p.state == _TRUNCATE:
                 if p.waiting_since >= 0 and now - p.waiting_since < self.cfg.push_timeout_ms:
                     continue
-                self._push(p, _TRUNCATE, p.truncate_index, [self.store.get(p.truncate_index)], now)
+                self._push(p, _TRUNCATE, p.cut_index, [self.entry(p.cut_index)], now)
                 continue
 
     def _on_push_response(self, resp: PushResponse, now: int) -> None:
@@ -902,7 +1055,7 @@ class Core:
                 inflight.popleft()
             self._advance_commit()
             return
-        begin, end = self.store.begin_index, self.store.end_index
+        begin, end = self.begin_index, self.end_index
         if resp.type == _COMMIT:
             if p.state == _APPEND:
                 # the follower lost entries it had acknowledged (wiped or unsynced disk): re-COMPARE
@@ -913,12 +1066,12 @@ class Core:
                     resp.end_index,
                     p.match,
                 )
-                p.reset(_COMPARE)
+                p.restart(_COMPARE)
                 p.compare_index = min(end, resp.end_index)
             return
         if resp.code not in (_SUCCESS, _INCONSISTENT_STATE):
             # not (yet) our follower, or a disk error: start over after a pause
-            p.reset(_COMPARE)
+            p.restart(_COMPARE)
             p.compare_index = end
             p.waiting_since = now
             return
@@ -932,8 +1085,8 @@ class Core:
                     self._to_append(p, cmp)
                 elif cmp >= end or p.known_diff == cmp + 1:
                     # the follower's entries after cmp are beyond our log or known to differ
-                    p.reset(_TRUNCATE)
-                    p.truncate_index = cmp
+                    p.restart(_TRUNCATE)
+                    p.cut_index = cmp
                 else:
                     # the follower is longer than we assumed (pushes arrived after the answer that
                     # sent us down here): compare higher up instead of truncating what may match
@@ -955,27 +1108,27 @@ class Core:
                 log.info("%s: follower %s installed the snapshot at %d", self.id, resp.src, resp.index)
                 self._to_append(p, resp.index)
             else:
-                p.reset(_COMPARE)
+                p.restart(_COMPARE)
                 p.compare_index = min(end, resp.end_index)
                 p.waiting_since = now
         elif resp.type == _TRUNCATE and p.state == _TRUNCATE:
-            if resp.index != p.truncate_index:
+            if resp.index != p.cut_index:
                 return
             p.waiting_since = -1
             if resp.code == _SUCCESS:
-                self._to_append(p, p.truncate_index)
+                self._to_append(p, p.cut_index)
             else:
-                p.reset(_COMPARE)
+                p.restart(_COMPARE)
                 p.compare_index = min(end, resp.end_index)
         elif resp.type == _APPEND and p.state == _APPEND:  # not SUCCESS (handled above)
             log.info("%s: follower %s inconsistent at %d, back to COMPARE", self.id, resp.src, resp.index)
-            p.reset(_COMPARE)
+            p.restart(_COMPARE)
             p.compare_index = min(end, resp.end_index)
 
     def _term_before(self, first: int) -> int:
         """Term of entry ``first - 1`` (from the snapshot when compacted away; -1 if unknown)."""
-        if first - 1 >= self.store.begin_index:
-            return self.store.term_at(first - 1)
+        if first - 1 >= self.begin_index:
+            return self.term_at(first - 1)
         if self.snapshot is not None and self.snapshot[0] == first - 1:
             return self.snapshot[1]
         return -1
@@ -983,10 +1136,10 @@ class Core:
     def _below_begin(self, p: _Progress) -> None:
         """The follower needs entries before our ledgerBeginIndex: TRUNCATE at 0 when nothing was
         compacted, else INSTALL_SNAPSHOT (DLedger master), since the entry before begin is gone."""
-        begin = self.store.begin_index
+        begin = self.begin_index
         if begin == 0:
-            p.reset(_TRUNCATE)
-            p.truncate_index = 0
+            p.restart(_TRUNCATE)
+            p.cut_index = 0
         elif self.snapshot is not None and self.snapshot[0] >= begin - 1:
             log.info(
                 "%s: follower %s needs compacted entries, sending the snapshot at %d",
@@ -994,17 +1147,17 @@ class Core:
                 p.peer,
                 self.snapshot[0],
             )
-            p.reset(_INSTALL_SNAPSHOT)
+            p.restart(_INSTALL_SNAPSHOT)
         else:
             log.warning(
                 "%s: follower %s needs entries before %d and no snapshot covers them", self.id, p.peer, begin
             )
-            p.reset(_COMPARE)
-            p.compare_index = self.store.end_index
+            p.restart(_COMPARE)
+            p.compare_index = self.end_index
             p.waiting_since = self.now
 
     def _to_append(self, p: _Progress, match: int) -> None:
-        p.reset(_APPEND)
+        p.restart(_APPEND)
         p.match = match
         p.next_index = match + 1
         self._advance_commit()
@@ -1023,7 +1176,7 @@ class Core:
             return  # the quorum-th highest watermark is not above commitIndex
         marks = sorted([self.durable_index] + [p.match for p in self._progress.values()], reverse=True)
         q = marks[len(self.cfg.peers) // 2]
-        if q > commit and q >= self.store.begin_index and self.store.term_at(q) == self.term:
+        if q > commit and q >= self.begin_index and self.term_at(q) == self.term:
             self.commit_index = q
 
     def match_index(self, peer: str) -> int:
@@ -1045,19 +1198,23 @@ class Core:
             self.push_fence = (req.term, req.epoch)
             try:
                 code, index = self._apply_push(req)
-            except StoreError as e:
-                log.error("%s: push %s at %d failed: %s", self.id, req.type, req.index, e)
-                code = Code.DISK_ERROR
             except IndexError as e:
                 log.warning("%s: push %s at %d: %s", self.id, req.type, req.index, e)
                 code = _INCONSISTENT_STATE
             if code == _SUCCESS:
-                new_commit = min(req.commit_index, self.verified_index, self.store.end_index)
+                new_commit = min(req.commit_index, self.verified_index, self.end_index)
                 if new_commit > self.commit_index:
                     self.commit_index = new_commit
                 if req.type == _COMMIT:
                     return None  # a COMMIT is answered only when something is wrong
-        st = self.store
+        return self._push_answer(req, code, index)
+
+    def refuse_push(self, req: PushRequest, code: int) -> None:
+        """Answer ``req`` with ``code`` in the next Ready (the runtime's DISK_ERROR when reading the
+        store failed under :meth:`step`)."""
+        self._out.append(self._push_answer(req, code, req.index))
+
+    def _push_answer(self, req: PushRequest, code: int, index: int) -> PushResponse:
         return PushResponse(
             self.cfg.group,
             self.id,
@@ -1066,54 +1223,26 @@ class Core:
             type=req.type,
             code=code,
             index=index,
-            begin_index=st.begin_index,
-            end_index=st.end_index,
+            begin_index=self.begin_index,
+            end_index=self.end_index,
             epoch=req.epoch,
         )
 
     def _apply_push(self, req: PushRequest) -> tuple[int, int]:
-        st = self.store
         typ = req.type
         if typ == _APPEND:
-            entries = req.entries
-            if not entries:
-                return Code.REQUEST_WITH_EMPTY_BODYS, req.index
-            first = req.index
-            begin, end = st.begin_index, st.end_index
-            if first > end + 1 or first < begin:
-                return _INCONSISTENT_STATE, first
-            if first - 1 >= begin and st.term_at(first - 1) != req.prev_term:
-                return _INCONSISTENT_STATE, first
-            for k, e in enumerate(entries):
-                index = e.index
-                if index != first + k:
-                    return Code.UNEXPECTED_ARGUMENT, first
-                if index <= end:
-                    if st.get(index).same(e):
-                        continue
-                    if index <= self.commit_index:
-                        log.error("%s: leader's entry %d differs from the committed one", self.id, index)
-                        return _INCONSISTENT_STATE, index
-                    log.info("%s: truncating conflicting log after %d", self.id, index - 1)
-                    st.truncate_suffix(index - 1)
-                st.append(e)
-                self._need_sync = True
-                end = index
-            last = first + len(entries) - 1
-            if last > self.verified_index:
-                self.verified_index = last
-            return _SUCCESS, last
+            return self._push_append(req)
         if typ == _COMMIT:
-            if st.begin_index <= req.index <= st.end_index and st.term_at(req.index) == req.prev_term:
+            if self.begin_index <= req.index <= self.end_index and self.term_at(req.index) == req.prev_term:
                 self.verified_index = max(self.verified_index, req.index)
-            elif req.index > st.end_index or (
-                req.index >= st.begin_index and st.term_at(req.index) != req.prev_term
+            elif req.index > self.end_index or (
+                req.index >= self.begin_index and self.term_at(req.index) != req.prev_term
             ):
                 return _INCONSISTENT_STATE, req.index  # we lost or never had the leader's watermark
             return _SUCCESS, req.index
-        if req.type == _INSTALL_SNAPSHOT:
+        if typ == _INSTALL_SNAPSHOT:
             return self._install_snapshot(req)
-        if req.type == _COMPARE:
+        if typ == _COMPARE:
             if len(req.entries) != 1:
                 return Code.UNEXPECTED_ARGUMENT, req.index
             local = self._entry(req.index)
@@ -1121,52 +1250,80 @@ class Core:
                 self.verified_index = max(self.verified_index, req.index)
                 return _SUCCESS, req.index
             return _INCONSISTENT_STATE, req.index
-        if req.type == _TRUNCATE:
-            if len(req.entries) != 1 or req.entries[0].index != req.index:
-                return Code.UNEXPECTED_ARGUMENT, req.index
-            i = req.index
-            if i > st.end_index + 1 or i < st.begin_index:
-                return _INCONSISTENT_STATE, i
-            local = self._entry(i)
-            if local is not None and local.same(req.entries[0]):
-                if i < self.commit_index:
-                    log.error(
-                        "%s: refusing to truncate below commitIndex %d (at %d)", self.id, self.commit_index, i
-                    )
-                    return _INCONSISTENT_STATE, i
-                st.truncate_suffix(i)
-            else:
-                if i <= self.commit_index:
-                    log.error(
-                        "%s: refusing to overwrite committed entry %d (commitIndex %d)",
-                        self.id,
-                        i,
-                        self.commit_index,
-                    )
-                    return _INCONSISTENT_STATE, i
-                if st.end_index >= i:
-                    log.info("%s: truncating log after %d (was up to %d)", self.id, i - 1, st.end_index)
-                st.truncate_suffix(i - 1)
-                st.append(req.entries[0])
-            self._need_sync = True
-            self.verified_index = i
-            return _SUCCESS, i
+        if typ == _TRUNCATE:
+            return self._push_cut(req)
         return Code.UNSUPPORTED, req.index
 
+    def _push_append(self, req: PushRequest) -> tuple[int, int]:
+        """APPEND: accept the leader's entries after ``req.index - 1`` (whose term must be
+        ``prev_term``); a conflicting suffix is cut, never below commitIndex."""
+        entries = req.entries
+        if not entries:
+            return Code.REQUEST_WITH_EMPTY_BODYS, req.index
+        first = req.index
+        begin, end = self.begin_index, self.end_index
+        if first > end + 1 or first < begin:
+            return _INCONSISTENT_STATE, first
+        if first - 1 >= begin and self.term_at(first - 1) != req.prev_term:
+            return _INCONSISTENT_STATE, first
+        for k, e in enumerate(entries):
+            index = e.index
+            if index != first + k:
+                return Code.UNEXPECTED_ARGUMENT, first
+            if index <= end:
+                if self.entry(index).same(e):
+                    continue
+                if index <= self.commit_index:
+                    log.error(guards.COMMITTED_ENTRY_DIFFERS, self.id, index)
+                    return _INCONSISTENT_STATE, index
+                log.info("%s: truncating conflicting log after %d", self.id, index - 1)
+                self._cut_log(index - 1)
+            self._accept(e)
+            self._need_sync = True
+            end = index
+        last = first + len(entries) - 1
+        if last > self.verified_index:
+            self.verified_index = last
+        return _SUCCESS, last
+
+    def _push_cut(self, req: PushRequest) -> tuple[int, int]:
+        """TRUNCATE at ``i``: the log ends with the leader's entry ``i`` (DLedger's
+        handleDoTruncate), never changing an entry at or below commitIndex."""
+        if len(req.entries) != 1 or req.entries[0].index != req.index:
+            return Code.UNEXPECTED_ARGUMENT, req.index
+        i = req.index
+        if i > self.end_index + 1 or i < self.begin_index:
+            return _INCONSISTENT_STATE, i
+        local = self._entry(i)
+        if local is not None and local.same(req.entries[0]):
+            if i < self.commit_index:
+                log.error(guards.CUT_BELOW_COMMIT, self.id, self.commit_index, i)
+                return _INCONSISTENT_STATE, i
+            self._cut_log(i)
+        else:
+            if i <= self.commit_index:
+                log.error(guards.OVERWRITE_COMMITTED, self.id, i, self.commit_index)
+                return _INCONSISTENT_STATE, i
+            if self.end_index >= i:
+                log.info("%s: truncating log after %d (was up to %d)", self.id, i - 1, self.end_index)
+            self._cut_log(i - 1)
+            self._accept(req.entries[0])
+        self._need_sync = True
+        self.verified_index = i
+        return _SUCCESS, i
+
     def _install_snapshot(self, req: PushRequest) -> tuple[int, int]:
-        st = self.store
         s_index, s_term = req.index, req.prev_term
-        if st.begin_index <= s_index <= st.end_index and st.term_at(s_index) == s_term:
+        if self.begin_index <= s_index <= self.end_index and self.term_at(s_index) == s_term:
             self.verified_index = max(self.verified_index, s_index)  # we hold it already
             return _SUCCESS, s_index
-        snap_store = self._snap_store
-        if snap_store is None:
+        if self._snap_store is None:
             log.error(
                 "%s: the log store cannot start over at %d; INSTALL_SNAPSHOT refused", self.id, s_index + 1
             )
             return Code.UNSUPPORTED, s_index
         if s_index < self.commit_index:
-            log.error("%s: snapshot at %d is below commitIndex %d", self.id, s_index, self.commit_index)
+            log.error(guards.SNAPSHOT_BELOW_COMMIT, self.id, s_index, self.commit_index)
             return _INCONSISTENT_STATE, s_index
         log.info(
             "%s: installing snapshot at %d (term %d); log restarts at %d",
@@ -1175,7 +1332,7 @@ class Core:
             s_term,
             s_index + 1,
         )
-        snap_store.reset(s_index + 1, req.next_pos, s_term, req.chain_crc)
+        self._restart_log(LogRestart(s_index + 1, req.next_pos, s_term, req.chain_crc))
         self._need_sync = True
         self.commit_index = s_index
         self.verified_index = s_index
@@ -1200,7 +1357,7 @@ class Core:
             return _SUCCESS
         if self.transferee is not None:
             return Code.LEADER_TRANSFERRING
-        if self.store.end_index - self.match_index(transferee) > self.cfg.max_transfer_lag:
+        if self.end_index - self.match_index(transferee) > self.cfg.max_transfer_lag:
             return Code.FALL_BEHIND_TOO_MUCH
         log.info("%s: transferring leadership to %s at term %d", self.id, transferee, self.term)
         self.transferee = transferee
@@ -1208,7 +1365,7 @@ class Core:
         self._transfer_started = now
         self._send(
             TakeLeadershipRequest(
-                self.cfg.group, self.id, transferee, self.term, take_leadership_index=self.store.end_index
+                self.cfg.group, self.id, transferee, self.term, take_leadership_index=self.end_index
             )
         )
         return _SUCCESS
@@ -1228,7 +1385,7 @@ class Core:
             self._finish_take(Code.TAKE_LEADERSHIP_FAILED)
         elif self.term_to_take_leadership != -1:
             return  # campaigning; the role change answers
-        elif self.store.end_index >= index:
+        elif self.end_index >= index:
             log.info("%s: taking leadership from %s, campaigning at term %d", self.id, src, term + 1)
             self.term_to_take_leadership = term + 1
             self.change_to_candidate(term + 1)
@@ -1267,6 +1424,6 @@ class Core:
         live = [p for p in prefs if p in self.live_peers]
         if not live:
             return
-        best = min(live, key=lambda p: self.store.end_index - self.match_index(p))
-        if self.store.end_index - self.match_index(best) < self.cfg.max_transfer_lag:
+        best = min(live, key=lambda p: self.end_index - self.match_index(p))
+        if self.end_index - self.match_index(best) < self.cfg.max_transfer_lag:
             self.transfer(best, -1, now)
