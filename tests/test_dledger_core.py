@@ -771,7 +771,7 @@ def test_driver_maps_a_refused_write_to_disk_error_answers() -> None:
 def test_guard_wording_matches_the_chaos_log_pattern() -> None:
     import re
 
-    from chaos.cluster.dledger_db import _log_patterns
+    from chaos_dledger.db import _log_patterns
     from dledger.core import guards
 
     (guard,) = [p for p in _log_patterns() if p.kind == "safety-guard"]
