@@ -898,20 +898,7 @@ class Core:
             p.waiting_since = now
         if self.commit_index > p.sent_commit:
             p.sent_commit = self.commit_index
-        self._out.append(
-            PushRequest(
-                self.cfg.group,
-                self.id,
-                p.peer,
-                self.term,
-                type=typ,
-                index=index,
-                prev_term=prev_term,
-                commit_index=self.commit_index,
-                epoch=p.epoch,
-                entries=entries,
-            )
-        )
+        self._out.append(self._push_request(p, typ, index, prev_term, entries=entries))
 
     def _push_request(self, p: _Progress, typ: str, index: int, prev_term: int, **fields: Any) -> PushRequest:
         """A PushRequest from this leader to ``p.peer`` at the current term, commitIndex and the
