@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import shlex
 import time
 from collections.abc import Callable, Sequence
@@ -135,7 +136,9 @@ class DLedgerDB:
     ``client_timeout``: DLedgerClient timeout (s) used by :meth:`client` and :meth:`primaries`;
     ``recovery_timeout``: the longest :meth:`await_recovery` may take after healing (s) before the
     run is a liveness failure; ``sticky_reads``: odd processes of the register workload read from
-    their own node only (see :mod:`chaos_dledger.clients`).
+    their own node only (see :mod:`chaos_dledger.clients`); ``peer_auth``: the members prove a
+    fresh per-DB secret to each other (``--secret-file``, written to each node at setup), so only
+    members' votes and pushes count (default on).
     """
 
     name = "DLedger"
@@ -156,6 +159,11 @@ class DLedgerDB:
             parse=_seconds,
             help="how long the cluster may take to serve again after healing (s, default 60)",
         ),
+        DBOption(
+            "peer-auth",
+            parse=_bool,
+            help="members prove a per-run secret to each other (default true; false: any peer counts)",
+        ),
     )
     client_protocols = frozenset({"register", "log"})
     # the zipapp's interpreter and its one third-party module (chaos.cluster.osetup installs them)
@@ -173,6 +181,7 @@ class DLedgerDB:
     log_file = "/var/log/dledger.log"
     faketime_file: str | None = "/var/run/dledger.faketime"
     listing_file = "/var/log/dledger-data.txt"
+    secret_file = "/opt/dledger/peer.secret"
 
     def __init__(
         self,
@@ -189,6 +198,7 @@ class DLedgerDB:
         client_timeout: float = 1.0,
         sticky_reads: bool = True,
         recovery_timeout: float = 60.0,
+        peer_auth: bool = True,
         source_root: Path = PROJECT_ROOT,
         log: Callable[[str], None] | None = None,
     ) -> None:
@@ -216,6 +226,9 @@ class DLedgerDB:
         if not isinstance(recovery_timeout, int | float) or recovery_timeout <= 0:
             raise ValueError(f"recovery timeout {recovery_timeout!r}: expected a positive number of seconds")
         self.recovery_timeout = float(recovery_timeout)
+        # a fresh secret per DB object (per run): a process that is not a member cannot vote
+        self.peer_auth = bool(peer_auth)
+        self._secret = secrets.token_hex(32) if self.peer_auth else None
         # CHAOS_DLEDGER_SOURCE: deploy the dledger package under another directory instead (the bug
         # catalogue's patched copies, chaos_dledger.mutants); an explicit source_root wins
         env_root = os.environ.get("CHAOS_DLEDGER_SOURCE")
@@ -236,7 +249,8 @@ class DLedgerDB:
     def describe(self) -> str:
         """The options in force, e.g. ``flush sync, read mode raft-log``."""
         extra = f", server args {' '.join(self.server_args)}" if self.server_args else ""
-        return f"flush {self.flush}, read mode {self.read_mode}{extra}"
+        auth = "" if self.peer_auth else ", no peer auth"
+        return f"flush {self.flush}, read mode {self.read_mode}{auth}{extra}"
 
     # -- peers and clients --------------------------------------------------------------------------
 
@@ -364,6 +378,9 @@ class DLedgerDB:
         self._stop_and_wipe(remote)
         if self.faketime_file:
             remote.write_file(self.faketime_file, "+0\n", sudo=True)
+        if self._secret:
+            remote.write_file(self.secret_file, self._secret + "\n", sudo=True)
+            remote.exec("chmod", "600", self.secret_file, sudo=True)
         self.start(remote)
         self.await_port(remote)
 
@@ -398,6 +415,7 @@ class DLedgerDB:
             self.flush,
             "--read-mode",
             self.read_mode,
+            *(["--secret-file", self.secret_file] if self._secret else []),
             *self.server_args,
         ]
 

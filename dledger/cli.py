@@ -65,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-wait-ack-ms", type=int, default=2500)
     s.add_argument("--max-pending", type=int, default=10000)
     s.add_argument("--max-frame", type=int, default=16 * 1024 * 1024, help="bytes per frame")
+    s.add_argument(
+        "--secret-file",
+        default=None,
+        help="file holding the group's peer secret: members prove it before their messages count",
+    )
     s.add_argument("--max-buffered", type=int, default=64 * 1024 * 1024, help="bytes of unfinished frames")
     s.add_argument("--max-connections", type=int, default=1000, help="incoming connections in all")
     s.add_argument("--max-connections-per-host", type=int, default=500)
@@ -189,6 +194,20 @@ def main(argv: list[str] | None = None) -> int:
     return BAD_ARGS
 
 
+def _read_secret(path: str | None) -> bytes | None:
+    """The peer secret in ``path`` (surrounding white space dropped); ValueError naming the file
+    when it cannot be read or is empty."""
+    if path is None:
+        return None
+    try:
+        secret = open(path, "rb").read().strip()
+    except OSError as e:
+        raise ValueError(f"--secret-file {path}: cannot read it ({e.strerror or e})") from None
+    if not secret:
+        raise ValueError(f"--secret-file {path}: empty (expected the group's secret)")
+    return secret
+
+
 def _server(ns: argparse.Namespace) -> int:
     from dledger.server import ServerConfig, run_server
     from dledger.store import StoreError
@@ -221,6 +240,7 @@ def _server(ns: argparse.Namespace) -> int:
             data_file_size=ns.data_file_size,
             snapshot_every=ns.snapshot_every,
             snapshot_keep=ns.snapshot_keep,
+            secret=_read_secret(ns.secret_file),
         )
         cfg.core_config()
     except ValueError as e:

@@ -70,6 +70,9 @@ class RequestCode(IntEnum):
     APPEND = 50001
     GET = 50002
     VOTE = 51001
+    PEER_HELLO = 51100  # peer authentication (dledger.transport): connecting member's id
+    PEER_CHALLENGE = 51101  # the accepting member's nonce
+    PEER_PROOF = 51102  # the connecting member's MAC
     HEART_BEAT = 51002
     PULL = 51003
     PUSH = 51004

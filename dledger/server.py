@@ -40,12 +40,22 @@ from dledger.protocol import (
 from dledger.snapshot import SnapshotStore
 from dledger.statemachine import KV_ARGS, KVStateMachine, encode_kv
 from dledger.store import CorruptionError, RuntimeLogStore, StoreError
-from dledger.transport import DEFAULT_MAX_FRAME, FrameDecoder, FrameError, decode_payload, encode_frame
+from dledger.transport import (
+    DEFAULT_MAX_FRAME,
+    FrameDecoder,
+    FrameError,
+    check_proof,
+    decode_payload,
+    encode_frame,
+    new_nonce,
+    peer_proof,
+)
 
 log = logging.getLogger("dledger.server")
 
 FLUSH_MODES = ("sync", "async")
 
+_HANDSHAKE = frozenset({RequestCode.PEER_HELLO, RequestCode.PEER_CHALLENGE, RequestCode.PEER_PROOF})
 _KIND_CODE = {
     "vote": RequestCode.VOTE,
     "vote_r": RequestCode.VOTE,
@@ -69,7 +79,9 @@ class ServerConfig:
     connections in all (connections from a member's address are exempt) and
     ``max_connections_per_host`` from one address, ``frame_timeout_ms`` for a frame from its first
     byte to its last, ``idle_timeout_ms`` without a complete frame, ``max_write_buffer`` bytes of
-    answers a client has not read before the server stops reading its requests.
+    answers a client has not read before the server stops reading its requests. ``secret``: with
+    it, a peer message counts only on a connection whose member proved it holds the secret
+    (:mod:`dledger.transport`'s handshake); clients need none.
     Raises ValueError naming a bad field.
     """
 
@@ -100,6 +112,7 @@ class ServerConfig:
     seed: int | None = None
     snapshot_every: int = 0
     snapshot_keep: int = 3
+    secret: bytes | None = None  # the group's peer secret: members must prove it (None: no check)
 
     def __post_init__(self) -> None:
         self.peer_map = parse_peers(self.peers)
@@ -229,6 +242,12 @@ class _Conn(asyncio.Protocol):
         self.out_bytes = 0  # bytes in self.out
         self.backlog: deque[bytes] = deque()  # complete frames not handled yet (backpressure)
         self.write_paused = False  # the transport's buffer is above max_write_buffer
+        # peer authentication: an outgoing link is ready once it sent its proof (at once without a
+        # secret); an incoming connection carries peer messages only from the member it proved
+        self.ready = server.cfg.secret is None
+        self.claimed: str | None = None
+        self.nonce: bytes | None = None
+        self.proved: str | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -445,6 +464,7 @@ class Server:
         self._last_sweep = 0.0
         self._refused = 0  # connections refused so far
         self._refused_terms = 0  # peer messages dropped for a term jump beyond MAX_TERM_STEP
+        self._refused_peers = 0  # peer traffic refused for want of the secret
         self._shed = 0  # connections aborted for max_buffered
 
     def _replay(self, applied: int, committed: int) -> int:
@@ -725,9 +745,9 @@ class Server:
         link = self._links.get(msg.dst)
         frame = encode_frame(_KIND_CODE[msg.KIND], 0, to_wire(msg))
         if link is not None and not link.closed and link.transport is not None:
-            if link.transport.get_write_buffer_size() < 4 * 1024 * 1024:
+            if link.ready and link.transport.get_write_buffer_size() < 4 * 1024 * 1024:
                 link.send(frame)
-            return  # dropped when backed up: the core resends
+            return  # dropped when backed up or not yet authenticated: the core resends
         self._connect(msg.dst)
 
     def _connect(self, peer: str) -> None:
@@ -756,6 +776,9 @@ class Server:
 
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._links[peer] = conn
+            if self.cfg.secret is not None:
+                conn.send(encode_frame(RequestCode.PEER_HELLO, 0, {"id": self.id}))
+                conn.flush()
             log.debug("%s: connected to %s", self.id, peer)
         except (TimeoutError, OSError) as e:
             log.debug("%s: cannot connect to %s: %s", self.id, peer, e)
@@ -799,8 +822,19 @@ class Server:
         argument with UNEXPECTED_ARGUMENT, a store failure with DISK_ERROR). A peer message whose
         handler raises is logged and its connection closed; the sender resends."""
         code, opaque, is_resp, body = decode_payload(payload)
+        if code in _HANDSHAKE:
+            self._handshake(conn, code, body)
+            return
         if "k" in body:
             msg = from_wire(body)
+            if self.cfg.secret is not None and (conn.proved is None or msg.src != conn.proved):
+                why = (
+                    "a connection that did not prove the secret"
+                    if conn.proved is None
+                    else f"{conn.proved}'s"
+                )
+                self._refuse_peer(conn, f"{msg.KIND} from {msg.src!r} on {why}")
+                return
             if msg.term > self.core.term + MAX_TERM_STEP:
                 # dropping is always safe in Raft; adopting would let forged terms exhaust int64
                 self._refused_terms += 1
@@ -837,6 +871,47 @@ class Server:
                 log.exception("%s: client request %d failed", self.id, code)
                 self._reply(conn, code, opaque, Code.INTERNAL_ERROR, error=str(e))
         self._schedule_drain()
+
+    def _handshake(self, conn: _Conn, code: int, body: dict[str, Any]) -> None:
+        """One step of the peer handshake (see :mod:`dledger.transport`): HELLO on an incoming
+        connection gets a CHALLENGE, a CHALLENGE on our own link gets our PROOF (the link is then
+        ready), a PROOF proves the claimed member or closes the connection."""
+        secret = self.cfg.secret
+        if secret is None:
+            return  # a group without a secret ignores handshakes
+        if code == RequestCode.PEER_HELLO and conn.peer is None:
+            claimed = body.get("id")
+            if not isinstance(claimed, str) or claimed not in self.cfg.peer_map or claimed == self.id:
+                self._refuse_peer(conn, f"hello from {claimed!r}, not a member")
+                return
+            conn.claimed, conn.nonce = claimed, new_nonce()
+            conn.send(encode_frame(RequestCode.PEER_CHALLENGE, 0, {"nonce": conn.nonce}))
+        elif code == RequestCode.PEER_CHALLENGE and conn.peer is not None:
+            nonce = body.get("nonce")
+            if isinstance(nonce, bytes):
+                mac = peer_proof(secret, nonce, self.id, conn.peer)
+                conn.send(encode_frame(RequestCode.PEER_PROOF, 0, {"mac": mac}))
+                conn.ready = True
+        elif code == RequestCode.PEER_PROOF and conn.peer is None and conn.claimed and conn.nonce:
+            if check_proof(secret, conn.nonce, conn.claimed, self.id, body.get("mac")):
+                conn.proved, conn.nonce = conn.claimed, None
+            else:
+                self._refuse_peer(conn, f"a wrong proof from {conn.claimed!r}")
+        else:
+            self._refuse_peer(conn, f"handshake frame {code} out of order")
+
+    def _refuse_peer(self, conn: _Conn, why: str) -> None:
+        """Close a connection that sent peer traffic it may not send; logged (rate-limited)."""
+        self._refused_peers += 1
+        if self._refused_peers == 1 or self._refused_peers % 1000 == 0:
+            log.warning(
+                "%s: refusing peer traffic from %s: %s (%d refused)",
+                self.id,
+                conn._addr(),
+                why,
+                self._refused_peers,
+            )
+        conn.abort()
 
     def _snapshot_first(self, msg: PushRequest) -> bool:
         """Before the core restarts the log for an INSTALL_SNAPSHOT, make the snapshot durable, so

@@ -363,3 +363,70 @@ def test_currterm_and_the_entry_codec_refuse_what_they_cannot_hold_before_writin
         for encode in (encode_entry, encode_header):
             with pytest.raises(StoreError, match=f"entry {field}="):
                 encode(entry, 0, 0)
+
+
+@pytest.mark.slow
+def test_with_a_secret_forged_in_range_votes_are_refused_and_members_still_elect(
+    cluster_factory,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    """Issue 26 item 9: 300 in-range forged votes from a process naming itself a member walked the
+    term up by millions and blocked appends. With a secret, a peer message counts only on a
+    connection whose member proved the secret (HMAC handshake); the forger is refused and closed."""
+    from dledger.transport import peer_proof
+
+    secret = tmp_path / "peer.secret"
+    secret.write_text("s3cret-of-the-group\n")
+    c: Cluster = cluster_factory("--secret-file", str(secret))
+    c.leader(timeout=30)
+    assert_group_works(c, "with-secret")
+    base = max(curr_term(c, n) for n in c.ids)
+    for k in range(100):  # 300 forged votes in range (below MAX_TERM_STEP), as in the issue
+        for i, target in enumerate(c.ids):
+            src = c.ids[(i + 1) % 3]
+            with attacker("127.0.0.50", (c.ips[target], c.port)) as s:
+                s.sendall(_forged_vote(c, target, src, base + 1000 * (k + 1), 10**9, 10**9))
+    # a forger that claims a member and answers the challenge with a wrong key is refused too
+    with attacker("127.0.0.50", (c.ips[c.ids[0]], c.port)) as s:
+        s.sendall(encode_frame(RequestCode.PEER_HELLO, 0, {"id": c.ids[1]}))
+        time.sleep(0.2)
+        s.sendall(
+            encode_frame(RequestCode.PEER_PROOF, 0, {"mac": peer_proof(b"wrong", b"x" * 16, "n1", "n0")})
+        )
+        assert closed_by_server(s, 10.0), "a wrong proof must close the connection"
+    for n in c.ids:
+        wait_for(lambda n=n: "refusing peer traffic" in (c.root / f"{n}.log").read_text(), n)  # type: ignore[misc]
+    assert max(curr_term(c, n) for n in c.ids) < base + 50, "forged votes moved the term"
+    assert_group_works(c, "after-forged-votes")
+    # the members authenticate each other across restarts (fresh nonces, no clock involved)
+    for n in list(c.procs):
+        c.kill(n, signal.SIGTERM)
+    c.start_all()
+    assert_group_works(c, "with-secret-restarted")
+
+
+def test_a_member_without_the_secret_cannot_join_the_quorum(tmp_path: Path) -> None:
+    """Two members with the secret elect and commit; the third, started with another secret, is
+    refused by both (it never becomes leader, and its votes never count)."""
+    good, bad = tmp_path / "good.secret", tmp_path / "bad.secret"
+    good.write_text("right")
+    bad.write_text("wrong")
+    c = Cluster(tmp_path, 3)
+    try:
+        c.start("n0", "--secret-file", str(good))
+        c.start("n1", "--secret-file", str(good))
+        c.start("n2", "--secret-file", str(bad))
+        leader = c.leader(timeout=30)
+        assert leader in ("n0", "n1")
+        with c.client(prefer=leader, timeout=3.0) as cl:
+            assert cl.append(b"x").ok
+        wait_for(
+            lambda: "wrong proof" in (c.root / "n0.log").read_text() + (c.root / "n1.log").read_text(),
+            "n2 refused",
+        )
+        with c.client(prefer="n2", timeout=1.0) as cl:
+            m = cl.metadata()
+        assert not (m.raw and m.raw.get("role") == "LEADER")
+    finally:
+        for n in list(c.procs):
+            c.kill(n)
