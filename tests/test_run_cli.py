@@ -219,3 +219,20 @@ def test_nemesis_opts_reach_the_nemeses_build_makes() -> None:
     parts = {type(p).__name__: p for p in nem.nemeses}
     assert parts["KillNemesis"].targets == ["leader", "minority"]
     assert parts["ClockNemesis"].max_rate == 1.5
+
+
+def test_run_options_are_typed_frozen_and_keep_plugin_options() -> None:
+    """RunOptions.parse checks and converts every option once; unknown keys (a nemesis's or a
+    plug-in's) stay in extra; the object cannot be changed after the checks."""
+    import dataclasses
+
+    from chaos.control.test import RunOptions
+
+    o = RunOptions.parse({"time_limit": "12.5", "rate": 0, "kill_targets": ["leader"], "store": "store"})
+    assert o.time_limit == 12.5 and isinstance(o.time_limit, float) and o.rate == 0.0
+    assert o.extra["kill_targets"] == ["leader"] and o.as_dict()["kill_targets"] == ["leader"]
+    assert o.as_dict()["workload"] == "register"  # a default
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        o.time_limit = 1.0  # type: ignore[misc]
+    with pytest.raises(ConfigError, match="--time-limit nan"):
+        RunOptions.parse({"time_limit": "nan"})

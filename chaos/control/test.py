@@ -7,11 +7,17 @@ import math
 import os
 import random
 import re
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 from chaos.errors import ConfigError
+
+if TYPE_CHECKING:
+    from chaos.control.node import Node
+    from chaos.control.ssh import Control
 
 DEFAULTS: dict[str, Any] = {
     "db": None,  # chaos.plugins.default_db()
@@ -35,20 +41,91 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """The options of one run, checked and typed (``chaos run``'s flags; defaults in
+    :data:`DEFAULTS`). Built once by :meth:`parse` before any node is touched; plug-in and nemesis
+    options the tool does not know stay in :attr:`extra` (``--nemesis-opt`` keys, a plug-in's own).
+
+    Times in seconds, rates in ops/s. ``concurrency`` is ``N`` or ``"Kn"`` (K x nodes).
+    """
+
+    db: str | None
+    db_opts: tuple[str, ...]
+    workload: str
+    nemesis: str
+    nemesis_interval: float
+    time_limit: float
+    concurrency: int | str
+    rate: float
+    provider: str
+    cluster_name: str | None
+    node_count: int | None
+    test_count: int
+    store: str
+    seed: int | None
+    leave_db_running: bool
+    recovery_time: float
+    final_time_limit: float
+    check_time_limit: float
+    checkers: tuple[str, ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, opts: Mapping[str, Any]) -> RunOptions:
+        """The options ``opts`` (a dict with :data:`DEFAULTS`' keys and any others) as a
+        RunOptions: numbers checked and converted (:func:`validate_options`), ``store`` and
+        ``nodes_file`` checked. Raises ConfigError naming the option."""
+        merged = {**DEFAULTS, **{k: v for k, v in opts.items() if v is not None}}
+        validate_options(merged)
+        known = {f.name for f in fields(cls)} - {"extra"}
+        return cls(
+            db=merged["db"],
+            db_opts=tuple(merged["db_opts"] or ()),
+            workload=str(merged["workload"]),
+            nemesis=str(merged["nemesis"]),
+            nemesis_interval=float(merged["nemesis_interval"]),
+            time_limit=float(merged["time_limit"]),
+            concurrency=merged["concurrency"],
+            rate=float(merged["rate"]),
+            provider=str(merged["provider"]),
+            cluster_name=merged["cluster_name"],
+            node_count=None if merged["node_count"] is None else int(merged["node_count"]),
+            test_count=int(merged["test_count"]),
+            store=str(merged["store"]),
+            seed=None if merged["seed"] is None else int(merged["seed"]),
+            leave_db_running=bool(merged["leave_db_running"]),
+            recovery_time=float(merged["recovery_time"]),
+            final_time_limit=float(merged["final_time_limit"]),
+            check_time_limit=float(merged["check_time_limit"]),
+            checkers=tuple(merged.get("checkers") or ()),
+            extra=MappingProxyType({k: v for k, v in merged.items() if k not in known}),
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The options as one flat dict (what plug-ins read as ``test.opts``, and test.json's
+        ``opts``)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        out["db_opts"], out["checkers"] = list(self.db_opts), list(self.checkers)
+        return {**out, **self.extra}
+
+
 @dataclass
 class Test:
-    """One test run.
+    """One test run (Jepsen's test map), handed to clients, nemeses and generators.
 
-    Fields: ``name``; ``nodes`` (list of ``chaos.control.node.Node``); ``control``
-    (``chaos.control.ssh.Control``); ``db`` (a :class:`chaos.cluster.db.DB`); ``rng`` (``random.Random`` seeded with
-    ``opts["seed"]``: generator and nemesis choices are reproducible); ``opts`` (every option, a dict);
-    ``log`` (the run's logger, also written to ``chaos.log``); ``concurrency`` (client threads).
+    ``nodes``: the :class:`~chaos.control.node.Node`\\ s; ``control``: their SSH connections;
+    ``db``: the system under test (:class:`chaos.cluster.db.DB`); ``rng``: seeded with the run's
+    seed (generator and nemesis choices are reproducible); ``opts``: every option as a dict (what
+    plug-ins read), ``options`` the same typed (:class:`RunOptions`, None for a test built by
+    hand); ``log``: the run's logger (also written to ``chaos.log``); ``concurrency``: client
+    threads; ``workload``, ``nemesis``, ``run_dir``: the run's, once known.
     """
 
     name: str
-    nodes: list[Any]
-    control: Any
-    db: Any
+    nodes: list[Node]
+    control: Control
+    db: Any  # a chaos.cluster.db.DB (a Protocol of the layer above)
     rng: random.Random
     opts: dict[str, Any]
     log: logging.Logger
@@ -56,6 +133,7 @@ class Test:
     workload: Any = None
     nemesis: Any = None
     run_dir: Any = None
+    options: RunOptions | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

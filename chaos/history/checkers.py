@@ -23,7 +23,7 @@ from typing import Any
 from chaos.history.models import ModelError, get_model
 from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
 from chaos.history.store import HistoryError, RunDir, find_run, read_history, read_history_lines
-from chaos.history.verdict import UNKNOWN, Accumulator, Checker, StreamChecker, merge_valid
+from chaos.history.verdict import UNKNOWN, Accumulator, Checker, CheckOptions, StreamChecker, merge_valid
 
 
 def _crashed(name: str, e: BaseException) -> dict[str, Any]:
@@ -388,9 +388,9 @@ def check_run(
     test = load_run_test(run, model=model)
     if consistency_model:
         test = {**test, "consistency_model": consistency_model}
-    opts: dict[str, Any] = {"time_limit": time_limit, "workers": workers, "run_dir": str(run.path)}
-    if model:
-        opts["model"] = model
+    opts = CheckOptions(
+        time_limit=time_limit, workers=workers, model=model or None, run_dir=str(run.path)
+    ).as_dict()
     results = compose(checkers_for(test, model=model)).check(test, run.history_path, opts)
     run.write_results(results)
     return results

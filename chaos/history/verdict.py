@@ -8,6 +8,7 @@ without importing the composition in :mod:`chaos.history.checkers`.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -76,4 +77,30 @@ def merge_valid(values: Iterable[Any]) -> Valid:
     return out
 
 
-__all__ = ["UNKNOWN", "Valid", "Checker", "Accumulator", "StreamChecker", "verdict", "merge_valid"]
+@dataclass(frozen=True)
+class CheckOptions:
+    """What a checker is told besides the test and the history (``chaos check``'s flags, the run's
+    ``--check-time-limit``): ``time_limit`` (s, None: no deadline), ``workers`` (processes),
+    ``model`` (a linearizability model name), ``consistency_model`` (transactions), ``run_dir``."""
+
+    time_limit: float | None = None
+    workers: int | None = None
+    model: str | None = None
+    consistency_model: str | None = None
+    run_dir: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``opts`` dict of the Checker protocol (``check(test, history_path, opts)``)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+__all__ = [
+    "CheckOptions",
+    "UNKNOWN",
+    "Valid",
+    "Checker",
+    "Accumulator",
+    "StreamChecker",
+    "verdict",
+    "merge_valid",
+]

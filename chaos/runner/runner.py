@@ -43,7 +43,7 @@ from rich.markup import escape
 
 from chaos.cluster.providers import docker_node_count, provision
 from chaos.control import generator as gen
-from chaos.control.test import DEFAULTS, Test, parse_concurrency, run_name, validate_options
+from chaos.control.test import DEFAULTS, RunOptions, Test, parse_concurrency, run_name, validate_options
 from chaos.errors import (
     EXIT_BAD_ARGS,
     EXIT_CRASH,
@@ -357,6 +357,7 @@ class Runner:
             workload=state.workload,
             nemesis=state.nemesis,
             run_dir=state.run,
+            options=RunOptions.parse(o),
         )
         state.doc = self._test_doc(state)
         state.run.write_test(state.doc)
