@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chaos.cluster.node import Node
+from chaos.control.node import Node
 from chaos.control.ssh import DEFAULT_TIMEOUT, Control, NodeUnreachable, Remote
 
 
