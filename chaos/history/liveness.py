@@ -6,7 +6,12 @@ up with the leader's) and records the outcome in ``test.json`` under ``"recovery
 
     {"recovered": bool, "bound_s": float, "waited_s": float, "leader": str | None,
      "term": int | None, "commit_index": int | None, "problems": [str, ...],
-     "nodes": {node: {"ok": bool, "role", "term", "leader", "commit_index", "end_index", "error"}}}
+     "nodes": {node: {"ok": bool, "role", "term", "leader", "commit_index", "end_index", "error"}},
+     "environment": {node: [{"kind": "disk-full" | "oom" | "node-down", "evidence": str}]}}
+
+A failed recovery whose nodes show an environment cause (a full disk, OOM kills, a node gone,
+found by :mod:`chaos.cluster.environment`) that the run's nemesis did not inject on purpose is
+``unknown`` with those causes quoted: an environment failure is not a verdict on the system.
 
 This checker turns that record into a verdict, so ``chaos check`` on a stored run reproduces it (the
 cluster is gone by then; the observation is the evidence). Jepsen checks liveness the same way, as
@@ -44,12 +49,36 @@ class LivenessChecker:
         }
         if rec["recovered"]:
             out["summary"] = recovered_line(rec)
-        else:
-            out["cause"] = (
-                f"the cluster did not recover within {float(rec.get('bound_s') or 0):g} s after healing: "
-                + "; ".join(out["problems"] or ["no reason recorded"])
+            return out
+        out["cause"] = (
+            f"the cluster did not recover within {float(rec.get('bound_s') or 0):g} s after healing: "
+            + "; ".join(out["problems"] or ["no reason recorded"])
+        )
+        blamed = environment_causes(rec, str(test.get("nemesis") or ""))
+        if blamed:  # not the system's doing: the run says nothing of its liveness
+            out["valid"] = UNKNOWN
+            out["environment"] = blamed
+            out["cause"] = "the environment stopped the system, not a fault the test injected: " + "; ".join(
+                blamed
             )
         return out
+
+
+def environment_causes(rec: dict[str, Any], nemesis: str) -> list[str]:
+    """The environment causes recorded with a failed recovery (``recovery.environment``:
+    ``{node: [{"kind", "evidence"}]}``) that the run's nemesis did not inject on purpose (no
+    nemesis name contains the cause's kind, e.g. ``disk-full``), as ``"<node>: <evidence>"``."""
+    env = rec.get("environment")
+    if not isinstance(env, dict):
+        return []
+    injected = nemesis.replace("+", ",").split(",")
+    out = []
+    for node, items in sorted(env.items()):
+        for item in items if isinstance(items, list) else []:
+            kind = str(item.get("kind") or "") if isinstance(item, dict) else ""
+            if kind and not any(kind in name for name in injected):
+                out.append(f"{node}: {item.get('evidence')}")
+    return out
 
 
 def recovered_line(rec: dict[str, Any]) -> str:

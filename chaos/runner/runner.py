@@ -614,6 +614,24 @@ class Runner:
                 f"[red]liveness failure:[/red] not recovered within {bound:g} s: "
                 + escape("; ".join(rec.get("problems") or ["?"]))
             )
+            self._probe_environment(test, rec)
+
+    def _probe_environment(self, test: Test, rec: dict[str, Any]) -> None:
+        """After a failed recovery, ask the nodes whether the environment stopped the system (a
+        full disk, the OOM killer, a node gone: :mod:`chaos.cluster.environment`); the liveness
+        checker judges with what is recorded in ``recovery.environment``."""
+        from chaos.cluster.environment import probe
+
+        try:
+            found = probe(test.control, test.db)
+        except Exception as e:  # noqa: BLE001 - a probe that fails decides nothing
+            self.log.warning("probing the nodes' environment failed: %s", e)
+            return
+        if found:
+            rec["environment"] = found
+            for node, items in sorted(found.items()):
+                for item in items:
+                    self.say(f"[yellow]environment on {node}:[/yellow] {escape(item['evidence'])}")
 
     def _download_logs(self, test: Test) -> None:
         from chaos.cluster.db import capabilities
