@@ -121,7 +121,10 @@ def test_peers_and_db_options() -> None:
         nodes[0], nodes
     )
     assert cmd[:4] == ["python3", "/opt/dledger/dledger.pyz", "server", "--group"]
-    assert cmd[-6:] == ["--flush", "async", "--read-mode", "lease", "--heartbeat-ms", "50"]
+    assert cmd[-8:] == ["--flush", "async", "--read-mode", "lease", "--secret-file", "/opt/dledger/peer.secret",
+                        "--heartbeat-ms", "50"]  # fmt: skip
+    no_auth = DLedgerDB(peer_auth=False).server_command(nodes[0], nodes)
+    assert "--secret-file" not in no_auth
     with pytest.raises(ValueError, match="cannot contain '-'"):
         db.peers([Node("db-1", "h")])
     with pytest.raises(ValueError, match="flush 'fast'"):
