@@ -287,9 +287,8 @@ class Runner:
         state = _RunState(name=run_name(o), nodes=nodes, concurrency=concurrency, workload=workload)
         state.nemesis, state.nem_gen = nemesis, nem_gen
         with contextlib.ExitStack() as outer:
-            outer.enter_context(
-                self._lock_phase(state)
-            )  # before the run directory: a refused run leaves none
+            # the lock comes before the run directory: a refused run leaves none
+            outer.enter_context(self._lock_phase(state))
             logs = self._run_dir_phase(state)
             try:
                 with contextlib.ExitStack() as stack:
@@ -305,6 +304,8 @@ class Runner:
             except BaseException as e:
                 state.crashed = e
                 self.log.exception("run crashed")
+            if state.doc is not None:  # the outcome known, every phase torn down
+                self._safe("write test.json", lambda: self._finish_test_doc(state))
             if state.crashed is not None:
                 logs.close()
         if state.crashed is not None:
@@ -360,8 +361,7 @@ class Runner:
             options=RunOptions.parse(o),
         )
         state.doc = self._test_doc(state)
-        state.run.write_test(state.doc)
-        stack.callback(self._safe, "write test.json", lambda: self._finish_test_doc(state))
+        state.run.write_test(state.doc)  # completed by run() once the phases are torn down
         self._signals_phase(stack)
         self.say(f"run directory {state.run.path}")
         self.say(f"nodes {', '.join(f'{n.name}={n.host}' for n in state.nodes)}; seed {o['seed']}")
