@@ -120,11 +120,13 @@ class Run:
 def load_run(run_dir: str | os.PathLike[str]) -> Run:
     """Load test.json, results.json and history.jsonl of ``run_dir``.
 
-    Raises ReportError if ``run_dir`` is not a directory or holds neither a history nor a test.json.
+    ``run_dir`` may be a link such as ``store/latest``: the run is named by the directory it resolves
+    to. Raises ReportError if ``run_dir`` is not a directory or holds neither a history nor a test.json.
     """
     path = Path(run_dir)
     if not path.is_dir():
         raise ReportError(f"run directory {path}: expected an existing directory")
+    path = path.resolve()
     test = _read_json(path / "test.json", "test options")
     results = _read_json(path / "results.json", "results")
     hist_path = path / "history.jsonl"
@@ -671,6 +673,31 @@ def counterexamples(results: dict[str, Any] | None) -> list[dict[str, Any]]:
     return out
 
 
+def counterexample_note(results: dict[str, Any] | None) -> str:
+    """What the counterexample section says when it shows none: that every key is linearizable
+    only when the ``linear`` checker said valid; for an undecided check, how many keys were not
+    decided or not checked and why (no proof either way)."""
+    linear = ((results or {}).get("checkers") or {}).get("linear")
+    if not isinstance(linear, dict):
+        return "No linearizability checker in this run."
+    valid = linear.get("valid")
+    if valid is True:
+        return "Every key is linearizable: no counterexample."
+    if valid is False:
+        return "Not linearizable, but the checker recorded no counterexample."
+    unk = linear.get("unknown") if isinstance(linear.get("unknown"), list) else []
+    unchecked = linear.get("not_checked") if isinstance(linear.get("not_checked"), list) else []
+    parts = []
+    if unk:
+        parts.append(f"{len(unk)} key{'s' if len(unk) != 1 else ''} undecided")
+    if unchecked:
+        parts.append(f"{len(unchecked)} key{'s' if len(unchecked) != 1 else ''} not checked")
+    why = linear.get("cause") or linear.get("error")
+    text = "Linearizability is unknown" + (f" ({', '.join(parts)})" if parts else "")
+    text += f": {_short(why, 200)}" if why else ""
+    return text + ". No counterexample, and no proof of linearizability either."
+
+
 def _fmt_duration(ns: float) -> str:
     s = ns / 1e9
     if s < 60:
@@ -794,6 +821,7 @@ def build_data(run: Run) -> dict[str, Any]:
         ],
         "availability_source": avail_src,
         "counterexamples": counterexamples(run.results),
+        "counterexample_note": counterexample_note(run.results),
         "log_rows": log_anomaly_rows(run.results, run.history),
         "files": run.files,
     }

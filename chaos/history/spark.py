@@ -365,31 +365,37 @@ def perf(df: Any, verdicts: dict[str, dict[str, Any]] | None = None) -> dict[str
         ) WHERE type = 'invoke' AND done_type IN ('ok', 'fail', 'info')
         """
     ).createOrReplaceTempView("calls")
+    # one row per call, whatever the number of fault windows it falls in: overlapping windows
+    # (a kill during a partition) name the call's faults together ("kill+partition"), never twice
     lat = spark.sql(
         """
-        SELECT c.run, c.f, c.done_type, c.time, c.done_time, (c.done_time - c.time) / 1e6 AS latency_ms,
-               coalesce(w.kind, 'none') AS fault
+        SELECT c.run, c.process, c.index, first(c.f) AS f, first(c.done_type) AS done_type,
+               first(c.time) AS time, first(c.done_time) AS done_time,
+               first(c.done_time - c.time) / 1e6 AS latency_ms,
+               coalesce(nullif(array_join(array_sort(collect_set(w.kind)), '+'), ''), 'none') AS fault
         FROM calls c LEFT JOIN windows w
           ON c.run = w.run AND c.time >= w.start AND c.time < w.end
+        GROUP BY c.run, c.process, c.index
         """
     ).cache()
     lat.createOrReplaceTempView("lat")
+    # nearest-rank quantiles over the exact latencies, as the perf checker computes them
+    # (chaos.history.perf.quantiles), so the gate's --max-p99-ms reads the figure chaos check shows
+    q = {name: _nearest_rank_sql(frac) for name, frac in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))}
     latency = spark.sql(
-        """
+        f"""
         SELECT run, f, count(*) AS n,
                sum(CASE WHEN done_type = 'ok' THEN 1 ELSE 0 END) AS ok,
                sum(CASE WHEN done_type = 'fail' THEN 1 ELSE 0 END) AS fail,
                sum(CASE WHEN done_type = 'info' THEN 1 ELSE 0 END) AS info,
-               percentile_approx(latency_ms, 0.5) AS p50, percentile_approx(latency_ms, 0.95) AS p95,
-               percentile_approx(latency_ms, 0.99) AS p99, max(latency_ms) AS max
+               {q["p50"]} AS p50, {q["p95"]} AS p95, {q["p99"]} AS p99, round(max(latency_ms), 3) AS max
         FROM lat GROUP BY run, f ORDER BY run, f
         """
     )
     by_fault = spark.sql(
-        """
-        SELECT run, fault, count(*) AS n,
-               percentile_approx(latency_ms, 0.5) AS p50, percentile_approx(latency_ms, 0.99) AS p99,
-               max(latency_ms) AS max
+        f"""
+        SELECT run, fault, count(*) AS n, {q["p50"]} AS p50, {q["p99"]} AS p99,
+               round(max(latency_ms), 3) AS max
         FROM lat GROUP BY run, fault ORDER BY run, fault
         """
     )
@@ -407,6 +413,15 @@ def perf(df: Any, verdicts: dict[str, dict[str, Any]] | None = None) -> dict[str
     }
     lat.unpersist()
     return out
+
+
+def _nearest_rank_sql(q: float) -> str:
+    """Spark SQL for the nearest-rank ``q`` quantile of ``latency_ms`` in a group, in ms rounded
+    to the µs (the rule of :func:`chaos.history.perf.quantiles`)."""
+    return (
+        "round(element_at(array_sort(collect_list(latency_ms)), "
+        f"CAST(greatest(1, ceil({q} * count(*))) AS INT)), 3)"
+    )
 
 
 def availability_rows(verdicts: dict[str, dict[str, Any]], top: int = 3) -> list[dict[str, Any]]:
@@ -520,7 +535,7 @@ def _failures(verdict: dict[str, Any]) -> list[str]:
     for name, res in (verdict.get("checkers") or {}).items():
         if isinstance(res, dict) and res.get("valid") is not True:
             keys = res.get("failures") or []
-            out.append(f"{name}: keys {', '.join(map(str, keys[:5]))}" if keys else name)
+            out.append(f"{name}: keys {', '.join(map(str, keys))}" if keys else name)
     return out
 
 
