@@ -890,6 +890,7 @@ def _fault_sections(results: dict[str, Any] | None) -> dict[str, Any]:
         "fault_kinds": report_faults.kind_rows(results),
         "fault_windows": report_faults.window_rows(results),
         "fault_summary": (r or {}).get("summary") or "",
+        "split_brain": list(((r or {}).get("leadership") or {}).get("split_brain") or []),
     }
 
 

@@ -1,0 +1,85 @@
+"""Reports that say exactly what happened (issue 25): the run named by its directory, no
+"every key is linearizable" for an undecided check, a server-log summary that says no patterns were
+declared, ``write(1) -> 1``, fails counted apart, and the summary ending with the verdict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from chaos.history import report as rep
+from chaos.history.store import RunDir
+
+S = 1_000_000_000
+
+
+def _ops(*rows: tuple[str, Any, str, Any, float], **extra: Any) -> list[dict[str, Any]]:
+    return [
+        {"index": i, "type": t, "process": p, "f": f, "value": v, "time": int(at * S), **extra}
+        for i, (t, p, f, v, at) in enumerate(rows)
+    ]
+
+
+def write_run(store: Path, ops: list[dict[str, Any]], results: dict[str, Any] | None = None) -> RunDir:
+    run = RunDir.create(store, "register-unit")
+    run.write_test({"name": "register-unit", "workload": "register", "checkers": ["stats"]})
+    run.history_path.write_text("".join(json.dumps(o) + "\n" for o in ops))
+    if results is not None:
+        (run.path / "results.json").write_text(json.dumps(results))
+    return run
+
+
+def simple_ops() -> list[dict[str, Any]]:
+    return _ops(
+        ("invoke", 0, "write", 1, 0.1),
+        ("ok", 0, "write", 1, 0.2),
+        ("invoke", 1, "read", None, 0.3),
+        ("ok", 1, "read", 1, 0.4),
+    )
+
+
+def test_report_of_latest_is_titled_by_the_resolved_run(tmp_path: Path) -> None:
+    """Item 7: ``chaos report store/latest`` names the run by the directory the link resolves to."""
+    run = write_run(tmp_path / "store", simple_ops(), {"valid": True, "checkers": {}})
+    out = rep.write_report(tmp_path / "store" / "latest")
+    html = out.read_text()
+    title = html.split("<title>")[1].split("</title>")[0]
+    assert run.name in title and "latest" not in title
+    assert rep.build_data(rep.load_run(tmp_path / "store" / "latest"))["meta"]["run"] == run.name
+
+
+def test_unknown_linear_check_never_says_every_key_is_linearizable(tmp_path: Path) -> None:
+    """Item 3: an undecided linearizability check says so, with what was left undecided."""
+    linear = {"valid": "unknown", "failures": [], "unknown": ["3", "4"], "keys": {}, "cause": "timeout"}
+    run = write_run(tmp_path / "store", simple_ops(), {"valid": "unknown", "checkers": {"linear": linear}})
+    note = rep.build_data(rep.load_run(run.path))["counterexample_note"]
+    assert "Every key is linearizable" not in note
+    assert "unknown" in note and "2 keys undecided" in note and "timeout" in note
+    valid = {"valid": True, "checkers": {"linear": {"valid": True, "keys": {"1": {"valid": True}}}}}
+    assert rep.counterexample_note(valid).startswith("Every key is linearizable")
+    assert rep.counterexample_note({"valid": True, "checkers": {}}).startswith("No linearizability")
+
+
+def test_server_logs_without_patterns_says_none_were_declared(tmp_path: Path) -> None:
+    """Item 6: ten logs downloaded and no pattern declared is not "no anomalies in 0 log(s)"."""
+    from chaos.history.nodelogs import ServerLogChecker
+
+    run = write_run(tmp_path / "store", simple_ops())
+    for n in range(5):
+        d = run.path / "nodes" / f"n{n + 1}"
+        d.mkdir(parents=True, exist_ok=True)
+        for name in ("server.log", "gc.log"):
+            (d / name).write_text("ERROR something\n")
+    test = {"server_logs": {"files": [], "patterns": []}, "nodes": [f"n{n + 1}" for n in range(5)]}
+    r = ServerLogChecker().check(test, run.history_path, {})
+    assert "no anomalies" not in r["summary"]
+    assert r["summary"] == "the DB declared no log patterns: 10 log(s) downloaded, none scanned"
+
+
+def test_write_of_one_shows_its_output() -> None:
+    """Item 6: ``write(1)`` completing with 1 renders ``-> 1`` (1 == True must not hide it)."""
+    from chaos.history.models import Call
+
+    assert Call(0, "write", 1, 1, 0, 1).describe() == "write(1) -> 1"
+    assert Call(0, "write", 2, None, 0, 1).describe() == "write(2)"
