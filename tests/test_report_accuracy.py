@@ -23,7 +23,7 @@ def _ops(*rows: tuple[str, Any, str, Any, float], **extra: Any) -> list[dict[str
 
 def write_run(store: Path, ops: list[dict[str, Any]], results: dict[str, Any] | None = None) -> RunDir:
     run = RunDir.create(store, "register-unit")
-    run.write_test({"name": "register-unit", "workload": "register", "checkers": ["stats"]})
+    run.write_test({"name": "register-unit", "workload": "register", "checkers": ["stats", "perf"]})
     run.history_path.write_text("".join(json.dumps(o) + "\n" for o in ops))
     if results is not None:
         (run.path / "results.json").write_text(json.dumps(results))
@@ -83,3 +83,40 @@ def test_write_of_one_shows_its_output() -> None:
 
     assert Call(0, "write", 1, 1, 0, 1).describe() == "write(1) -> 1"
     assert Call(0, "write", 2, None, 0, 1).describe() == "write(2)"
+
+
+def cas_run(store: Path) -> RunDir:
+    """3 cas that did not match, 2 refused (NOT_LEADER), 1 ok, 1 info."""
+    rows: list[dict[str, Any]] = []
+    outcomes = [("fail", {"compare_failed": True, "error": "cas: expected value did not match"})] * 3
+    outcomes += [("fail", {"error": "NOT_LEADER"})] * 2 + [("ok", {}), ("info", {"error": "timeout"})]
+    for n, (typ, extra) in enumerate(outcomes):
+        t = n * S
+        rows.append({"type": "invoke", "process": n, "f": "cas", "value": [1, 2], "time": t, "key": 0})
+        rows.append(
+            {"type": typ, "process": n, "f": "cas", "value": [1, 2], "time": t + S // 2, "key": 0, **extra}
+        )
+    for i, r in enumerate(rows):
+        r["index"] = i
+    return write_run(store, rows)
+
+
+def test_fails_are_counted_apart_in_the_summary_and_perf(tmp_path: Path) -> None:
+    """Item 8: a cas whose compare did not match is an answer, NOT_LEADER an outage: the perf
+    checker, the run summary and the report count them apart (the history keeps Jepsen's types)."""
+    from rich.console import Console
+
+    from chaos.history.checkers import check_run
+
+    run = cas_run(tmp_path / "store")
+    results = check_run(run)
+    ops = results["checkers"]["perf"]["ops"]
+    assert ops == {"count": 7, "ok": 1, "fail": 5, "info": 1, "fail_no_match": 3, "fail_unavailable": 2}
+    console = Console(width=200, record=True)
+    console.print(rep.summary_table(results, run.history_path))
+    text = console.export_text()
+    assert "fail: no match" in text and "fail: unavailable" in text
+    rows = [line.replace("│", " ").split() for line in text.splitlines()]
+    assert ["cas", "1", "3", "2", "1"] in rows  # ok, no match, unavailable, info
+    perf_line = next(c for c in rep.checker_summaries(results) if c["name"] == "perf")["summary"]
+    assert "7 ops: 1 ok, 5 fail (3 no match, 2 unavailable), 1 info" in perf_line

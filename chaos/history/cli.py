@@ -41,6 +41,10 @@ def _summary_line(name: str, r: dict[str, Any]) -> str:
                 detail = f"{len(keys)} key(s), {r.get('ops', '?')} ops"
         elif name == "perf":
             detail = (r.get("availability") or {}).get("summary", "")
+            if isinstance(r.get("ops"), dict):
+                from chaos.history.perf import ops_line
+
+                detail = f"{ops_line(r['ops'])}; {detail}"
         elif name == "stats":
             detail = f"{r.get('ok', 0)} ok, {r.get('fail', 0)} fail, {r.get('info', 0)} info"
         elif name == "elle":

@@ -160,6 +160,16 @@ def describe_nemesis(f: str, value: Any, verbs: dict[str, dict[str, str]] | None
 _OUTSIDE = ("none",)
 
 
+def ops_line(ops: dict[str, Any]) -> str:
+    """``"2975 ops: 1700 ok, 1203 fail (764 no match, 439 unavailable), 72 info"`` from the perf
+    checker's ``ops`` (a cas whose compare did not match is an answer, not an outage)."""
+    return (
+        f"{ops.get('count', 0)} ops: {ops.get('ok', 0)} ok, {ops.get('fail', 0)} fail "
+        f"({ops.get('fail_no_match', 0)} no match, {ops.get('fail_unavailable', 0)} unavailable), "
+        f"{ops.get('info', 0)} info"
+    )
+
+
 class _Series:
     """Latencies (ns) of one f and completion type: all of them, per fault-window group, and the
     completions per 1-s bucket."""

@@ -36,8 +36,16 @@ import jinja2
 from rich.table import Table
 from rich.text import Text
 
-from chaos.history.analysis import HistoryError, NemesisPairing, fault_windows, read_history
+from chaos.history.analysis import (
+    NO_MATCH,
+    HistoryError,
+    NemesisPairing,
+    fail_class,
+    fault_windows,
+    read_history,
+)
 from chaos.history.op import NEMESIS, Op
+from chaos.history.perf import ops_line
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -192,6 +200,7 @@ class Paired:
     k: list[str] = field(default_factory=list)  # key or ""
     n: list[str] = field(default_factory=list)  # node or ""
     err: list[str] = field(default_factory=list)
+    nm: list[int] = field(default_factory=list)  # 1: a fail that was an answered no (fail_class)
 
 
 def pair_ops(history: list[dict[str, Any]]) -> tuple[Paired, list[dict[str, Any]], int]:
@@ -253,9 +262,11 @@ def pair_ops(history: list[dict[str, Any]]) -> tuple[Paired, list[dict[str, Any]
             out.k.append("" if o.get("key") is None else _short(o.get("key"), 40))
             out.n.append(str(o.get("node") or ""))
             out.err.append("")
+            out.nm.append(0)
         elif proc in pending:
             m = pending.pop(proc)
             out.t[m] = TYPE_ORDER.index(typ) if typ in TYPE_ORDER else 2
+            out.nm[m] = 1 if fail_class(o) == NO_MATCH else 0
             out.e[m] = time // 1000
             out.j[m] = idx
             val = o.get("value")
@@ -646,6 +657,8 @@ def _checker_line(name: str, r: dict[str, Any]) -> str:
             parts.append(f"{r[k]} {k}")
     if r.get("model"):
         parts.append(f"model {r['model']}")
+    if name == "perf" and isinstance(r.get("ops"), dict):
+        parts.append(ops_line(r["ops"]))
     if isinstance(r.get("summary"), str) and r["summary"]:  # checkers that say it in one line
         parts.append(r["summary"])
     if r.get("error"):
@@ -935,7 +948,7 @@ def summary_table(results: dict[str, Any] | None, history_path: str | os.PathLik
     stats checker's ``by_f`` when the history cannot be read).
     """
     hp = Path(history_path)
-    by_f: dict[str, dict[str, int]] = defaultdict(lambda: {"ok": 0, "fail": 0, "info": 0})
+    by_f: dict[str, dict[str, int]] = defaultdict(lambda: {"ok": 0, "fail": 0, "info": 0, "no_match": 0})
     nemesis_ops = 0
     try:
         hist, _ = read_history_lines(hp)
@@ -944,7 +957,9 @@ def summary_table(results: dict[str, Any] | None, history_path: str | os.PathLik
     if hist:
         pairs, nem, _end = pair_ops(hist)
         for m in range(len(pairs.p)):
-            by_f[pairs.fs[pairs.f[m]]][TYPE_ORDER[pairs.t[m]]] += 1
+            counts = by_f[pairs.fs[pairs.f[m]]]
+            counts[TYPE_ORDER[pairs.t[m]]] += 1
+            counts["no_match"] += pairs.nm[m]
         nemesis_ops = sum(1 for d in nem if d["f"].startswith("start-"))
     else:
         stats = ((results or {}).get("checkers") or {}).get("stats") or {}
@@ -959,15 +974,15 @@ def summary_table(results: dict[str, Any] | None, history_path: str | os.PathLik
     ops = Table(title="ops by f and type", title_justify="left", expand=False)
     ops.add_column("f")
     ops.add_column("ok", justify="right", style="green")
-    ops.add_column("fail", justify="right", style="red")
+    ops.add_column("fail: no match", justify="right", style="magenta")
+    ops.add_column("fail: unavailable", justify="right", style="red")
     ops.add_column("info", justify="right", style="yellow")
-    tot = {"ok": 0, "fail": 0, "info": 0}
+    tot = {"ok": 0, "fail": 0, "info": 0, "no_match": 0}
     for f in sorted(by_f):
-        c = by_f[f]
-        ops.add_row(f, str(c["ok"]), str(c["fail"]), str(c["info"]), end_section=f == max(by_f))
-        for t in TYPE_ORDER:
-            tot[t] += c[t]
-    ops.add_row(Text("total", style="bold"), str(tot["ok"]), str(tot["fail"]), str(tot["info"]))
+        ops.add_row(f, *_op_cells(by_f[f]), end_section=f == max(by_f))
+        for t in tot:
+            tot[t] += by_f[f][t]
+    ops.add_row(Text("total", style="bold"), *_op_cells(tot))
     from chaos.history import report_faults
 
     fault_caption = report_faults.caption(results)  # took effect, not merely requested
@@ -1006,6 +1021,11 @@ def summary_table(results: dict[str, Any] | None, history_path: str | os.PathLik
         )
     )
     return outer
+
+
+def _op_cells(c: dict[str, int]) -> list[str]:
+    """ok, fail that was an answered no, fail that was the DB not serving, info."""
+    return [str(c["ok"]), str(c["no_match"]), str(c["fail"] - c["no_match"]), str(c["info"])]
 
 
 def _anomaly_counts(results: dict[str, Any] | None) -> dict[str, int]:
