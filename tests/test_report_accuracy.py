@@ -120,3 +120,30 @@ def test_fails_are_counted_apart_in_the_summary_and_perf(tmp_path: Path) -> None
     assert ["cas", "1", "3", "2", "1"] in rows  # ok, no match, unavailable, info
     perf_line = next(c for c in rep.checker_summaries(results) if c["name"] == "perf")["summary"]
     assert "7 ops: 1 ok, 5 fail (3 no match, 2 unavailable), 1 info" in perf_line
+
+
+def test_summary_ends_with_the_verdict_after_the_first_counterexample(tmp_path: Path) -> None:
+    """Items 11 and 12: the run summary (the same for chaos run and chaos check) has the tables
+    first, then the checkers, the first counterexample in a few lines, and the verdict last."""
+    import io
+
+    from test_report_fixtures import make_invalid_register_run
+
+    from chaos.history.summary import console, print_run_summary
+
+    d = make_invalid_register_run(tmp_path)
+    results = json.loads((d / "results.json").read_text())
+    out = io.StringIO()
+    print_run_summary(console(out), results, d / "history.jsonl", str(d))
+    lines = out.getvalue().splitlines()
+    assert lines[-1] == f"INVALID: {d}"
+    assert lines.index("ops by f and type") < lines.index(next(x for x in lines if x.startswith("  linear ")))
+    ce = [
+        x
+        for x in lines
+        if "counterexample" in x or x.startswith("  linearizable prefix") or "cannot be placed" in x
+    ]
+    assert ce[0].startswith("first counterexample: key ")
+    assert any(x.startswith("  cannot be placed: read() -> 1, process 2, op #12") for x in ce), ce
+    assert any("; state after it: 2" in x for x in ce), ce
+    assert len(lines) - lines.index(ce[0]) <= 5  # a few lines, then the verdict

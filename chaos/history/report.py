@@ -940,8 +940,13 @@ def write_report(run_dir: str | os.PathLike[str]) -> Path:
 _VERDICT_STYLE = {"valid": "bold green", "invalid": "bold red", "unknown": "bold yellow"}
 
 
-def summary_table(results: dict[str, Any] | None, history_path: str | os.PathLike[str]) -> Table:
-    """The closing summary the runner prints: ops by f and type, checker verdicts, anomalies, report.
+def summary_table(
+    results: dict[str, Any] | None, history_path: str | os.PathLike[str], checkers_table: bool = True
+) -> Table:
+    """The closing summary's tables: ops by f and type (fails apart), checker verdicts (unless
+    ``checkers_table`` is false: :mod:`chaos.history.summary` gives one line per checker after
+    the tables instead), faults and leadership, anomalies, the report's path. The verdict comes
+    last, after these (:func:`chaos.history.summary.print_run_summary`).
 
     ``results`` is the results.json dict (None if the checkers did not run); ``history_path`` is the
     run's history.jsonl, whose directory holds ``index.html``. Counts come from the history (the
@@ -967,10 +972,9 @@ def summary_table(results: dict[str, Any] | None, history_path: str | os.PathLik
             if isinstance(c, dict):
                 for t in TYPE_ORDER:
                     by_f[str(f)][t] = int(c.get(t, 0) or 0)
-    verdict = _verdict((results or {}).get("valid")) if results is not None else "unknown"
     outer = Table.grid(padding=(0, 0))
     outer.add_column()
-    outer.add_row(Text.assemble("Run summary: ", (verdict.upper(), _VERDICT_STYLE[verdict])))
+    outer.add_row(Text("Run summary", style="bold"))
     ops = Table(title="ops by f and type", title_justify="left", expand=False)
     ops.add_column("f")
     ops.add_column("ok", justify="right", style="green")
@@ -1003,7 +1007,8 @@ def summary_table(results: dict[str, Any] | None, history_path: str | os.PathLik
         )
     if not checkers:
         chk.add_row("none", Text("unknown", style=_VERDICT_STYLE["unknown"]), "results.json missing")
-    outer.add_row(chk)
+    if checkers_table or not checkers:
+        outer.add_row(chk)
     for part in report_faults.summary_tables(results):
         outer.add_row(part)
     anomalies = _anomaly_counts(results)
@@ -1138,14 +1143,24 @@ class RunProgress:
 
 
 @click.command(name="report")
-@click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.argument(
+    "run_dir", type=click.Path(file_okay=False, path_type=Path), required=False, default=Path("store/latest")
+)
 def report(run_dir: Path) -> int:
-    """Write RUN_DIR/index.html, the run's HTML report, and print its path."""
+    """Write RUN_DIR/index.html (default store/latest; a store root means its latest run), the
+    run's HTML report, and print its path."""
     from chaos.errors import BadArguments
+    from chaos.history.store import find_run
 
     try:
+        if (
+            run_dir.is_dir()
+            and not (run_dir / "history.jsonl").exists()
+            and not (run_dir / "test.json").exists()
+        ):
+            run_dir = Path(find_run(run_dir).path)
         out = write_report(run_dir)
-    except ReportError as e:
+    except (ReportError, FileNotFoundError) as e:
         raise BadArguments(str(e)) from e
     click.echo(str(out))
     return 0

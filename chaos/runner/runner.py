@@ -648,62 +648,16 @@ class Runner:
                 self.log.exception("report failed")
                 self.say(f"[yellow]report failed:[/yellow] {e}")
         if self.console is not None:
-            table = summary(results, run.history_path)
-            if self.console.is_terminal:
-                self.console.print(table)
-            else:  # a pipe: no padding to the widest row at the end of each line
-                with self.console.capture() as cap:
-                    self.console.print(table)
-                text = "\n".join(line.rstrip() for line in cap.get().splitlines())
-                self.console.print(text, markup=False, highlight=False)
-            self._print_findings(results)
+            from chaos.history.summary import print_run_summary
+
+            print_run_summary(self.console, results, run.history_path, str(run.path))
         return exit_code(results.get("valid"))
-
-    def _print_findings(self, results: dict[str, Any]) -> None:
-        """Below the summary: what liveness and the server logs found, with the lines quoted."""
-        from chaos.history.nodelogs import INVALID, report_rows
-
-        checkers = results.get("checkers") or {}
-        live = checkers.get("liveness")
-        if isinstance(live, dict) and live.get("valid") is False:
-            self.console.print(
-                f"[red]liveness failure:[/red] {escape(str(live.get('cause')))}", highlight=False
-            )
-        for row in report_rows(results, first=3):
-            style = "red" if row["severity"] == INVALID else "yellow"
-            by_node = ", ".join(f"{n} {c}" for n, c in sorted(row["by_node"].items()))
-            self.console.print(
-                f"[{style}]server log {escape(row['kind'])}[/{style}] ({row['severity']}): "
-                + escape(f"{row['count']} line(s) [{by_node}] - {row['description']}"),
-                highlight=False,
-            )
-            for ln in row["lines"]:
-                self.console.print(
-                    f"  {ln['file']}:{ln['line']}: {ln['text']}", highlight=False, markup=False
-                )
 
 
 def _in_main_thread() -> bool:
     import threading
 
     return threading.current_thread() is threading.main_thread()
-
-
-def summary(results: dict[str, Any], history_path: Any) -> Any:
-    """The closing summary table (the report helper's, or a small fallback)."""
-    try:
-        from chaos.history.report import summary_table
-
-        return summary_table(results, history_path)
-    except Exception:
-        from rich.table import Table
-
-        t = Table(title=f"valid: {results.get('valid')}")
-        t.add_column("checker")
-        t.add_column("valid")
-        for name, r in (results.get("checkers") or {}).items():
-            t.add_row(name, str(r.get("valid") if isinstance(r, dict) else r))
-        return t
 
 
 def run_tests(opts: dict[str, Any], *, console: Any = None, live: bool = True) -> int:
