@@ -147,3 +147,43 @@ def test_summary_ends_with_the_verdict_after_the_first_counterexample(tmp_path: 
     assert any(x.startswith("  cannot be placed: read() -> 1, process 2, op #12") for x in ce), ce
     assert any("; state after it: 2" in x for x in ce), ce
     assert len(lines) - lines.index(ce[0]) <= 5  # a few lines, then the verdict
+
+
+def test_history_txt_and_ops_in_chaos_log(tmp_path: Path) -> None:
+    """Item 14: a human-readable history.txt beside history.jsonl, and each op in chaos.log as it
+    is written (the runner's history writer logs it through ``chaos.ops``)."""
+    import logging
+
+    from chaos.history.op import Op
+    from chaos.history.text import write_history_text
+    from chaos.runner.runner import _LoggedHistory, _Logs
+
+    run = RunDir.create(tmp_path / "store", "register-unit")
+    logs = _Logs(run.log_path)
+    writer = _LoggedHistory(run.writer())
+    try:
+        writer.write(Op(type="invoke", process=0, f="cas", value=[1, 2], time=1_500_000_000, key=3))
+        writer.write(
+            Op(
+                type="fail",
+                process=0,
+                f="cas",
+                value=[1, 2],
+                time=1_600_000_000,
+                node="n2",
+                error="cas: expected value did not match",
+                extra={"compare_failed": True},
+            )
+        )
+        writer.write(Op(type="info", process="nemesis", f="start-kill", value={"nodes": ["n5"]}, time=2 * S))
+    finally:
+        writer.close()
+        logs.close()
+    text = write_history_text(run.history_path).read_text().splitlines()
+    assert len(text) == 3
+    assert text[1].split()[:5] == ["1.600000", "0", "fail", "cas", "[1,"]
+    assert 'n2 error="cas: expected value did not match"' in text[1] and "compare_failed=true" in text[1]
+    assert "nemesis info   start-kill" in text[2] and '{"nodes": ["n5"]}' in text[2]
+    log = run.log_path.read_text()
+    assert all(line in log for line in text), log
+    assert logging.getLogger("chaos.ops").handlers == []

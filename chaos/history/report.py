@@ -74,6 +74,10 @@ NEMESIS_COLOURS = {
 _FALLBACK_COLOURS = ("#636363", "#8c6d31", "#ad494a", "#5254a3", "#637939")
 
 
+# The PNG plots written into the run directory beside index.html (Jepsen's file names)
+PLOT_FILES = ("latency-raw.png", "latency-quantiles.png", "rate.png")
+
+
 class ReportError(Exception):
     """A run directory or one of its files cannot be read; the message names the file."""
 
@@ -150,7 +154,8 @@ def load_run(run_dir: str | os.PathLike[str]) -> Run:
 
 def _list_files(path: Path) -> list[str]:
     """Raw files worth linking: history, test, results, logs, and everything under nodes/."""
-    out = [n for n in ("history.jsonl", "test.json", "results.json", "chaos.log") if (path / n).is_file()]
+    names = ("history.jsonl", "history.txt", "test.json", "results.json", "chaos.log", *PLOT_FILES)
+    out = [n for n in names if (path / n).is_file()]
     nodes = path / "nodes"
     if nodes.is_dir():
         for root, _dirs, files in sorted(os.walk(nodes)):

@@ -111,6 +111,28 @@ class _Logs:
         self.handler.close()
 
 
+class _LoggedHistory:
+    """The run's history writer, each op also logged to chaos.log through the ``chaos.ops`` logger
+    as a ``history.txt`` line (:func:`chaos.history.text.op_line`), as Jepsen logs ops in
+    jepsen.log."""
+
+    def __init__(self, writer: Any) -> None:
+        from chaos.history.text import op_line
+
+        self.writer = writer
+        self.op_line = op_line
+        self.log = logging.getLogger("chaos.ops")
+
+    def write(self, op: Any) -> Any:
+        out = self.writer.write(op)
+        if self.log.isEnabledFor(logging.INFO):
+            self.log.info("%s", self.op_line(op))
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.writer, name)
+
+
 def make_console(file: Any = None, force_terminal: bool | None = None) -> Any:
     """The run's rich Console on ``file`` (default stdout; ``force_terminal`` as rich's). On a
     terminal: its width, wrapped. Not a terminal (a pipe, a file, CI): lines are never wrapped or
@@ -409,7 +431,7 @@ class Runner:
         from chaos.control.interpreter import Clock, Interpreter
 
         o, test = self.opts, state.test
-        writer = state.run.writer()
+        writer = _LoggedHistory(state.run.writer())
         stack.callback(writer.close)
         state.clock = Clock()
         state.doc["start_monotonic_ns"] = state.clock.start
@@ -625,6 +647,12 @@ class Runner:
 
     def _check_and_report(self, run: Any) -> int:
         from chaos.history.checkers import check_run
+        from chaos.history.text import write_history_text
+
+        try:
+            write_history_text(run.history_path)  # history.txt, Jepsen's human-readable history
+        except Exception as e:
+            self.log.warning("history.txt not written: %s", e)
 
         self.say("checking the history")
         t0 = time.monotonic()
