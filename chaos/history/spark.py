@@ -670,11 +670,22 @@ def _verdict_word(v: Any) -> str:
     return {True: "valid", False: "invalid"}.get(v, "unknown") if isinstance(v, bool) else "unknown"
 
 
+def pasteable(run_dir: str) -> str:
+    """A run directory as one can paste it into ``chaos check`` or ``chaos report``: relative to
+    the working directory when it lies under it, else as given."""
+    try:
+        rel = os.path.relpath(run_dir)
+    except ValueError:
+        return run_dir
+    return run_dir if rel.startswith("..") else rel
+
+
 def iter_table_rows(summary: dict[str, Any]) -> Iterator[list[str]]:
-    """Rows for the terminal table: run, workload, nemesis, verdict, ops, ok rate, p99, unavailable."""
+    """Rows for the terminal table: run (its directory, pasteable: :func:`pasteable`), workload,
+    nemesis, verdict, ops, ok rate, p99, unavailable."""
     for r in summary["runs"]:
         yield [
-            r["run"],
+            pasteable(r["dir"]) if r.get("dir") else r["run"],
             r["workload"],
             r["nemesis"],
             _verdict_word(r["valid"]),
