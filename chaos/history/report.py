@@ -36,6 +36,7 @@ import jinja2
 from rich.table import Table
 from rich.text import Text
 
+from chaos.history import plots
 from chaos.history.analysis import (
     NO_MATCH,
     HistoryError,
@@ -772,6 +773,7 @@ def build_data(run: Run) -> dict[str, Any]:
     pairs, nem, end = pair_ops(run.history)
     wins = nemesis_windows(run.history, end, nemesis_colours(run.test))
     figs = perf_figures(pairs, end)
+    rate, quant = plots.rate_series(pairs, end), plots.quantile_series(pairs, end)
     avail, avail_src = availability_windows(run.results, pairs, wins, end)
     verdict = _verdict((run.results or {}).get("valid")) if run.results is not None else "unknown"
     return {
@@ -823,8 +825,10 @@ def build_data(run: Run) -> dict[str, Any]:
             for d in nem
         ],
         "latency": figs["latency"],
-        "rate": figs["rate"],
-        "rate_bucket_s": figs["bucket_s"],
+        "rate": plots.rate_traces(rate),
+        "rate_bucket_s": rate["bucket_s"],
+        "quantiles": plots.quantile_traces(quant),
+        "quantile_bucket_s": quant["bucket_s"],
         "lat_dtick": figs["lat_dtick"],
         "availability": [
             {
@@ -923,14 +927,31 @@ def _server_log_rows(results: dict[str, Any] | None) -> list[dict[str, Any]]:
     return rows
 
 
+def write_plot_pngs(run: Run) -> list[Path]:
+    """``latency-raw.png``, ``latency-quantiles.png`` and ``rate.png`` in the run directory
+    (:func:`chaos.history.plots.write_pngs`); none when matplotlib is not installed (logged)."""
+    import logging
+
+    pairs, _nem, end = pair_ops(run.history)
+    wins = nemesis_windows(run.history, end, nemesis_colours(run.test))
+    try:
+        return plots.write_pngs(run.path, pairs, wins, end)
+    except ImportError as e:
+        logging.getLogger("chaos.report").warning("no PNG plots (matplotlib: %s)", e)
+        return []
+
+
 def write_report(run_dir: str | os.PathLike[str]) -> Path:
     """Write ``index.html`` into ``run_dir`` and return its path.
 
-    Reads ``history.jsonl``, ``test.json`` and ``results.json`` (docs/design.md). A missing
+    Reads ``history.jsonl``, ``test.json`` and ``results.json`` (docs/design.md); writes the PNG
+    plots beside it (:func:`write_plot_pngs`). A missing
     results.json gives an "unknown" banner (checkers not run). Writes atomically (temp file, rename).
     Raises ReportError for a missing directory or unreadable files.
     """
     run = load_run(run_dir)
+    write_plot_pngs(run)
+    run.files = _list_files(run.path)
     html = render_html(run)
     out = run.path / "index.html"
     tmp = run.path / ".index.html.tmp"
