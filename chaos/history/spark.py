@@ -546,9 +546,11 @@ def analyze(
     out: Path | None = None,
     time_limit: float | None = None,
     spark: Any = None,
+    say: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run the pipeline over ``run_dirs``; write Parquet, ``summary.json`` and ``index.html`` to
-    ``out``; return the summary (with ``timings`` in seconds per stage).
+    ``out``; return the summary (with ``timings`` in seconds per stage). ``say`` is told, in one
+    line each, what the pipeline is doing as each stage starts (and how long the last one took).
 
     First, in the driver, each history is read with the validating reader and every checker of its
     workload but ``linear`` runs (:func:`check_in_driver`); nothing reaches Spark before every
@@ -573,7 +575,9 @@ def analyze(
             raise ValueError(f"{d}: two run directories named {run_id(d)!r}; give each run once")
         seen.add(run_id(d))
     timings: dict[str, float] = {}
+    tell = say or (lambda _msg: None)
     t = time.monotonic()
+    tell(f"checking {len(dirs)} run(s) in the driver (every checker but linearizability)")
     driver = {run_id(d): check_in_driver(d, time_limit) for d in dirs}
     tests = {rid: d["test"] for rid, d in driver.items()}
     timings["validate_and_check_per_run"] = time.monotonic() - t
@@ -585,17 +589,21 @@ def analyze(
     if spark is None:
         spark = _active_session()
     if spark is None:
+        tell(f"starting Spark ({master})")
         spark, own = spark_session(master), True
     timings["spark_start"] = time.monotonic() - t0
     try:
         t = time.monotonic()
+        tell(f"writing the histories as Parquet to {out / 'history.parquet'}")
         write_parquet(load_runs(spark, dirs), out)
         df = spark.read.parquet(str(out / "history.parquet")).cache()
         timings["parquet"] = time.monotonic() - t
         t = time.monotonic()
+        tell("checking linearizability per (run, key) on the executors")
         verdicts = check_runs(spark, df, driver, time_limit=time_limit)
         timings["check_linear"] = time.monotonic() - t
         t = time.monotonic()
+        tell(f"latency and throughput with Spark SQL (linearizability took {timings['check_linear']:.1f} s)")
         perf_rows = perf(df, verdicts)
         timings["perf"] = time.monotonic() - t
         summary = summarize(dirs, tests, verdicts, perf_rows, driver)

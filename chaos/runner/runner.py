@@ -302,6 +302,7 @@ class Runner:
         concurrency = parse_concurrency(o["concurrency"], len(nodes))
         workload, (nemesis, nem_gen) = self.prepare()  # again, now knowing the nodes
         probe = Control(nodes)
+        self.say(f"connecting to {len(nodes)} nodes over SSH: {', '.join(n.name for n in nodes)}")
         try:
             probe.connect_all()  # a run that cannot reach its nodes leaves no run directory behind
         finally:
@@ -593,6 +594,7 @@ class Runner:
         from chaos.control.ssh import Control
 
         lock = ClusterLock(Control(nodes), name, str(self.opts.get("store") or ""), log=self.say)
+        self.say(f"taking the cluster lock on {len(nodes)} nodes (one run per cluster)")
         try:
             lock.acquire(break_lock=bool(self.opts.get("break_lock")))
         except BaseException:
