@@ -22,7 +22,7 @@ FORMATS = ("auto", "jsonl", "edn", "porcupine-etcd", "porcupine-kv")
 
 
 def _check_foreign(
-    path: Path, fmt: str, model: str | None, time_limit: float | None, workers: int | None, txn: TxnCheck
+    path: Path, fmt: str, model: str | None, time_limit: float | None, workers: int | None, txn: CheckFlags
 ) -> dict[str, Any]:
     """An imported history: transactions with the Elle checker (``txn`` names the workload and
     model, or the ops are ``txn``), else linearizability (chaos.history.formats + linear)."""
@@ -40,7 +40,9 @@ def _check_foreign(
     spec = model or default_model
     formats.require_checkable(ops, spec, path)
     try:
-        result = linear.check_history(ops, spec, time_limit=time_limit, workers=workers)
+        result = linear.check_history(
+            ops, spec, time_limit=time_limit, workers=workers, cancel_on_failure=txn.fail_fast
+        )
     except ModelError as e:  # an op the model cannot check: name its line
         line = next((op.extra.get("line") for op in ops if op.index == e.index), None)
         raise HistoryError(str(e), line=line if isinstance(line, int) else None, path=path) from None
@@ -52,12 +54,14 @@ WORKLOADS = ("register", "log", "set", "mutex", *TXN_WORKLOADS)
 
 
 @dataclass(frozen=True)
-class TxnCheck:
-    """What ``chaos check`` was told of a history's workload: ``workload`` (None: inferred) and,
-    for transactions, ``consistency_model`` (None: the run's, else strict-serializable)."""
+class CheckFlags:
+    """What ``chaos check`` was told besides the path: the history's ``workload`` (None: inferred),
+    for transactions the ``consistency_model`` (None: the run's, else strict-serializable), and
+    ``fail_fast`` (stop the linearizability check at the first invalid key)."""
 
     workload: str | None = None
     consistency_model: str | None = None
+    fail_fast: bool = False
 
 
 def _all_txn(ops: list[Any]) -> bool:
@@ -81,7 +85,7 @@ def run_check(
     fmt: str,
     time_limit: float | None,
     workers: int | None = None,
-    txn: TxnCheck = TxnCheck(),
+    txn: CheckFlags = CheckFlags(),
 ) -> tuple[dict[str, Any], str]:
     """Check a run directory or a history file; returns (results, description). Raises BadArguments.
 
@@ -102,6 +106,7 @@ def run_check(
                 time_limit=time_limit,
                 workers=workers,
                 consistency_model=txn.consistency_model,
+                fail_fast=txn.fail_fast,
             )
             return results, f"{run.path} (results in {run.results_path.name})"
         if not path.is_file():
@@ -113,7 +118,12 @@ def run_check(
         test = {"workload": txn.workload} if txn.workload else infer_test(path, model=model)
         if txn.consistency_model:
             test["consistency_model"] = txn.consistency_model
-        opts: dict[str, Any] = {"time_limit": time_limit, "model": model, "workers": workers}
+        opts: dict[str, Any] = {
+            "time_limit": time_limit,
+            "model": model,
+            "workers": workers,
+            "fail_fast": txn.fail_fast,
+        }
         results = compose(checkers_for(test, model=model)).check(test, path, opts)
         return results, f"{path} ({test.get('workload') or model})"
     except HistoryError as e:
@@ -160,6 +170,11 @@ def run_check(
     default=None,
     help="list-append / rw-register: the isolation level to check (default strict-serializable).",
 )
+@click.option(
+    "--fail-fast",
+    is_flag=True,
+    help="Stop the linearizability check at the first invalid key (the rest are listed as not checked).",
+)
 @click.pass_context
 def check(
     ctx: click.Context,
@@ -170,6 +185,7 @@ def check(
     workers: int | None,
     workload: str | None,
     consistency_model: str | None,
+    fail_fast: bool,
 ) -> None:
     """Re-check PATH (default store/latest): a run directory (a latest link, a store root) or a
     history file. Prints the same summary as chaos run, the verdict last.
@@ -183,7 +199,7 @@ def check(
         raise BadArguments(f"--time-limit must be a positive number of seconds, got {time_limit}")
     if workers is not None and workers < 1:
         raise BadArguments(f"--workers must be at least 1, got {workers}")
-    txn = TxnCheck(workload, consistency_model)
+    txn = CheckFlags(workload, consistency_model, fail_fast)
     results, where = run_check(path, model=model, fmt=fmt, time_limit=time_limit, workers=workers, txn=txn)
     from chaos.history.summary import print_summary
 

@@ -30,9 +30,10 @@ def _summary_line(name: str, r: dict[str, Any]) -> str:
             fails = r.get("failures") or []
             keys = r.get("keys") or {}
             if fails:
-                detail = f"not linearizable: key {', '.join(map(str, fails[:5]))}" + (
-                    " ..." if len(fails) > 5 else ""
-                )
+                more = f" and {len(fails) - 5} more" if len(fails) > 5 else ""
+                detail = f"{len(fails)} not linearizable: key {', '.join(map(str, fails[:5]))}{more}"
+                if r.get("not_checked"):
+                    detail += f"; {len(r['not_checked'])} key(s) not checked (--fail-fast)"
             elif r.get("unknown"):
                 detail = f"undecided: key {', '.join(map(str, r['unknown'][:5]))}"
             else:
