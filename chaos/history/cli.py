@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from chaos.errors import BadArguments, exit_code
+from chaos.errors import BadArguments, exit_code, printable
 from chaos.history.elle.anomalies import MODEL_CHOICES
 
 FORMATS = ("auto", "jsonl", "edn", "porcupine-etcd", "porcupine-kv")
@@ -84,18 +84,18 @@ def _first_explanation(r: dict[str, Any]) -> list[str]:
 
 def print_summary(results: dict[str, Any], where: str) -> None:
     """One verdict line, then one line per checker, with a few anomalies of invalid log/set checks."""
-    click.echo(f"{_verdict(results.get('valid'))}: {where}")
+    click.echo(printable(f"{_verdict(results.get('valid'))}: {where}"))
     checkers = results.get("checkers")
     if isinstance(checkers, dict):
         for name, r in checkers.items():
             if isinstance(r, dict):
-                click.echo(_summary_line(name, r))
+                click.echo(printable(_summary_line(name, r)))
                 if r.get("valid") is False:
                     for line in _examples(r):
-                        click.echo(line)
+                        click.echo(printable(line))
                     if name == "elle":
                         for line in _first_explanation(r):
-                            click.echo(line)
+                            click.echo(printable(line, keep="\n"))
 
 
 def _check_foreign(
