@@ -145,7 +145,9 @@ def parse_nemesis_opts(
         if not sep or key not in known:
             if sep and read is not None and key in {**_builtin_options(), **(extra or {})}:
                 theirs = ", ".join(known) or "none"
-                raise ValueError(f"--nemesis-opt {item!r}: no chosen nemesis reads {key} (they read: {theirs})")
+                raise ValueError(
+                    f"--nemesis-opt {item!r}: no chosen nemesis reads {key} (they read: {theirs})"
+                )
             raise ValueError(
                 f"--nemesis-opt {item!r}: expected KEY=VALUE with KEY one of {', '.join(known) or 'none'}"
             )
