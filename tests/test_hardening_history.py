@@ -170,3 +170,19 @@ def test_check_summary_escapes_keys_and_errors(tmp_path: Path) -> None:
     assert r.returncode == 1, r.stdout + r.stderr
     assert "\x1b" not in r.stdout and "\x07" not in r.stdout
     assert "\\x1b]0;pwned\\x07" in r.stdout
+
+
+def test_edn_maps_with_a_key_twice_or_a_lone_surrogate_are_refused(tmp_path: Path) -> None:
+    from chaos.history.formats import load_history
+
+    dup = tmp_path / "dup.edn"
+    dup.write_text(
+        "[{:type :invoke :process 0 :f :read :value nil}\n {:type :fail :type :ok :process 0 :f :read}]\n"
+    )
+    with pytest.raises(HistoryError, match="the key 'type' appears twice") as e:
+        load_history(dup)
+    assert e.value.line == 2
+    lone = tmp_path / "lone.edn"
+    lone.write_text('[{:type :invoke :process 0 :f :write :value "\\ud800"}]\n')
+    with pytest.raises(HistoryError, match=r"lone surrogate \\ud800"):
+        load_history(lone)
