@@ -24,7 +24,15 @@ from typing import Any
 
 import click
 
-from chaos.errors import EXIT_BAD_ARGS, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, BadArguments, ConfigError
+from chaos.errors import (
+    EXIT_BAD_ARGS,
+    EXIT_INVALID,
+    EXIT_UNKNOWN,
+    EXIT_VALID,
+    BadArguments,
+    ConfigError,
+    printable,
+)
 
 
 def _split(value: str, option: str) -> list[str]:
@@ -134,6 +142,7 @@ def notes(summary: dict[str, Any], *, require_faults_applied: bool = False) -> l
 
 def print_table(summary: dict[str, Any]) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from chaos.history.spark import iter_table_rows
@@ -143,7 +152,7 @@ def print_table(summary: dict[str, Any]) -> None:
         table.add_column(col)
     colours = {"valid": "green", "invalid": "red", "unknown": "yellow"}
     for row in iter_table_rows(summary):
-        table.add_row(*row, style=colours.get(row[3]))
+        table.add_row(*(escape(printable(cell)) for cell in row), style=colours.get(row[3]))
     Console(stderr=False).print(table)
 
 
@@ -531,9 +540,9 @@ def gate_cmd(
         require_faults_applied=require_faults_applied,
     )
     for note in notes(summary, require_faults_applied=require_faults_applied):
-        click.echo(f"note: {note}", err=True)
+        click.echo(printable(f"note: {note}"), err=True)
     for line in failures:
-        click.echo(f"FAIL {line}", err=True)
+        click.echo(printable(f"FAIL {line}"), err=True)
     click.echo(f"summary: {summary['out']}/index.html")
     code = _exit_for(failures)
     click.echo({EXIT_VALID: "gate: PASS", EXIT_UNKNOWN: "gate: UNKNOWN"}.get(code, "gate: FAIL"))
