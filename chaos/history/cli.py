@@ -111,8 +111,8 @@ def run_check(
             return results, f"{run.path} (results in {run.results_path.name})"
         if not path.is_file():
             raise BadArguments(f"{path}: no such run directory or history file")
-        if fmt == "auto":
-            fmt = importlib.import_module("chaos.history.formats").detect_format(path)
+        formats = importlib.import_module("chaos.history.formats")
+        fmt = formats.detect_format(path) if fmt == "auto" else formats.check_format(path, fmt)
         if fmt != "jsonl":
             return _check_foreign(path, fmt, model, time_limit, workers, txn), f"{path} ({fmt})"
         test = {"workload": txn.workload} if txn.workload else infer_test(path, model=model)

@@ -16,6 +16,8 @@ from typing import Any
 
 from rich.markup import escape
 
+from chaos.errors import printable
+
 PIPE_WIDTH = 4096  # as the runner's console: a pipe gets whole lines, never folded
 
 
@@ -182,17 +184,19 @@ def print_findings(con: Any, results: dict[str, Any]) -> None:
     checkers = results.get("checkers") or {}
     live = checkers.get("liveness")
     if isinstance(live, dict) and live.get("valid") is False:
-        con.print(f"[red]liveness failure:[/red] {escape(str(live.get('cause')))}", highlight=False)
+        con.print(
+            f"[red]liveness failure:[/red] {escape(printable(str(live.get('cause'))))}", highlight=False
+        )
     for row in report_rows(results, first=3):
         style = "red" if row["severity"] == INVALID else "yellow"
         by_node = ", ".join(f"{n} {c}" for n, c in sorted(row["by_node"].items()))
         con.print(
             f"[{style}]server log {escape(row['kind'])}[/{style}] ({row['severity']}): "
-            + escape(f"{row['count']} line(s) [{by_node}] - {row['description']}"),
+            + escape(printable(f"{row['count']} line(s) [{by_node}] - {row['description']}")),
             highlight=False,
         )
         for ln in row["lines"]:
-            con.print(f"  {ln['file']}:{ln['line']}: {ln['text']}", highlight=False, markup=False)
+            con.print(printable(f"  {ln['file']}:{ln['line']}: {ln['text']}"), highlight=False, markup=False)
 
 
 _STYLE = {"valid": "bold green", "INVALID": "bold red", "unknown": "bold yellow"}
@@ -211,13 +215,13 @@ def print_run_summary(con: Any, results: dict[str, Any], history_path: Any, wher
             with con.capture() as cap:
                 con.print(table)
             text = "\n".join(line.rstrip() for line in cap.get().splitlines())
-            con.print(text, markup=False, highlight=False)
+            con.print(printable(text, keep="\n"), markup=False, highlight=False)
         print_findings(con, results)
     lines = closing_lines(results, where)
     for line in lines[:-1]:
-        con.print(line, markup=False, highlight=False)
+        con.print(printable(line, keep="\n"), markup=False, highlight=False)
     word = _verdict(results.get("valid"))
-    con.print(f"[{_STYLE[word]}]{word}[/{_STYLE[word]}]: {escape(where)}", highlight=False)
+    con.print(f"[{_STYLE[word]}]{word}[/{_STYLE[word]}]: {escape(printable(where))}", highlight=False)
 
 
 def print_summary(results: dict[str, Any], where: str, history_path: Any = None) -> None:

@@ -158,6 +158,18 @@ def _nodes(provider: str, cluster: str, nodes: str | None, nodes_file: str | Non
         raise BadArguments(str(e)) from e
 
 
+def _cluster_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """``--cluster-name`` as ``chaos cluster up`` accepts it (the docker provider's rule: lowercase
+    letters, digits, ``-``/``_``, at most 31 characters), refused before any file is looked up."""
+    from chaos.cluster.docker import DockerProvider
+
+    try:
+        DockerProvider(1, name=value)  # checks the name; touches nothing
+    except ValueError as e:
+        raise click.BadParameter(f"{e} (at most 31 characters)", ctx, param) from None
+    return value
+
+
 @click.command("heal")
 @click.option("--provider", type=click.Choice(["docker", "ssh"]), default="docker", show_default=True)
 @click.option(
@@ -166,6 +178,7 @@ def _nodes(provider: str, cluster: str, nodes: str | None, nodes_file: str | Non
     "cluster",
     default="default",
     show_default=True,
+    callback=_cluster_name,
     help="docker: cluster name",
 )
 @click.option("--nodes", help="ssh provider: comma-separated [name=][user@]host[:port] entries")
