@@ -149,7 +149,7 @@ def print_table(summary: dict[str, Any]) -> None:
 
     table = Table(title="runs")
     for col in ("run", "workload", "nemesis", "verdict", "ops", "ok rate", "p99 ms", "unavail s"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col == "run")  # a run's directory pastes whole
     colours = {"valid": "green", "invalid": "red", "unknown": "yellow"}
     for row in iter_table_rows(summary):
         table.add_row(*(escape(printable(cell)) for cell in row), style=colours.get(row[3]))
@@ -161,7 +161,13 @@ def _analyze(dirs: list[Path], master: str, out: str | None, time_limit: float |
     from chaos.history.store import HistoryError
 
     try:
-        return analyze(dirs, master=master, out=Path(out) if out else None, time_limit=time_limit)
+        return analyze(
+            dirs,
+            master=master,
+            out=Path(out) if out else None,
+            time_limit=time_limit,
+            say=lambda m: click.echo(printable(m), err=True),  # what Spark is doing, stage by stage
+        )
     except HistoryError as e:  # the same line `chaos check` prints
         raise ConfigError(f"malformed history: {e}") from None
     except (FileNotFoundError, ValueError) as e:
