@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import random
+import shlex
 import statistics
 import time
 from types import SimpleNamespace
@@ -33,13 +35,19 @@ def main() -> None:
     ap.add_argument("--cluster-name", default="nemtest")
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
+    from chaos.cluster.db import build_db
     from chaos.cluster.docker import DockerProvider
     from chaos.control.ssh import Control
 
     nodes = DockerProvider(5, name=args.cluster_name).up()
     control = Control(nodes)
+    # the clock fault works through the DB's clock capability (its libfaketime offset file and
+    # pidfile): the default DB's paths, with no server running (nothing to signal)
+    db = build_db(None)
+    offsets_dir = os.path.dirname(str(db.faketime_file))
+    control.on_nodes(lambda r: r.exec_raw(f"mkdir -p {shlex.quote(offsets_dir)}", sudo=True))
     test = SimpleNamespace(
-        nodes=nodes, control=control, db=None, rng=random.Random(1), opts={}, log=logging.getLogger("bench")
+        nodes=nodes, control=control, db=db, rng=random.Random(1), opts={}, log=logging.getLogger("bench")
     )
     faults: list[tuple[str, Any, Any, Any]] = [
         (

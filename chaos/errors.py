@@ -8,6 +8,7 @@ subclass (a cluster another run holds); only click commands raise :class:`BadArg
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 from types import TracebackType
@@ -57,9 +58,37 @@ def exit_code(valid: object) -> int:
     return EXIT_UNKNOWN
 
 
+# What a terminal acts on rather than shows: C0 controls (ESC starts CSI/OSC sequences), DEL, C1
+# controls (U+009B is a one-character CSI), the bidirectional overrides and isolates that reorder
+# what follows ("Trojan Source", CVE-2021-42574), the Unicode line separators, and lone surrogates
+# (not text: encoding them for the terminal fails).
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: Any, keep: str = "") -> str:
+    """``str(text)`` safe to write to a terminal: every control character (C0, DEL, C1), bidi
+    override or isolate, line or paragraph separator and lone surrogate becomes its escape as Python
+    writes it (``\\x1b``, ``\\x9b``, ``\\u202e``, ``\\ud800``), except the characters of ``keep``
+    (e.g. ``"\\n"`` where a caller prints several lines). Everything else, non-ASCII letters
+    included, is unchanged. History keys and values, node names, error texts and plug-in messages
+    pass through this before they are printed."""
+    s = str(text)
+    if _UNPRINTABLE.search(s) is None:
+        return s
+    if not keep:
+        return _UNPRINTABLE.sub(_escape, s)
+    return _UNPRINTABLE.sub(lambda m: m.group() if m.group() in keep else _escape(m), s)
+
+
 def error_line(message: Any) -> None:
-    """Print ``chaos: <message>`` to stderr as one line (newlines inside become spaces)."""
-    click.echo(f"chaos: {' '.join(str(message).split())}", err=True)
+    """Print ``chaos: <message>`` to stderr as one line: whitespace runs (newlines included) become
+    one space and control characters are escaped (:func:`printable`)."""
+    click.echo(f"chaos: {printable(' '.join(str(message).split()))}", err=True)
 
 
 # -- what raised it: the tool, a real signal, or plug-in code ------------------------------------

@@ -160,7 +160,7 @@ def test_summary_says_plainly_when_faults_never_changed_leadership(tmp_path: Pat
     samples = [sample(t, "n2", 3) for t in (0.1, 2.0, 5.0, 9.9)]
     r = FaultsChecker().check({}, write_run(tmp_path, history(), samples).history_path, {})
     assert r["bite"]["changed_leadership"] is False
-    assert r["summary"].endswith("the faults never changed leadership (leader n2, term 3)")
+    assert r["summary"].endswith("; no leader change in the run (leader n2, term 3)")
     assert r["valid"] == "unknown"  # leadership never decides; the restart kind does
 
 
@@ -209,3 +209,81 @@ def test_report_and_summary_show_faults_per_kind_and_window(tmp_path: Path) -> N
     text = console.export_text()
     assert "2 of 4 requested nemesis faults took effect, 2 did not" in text
     assert "fault windows (leadership observed)" in text and "n3 -> n1" in text
+
+
+def split_sample(t: float, claims: dict[str, int]) -> dict[str, Any]:
+    """A sample in which every node of ``claims`` calls itself leader in its term."""
+    return {
+        "time": int(t * S),
+        "nodes": {n: {"leader": n, "term": term} for n, term in claims.items()},
+        "primaries": sorted(claims),
+        "leader": max(claims, key=lambda n: (claims[n], n)),
+        "term": max(claims.values()),
+    }
+
+
+def test_split_brain_is_reported_with_its_length_and_nodes(tmp_path: Path) -> None:
+    """Issue 25 item 4: two nodes calling themselves leader at once for 12 s (a Sentinel-style
+    failover) is a split brain in the result, the summary and the window table, never one leader."""
+    from rich.console import Console
+
+    from chaos.history.report import summary_table, write_report
+
+    samples = [
+        sample(0.2, "n1", 1),
+        split_sample(1.5, {"n1": 1, "n3": 2}),
+        split_sample(7.0, {"n1": 1, "n3": 2}),
+        sample(13.5, "n3", 2),
+    ]
+    run = write_run(tmp_path, history(), samples)
+    r = check_run(run)["checkers"]["faults"]
+    assert r["leadership"]["split_brain"] == [
+        {"start_s": 1.5, "end_s": 13.5, "duration_s": 12.0, "nodes": ["n1", "n3"], "terms": [1, 2]}
+    ]
+    assert r["leadership"]["leaders"] == ["n1", "n1+n3", "n3"]
+    assert "split brain: n1, n3 leaders at once for 12.0 s from 1.5 s (terms 1, 2)" in r["summary"]
+    kill = r["windows"][0]
+    assert kill["leaders"] == ["n1+n3"]
+    console = Console(width=300, record=True)
+    console.print(summary_table(check_run(run), run.history_path))
+    text = console.export_text()
+    assert "n1 -> n1+n3" in text and "split brain: n1, n3" in text
+    html = write_report(run.path).read_text()
+    assert 'id="split-brain"' in html and "<td>12.0</td><td>n1, n3</td>" in html
+
+
+def test_split_brain_without_terms_and_without_faults(tmp_path: Path) -> None:
+    """A DB without terms: no empty "terms )"; no faults requested: the split brain still shows."""
+    samples = [
+        {"time": S, "nodes": {}, "primaries": ["a", "b"], "leader": "a", "term": None},
+        {"time": 3 * S, "nodes": {}, "primaries": ["b"], "leader": "b", "term": None},
+    ]
+    client_only = client(0, 0.5, "a") + client(1, 2.0, "b")
+    r = FaultsChecker().check({}, write_run(tmp_path, client_only, samples).history_path, {})
+    assert r["summary"].startswith("no faults were requested; split brain: a, b leaders at once for 2.0 s")
+    assert "terms" not in r["summary"] and "term )" not in r["summary"]
+
+
+def test_leader_change_just_after_a_window_is_attributed_to_it(tmp_path: Path) -> None:
+    """A leader change 0.9 s after the kill window ends (within the recovery bound) is the kill's:
+    the summary does not say the faults never changed leadership."""
+    samples = [sample(0.2, "n3", 1), sample(2.9, "n3", 1), sample(4.0, "n1", 2), sample(9.9, "n1", 2)]
+    test = {"opts": {"recovery_time": 2.0}}
+    r = FaultsChecker().check(test, write_run(tmp_path, history(), samples).history_path, {})
+    kill = r["windows"][0]
+    assert (kill["end_s"], kill["leader_changes"], kill["leader_changes_after"]) == (3.1, 0, 1)
+    assert kill["changed_after_s"] == 0.9
+    assert r["bite"]["changed_leadership"] is True and r["attribution_s"] == 2.0
+    assert "never changed" not in r["summary"] and "no leader change" not in r["summary"]
+    assert "a change within 2 s after a fault counts for it" in r["summary"]
+    from chaos.history.report_faults import window_rows
+
+    assert window_rows({"checkers": {"faults": r}})[0]["leader_changes"] == "0 (+1 within 0.9 s after)"
+    # beyond the bound it is not the fault's, and the run still had a leader change
+    r = FaultsChecker().check(
+        {"opts": {"recovery_time": 0.5}}, write_run(tmp_path / "b", history(), samples).history_path, {}
+    )
+    assert r["bite"]["changed_leadership"] is False
+    assert (
+        "1 leader change in the run (n3 -> n1), none during a fault or within 0.5 s after one" in r["summary"]
+    )

@@ -257,3 +257,40 @@ def test_html_in_values_renders_as_text(browser: Any, tmp_path: Path) -> None:
     notes = browser.execute_script("return document.querySelector('#rate-plot .annotation').textContent")
     assert XSS in notes
     assert browser.execute_script("return window.__pwned") is None
+
+
+def test_quantile_and_stacked_throughput_plots_render_and_pngs_exist(browser: Any, tmp_path: Path) -> None:
+    """Issue 25 item 13: the latency-quantile plot (p50 / p95 / p99 / max per bucket) and the
+    throughput stacked by outcome (per-f lines hidden until picked) render with the fault window
+    shaded; the same plots are PNG files in the run directory (Jepsen's names)."""
+    from PIL import Image
+
+    d = make_valid_register_run(tmp_path)
+    r = open_report(browser, d, screenshot=False, ready_timeout_s=600)
+    assert js_errors(r["log"]) == []
+    names = browser.execute_script("return document.getElementById('quantile-plot').data.map(t => t.name)")
+    assert names == ["p50", "p95", "p99", "max"]
+    drawn = browser.execute_script(
+        "return document.querySelectorAll('#quantile-plot .scatterlayer .trace path.js-line').length"
+    )
+    assert drawn >= 4
+    rate = browser.execute_script(
+        "return document.getElementById('rate-plot').data.map(t => [t.name, t.stackgroup || null, t.visible])"
+    )
+    stacked = [n for n, group, _v in rate if group == "outcome"]
+    assert stacked[0] == "ok" and all(
+        n in ("ok", "fail: no match", "fail: unavailable", "info") for n in stacked
+    )
+    assert [v for _n, group, v in rate if group is None] and all(
+        v == "legendonly" for _n, group, v in rate if group is None
+    )
+    bucket = browser.execute_script("return document.getElementById('rate-plot').data[0].x[1]")
+    assert bucket in (1, 2)
+    shapes = browser.execute_script(
+        "return document.getElementById('quantile-plot').layout.shapes.filter(s => s.type === 'rect').length"
+    )
+    assert shapes == 1
+    for name in ("latency-raw.png", "latency-quantiles.png", "rate.png"):
+        with Image.open(d / name) as im:
+            assert im.format == "PNG" and im.size[0] >= 800 and im.size[1] >= 300
+            assert len(im.convert("RGB").getcolors(maxcolors=1 << 20) or []) > 10  # something was drawn

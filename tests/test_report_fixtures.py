@@ -507,7 +507,7 @@ def test_summary_table_counts_and_report_path(tmp_path: Path) -> None:
     console = Console(record=True, width=140)
     console.print(rep.summary_table(results, d / "history.jsonl"))
     text = console.export_text()
-    assert "INVALID" in text
+    assert "invalid" in text
     assert "append" in text and " 59 " in text  # 59 ok appends
     assert "lost" in text and "unexpected" in text
     assert str(d / "index.html") in text

@@ -51,6 +51,31 @@ def test_no_live_console_gets_plain_status_lines() -> None:
     finally:
         view.stop()
     lines = out.getvalue().splitlines()
-    assert all("/60s main ok=7 fail=1 info=2" in line for line in lines), lines
+    assert all("/60s main ok 7  fail 1 (no match 0, unavailable 1)  info 2" in line for line in lines), lines
     assert any("leader=n2" in line for line in lines), lines
     assert "\x1b[" not in out.getvalue()  # plain text, no terminal control sequences
+
+
+def test_fails_are_shown_apart_and_faults_as_short_phrases_with_their_age() -> None:
+    """Issue 25 items 8 and 10: a cas that did not match is not an outage, and a fault in force is
+    one short phrase with its age, not a cut Python dict."""
+    from chaos.history.op import Op
+    from chaos.runner.live import ops_text
+
+    stats = Stats()
+    for typ, extra in (("ok", {}), ("fail", {"compare_failed": True}), ("fail", {}), ("fail", {})):
+        stats.completed(Op(type=typ, process=0, f="cas", value=[1, 2], time=1, extra=extra))
+    assert ops_text(stats) == "ok 1  fail 3 (no match 1, unavailable 2)  info 0"
+    kill = {"targets": "leader", "nodes": ["n5"], "killed": ["n5"], "applied": True}
+    part = {"shape": "majorities-ring", "grudge": {"n1": ["n3"], "n3": ["n1"]}, "applied": True}
+    for f, value in (("start-kill", kill), ("start-partition", part)):
+        stats.completed(Op(type="info", process="nemesis", f=f, value=value, time=1))
+    interp = _Interp()
+    interp.stats = stats
+    view = LiveView(Console(file=io.StringIO()), _Test(), interp, 60.0)
+    assert view.faults_text(now=100.0) == "kill n5 0 s · partition majorities-ring 0 s"
+    view._since["kill"] = 88.0
+    assert view.faults_text(now=100.0) == "kill n5 12 s · partition majorities-ring 0 s"
+    stats.completed(Op(type="info", process="nemesis", f="stop-kill", value={}, time=2))
+    assert view.faults_text(now=101.0) == "partition majorities-ring 1 s"
+    assert "{" not in view.line()

@@ -48,7 +48,7 @@ def run_chaos(*args: str | Path) -> subprocess.CompletedProcess[str]:
 def checker_lines(stdout: str) -> dict[str, tuple[str, str]]:
     """``{checker: (verdict word, detail)}`` from the summary ``chaos check`` prints."""
     out = {}
-    for line in stdout.splitlines()[1:]:
+    for line in stdout.splitlines():
         m = re.match(r"^  (\S+)\s+(valid|INVALID|unknown)\b\s*(.*)$", line)
         if m:
             out[m.group(1)] = (m.group(2), m.group(3))
@@ -85,8 +85,8 @@ def test_chaos_check_gives_the_known_verdict(case: dict[str, Any], tmp_path: Pat
         if case["kind"] == "run":
             assert not (path / "results.json").exists()
         return
-    first = r.stdout.splitlines()[0]
-    assert first.startswith(f"{WORDS[case['verdict']]}: {path}"), shown
+    last = r.stdout.splitlines()[-1]  # the verdict comes last, after the summary (issue 25)
+    assert last.startswith(f"{WORDS[case['verdict']]}: {path}"), shown
     checkers = checker_lines(r.stdout)
     if case["verdict"] == "valid":
         assert checkers and all(v == "valid" for v, _ in checkers.values()), shown

@@ -199,6 +199,7 @@ class Stats:
 
     ok: int = 0
     fail: int = 0
+    fail_no_match: int = 0  # of ``fail``: answered, compare did not match (chaos.history.analysis)
     info: int = 0
     invoked: int = 0
     faults: dict[str, Any] = field(default_factory=dict)  # kind -> value of the open start-<kind>
@@ -220,6 +221,8 @@ class Stats:
             self.ok += 1
         elif typ == FAIL:
             self.fail += 1
+            if op.extra and op.extra.get("compare_failed") is True:  # analysis.fail_class's rule
+                self.fail_no_match += 1
         else:
             self.info += 1
         self.last_time = t = op.time

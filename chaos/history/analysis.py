@@ -17,6 +17,12 @@ pipeline (:mod:`chaos.history.spark`, whose SQL statistics join on the windows c
 - **Availability** (after ``jepsen.checker.perf``): the longest stretches with no ok client
   completion while clients were trying (an op was in flight or invoked), from the first invocation
   on; a stretch still open at the end of the history ends there.
+- **Failures apart** (Jepsen's op types are kept): a ``fail`` is either a definite *no match*, an
+  answer the operation allows (a ``cas`` whose compare did not match: ``compare_failed: true``, as
+  the register workload and porcupine's ``etcdModel`` record it), or *unavailable*, the DB
+  refusing to serve (``NOT_LEADER``, a definite error): :func:`fail_class`. Counts, the live view,
+  the summary and the report show the two apart, so a healthy cas workload does not look like an
+  outage.
 - **Verdicts** merge worst-first with :func:`chaos.history.checkers.merge_valid` (re-exported), the
   function ``chaos check`` uses: ``False`` over ``"unknown"`` over ``True``.
 """
@@ -40,6 +46,7 @@ __all__ = [
     "HistoryError",
     "NemesisPairing",
     "Validator",
+    "fail_class",
     "fault_value",
     "fault_windows",
     "merge_valid",
@@ -48,6 +55,23 @@ __all__ = [
 ]
 
 MIN_GAP_NS = 1_000_000  # shorter stretches between ok ops are not worth listing
+
+NO_MATCH = "no-match"
+UNAVAILABLE = "unavailable"
+FAIL_CLASSES = (NO_MATCH, UNAVAILABLE)
+
+
+def fail_class(op: Op | dict[str, Any]) -> str | None:
+    """For a ``fail`` completion, :data:`NO_MATCH` (the op was served and its compare did not
+    match: ``compare_failed: true``) or :data:`UNAVAILABLE` (any other definite failure); None for
+    any other type. Takes an :class:`Op` or a history line as a dict."""
+    if isinstance(op, dict):
+        typ, flag = op.get("type"), op.get("compare_failed")
+    else:
+        typ, flag = op.type, op.extra.get("compare_failed") if op.extra else None
+    if typ != "fail":
+        return None
+    return NO_MATCH if flag is True else UNAVAILABLE
 
 
 class NemesisPairing:

@@ -197,7 +197,11 @@ class LinearChecker:
         ops = list(model_ops(history_path, get_model(model)))
         try:
             result = linear.check_history(
-                ops, model=model, time_limit=opts.get("time_limit"), workers=opts.get("workers")
+                ops,
+                model=model,
+                time_limit=opts.get("time_limit"),
+                workers=opts.get("workers"),
+                cancel_on_failure=bool(opts.get("fail_fast")),
             )
         except ModelError as e:  # an op the model cannot check: bad input, named by its line
             at = next((n for n, o in read_history_lines(history_path) if o.index == e.index), None)
@@ -366,6 +370,7 @@ def check_run(
     time_limit: float | None = None,
     workers: int | None = None,
     consistency_model: str | None = None,
+    fail_fast: bool = False,
 ) -> dict[str, Any]:
     """Re-check a stored run: pick checkers from ``test.json`` (:func:`load_run_test`), write
     ``results.json``, return it.
@@ -377,6 +382,8 @@ def check_run(
         workers: processes for the linearizability search (default: the CPU count).
         consistency_model: for transactional workloads (``elle``), the model to check; overrides
             the run's ``consistency_model``.
+        fail_fast: stop the linearizability search at the first invalid key (``not_checked``
+            lists the others); by default every key is checked.
     Raises:
         FileNotFoundError: no run or no history.
         HistoryError: the history is malformed, has no client op, or (without test.json) does not
@@ -389,7 +396,11 @@ def check_run(
     if consistency_model:
         test = {**test, "consistency_model": consistency_model}
     opts = CheckOptions(
-        time_limit=time_limit, workers=workers, model=model or None, run_dir=str(run.path)
+        time_limit=time_limit,
+        workers=workers,
+        model=model or None,
+        run_dir=str(run.path),
+        fail_fast=fail_fast,
     ).as_dict()
     results = compose(checkers_for(test, model=model)).check(test, run.history_path, opts)
     run.write_results(results)

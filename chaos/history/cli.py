@@ -21,85 +21,8 @@ from chaos.history.elle.anomalies import MODEL_CHOICES
 FORMATS = ("auto", "jsonl", "edn", "porcupine-etcd", "porcupine-kv")
 
 
-def _verdict(valid: Any) -> str:
-    return "valid" if valid is True else "INVALID" if valid is False else "unknown"
-
-
-def _summary_line(name: str, r: dict[str, Any]) -> str:
-    detail = r.get("error") or ""
-    if not detail:
-        if name == "linear":
-            fails = r.get("failures") or []
-            keys = r.get("keys") or {}
-            if fails:
-                detail = f"not linearizable: key {', '.join(map(str, fails[:5]))}" + (
-                    " ..." if len(fails) > 5 else ""
-                )
-            elif r.get("unknown"):
-                detail = f"undecided: key {', '.join(map(str, r['unknown'][:5]))}"
-            else:
-                detail = f"{len(keys)} key(s), {r.get('ops', '?')} ops"
-        elif name == "perf":
-            detail = (r.get("availability") or {}).get("summary", "")
-        elif name == "stats":
-            detail = f"{r.get('ok', 0)} ok, {r.get('fail', 0)} fail, {r.get('info', 0)} info"
-        elif name == "elle":
-            counts = r.get("counts") or {}
-            found = ", ".join(f"{a} x{counts.get(a, '?')}" for a in r.get("anomaly_types") or [])
-            detail = f"{r.get('consistency_model')}: " + (found or r.get("cause") or "no anomaly")
-            if r.get("not"):
-                detail += f"; not {', '.join(r['not'])}"
-        elif name in ("log", "set"):
-            detail = f"{r.get('acknowledged', r.get('acknowledged_count', 0))} acknowledged, none lost"
-    return f"  {name:<8} {_verdict(r.get('valid')):<8} {detail}".rstrip()
-
-
-def _examples(r: dict[str, Any], limit: int = 3) -> list[str]:
-    """A few anomalies of a log/set result, each with the ops involved."""
-    out = []
-    for kind in ("lost", "duplicated", "unexpected", "reordered", "divergent"):
-        for a in (r.get(kind) or [])[:limit]:
-            if not isinstance(a, dict):
-                continue
-            if kind == "divergent":
-                vals = ", ".join(f"{n}={v}" for n, v in (a.get("values") or {}).items())
-                out.append(f"    divergent at index {a.get('index')}: {vals}")
-                continue
-            ops = [f"{k} op {a[k]}" for k in ("invoke", "complete") if k in a]
-            where = f"found at {a['found']}" if a.get("found") else ""
-            why = a.get("reason", "")
-            bits = ", ".join(x for x in (*ops, where, why) if x)
-            out.append(f"    {kind} {a.get('value')!r}" + (f" ({bits})" if bits else ""))
-    return out
-
-
-def _first_explanation(r: dict[str, Any]) -> list[str]:
-    """The first anomaly of an invalid elle result, as Elle explains it: the cycle's steps."""
-    for kind, cases in (r.get("anomalies") or {}).items():
-        for case in cases or []:
-            if isinstance(case, dict) and case.get("explanation"):
-                return [f"    {kind}: " + "\n      ".join(str(case["explanation"]).splitlines())]
-    return []
-
-
-def print_summary(results: dict[str, Any], where: str) -> None:
-    """One verdict line, then one line per checker, with a few anomalies of invalid log/set checks."""
-    click.echo(f"{_verdict(results.get('valid'))}: {where}")
-    checkers = results.get("checkers")
-    if isinstance(checkers, dict):
-        for name, r in checkers.items():
-            if isinstance(r, dict):
-                click.echo(_summary_line(name, r))
-                if r.get("valid") is False:
-                    for line in _examples(r):
-                        click.echo(line)
-                    if name == "elle":
-                        for line in _first_explanation(r):
-                            click.echo(line)
-
-
 def _check_foreign(
-    path: Path, fmt: str, model: str | None, time_limit: float | None, workers: int | None, txn: TxnCheck
+    path: Path, fmt: str, model: str | None, time_limit: float | None, workers: int | None, txn: CheckFlags
 ) -> dict[str, Any]:
     """An imported history: transactions with the Elle checker (``txn`` names the workload and
     model, or the ops are ``txn``), else linearizability (chaos.history.formats + linear)."""
@@ -117,7 +40,9 @@ def _check_foreign(
     spec = model or default_model
     formats.require_checkable(ops, spec, path)
     try:
-        result = linear.check_history(ops, spec, time_limit=time_limit, workers=workers)
+        result = linear.check_history(
+            ops, spec, time_limit=time_limit, workers=workers, cancel_on_failure=txn.fail_fast
+        )
     except ModelError as e:  # an op the model cannot check: name its line
         line = next((op.extra.get("line") for op in ops if op.index == e.index), None)
         raise HistoryError(str(e), line=line if isinstance(line, int) else None, path=path) from None
@@ -129,12 +54,14 @@ WORKLOADS = ("register", "log", "set", "mutex", *TXN_WORKLOADS)
 
 
 @dataclass(frozen=True)
-class TxnCheck:
-    """What ``chaos check`` was told of a history's workload: ``workload`` (None: inferred) and,
-    for transactions, ``consistency_model`` (None: the run's, else strict-serializable)."""
+class CheckFlags:
+    """What ``chaos check`` was told besides the path: the history's ``workload`` (None: inferred),
+    for transactions the ``consistency_model`` (None: the run's, else strict-serializable), and
+    ``fail_fast`` (stop the linearizability check at the first invalid key)."""
 
     workload: str | None = None
     consistency_model: str | None = None
+    fail_fast: bool = False
 
 
 def _all_txn(ops: list[Any]) -> bool:
@@ -158,7 +85,7 @@ def run_check(
     fmt: str,
     time_limit: float | None,
     workers: int | None = None,
-    txn: TxnCheck = TxnCheck(),
+    txn: CheckFlags = CheckFlags(),
 ) -> tuple[dict[str, Any], str]:
     """Check a run directory or a history file; returns (results, description). Raises BadArguments.
 
@@ -179,18 +106,24 @@ def run_check(
                 time_limit=time_limit,
                 workers=workers,
                 consistency_model=txn.consistency_model,
+                fail_fast=txn.fail_fast,
             )
             return results, f"{run.path} (results in {run.results_path.name})"
         if not path.is_file():
             raise BadArguments(f"{path}: no such run directory or history file")
-        if fmt == "auto":
-            fmt = importlib.import_module("chaos.history.formats").detect_format(path)
+        formats = importlib.import_module("chaos.history.formats")
+        fmt = formats.detect_format(path) if fmt == "auto" else formats.check_format(path, fmt)
         if fmt != "jsonl":
             return _check_foreign(path, fmt, model, time_limit, workers, txn), f"{path} ({fmt})"
         test = {"workload": txn.workload} if txn.workload else infer_test(path, model=model)
         if txn.consistency_model:
             test["consistency_model"] = txn.consistency_model
-        opts: dict[str, Any] = {"time_limit": time_limit, "model": model, "workers": workers}
+        opts: dict[str, Any] = {
+            "time_limit": time_limit,
+            "model": model,
+            "workers": workers,
+            "fail_fast": txn.fail_fast,
+        }
         results = compose(checkers_for(test, model=model)).check(test, path, opts)
         return results, f"{path} ({test.get('workload') or model})"
     except HistoryError as e:
@@ -202,7 +135,7 @@ def run_check(
 
 
 @click.command(name="check")
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path", type=click.Path(path_type=Path), required=False, default=Path("store/latest"))
 @click.option(
     "--model",
     default=None,
@@ -237,6 +170,11 @@ def run_check(
     default=None,
     help="list-append / rw-register: the isolation level to check (default strict-serializable).",
 )
+@click.option(
+    "--fail-fast",
+    is_flag=True,
+    help="Stop the linearizability check at the first invalid key (the rest are listed as not checked).",
+)
 @click.pass_context
 def check(
     ctx: click.Context,
@@ -247,8 +185,10 @@ def check(
     workers: int | None,
     workload: str | None,
     consistency_model: str | None,
+    fail_fast: bool,
 ) -> None:
-    """Re-check PATH: a run directory (store/latest, a store root) or a history file.
+    """Re-check PATH (default store/latest): a run directory (a latest link, a store root) or a
+    history file. Prints the same summary as chaos run, the verdict last.
 
     A run directory is checked with the checkers its test.json names and results.json is rewritten.
     Without test.json (or for a bare history) the workload is what ALL the client ops show;
@@ -259,10 +199,26 @@ def check(
         raise BadArguments(f"--time-limit must be a positive number of seconds, got {time_limit}")
     if workers is not None and workers < 1:
         raise BadArguments(f"--workers must be at least 1, got {workers}")
-    txn = TxnCheck(workload, consistency_model)
+    txn = CheckFlags(workload, consistency_model, fail_fast)
     results, where = run_check(path, model=model, fmt=fmt, time_limit=time_limit, workers=workers, txn=txn)
-    print_summary(results, where)
+    from chaos.history.summary import print_summary
+
+    run_history = _run_history(path)
+    print_summary(results, where, run_history)
     ctx.exit(exit_code(results.get("valid")))
+
+
+def _run_history(path: Path) -> Path | None:
+    """The history of the run directory ``path`` names (a run, ``latest``, a store root), or None
+    for a history file."""
+    from chaos.history.store import HISTORY_FILE, TEST_FILE, find_run
+
+    if path.is_dir() or (path.name == HISTORY_FILE and (path.parent / TEST_FILE).is_file()):
+        try:
+            return Path(find_run(path.parent if path.is_file() else path).history_path)
+        except (OSError, ValueError):
+            return None
+    return None
 
 
 # ----------------------------------------------------------------------------------------------

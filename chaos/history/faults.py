@@ -16,9 +16,13 @@ safety violation.
 **Did they bite.** From ``leadership.jsonl`` (written during the run by
 :mod:`chaos.runner.observer`; absent for older runs) :func:`leadership_windows` computes per fault
 window the leader at its start, the leaders seen, ``leader_changes``, the terms, the time without a
-leader, and the client ops completed in the window (all, and those on the faulted nodes). The
-result's ``bite`` says plainly whether any fault changed leadership. This part never changes the
-verdict.
+leader, and the client ops completed in the window (all, and those on the faulted nodes). A leader
+change within the DB's recovery bound after a window ends (test.json's ``recovery.bound_s``, else
+``opts.recovery_time``) is attributed to that fault too: a leader change 0.9 s after a kill ended
+is the kill's doing. Every interval in which more than one node called itself leader at once (in
+the same term or not) is reported as split brain with its length and nodes. The result's ``bite``
+says plainly whether any fault changed leadership, and the summary says "no leader change in the
+run" only when none was observed. This part never changes the verdict.
 
 Result (``results.json`` ``checkers.faults``)::
 
@@ -28,8 +32,11 @@ Result (``results.json`` ``checkers.faults``)::
      "requested": n, "applied": n, "failed": n,
      "windows": [{"id", "kind", "start_s", "end_s", "applied", "nodes", "leader_before",
                   "term_before", "leaders", "leader_changes", "terms", "new_terms",
-                  "leaderless_s", "ops": {"ok", "fail", "info"}, "ops_on_faulted": {...}}],
-     "leadership": {"samples": n, "leaders": [...], "leader_changes": n, "terms": [first, last]},
+                  "leaderless_s", "leader_changes_after", "changed_after_s",
+                  "ops": {"ok", "fail", "info"}, "ops_on_faulted": {...}}],
+     "leadership": {"samples": n, "leaders": [...], "leader_changes": n, "terms": [first, last],
+                    "split_brain": [{"start_s", "end_s", "duration_s", "nodes", "terms"}]},
+     "attribution_s": s (the recovery bound a change after a window is attributed within),
      "bite": {"observed": bool, "windows": n, "windows_with_leader_change": n,
               "windows_with_election": n, "changed_leadership": bool},
      "summary": str}
@@ -45,6 +52,21 @@ from chaos.history.op import INVOKE, NEMESIS, Op
 from chaos.history.verdict import UNKNOWN, StreamChecker
 
 MAX_ERRORS = 10  # distinct reasons kept per kind
+DEFAULT_AFTER_S = 5.0  # chaos run's default recovery_time, for runs that recorded no bound
+
+
+def recovery_bound(test: dict[str, Any]) -> float:
+    """The DB's recovery bound for a run, s: test.json's recorded ``recovery.bound_s``, else its
+    ``opts.recovery_time``, else :data:`DEFAULT_AFTER_S`."""
+    rec, opts = test.get("recovery"), test.get("opts")
+    rec = rec if isinstance(rec, dict) else {}
+    opts = opts if isinstance(opts, dict) else {}
+    for v in (rec.get("bound_s"), opts.get("recovery_time"), test.get("recovery_time")):
+        if isinstance(v, int | float) and not isinstance(v, bool) and v >= 0:
+            return float(v)
+    return DEFAULT_AFTER_S
+
+
 NS = 1_000_000_000
 
 
@@ -81,8 +103,9 @@ def _kind_row() -> dict[str, Any]:
 
 
 class _FaultsAcc:
-    def __init__(self, run_dir: Path | None) -> None:
+    def __init__(self, run_dir: Path | None, after_s: float = DEFAULT_AFTER_S) -> None:
         self.run_dir = run_dir
+        self.after_s = after_s
         self.fw = FaultWindows()
         self.kinds: dict[str, dict[str, Any]] = {}
         self.win: dict[int, dict[str, Any]] = {}  # window id -> counters
@@ -151,7 +174,7 @@ class _FaultsAcc:
         samples: list[dict[str, Any]] = []
         if self.run_dir is not None:
             samples = read_leadership(self.run_dir / LEADERSHIP_FILE)
-        windows = leadership_windows(windows, samples)
+        windows = leadership_windows(windows, samples, self.after_s)
         for w in windows:
             del w["invoked"], w["start"], w["end"]
         out: dict[str, Any] = {
@@ -162,6 +185,7 @@ class _FaultsAcc:
             "failed": sum(r["failed"] for r in kinds.values()),
             "windows": windows,
             "leadership": overall_leadership(samples),
+            "attribution_s": self.after_s,
         }
         if never:
             out["valid"] = UNKNOWN
@@ -175,45 +199,80 @@ class _FaultsAcc:
         return out
 
 
-def leadership_windows(windows: list[dict[str, Any]], samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def claim(sample: dict[str, Any]) -> str | None:
+    """Who claimed leadership in a sample: the node, or ``"n1+n3"`` when several nodes called
+    themselves leader at once (split brain, whatever their terms), or None."""
+    primaries = sample.get("primaries")
+    if isinstance(primaries, list) and len(primaries) > 1:
+        return "+".join(sorted(str(p) for p in primaries))
+    ld = sample.get("leader")
+    return None if ld is None else str(ld)
+
+
+def _claims(inside: list[dict[str, Any]], last: str | None, end: int) -> tuple[list[str], int, int]:
+    """Over samples ``inside`` (up to ``end`` ns), starting from the claim ``last``: the claims seen
+    (consecutive repeats collapsed), how often the claim changed (a time without a leader is not a
+    change by itself) and the ns without any claim."""
+    seen: list[str] = []
+    changes = 0
+    leaderless_ns = 0
+    for i, s in enumerate(inside):
+        c = claim(s)
+        if c is not None:
+            if not seen or seen[-1] != c:
+                seen.append(c)
+            if last is not None and c != last:
+                changes += 1
+            last = c
+        else:
+            nxt = inside[i + 1]["time"] if i + 1 < len(inside) else end
+            leaderless_ns += max(0, min(nxt, end) - s["time"])
+    return seen, changes, leaderless_ns
+
+
+def leadership_windows(
+    windows: list[dict[str, Any]], samples: list[dict[str, Any]], after_s: float = 0.0
+) -> list[dict[str, Any]]:
     """Add leadership figures to each window (dicts with ``start``/``end`` in ns, and optionally
     ``invoked``: when the start was invoked, default ``start``) from the observer's samples (sorted
     by ``time``). The fault acts between invocation and completion, so "before" means at or before
-    ``invoked`` and "inside" after it up to ``end``: ``leader_before`` (the last leader observed
-    before), ``term_before`` (the last term observed before), ``leaders`` (leaders seen inside,
-    consecutive repeats collapsed), ``leader_changes`` (times the observed leader differed from
-    the previous one seen, from ``leader_before`` on; a time without a leader is not a change by
-    itself), ``terms`` (distinct terms seen inside), ``new_terms`` (highest term inside minus
-    ``term_before``: elections, whoever won them) and ``leaderless_s`` (time inside with no node
-    claiming leadership, between samples). Without samples the figures are None. Returns the
-    same list."""
+    ``invoked`` and "inside" after it up to ``end``: ``leader_before`` (the last claim observed
+    before), ``term_before`` (the last term observed before), ``leaders`` (claims seen inside,
+    consecutive repeats collapsed; ``"n1+n3"`` while several nodes claimed at once, see
+    :func:`claim`), ``leader_changes`` (times the claim differed from the previous one seen, from
+    ``leader_before`` on; a time without a leader is not a change by itself), ``terms`` (distinct
+    terms seen inside), ``new_terms`` (highest term inside minus ``term_before``: elections,
+    whoever won them) and ``leaderless_s`` (time inside with no node claiming leadership, between
+    samples). A fault's effect can outlast it by up to the DB's recovery bound, ``after_s``: the
+    claim changes in ``(end, end + after_s]`` are ``leader_changes_after`` and the first of them
+    ``changed_after_s`` (s after ``end``; None without one). Without samples the figures are None.
+    Returns the same list."""
     for w in windows:
         if not samples:
             w.update(
                 leader_before=None, term_before=None, leaders=None, leader_changes=None,
-                terms=None, new_terms=None, leaderless_s=None,
+                terms=None, new_terms=None, leaderless_s=None, leader_changes_after=None,
+                changed_after_s=None,
             )  # fmt: skip
             continue
         start, end = w.get("invoked", w["start"]), w["end"]
         before = [s for s in samples if s["time"] <= start]
         inside = [s for s in samples if start < s["time"] <= end]
-        leader_before = next((s["leader"] for s in reversed(before) if s.get("leader")), None)
+        leader_before = next((c for c in map(claim, reversed(before)) if c), None)
         term_before = next((s["term"] for s in reversed(before) if isinstance(s.get("term"), int)), None)
-        leaders: list[str] = []
-        changes = 0
-        last = leader_before
-        leaderless_ns = 0
-        for i, s in enumerate(inside):
-            ld = s.get("leader")
-            if ld is not None:
-                if not leaders or leaders[-1] != ld:
-                    leaders.append(ld)
-                if last is not None and ld != last:
-                    changes += 1
-                last = ld
-            else:
-                nxt = inside[i + 1]["time"] if i + 1 < len(inside) else end
-                leaderless_ns += max(0, min(nxt, end) - s["time"])
+        leaders, changes, leaderless_ns = _claims(inside, leader_before, end)
+        last = next((c for c in map(claim, reversed(before + inside)) if c), None)
+        after_end = end + int(after_s * NS)
+        after = [s for s in samples if end < s["time"] <= after_end]
+        _, changes_after, _ = _claims(after, last, after_end)
+        first_after = None
+        prev = last
+        for s in after:
+            c = claim(s)
+            if c is not None and prev is not None and c != prev:
+                first_after = round((s["time"] - end) / NS, 3)
+                break
+            prev = c if c is not None else prev
         terms = sorted({s["term"] for s in inside if isinstance(s.get("term"), int)})
         new_terms = (max(terms) - term_before) if terms and isinstance(term_before, int) else 0
         w.update(
@@ -224,33 +283,79 @@ def leadership_windows(windows: list[dict[str, Any]], samples: list[dict[str, An
             terms=terms,
             new_terms=max(0, new_terms),
             leaderless_s=round(leaderless_ns / NS, 3),
+            leader_changes_after=changes_after,
+            changed_after_s=first_after,
         )
     return windows
 
 
+def split_brain(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every interval in which more than one node called itself leader (in the same term or not):
+    ``{"start_s", "end_s", "duration_s", "nodes", "terms"}``, from the first sample showing it to
+    the first sample that no longer does (the last sample when none follows)."""
+    out: list[dict[str, Any]] = []
+    cur: dict[str, Any] | None = None
+    for i, s in enumerate(samples):
+        raw = s.get("primaries")
+        primaries: list[Any] = raw if isinstance(raw, list) else []
+        if len(primaries) > 1:
+            if cur is None:
+                cur = {"start": s["time"], "nodes": set(), "terms": set()}
+            cur["nodes"].update(str(p) for p in primaries)
+            got = s.get("nodes")
+            answers: dict[str, Any] = got if isinstance(got, dict) else {}
+            for p in primaries:
+                term = (answers.get(p) or {}).get("term")
+                if isinstance(term, int):
+                    cur["terms"].add(term)
+            cur["end"] = samples[i + 1]["time"] if i + 1 < len(samples) else s["time"]
+        elif cur is not None:
+            out.append(cur)
+            cur = None
+    if cur is not None:
+        out.append(cur)
+    return [
+        {
+            "start_s": round(c["start"] / NS, 3),
+            "end_s": round(c["end"] / NS, 3),
+            "duration_s": round((c["end"] - c["start"]) / NS, 3),
+            "nodes": sorted(c["nodes"]),
+            "terms": sorted(c["terms"]),
+        }
+        for c in out
+    ]
+
+
 def overall_leadership(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """The whole observation: ``samples``, ``leaders`` (collapsed sequence), ``leader_changes``,
-    ``terms`` ([first seen, last seen])."""
+    """The whole observation: ``samples``, ``leaders`` (the claims, collapsed sequence; see
+    :func:`claim`), ``leader_changes``, ``terms`` ([first seen, last seen]; empty for a DB
+    without terms), ``split_brain`` (:func:`split_brain`)."""
     leaders: list[str] = []
     for s in samples:
-        ld = s.get("leader")
-        if ld is not None and (not leaders or leaders[-1] != ld):
-            leaders.append(ld)
+        c = claim(s)
+        if c is not None and (not leaders or leaders[-1] != c):
+            leaders.append(c)
     terms = [s["term"] for s in samples if isinstance(s.get("term"), int)]
     return {
         "samples": len(samples),
         "leaders": leaders,
         "leader_changes": max(0, len(leaders) - 1),
         "terms": [terms[0], terms[-1]] if terms else [],
+        "split_brain": split_brain(samples),
     }
 
 
 def bite(windows: list[dict[str, Any]], samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """Whether the faults disturbed leadership: ``windows_with_leader_change`` (another node led),
-    ``windows_with_election`` (a new term or another leader), ``changed_leadership`` (any election
-    in a fault window); ``observed`` is false without samples."""
-    changed = [w for w in windows if (w.get("leader_changes") or 0) > 0]
-    elected = [w for w in windows if (w.get("leader_changes") or 0) > 0 or (w.get("new_terms") or 0) > 0]
+    """Whether the faults disturbed leadership: ``windows_with_leader_change`` (another node led,
+    during the window or within the recovery bound after it), ``windows_with_election`` (a new
+    term or another leader), ``changed_leadership`` (any of them); ``observed`` is false without
+    samples."""
+
+    def moved(w: dict[str, Any]) -> bool:
+        return (w.get("leader_changes") or 0) > 0 or (w.get("leader_changes_after") or 0) > 0
+
+    changed = [w for w in windows if moved(w)]
+    elected = [w for w in windows if moved(w) or (w.get("new_terms") or 0) > 0]
     return {
         "observed": bool(samples),
         "windows": len(windows),
@@ -260,27 +365,64 @@ def bite(windows: list[dict[str, Any]], samples: list[dict[str, Any]]) -> dict[s
     }
 
 
+def _terms_text(terms: list[Any]) -> str:
+    return "-".join(str(t) for t in dict.fromkeys(terms))
+
+
+def split_brain_text(intervals: list[dict[str, Any]]) -> str:
+    """``"split brain: n1, n3 leaders at once for 12.0 s from 40.1 s (terms 3, 4)"``, one clause
+    per interval ('' when none)."""
+    if not intervals:
+        return ""
+    parts = []
+    for sb in intervals:
+        terms = sb.get("terms") or []
+        which = f" (term{'s' if len(terms) != 1 else ''} {', '.join(map(str, terms))})" if terms else ""
+        parts.append(
+            f"{', '.join(sb['nodes'])} leaders at once for {sb['duration_s']:.1f} s from "
+            f"{sb['start_s']:.1f} s{which}"
+        )
+    return "split brain: " + "; ".join(parts)
+
+
 def summary(result: dict[str, Any], samples: list[dict[str, Any]]) -> str:
-    """One plain sentence: faults applied of requested, and whether leadership ever changed."""
-    if not result["requested"]:
-        return "no faults were requested"
-    head = f"{result['applied']} of {result['requested']} requested faults took effect"
+    """One plain sentence: faults applied of requested, any split brain, and whether and when
+    leadership changed ("no leader change in the run" only when none was observed at all)."""
+    head = (
+        f"{result['applied']} of {result['requested']} requested faults took effect"
+        if result["requested"]
+        else "no faults were requested"
+    )
     if result["failed"]:
         failed = ", ".join(f"{k} {r['failed']}" for k, r in result["kinds"].items() if r["failed"])
         head += f" (failed: {failed})"
     if not samples:
-        return head + "; leadership was not observed"
+        return head + ("; leadership was not observed" if result["requested"] else "")
     b = result["bite"]
     lead = result["leadership"]
-    if not b["changed_leadership"]:
+    after = result.get("attribution_s") or 0.0
+    parts = [head]
+    if lead.get("split_brain"):
+        parts.append(split_brain_text(lead["split_brain"]))
+    terms = _terms_text(lead["terms"])
+    if not lead["leader_changes"]:
         who = ", ".join(lead["leaders"]) or "none"
-        terms = "-".join(str(t) for t in dict.fromkeys(lead["terms"])) or "?"
-        return head + f"; the faults never changed leadership (leader {who}, term {terms})"
-    return (
-        head + f"; elections in {b['windows_with_election']} of {b['windows']} fault windows, "
-        f"another leader in {b['windows_with_leader_change']} ({lead['leader_changes']} leader changes "
-        f"in the run: {' -> '.join(lead['leaders'])}; terms {'-'.join(str(t) for t in lead['terms'])})"
-    )
+        parts.append(f"no leader change in the run (leader {who}{f', term {terms}' if terms else ''})")
+    elif not b["changed_leadership"] and result["requested"]:
+        parts.append(
+            f"{lead['leader_changes']} leader change{'s' if lead['leader_changes'] != 1 else ''} in the "
+            f"run ({' -> '.join(lead['leaders'])}), none during a fault or within {after:g} s after one"
+        )
+    elif not result["requested"]:
+        parts.append(f"{lead['leader_changes']} leader changes in the run: {' -> '.join(lead['leaders'])}")
+    else:
+        parts.append(
+            f"elections in {b['windows_with_election']} of {b['windows']} fault windows, another leader "
+            f"in {b['windows_with_leader_change']} ({lead['leader_changes']} leader changes in the run: "
+            f"{' -> '.join(lead['leaders'])}{f'; terms {terms}' if terms else ''}); a change within "
+            f"{after:g} s after a fault counts for it"
+        )
+    return "; ".join(parts)
 
 
 class FaultsChecker(StreamChecker):
@@ -292,7 +434,7 @@ class FaultsChecker(StreamChecker):
 
     def begin(self, test: dict[str, Any], opts: dict[str, Any]) -> _FaultsAcc:
         run_dir = opts.get("run_dir")
-        return _FaultsAcc(Path(run_dir) if run_dir else None)
+        return _FaultsAcc(Path(run_dir) if run_dir else None, recovery_bound(test))
 
     def check(self, test: dict[str, Any], history_path: Path, opts: dict[str, Any]) -> dict[str, Any]:
         return super().check(

@@ -54,8 +54,7 @@ def load_history(path: str | os.PathLike[str], format: str = "auto") -> tuple[li
     p = Path(path)
     if p.is_dir():
         p = p / "history.jsonl"
-    if format == "auto":
-        format = detect_format(p)
+    format = detect_format(p) if format == "auto" else check_format(p, format)
     if format == "jsonl":
         ops = list(read_history(p))
         return ops, _jsonl_model(ops)
@@ -66,6 +65,25 @@ def load_history(path: str | os.PathLike[str], format: str = "auto") -> tuple[li
     if format == "porcupine-kv":
         return load_porcupine_kv(p), 'kv:init=""'
     raise ValueError(f"format {format!r}: expected auto or one of {', '.join(FORMATS)}")
+
+
+# the formats a file's name promises (a name without one of these suffixes promises none)
+_NAMED_FORMATS = {".jsonl": ("jsonl",), ".json": ("jsonl",), ".edn": ("edn", "porcupine-kv")}
+
+
+def check_format(path: Path, format: str) -> str:
+    """``format`` (as ``--format`` gave it) when ``path``'s name does not say otherwise; ValueError
+    naming both when it does (``--format edn`` on a ``.jsonl`` file), since reading a file as
+    another format gives ops it never held or a confusing parse error."""
+    if format not in FORMATS:
+        raise ValueError(f"--format {format}: expected auto or one of {', '.join(FORMATS)}")
+    named = _NAMED_FORMATS.get(path.suffix.lower())
+    if named is not None and format not in named:
+        raise ValueError(
+            f"--format {format}: {path} is named as a {named[0]} history ({path.suffix}); "
+            f"expected --format {' or '.join(named)} or auto"
+        )
+    return format
 
 
 def detect_format(path: Path) -> str:
@@ -200,10 +218,7 @@ class _EdnParser:
         if k == "atom":
             return _atom(t.text, t.line, self.path)
         if k == "str":
-            try:
-                return json.loads(t.text)
-            except ValueError:
-                return t.text[1:-1]
+            return self._string(t)
         if k == "open":
             if self.depth > MAX_DEPTH:
                 raise HistoryError(
@@ -232,9 +247,7 @@ class _EdnParser:
                     continue
                 items.append(self.form())
             if t.text == "{":
-                if len(items) % 2:
-                    raise HistoryError("EDN: a map with an odd number of forms", line=t.line, path=self.path)
-                return {_hashable(items[j]): items[j + 1] for j in range(0, len(items), 2)}
+                return self._map(items, t.line)
             return items
         if k == "tag":
             return self.form()
@@ -242,6 +255,40 @@ class _EdnParser:
             self.form()
             return self.form()
         raise HistoryError(f"EDN: unexpected {t.text!r}", line=t.line, path=self.path)
+
+    def _map(self, items: list[Any], line: int) -> dict[Any, Any]:
+        """A map literal's forms as a dict. HistoryError for an odd number of forms or a key given
+        twice (``clojure.edn`` refuses that map as "Duplicate key"; never last-wins)."""
+        if len(items) % 2:
+            raise HistoryError("EDN: a map with an odd number of forms", line=line, path=self.path)
+        out: dict[Any, Any] = {}
+        for j in range(0, len(items), 2):
+            key = _hashable(items[j])
+            if key in out:
+                raise HistoryError(
+                    f"EDN: the key {items[j]!r} appears twice in one map; expected each key once",
+                    line=line,
+                    path=self.path,
+                )
+            out[key] = items[j + 1]
+        return out
+
+    def _string(self, t: _Tok) -> str:
+        """A string literal's text. HistoryError for a lone surrogate escape (``"\\ud800"``):
+        not Unicode text, refused as the JSON Lines reader refuses it."""
+        try:
+            s = json.loads(t.text)
+        except ValueError:
+            return t.text[1:-1]
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise HistoryError(
+                f"EDN: a lone surrogate \\u{ord(s[e.start]):04x} in a string is not Unicode text",
+                line=t.line,
+                path=self.path,
+            ) from None
+        return str(s)
 
     def top_level(self) -> Iterator[tuple[int, Any]]:
         """(line, form) for each op map: the elements of a top-level vector/list, or top-level maps."""

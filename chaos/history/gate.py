@@ -13,20 +13,35 @@ Without ``--workload``/``--nemesis`` the gate runs a preset (:data:`PRESETS`, de
 from __future__ import annotations
 
 import math
+import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
-from chaos.errors import EXIT_BAD_ARGS, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, BadArguments, ConfigError
+from chaos.errors import (
+    EXIT_BAD_ARGS,
+    EXIT_INVALID,
+    EXIT_UNKNOWN,
+    EXIT_VALID,
+    BadArguments,
+    ConfigError,
+    printable,
+)
 
 
-def _split(value: str) -> list[str]:
-    return [v.strip() for v in value.split(",") if v.strip()]
+def _split(value: str, option: str) -> list[str]:
+    """``"a, b"`` -> ``["a", "b"]``; ValueError for an empty entry among others (``a,,b``), as
+    ``chaos run --nemesis`` refuses one (all empty is left to the caller: no name at all)."""
+    words = [v.strip() for v in value.split(",")]
+    if any(words) and not all(words):
+        raise ValueError(f"{option} {value!r}: an empty name; expected comma-separated names")
+    return [w for w in words if w]
 
 
 def _run_dirs(paths: tuple[str, ...]) -> list[Path]:
@@ -127,16 +142,17 @@ def notes(summary: dict[str, Any], *, require_faults_applied: bool = False) -> l
 
 def print_table(summary: dict[str, Any]) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from chaos.history.spark import iter_table_rows
 
     table = Table(title="runs")
     for col in ("run", "workload", "nemesis", "verdict", "ops", "ok rate", "p99 ms", "unavail s"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col == "run")  # a run's directory pastes whole
     colours = {"valid": "green", "invalid": "red", "unknown": "yellow"}
     for row in iter_table_rows(summary):
-        table.add_row(*row, style=colours.get(row[3]))
+        table.add_row(*(escape(printable(cell)) for cell in row), style=colours.get(row[3]))
     Console(stderr=False).print(table)
 
 
@@ -145,7 +161,13 @@ def _analyze(dirs: list[Path], master: str, out: str | None, time_limit: float |
     from chaos.history.store import HistoryError
 
     try:
-        return analyze(dirs, master=master, out=Path(out) if out else None, time_limit=time_limit)
+        return analyze(
+            dirs,
+            master=master,
+            out=Path(out) if out else None,
+            time_limit=time_limit,
+            say=lambda m: click.echo(printable(m), err=True),  # what Spark is doing, stage by stage
+        )
     except HistoryError as e:  # the same line `chaos check` prints
         raise ConfigError(f"malformed history: {e}") from None
     except (FileNotFoundError, ValueError) as e:
@@ -268,36 +290,113 @@ PRESETS: dict[str, tuple[MatrixRun, ...]] = {
 DEFAULT_PRESET = "power"
 
 
-def matrix(preset: str | None, workloads: str | None, nemeses: str | None, runs: int) -> list[MatrixRun]:
-    """The runs of one gate, in order, each configuration ``runs`` times in a row: ``workloads`` x
-    ``nemeses`` (comma-separated; a missing one takes the ``elections`` preset's) when either is
-    given, else the ``preset`` (default :data:`DEFAULT_PRESET`). ValueError for an unknown preset,
-    an empty list, or a preset given with a matrix."""
+def configurations(preset: str | None, workloads: str | None, nemeses: str | None) -> list[MatrixRun]:
+    """The distinct configurations of one gate, in order: ``workloads`` x ``nemeses``
+    (comma-separated; a missing one takes the ``elections`` preset's) when either is given, else the
+    ``preset`` (default :data:`DEFAULT_PRESET`). ValueError for an unknown (or empty) preset, an
+    empty list or name, or a preset given with a matrix."""
     if preset is not None and (workloads is not None or nemeses is not None):
         raise ValueError(f"--preset {preset} with --workload/--nemesis: expected one or the other")
     if workloads is None and nemeses is None:
-        name = preset or DEFAULT_PRESET
+        name = DEFAULT_PRESET if preset is None else preset
         if name not in PRESETS:
-            raise ValueError(f"--preset {name}: expected one of {', '.join(PRESETS)}")
-        configs = list(PRESETS[name])
-    else:
-        ws = _split(workloads if workloads is not None else "register,log")
-        ns = _split(nemeses if nemeses is not None else "partition-ring+kill-leader,kill")
-        if not ws or not ns:
-            raise ValueError("--workload/--nemesis: expected at least one name each")
-        configs = [MatrixRun(w, n) for w in ws for n in ns]
-    return [c for c in configs for _ in range(runs)]
+            raise ValueError(f"--preset {name or repr(name)}: expected one of {', '.join(PRESETS)}")
+        return list(PRESETS[name])
+    ws = _split(workloads if workloads is not None else "register,log", "--workload")
+    ns = _split(nemeses if nemeses is not None else "partition-ring+kill-leader,kill", "--nemesis")
+    if not ws or not ns:
+        raise ValueError("--workload/--nemesis: expected at least one name each")
+    for n in ns:
+        if not all(part.strip() for part in n.split("+")):
+            raise ValueError(f"--nemesis {n!r}: an empty fault; expected names joined with +")
+    return [MatrixRun(w, n) for w in ws for n in ns]
 
 
-def run_matrix(configs: list[MatrixRun], store: str, run_args: list[str]) -> list[Path]:
-    """Run ``chaos run`` once per entry of ``configs``; return the run directories.
+def repeated(configs: list[MatrixRun], runs: int) -> Iterator[MatrixRun]:
+    """Each configuration ``runs`` times in a row, lazily: ``--runs 1000000000`` costs no memory."""
+    for c in configs:
+        for _ in range(runs):
+            yield c
+
+
+def matrix(preset: str | None, workloads: str | None, nemeses: str | None, runs: int) -> list[MatrixRun]:
+    """The runs of one gate as a list: :func:`configurations`, each ``runs`` times in a row."""
+    return list(repeated(configurations(preset, workloads, nemeses), runs))
+
+
+def _declared_nemeses() -> set[str]:
+    """Every name ``chaos run --nemesis`` accepts bare: ``none``, the names the registered fault
+    modules declare and the ``chaos.nemeses`` entry-point names, read through the registry (as
+    ``chaos.nemesis.parse_names`` reads them; this layer may not import that package)."""
+    from chaos import plugins
+
+    names = {"none", *plugins.entry_points("nemesis")}
+    for key in dict.fromkeys([*plugins.BUILTINS["nemesis"], *plugins.entry_points("nemesis")]):
+        try:
+            names.update(getattr(plugins.resolve("nemesis", key), "names", None) or ())
+        except ConfigError:
+            continue  # a plug-in that does not load: chaos run names it when it is chosen
+    return names
+
+
+def _check_names(workload: str, nemesis: str, known: set[str]) -> None:
+    """ConfigError unless ``workload`` loads through the registry and every entry of ``nemesis``
+    (comma-separated) is in ``known`` or a ``module:attr`` reference that loads."""
+    from chaos import plugins
+
+    plugins.workload_function(workload)
+    names = [n.strip() for n in nemesis.split(",")]
+    if not all(names):
+        raise ConfigError(f"--nemesis {nemesis!r}: an empty name; expected comma-separated names")
+    unknown = [n for n in names if n not in known and not plugins.is_reference(n)]
+    if unknown:
+        expected = ", ".join(sorted(known))
+        raise ConfigError(f"--nemesis: unknown nemesis {', '.join(unknown)}; expected some of {expected}")
+    for n in names:
+        if n not in known:
+            plugins.resolve("nemesis", n)
+
+
+def check_configurations(configs: list[MatrixRun], store: str, extra: list[str], run: Any) -> None:
+    """What ``chaos run`` checks of each configuration's words before it starts, without starting
+    it: ``run`` (the ``chaos run`` click command, None when not at hand) parses them (options,
+    types, choices), then the workload loads through the registry and every nemesis name is a
+    declared one, an entry point or a ``module:attr`` reference that loads. BadArguments naming
+    the words, as the real gate stops with 254 when ``chaos run`` refuses a configuration."""
+    known = _declared_nemeses()
+    for cfg in configs:
+        words = cfg.run_args(store, extra)[1:]
+        workload, nemesis = cfg.workload, cfg.nemesis.replace("+", ",")
+        try:
+            if "--help" in words or "-h" in words:
+                raise click.exceptions.Exit(0)  # chaos run would print its help, not run
+            if run is not None:
+                with run.make_context("run", list(words)) as ctx:
+                    workload, nemesis = ctx.params["workload"], ctx.params["nemesis"]
+            _check_names(workload, nemesis, known)
+        except click.exceptions.Exit:  # --help or --version among the words
+            raise BadArguments(f"chaos run {shlex.join(words)}: would not run a test") from None
+        except click.ClickException as e:
+            raise BadArguments(f"chaos run {shlex.join(words)}: {e.format_message()}") from None
+        except ConfigError as e:
+            raise BadArguments(f"{e} (in chaos run {shlex.join(words)})") from None
+
+
+def run_matrix(
+    configs: Iterable[MatrixRun], store: str, run_args: list[str], total: int | None = None
+) -> list[Path]:
+    """Run ``chaos run`` once per entry of ``configs`` (``total`` of them, for the progress line;
+    default ``len(configs)``); return the run directories.
 
     A run that crashes (exit 255) or cannot start still counts: its directory, if any, is analysed
     and a missing one is reported. ConfigError when ``chaos run`` rejects its arguments (254).
     """
-    dirs = []
+    dirs: list[Path] = []
+    if total is None:
+        configs = list(configs)
+        total = len(configs)
     for i, cfg in enumerate(configs):
-        click.echo(f"gate: run {i + 1}/{len(configs)}: {cfg.label()}", err=True)
+        click.echo(f"gate: run {i + 1}/{total}: {cfg.label()}", err=True)
         cmd = [sys.executable, "-m", "chaos.cli", *cfg.run_args(store, run_args)]
         rc = subprocess.call(cmd)
         latest = Path(store) / "latest"
@@ -359,6 +458,32 @@ _GATE_OPTIONS = [
 ]
 
 
+def _list(configs: list[MatrixRun], runs: int, store: str, args: list[str]) -> int:
+    """Print each run's ``chaos run`` line as it comes (the first at once, whatever ``runs`` is);
+    a reader that stops early (``| head``) ends the listing quietly."""
+    try:
+        for cfg in repeated(configs, runs):
+            click.echo(shlex.join(["chaos", *cfg.run_args(store, args)]))
+    except BrokenPipeError:
+        # nothing more can be written: point stdout at /dev/null so the exit's flush is silent
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return EXIT_VALID
+
+
+def _run_command() -> click.Command | None:
+    """``chaos run``'s click command, from the ``chaos`` group this command runs in (None when it
+    runs on its own): the command the gate's runs start, asked without importing the runner."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return None
+    root = ctx.find_root()
+    if not isinstance(root.command, click.Group):
+        return None
+    return root.command.get_command(root, "run")
+
+
 def _with_gate_options(fn: Any) -> Any:
     for option in reversed(_GATE_OPTIONS):
         fn = option(fn)
@@ -397,18 +522,18 @@ def gate_cmd(
     check_threshold("--min-ok-rate", min_ok_rate, upper=1.0)
     _check_time_limit(time_limit)
     try:
-        configs = matrix(preset, workload, nemesis, runs)
-    except ValueError as e:
+        configs = configurations(preset, workload, nemesis)
+        args = [a for arg in run_args for a in shlex.split(arg)]
+    except ValueError as e:  # shlex: an unclosed quote in --run-arg
         raise BadArguments(str(e)) from None
-    args = [a for arg in run_args for a in shlex.split(arg)]
+    if list_only or not run_dirs:
+        check_configurations(configs, store, args, _run_command())
     if list_only:
-        for cfg in configs:
-            click.echo(shlex.join(["chaos", *cfg.run_args(store, args)]))
-        return EXIT_VALID
+        return _list(configs, runs, store, args)
     if run_dirs:
         dirs = _run_dirs(run_dirs)
     else:
-        dirs = run_matrix(configs, store, args)
+        dirs = run_matrix(repeated(configs, runs), store, args, total=len(configs) * runs)
         if not dirs:
             raise click.ClickException("gate: no run produced a run directory")
     summary = _analyze(dirs, master, out, time_limit)
@@ -421,9 +546,9 @@ def gate_cmd(
         require_faults_applied=require_faults_applied,
     )
     for note in notes(summary, require_faults_applied=require_faults_applied):
-        click.echo(f"note: {note}", err=True)
+        click.echo(printable(f"note: {note}"), err=True)
     for line in failures:
-        click.echo(f"FAIL {line}", err=True)
+        click.echo(printable(f"FAIL {line}"), err=True)
     click.echo(f"summary: {summary['out']}/index.html")
     code = _exit_for(failures)
     click.echo({EXIT_VALID: "gate: PASS", EXIT_UNKNOWN: "gate: UNKNOWN"}.get(code, "gate: FAIL"))

@@ -836,7 +836,7 @@ def check_history(
     *,
     time_limit: float | None = None,
     workers: int | None = None,
-    cancel_on_failure: bool = True,
+    cancel_on_failure: bool = False,
 ) -> dict[str, Any]:
     """The ``linear`` checker: is the history linearizable under ``model``, per key?
 
@@ -846,8 +846,10 @@ def check_history(
         time_limit: seconds for the whole check; keys not decided by then are ``unknown``.
         workers: worker processes (default: CPU count; 1 = in this process). Small histories are
             always checked in this process.
-        cancel_on_failure: stop checking other keys at the first invalid one (Jepsen/porcupine);
-            keys left unchecked are reported ``unknown`` with cause ``cancelled``.
+        cancel_on_failure: ``--fail-fast``: stop checking other keys at the first invalid one
+            (porcupine's default); the keys left unchecked are listed in ``not_checked`` (cause
+            ``cancelled``), never among the undecided. Off by default: every key is checked, as
+            Jepsen's independent checker does, so every command reports the same keys.
     Returns:
         ``{"valid": True|False|"unknown", "model": str, "keys": {key: {"valid", "ops", "configs",
         ["cause"], ["counterexample"]}}, "failures": [keys], "unknown": [keys], "ops": n,
@@ -962,9 +964,14 @@ def _run_pool(
 
 def _summary(results: dict[str, KeyResult], m: Model, invokes: int, seconds: float) -> dict[str, Any]:
     failures = [k for k, r in results.items() if r.valid is False]
+    not_checked = [k for k, r in results.items() if r.cause == "cancelled"]
     # anything not decided True or False is undecided, whatever object the verdict arrived as
-    unknown = [k for k, r in results.items() if r.valid is not True and r.valid is not False]
-    valid: bool | str = False if failures else (VALID_UNKNOWN if unknown else True)
+    unknown = [
+        k
+        for k, r in results.items()
+        if r.valid is not True and r.valid is not False and r.cause != "cancelled"
+    ]
+    valid: bool | str = False if failures else (VALID_UNKNOWN if unknown or not_checked else True)
     out: dict[str, Any] = {
         "valid": valid,
         "model": getattr(m, "name", type(m).__name__),
@@ -974,6 +981,8 @@ def _summary(results: dict[str, KeyResult], m: Model, invokes: int, seconds: flo
         "ops": invokes,
         "seconds": round(seconds, 6),
     }
+    if not_checked:  # only with cancel_on_failure, after a violation: the verdict is False anyway
+        out["not_checked"] = not_checked
     if any(r.cause == "timeout" for r in results.values()):
         out["cause"] = "timeout"
     return out

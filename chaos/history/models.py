@@ -86,7 +86,9 @@ class Call:
             return f"{self.f}() -> {out}"
         if self.f == "cas" and isinstance(self.value, list | tuple) and len(self.value) == 2:
             return f"cas({_fmt(self.value[0])}, {_fmt(self.value[1])}) -> {out}"
-        return f"{self.f}({_fmt(self.value)})" + ("" if self.output in (None, True) else f" -> {out}")
+        return f"{self.f}({_fmt(self.value)})" + (
+            "" if self.output is None or self.output is True else f" -> {out}"
+        )
 
 
 def _fmt(v: Any) -> str:

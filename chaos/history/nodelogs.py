@@ -165,10 +165,23 @@ class ServerLogChecker:
             parts.append(f"{len(missing)} log(s) missing: {', '.join(missing)}")
         else:
             out["valid"] = True
-        if not parts:
+        if not patterns:
+            downloaded = _downloaded(run_dir)
+            parts.append(
+                f"the DB declared no log patterns: {downloaded} log(s) downloaded, none scanned"
+                if downloaded
+                else "the DB declared no log patterns and no log was downloaded"
+            )
+        elif not parts:
             parts.append(f"no anomalies in {len(scanned)} log(s)")
         out["summary"] = "; ".join(parts)
         return out
+
+
+def _downloaded(run_dir: Path) -> int:
+    """How many files were downloaded under ``nodes/`` of a run directory."""
+    nodes = run_dir / "nodes"
+    return sum(1 for f in nodes.rglob("*") if f.is_file()) if nodes.is_dir() else 0
 
 
 def report_rows(results: dict[str, Any] | None, first: int = 5) -> list[dict[str, Any]]:

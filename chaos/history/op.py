@@ -13,6 +13,7 @@ Known fields are listed below; any other field a workload adds (for example ``lo
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,13 +33,28 @@ _ORJSON_OPTS = orjson.OPT_NON_STR_KEYS
 _FALLBACK = json.JSONEncoder(separators=(",", ":"), default=str, ensure_ascii=False)
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def text_only(json_text: str) -> str:
+    """``json_text`` (JSON written with ``ensure_ascii=False``) with each lone surrogate, which can
+    stand only inside a string, replaced by its escape as text (``\\ud800``, six characters): a
+    lone surrogate is not Unicode text, and the history reader refuses one
+    (``chaos.history.store``), so no writer of the tool writes one."""
+    if _LONE_SURROGATE.search(json_text) is None:
+        return json_text
+    return _LONE_SURROGATE.sub(lambda m: f"\\\\u{ord(m.group()):04x}", json_text)
+
+
 def dumps(obj: Any) -> bytes:
     """``obj`` as compact JSON (UTF-8 bytes): orjson, with ``str()`` for values JSON has no form
-    for; falls back to the standard library for integers beyond 64 bits."""
+    for; falls back to the standard library for integers beyond 64 bits and for strings holding a
+    lone surrogate (written as its escape text, :func:`text_only`), so every line it writes is one
+    the history reader reads."""
     try:
         return orjson.dumps(obj, default=str, option=_ORJSON_OPTS)
     except orjson.JSONEncodeError:
-        return _FALLBACK.encode(obj).encode("utf-8", "surrogatepass")
+        return text_only(_FALLBACK.encode(obj)).encode("utf-8")
 
 
 @dataclass(slots=True)
@@ -90,7 +106,7 @@ class Op:
 
     def to_json(self) -> str:
         """The op as one compact JSON object (the history line, without the newline)."""
-        return dumps(self.to_dict()).decode("utf-8", "surrogatepass")
+        return dumps(self.to_dict()).decode("utf-8")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Op:

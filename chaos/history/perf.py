@@ -22,8 +22,8 @@ import math
 from array import array
 from typing import Any
 
-from chaos.history.analysis import Availability, FaultWindows, fault_value
-from chaos.history.op import INVOKE, NEMESIS, OK, Op
+from chaos.history.analysis import FAIL_CLASSES, Availability, FaultWindows, fail_class, fault_value
+from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
 from chaos.history.verdict import Accumulator, StreamChecker
 
 NS = 1_000_000_000
@@ -160,6 +160,16 @@ def describe_nemesis(f: str, value: Any, verbs: dict[str, dict[str, str]] | None
 _OUTSIDE = ("none",)
 
 
+def ops_line(ops: dict[str, Any]) -> str:
+    """``"2975 ops: 1700 ok, 1203 fail (764 no match, 439 unavailable), 72 info"`` from the perf
+    checker's ``ops`` (a cas whose compare did not match is an answer, not an outage)."""
+    return (
+        f"{ops.get('count', 0)} ops: {ops.get('ok', 0)} ok, {ops.get('fail', 0)} fail "
+        f"({ops.get('fail_no_match', 0)} no match, {ops.get('fail_unavailable', 0)} unavailable), "
+        f"{ops.get('info', 0)} info"
+    )
+
+
 class _Series:
     """Latencies (ns) of one f and completion type: all of them, per fault-window group, and the
     completions per 1-s bucket."""
@@ -183,6 +193,7 @@ class _PerfAcc:
         self.nemesis: list[dict[str, Any]] = []
         self.nemesis_count = 0
         self.end_time = 0
+        self.fails = {c: 0 for c in FAIL_CLASSES}  # fail completions apart (analysis.fail_class)
 
     def _nemesis(self, op: Op) -> None:
         inv = self.faults.step(op)
@@ -232,6 +243,8 @@ class _PerfAcc:
         if b >= len(counts):
             counts.extend([0] * (b + 1 - len(counts)))
         counts[b] += 1
+        if typ == FAIL:
+            self.fails[fail_class(op) or FAIL_CLASSES[-1]] += 1
         self.avail.complete(t, typ, f)
 
     def _by_f(self, group: Any) -> dict[str, dict[str, Any]]:
@@ -241,6 +254,23 @@ class _PerfAcc:
             a = ser.all if group == "all" else ser.groups.get(group)
             if a is not None:
                 out.setdefault(f, {})[typ] = quantiles(a)
+        return out
+
+    def _by_f_all(self) -> dict[str, dict[str, Any]]:
+        """Quantiles per f over every completion type together (what ``chaos analyze`` shows)."""
+        per_f: dict[str, list[array]] = {}
+        for (f, _typ), ser in self.series.items():
+            per_f.setdefault(f, []).append(ser.all)
+        return {f: quantiles([x for a in arrays for x in a]) for f, arrays in sorted(per_f.items())}
+
+    def _totals(self) -> dict[str, int]:
+        """Client completions by type, with the fails apart: ``count``, ``ok``, ``fail``, ``info``,
+        ``fail_no_match``, ``fail_unavailable``."""
+        by = {t: 0 for t in (OK, FAIL, INFO)}
+        for (_f, typ), ser in self.series.items():
+            by[typ] = by.get(typ, 0) + len(ser.all)
+        out = {"count": sum(by.values()), **by}
+        out.update({f"fail_{c.replace('-', '_')}": n for c, n in self.fails.items()})
         return out
 
     def _align(self, start: int, end: int | None) -> tuple[dict[str, Any] | None, bool]:
@@ -327,7 +357,13 @@ class _PerfAcc:
         return {
             "valid": True,
             "duration_s": round(duration, 3),
-            "latency": {"by_f": self._by_f("all"), "outside_faults": self._by_f("none"), "faults": faults},
+            "ops": self._totals(),
+            "latency": {
+                "by_f": self._by_f("all"),
+                "by_f_all": self._by_f_all(),
+                "outside_faults": self._by_f("none"),
+                "faults": faults,
+            },
             "throughput": throughput,
             "ok_rate": round(ok_total / duration, 3) if duration > 0 else None,
             "availability": {
@@ -344,7 +380,8 @@ class PerfChecker(StreamChecker):
     """Latency, throughput and availability (see the module docstring); always ``valid: true``.
 
     Options: ``top_windows`` (int, default 10): how many unavailability windows to list.
-    Result: ``{"valid", "duration_s", "latency": {"by_f", "outside_faults", "faults"}, "throughput",
+    Result: ``{"valid", "duration_s", "ops": {"count", "ok", "fail", "info", "fail_no_match",
+    "fail_unavailable"}, "latency": {"by_f", "by_f_all", "outside_faults", "faults"}, "throughput",
     "ok_rate", "availability": {"windows", "longest_s", "summary"}, "nemesis", "nemesis_count"}``.
     """
 

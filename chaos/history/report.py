@@ -36,8 +36,17 @@ import jinja2
 from rich.table import Table
 from rich.text import Text
 
-from chaos.history.analysis import HistoryError, NemesisPairing, fault_windows, read_history
+from chaos.history import plots
+from chaos.history.analysis import (
+    NO_MATCH,
+    HistoryError,
+    NemesisPairing,
+    fail_class,
+    fault_windows,
+    read_history,
+)
 from chaos.history.op import NEMESIS, Op
+from chaos.history.perf import ops_line
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -64,6 +73,10 @@ NEMESIS_COLOURS = {
     "leader-transfer": "#7b4173",
 }
 _FALLBACK_COLOURS = ("#636363", "#8c6d31", "#ad494a", "#5254a3", "#637939")
+
+
+# The PNG plots written into the run directory beside index.html (Jepsen's file names)
+PLOT_FILES = ("latency-raw.png", "latency-quantiles.png", "rate.png")
 
 
 class ReportError(Exception):
@@ -120,11 +133,13 @@ class Run:
 def load_run(run_dir: str | os.PathLike[str]) -> Run:
     """Load test.json, results.json and history.jsonl of ``run_dir``.
 
-    Raises ReportError if ``run_dir`` is not a directory or holds neither a history nor a test.json.
+    ``run_dir`` may be a link such as ``store/latest``: the run is named by the directory it resolves
+    to. Raises ReportError if ``run_dir`` is not a directory or holds neither a history nor a test.json.
     """
     path = Path(run_dir)
     if not path.is_dir():
         raise ReportError(f"run directory {path}: expected an existing directory")
+    path = path.resolve()
     test = _read_json(path / "test.json", "test options")
     results = _read_json(path / "results.json", "results")
     hist_path = path / "history.jsonl"
@@ -140,7 +155,8 @@ def load_run(run_dir: str | os.PathLike[str]) -> Run:
 
 def _list_files(path: Path) -> list[str]:
     """Raw files worth linking: history, test, results, logs, and everything under nodes/."""
-    out = [n for n in ("history.jsonl", "test.json", "results.json", "chaos.log") if (path / n).is_file()]
+    names = ("history.jsonl", "history.txt", "test.json", "results.json", "chaos.log", *PLOT_FILES)
+    out = [n for n in names if (path / n).is_file()]
     nodes = path / "nodes"
     if nodes.is_dir():
         for root, _dirs, files in sorted(os.walk(nodes)):
@@ -190,6 +206,7 @@ class Paired:
     k: list[str] = field(default_factory=list)  # key or ""
     n: list[str] = field(default_factory=list)  # node or ""
     err: list[str] = field(default_factory=list)
+    nm: list[int] = field(default_factory=list)  # 1: a fail that was an answered no (fail_class)
 
 
 def pair_ops(history: list[dict[str, Any]]) -> tuple[Paired, list[dict[str, Any]], int]:
@@ -251,9 +268,11 @@ def pair_ops(history: list[dict[str, Any]]) -> tuple[Paired, list[dict[str, Any]
             out.k.append("" if o.get("key") is None else _short(o.get("key"), 40))
             out.n.append(str(o.get("node") or ""))
             out.err.append("")
+            out.nm.append(0)
         elif proc in pending:
             m = pending.pop(proc)
             out.t[m] = TYPE_ORDER.index(typ) if typ in TYPE_ORDER else 2
+            out.nm[m] = 1 if fail_class(o) == NO_MATCH else 0
             out.e[m] = time // 1000
             out.j[m] = idx
             val = o.get("value")
@@ -644,6 +663,8 @@ def _checker_line(name: str, r: dict[str, Any]) -> str:
             parts.append(f"{r[k]} {k}")
     if r.get("model"):
         parts.append(f"model {r['model']}")
+    if name == "perf" and isinstance(r.get("ops"), dict):
+        parts.append(ops_line(r["ops"]))
     if isinstance(r.get("summary"), str) and r["summary"]:  # checkers that say it in one line
         parts.append(r["summary"])
     if r.get("error"):
@@ -669,6 +690,31 @@ def counterexamples(results: dict[str, Any] | None) -> list[dict[str, Any]]:
         ce = r.get("counterexample")
         out.append({"key": key, "model": linear.get("model"), "ce": ce if isinstance(ce, dict) else None})
     return out
+
+
+def counterexample_note(results: dict[str, Any] | None) -> str:
+    """What the counterexample section says when it shows none: that every key is linearizable
+    only when the ``linear`` checker said valid; for an undecided check, how many keys were not
+    decided or not checked and why (no proof either way)."""
+    linear = ((results or {}).get("checkers") or {}).get("linear")
+    if not isinstance(linear, dict):
+        return "No linearizability checker in this run."
+    valid = linear.get("valid")
+    if valid is True:
+        return "Every key is linearizable: no counterexample."
+    if valid is False:
+        return "Not linearizable, but the checker recorded no counterexample."
+    unk = linear.get("unknown") if isinstance(linear.get("unknown"), list) else []
+    unchecked = linear.get("not_checked") if isinstance(linear.get("not_checked"), list) else []
+    parts = []
+    if unk:
+        parts.append(f"{len(unk)} key{'s' if len(unk) != 1 else ''} undecided")
+    if unchecked:
+        parts.append(f"{len(unchecked)} key{'s' if len(unchecked) != 1 else ''} not checked")
+    why = linear.get("cause") or linear.get("error")
+    text = "Linearizability is unknown" + (f" ({', '.join(parts)})" if parts else "")
+    text += f": {_short(why, 200)}" if why else ""
+    return text + ". No counterexample, and no proof of linearizability either."
 
 
 def _fmt_duration(ns: float) -> str:
@@ -727,6 +773,7 @@ def build_data(run: Run) -> dict[str, Any]:
     pairs, nem, end = pair_ops(run.history)
     wins = nemesis_windows(run.history, end, nemesis_colours(run.test))
     figs = perf_figures(pairs, end)
+    rate, quant = plots.rate_series(pairs, end), plots.quantile_series(pairs, end)
     avail, avail_src = availability_windows(run.results, pairs, wins, end)
     verdict = _verdict((run.results or {}).get("valid")) if run.results is not None else "unknown"
     return {
@@ -778,8 +825,10 @@ def build_data(run: Run) -> dict[str, Any]:
             for d in nem
         ],
         "latency": figs["latency"],
-        "rate": figs["rate"],
-        "rate_bucket_s": figs["bucket_s"],
+        "rate": plots.rate_traces(rate),
+        "rate_bucket_s": rate["bucket_s"],
+        "quantiles": plots.quantile_traces(quant),
+        "quantile_bucket_s": quant["bucket_s"],
         "lat_dtick": figs["lat_dtick"],
         "availability": [
             {
@@ -794,6 +843,7 @@ def build_data(run: Run) -> dict[str, Any]:
         ],
         "availability_source": avail_src,
         "counterexamples": counterexamples(run.results),
+        "counterexample_note": counterexample_note(run.results),
         "log_rows": log_anomaly_rows(run.results, run.history),
         "files": run.files,
     }
@@ -862,6 +912,7 @@ def _fault_sections(results: dict[str, Any] | None) -> dict[str, Any]:
         "fault_kinds": report_faults.kind_rows(results),
         "fault_windows": report_faults.window_rows(results),
         "fault_summary": (r or {}).get("summary") or "",
+        "split_brain": list(((r or {}).get("leadership") or {}).get("split_brain") or []),
     }
 
 
@@ -876,14 +927,31 @@ def _server_log_rows(results: dict[str, Any] | None) -> list[dict[str, Any]]:
     return rows
 
 
+def write_plot_pngs(run: Run) -> list[Path]:
+    """``latency-raw.png``, ``latency-quantiles.png`` and ``rate.png`` in the run directory
+    (:func:`chaos.history.plots.write_pngs`); none when matplotlib is not installed (logged)."""
+    import logging
+
+    pairs, _nem, end = pair_ops(run.history)
+    wins = nemesis_windows(run.history, end, nemesis_colours(run.test))
+    try:
+        return plots.write_pngs(run.path, pairs, wins, end)
+    except ImportError as e:
+        logging.getLogger("chaos.report").warning("no PNG plots (matplotlib: %s)", e)
+        return []
+
+
 def write_report(run_dir: str | os.PathLike[str]) -> Path:
     """Write ``index.html`` into ``run_dir`` and return its path.
 
-    Reads ``history.jsonl``, ``test.json`` and ``results.json`` (docs/design.md). A missing
+    Reads ``history.jsonl``, ``test.json`` and ``results.json`` (docs/design.md); writes the PNG
+    plots beside it (:func:`write_plot_pngs`). A missing
     results.json gives an "unknown" banner (checkers not run). Writes atomically (temp file, rename).
     Raises ReportError for a missing directory or unreadable files.
     """
     run = load_run(run_dir)
+    write_plot_pngs(run)
+    run.files = _list_files(run.path)
     html = render_html(run)
     out = run.path / "index.html"
     tmp = run.path / ".index.html.tmp"
@@ -898,15 +966,20 @@ def write_report(run_dir: str | os.PathLike[str]) -> Path:
 _VERDICT_STYLE = {"valid": "bold green", "invalid": "bold red", "unknown": "bold yellow"}
 
 
-def summary_table(results: dict[str, Any] | None, history_path: str | os.PathLike[str]) -> Table:
-    """The closing summary the runner prints: ops by f and type, checker verdicts, anomalies, report.
+def summary_table(
+    results: dict[str, Any] | None, history_path: str | os.PathLike[str], checkers_table: bool = True
+) -> Table:
+    """The closing summary's tables: ops by f and type (fails apart), checker verdicts (unless
+    ``checkers_table`` is false: :mod:`chaos.history.summary` gives one line per checker after
+    the tables instead), faults and leadership, anomalies, the report's path. The verdict comes
+    last, after these (:func:`chaos.history.summary.print_run_summary`).
 
     ``results`` is the results.json dict (None if the checkers did not run); ``history_path`` is the
     run's history.jsonl, whose directory holds ``index.html``. Counts come from the history (the
     stats checker's ``by_f`` when the history cannot be read).
     """
     hp = Path(history_path)
-    by_f: dict[str, dict[str, int]] = defaultdict(lambda: {"ok": 0, "fail": 0, "info": 0})
+    by_f: dict[str, dict[str, int]] = defaultdict(lambda: {"ok": 0, "fail": 0, "info": 0, "no_match": 0})
     nemesis_ops = 0
     try:
         hist, _ = read_history_lines(hp)
@@ -915,7 +988,9 @@ def summary_table(results: dict[str, Any] | None, history_path: str | os.PathLik
     if hist:
         pairs, nem, _end = pair_ops(hist)
         for m in range(len(pairs.p)):
-            by_f[pairs.fs[pairs.f[m]]][TYPE_ORDER[pairs.t[m]]] += 1
+            counts = by_f[pairs.fs[pairs.f[m]]]
+            counts[TYPE_ORDER[pairs.t[m]]] += 1
+            counts["no_match"] += pairs.nm[m]
         nemesis_ops = sum(1 for d in nem if d["f"].startswith("start-"))
     else:
         stats = ((results or {}).get("checkers") or {}).get("stats") or {}
@@ -923,22 +998,21 @@ def summary_table(results: dict[str, Any] | None, history_path: str | os.PathLik
             if isinstance(c, dict):
                 for t in TYPE_ORDER:
                     by_f[str(f)][t] = int(c.get(t, 0) or 0)
-    verdict = _verdict((results or {}).get("valid")) if results is not None else "unknown"
     outer = Table.grid(padding=(0, 0))
     outer.add_column()
-    outer.add_row(Text.assemble("Run summary: ", (verdict.upper(), _VERDICT_STYLE[verdict])))
+    outer.add_row(Text("Run summary", style="bold"))
     ops = Table(title="ops by f and type", title_justify="left", expand=False)
     ops.add_column("f")
     ops.add_column("ok", justify="right", style="green")
-    ops.add_column("fail", justify="right", style="red")
+    ops.add_column("fail: no match", justify="right", style="magenta")
+    ops.add_column("fail: unavailable", justify="right", style="red")
     ops.add_column("info", justify="right", style="yellow")
-    tot = {"ok": 0, "fail": 0, "info": 0}
+    tot = {"ok": 0, "fail": 0, "info": 0, "no_match": 0}
     for f in sorted(by_f):
-        c = by_f[f]
-        ops.add_row(f, str(c["ok"]), str(c["fail"]), str(c["info"]), end_section=f == max(by_f))
-        for t in TYPE_ORDER:
-            tot[t] += c[t]
-    ops.add_row(Text("total", style="bold"), str(tot["ok"]), str(tot["fail"]), str(tot["info"]))
+        ops.add_row(f, *_op_cells(by_f[f]), end_section=f == max(by_f))
+        for t in tot:
+            tot[t] += by_f[f][t]
+    ops.add_row(Text("total", style="bold"), *_op_cells(tot))
     from chaos.history import report_faults
 
     fault_caption = report_faults.caption(results)  # took effect, not merely requested
@@ -959,7 +1033,8 @@ def summary_table(results: dict[str, Any] | None, history_path: str | os.PathLik
         )
     if not checkers:
         chk.add_row("none", Text("unknown", style=_VERDICT_STYLE["unknown"]), "results.json missing")
-    outer.add_row(chk)
+    if checkers_table or not checkers:
+        outer.add_row(chk)
     for part in report_faults.summary_tables(results):
         outer.add_row(part)
     anomalies = _anomaly_counts(results)
@@ -977,6 +1052,11 @@ def summary_table(results: dict[str, Any] | None, history_path: str | os.PathLik
         )
     )
     return outer
+
+
+def _op_cells(c: dict[str, int]) -> list[str]:
+    """ok, fail that was an answered no, fail that was the DB not serving, info."""
+    return [str(c["ok"]), str(c["no_match"]), str(c["fail"] - c["no_match"]), str(c["info"])]
 
 
 def _anomaly_counts(results: dict[str, Any] | None) -> dict[str, int]:
@@ -1089,14 +1169,24 @@ class RunProgress:
 
 
 @click.command(name="report")
-@click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.argument(
+    "run_dir", type=click.Path(file_okay=False, path_type=Path), required=False, default=Path("store/latest")
+)
 def report(run_dir: Path) -> int:
-    """Write RUN_DIR/index.html, the run's HTML report, and print its path."""
+    """Write RUN_DIR/index.html (default store/latest; a store root means its latest run), the
+    run's HTML report, and print its path."""
     from chaos.errors import BadArguments
+    from chaos.history.store import find_run
 
     try:
+        if (
+            run_dir.is_dir()
+            and not (run_dir / "history.jsonl").exists()
+            and not (run_dir / "test.json").exists()
+        ):
+            run_dir = Path(find_run(run_dir).path)
         out = write_report(run_dir)
-    except ReportError as e:
+    except (ReportError, FileNotFoundError) as e:
         raise BadArguments(str(e)) from e
     click.echo(str(out))
     return 0

@@ -45,7 +45,19 @@ def _leaders(w: dict[str, Any]) -> str:
 def _terms(w: dict[str, Any]) -> str:
     terms = [t for t in [w.get("term_before"), *(w.get("terms") or [])] if t is not None]
     terms = list(dict.fromkeys(terms))
-    return "-".join(str(t) for t in terms) if terms else "?"
+    return "-".join(str(t) for t in terms) if terms else "-"
+
+
+def _changes(w: dict[str, Any]) -> str:
+    """``"1"``, or ``"0 (+1 within 0.9 s after)"`` when the claim changed after the window ended."""
+    lc = w.get("leader_changes")
+    if lc is None:
+        return "?"
+    after = w.get("leader_changes_after") or 0
+    if not after:
+        return str(lc)
+    at = w.get("changed_after_s")
+    return f"{lc} (+{after}" + (f" within {at:.1f} s after)" if isinstance(at, int | float) else " after)")
 
 
 def _ops(c: Any) -> str:
@@ -61,7 +73,6 @@ def window_rows(results: dict[str, Any] | None) -> list[dict[str, str]]:
     for w in (r or {}).get("windows") or []:
         if not isinstance(w, dict):
             continue
-        lc = w.get("leader_changes")
         rows.append(
             {
                 "kind": str(w.get("kind")),
@@ -69,7 +80,7 @@ def window_rows(results: dict[str, Any] | None) -> list[dict[str, str]]:
                 "applied": "yes" if w.get("applied", True) else "no",
                 "nodes": ", ".join(w.get("nodes") or []) or "-",
                 "leaders": _leaders(w),
-                "leader_changes": "?" if lc is None else str(lc),
+                "leader_changes": _changes(w),
                 "terms": _terms(w),
                 "leaderless": "?" if w.get("leaderless_s") is None else f"{w['leaderless_s']:.1f}",
                 "ops": _ops(w.get("ops")),
@@ -92,8 +103,11 @@ def summary_tables(results: dict[str, Any] | None) -> list[Any]:
     """The terminal summary's fault rows: a per-kind table, a per-window table, and the plain
     sentence (``checkers.faults.summary``). Empty when there is no faults result."""
     r = faults_result(results)
-    if r is None or not r.get("requested"):
+    if r is None:
         return []
+    if not r.get("requested"):  # no faults: still say what leadership did (a split brain above all)
+        lead = r.get("leadership") or {}
+        return [Text(f"leadership: {r['summary']}", style="bold red")] if lead.get("split_brain") else []
     out: list[Any] = []
     kinds = Table(title="faults", title_justify="left", expand=False)
     for col, just in (("kind", "left"), ("requested", "right"), ("applied", "right"), ("failed", "right")):
@@ -130,5 +144,7 @@ def summary_tables(results: dict[str, Any] | None) -> list[Any]:
         out.append(win)
     if r.get("summary"):
         bit = (r.get("bite") or {}).get("changed_leadership")
-        out.append(Text(f"faults: {r['summary']}", style="yellow" if bit is False else ""))
+        split = bool((r.get("leadership") or {}).get("split_brain"))
+        style = "bold red" if split else ("yellow" if bit is False else "")
+        out.append(Text(f"faults: {r['summary']}", style=style))
     return out

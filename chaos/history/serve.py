@@ -2,13 +2,17 @@
 
 Routes (all GET):
 
-- ``/`` lists runs newest first: verdict colour, test name, workload, nemeses, duration, op counts by
-  type, links to the report, the files and a zip download.
+- ``/`` lists runs newest first, :data:`PAGE_SIZE` a page: verdict colour, test name, start time,
+  workload, nemeses, duration, op counts by type, links to the report, the files and a zip
+  download. Query: ``test=<name>`` and ``verdict=valid|invalid|unknown|incomplete`` filter,
+  ``page=<n>`` (1-based) pages; a malformed value is a 400. The filters are links (the page
+  allows no form).
 - ``/runs/<test>/<run>/`` the run's ``index.html``; written on first request if the run has none.
 - ``/runs/<test>/<run>/files/`` a listing of the run's files.
 - ``/runs/<test>/<run>/<file>`` any other file of the run, never as a type a browser runs: text files
   (logs, histories, JSON) as ``text/plain``, everything else (``.svg``, ``.xhtml``, ``.html``, images,
   archives) as an ``application/octet-stream`` download (``Content-Disposition: attachment``).
+  Streamed in :data:`CHUNK` pieces: a 2 GiB node log costs the server one chunk of memory.
 - ``/zip/<test>/<run>.zip`` the whole run directory as a zip archive, streamed.
 
 Every response carries a Content-Security-Policy: ``default-src 'none'`` with a sandbox for files, the
@@ -30,11 +34,13 @@ import base64
 import hashlib
 import ipaddress
 import json
+import math
 import mimetypes
 import os
 import re
 import socket
 import threading
+import time
 import urllib.parse
 import zipfile
 from dataclasses import dataclass
@@ -54,7 +60,9 @@ _TEXT_SUFFIXES = {".jsonl", ".log", ".txt", ".edn", ".out", ".err", ".json", ".c
 # text/* types that a browser renders or runs: never sent as themselves from a run directory
 _ACTIVE_TEXT_TYPES = {"text/html", "text/xml", "text/xsl", "text/javascript", "text/ecmascript", "text/css"}
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-MAX_LISTED = 1000
+PAGE_SIZE = 100  # runs per page of the run list
+CHUNK = 1 << 16  # bytes per read when a file is sent
+VERDICTS = ("valid", "invalid", "unknown", "incomplete")
 
 
 @dataclass
@@ -64,6 +72,7 @@ class RunSummary:
     test: str
     run: str
     path: Path
+    start: str
     verdict: str
     workload: str
     nemesis: str
@@ -122,6 +131,47 @@ def _count_types(path: Path) -> tuple[dict[str, int], float | None]:
     return counts, last_time
 
 
+def _verdict(results: Any) -> str:
+    if not isinstance(results, dict):
+        return "incomplete"
+    v = results.get("valid")
+    return "valid" if v is True else "invalid" if v is False else "unknown"
+
+
+_verdicts: dict[Path, tuple[float, str]] = {}
+
+
+def verdict_of(run: Path) -> str:
+    """The run's verdict from ``results.json`` alone (cached until it changes): what the verdict
+    filter reads for every run, where :func:`summarize` also reads the history."""
+    key = _mtime(run / "results.json")
+    with _cache_lock:
+        hit = _verdicts.get(run)
+        if hit and hit[0] == key:
+            return hit[1]
+    try:
+        verdict = _verdict(json.loads((run / "results.json").read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        verdict = "incomplete"
+    with _cache_lock:
+        _verdicts[run] = (key, verdict)
+    return verdict
+
+
+def start_time(run: Path, test: dict[str, Any]) -> str:
+    """When the run started, ``YYYY-mm-dd HH:MM:SS`` local time: test.json's ``start_time`` (epoch
+    seconds), else the run directory's name (``YYYYmmddTHHMMSS.fff``, chaos.history.store), else
+    ``?``."""
+    t = test.get("start_time")
+    if isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t):
+        try:
+            return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+        except (OverflowError, OSError, ValueError):
+            pass
+    m = re.fullmatch(r"(\d{4})(\d\d)(\d\d)T(\d\d)(\d\d)(\d\d)(?:\.\d+)?", run.name)
+    return "{}-{}-{} {}:{}:{}".format(*m.groups()) if m else "?"
+
+
 def summarize(run: Path) -> RunSummary:
     """The list row for one run (cached until its history, results or test file changes)."""
     key = (_mtime(run / "history.jsonl"), _mtime(run / "results.json"), _mtime(run / "test.json"))
@@ -141,11 +191,7 @@ def summarize(run: Path) -> RunSummary:
         results = json.loads((run / "results.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         results = None
-    if isinstance(results, dict):
-        v = results.get("valid")
-        verdict = "valid" if v is True else "invalid" if v is False else "unknown"
-    else:
-        verdict = "incomplete"
+    verdict = _verdict(results)
     ops, last = _count_types(run / "history.jsonl")
     nem = test.get("nemesis", test.get("nemeses"))
     if isinstance(nem, list):
@@ -156,6 +202,7 @@ def summarize(run: Path) -> RunSummary:
         test=run.parent.name,
         run=run.name,
         path=run,
+        start=start_time(run, test),
         verdict=verdict,
         workload=str(test.get("workload") or "?"),
         nemesis=str(nem) if nem else "none",
@@ -169,7 +216,8 @@ def summarize(run: Path) -> RunSummary:
 
 
 def _q(s: str) -> str:
-    return urllib.parse.quote(s, safe="")
+    # a name that is not UTF-8 (os.listdir's surrogate escapes) quotes as its bytes
+    return urllib.parse.quote(s, safe="", errors="surrogateescape")
 
 
 def _sha256_source(text: str) -> str:
@@ -212,35 +260,108 @@ def report_csp(page: str) -> str:
     )
 
 
-def render_index(store: Path) -> str:
-    """The run list page (``serve_index.html``, autoescaped)."""
+class BadQuery(ValueError):
+    """A run-list query value that is not one (answered 400)."""
+
+
+@dataclass(frozen=True)
+class RunQuery:
+    """What the run list shows: runs of ``test`` (None: all), of ``verdict`` (None: all), page
+    ``page`` (1-based)."""
+
+    test: str | None = None
+    verdict: str | None = None
+    page: int = 1
+
+    @classmethod
+    def parse(cls, query: str) -> RunQuery:
+        """From a URL query string; BadQuery naming the field for an unknown field, a repeated
+        one, an empty or unknown verdict, an empty test, or a page that is not a positive integer."""
+        fields: dict[str, str] = {}
+        try:
+            pairs = urllib.parse.parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+        except ValueError as e:
+            raise BadQuery(f"query {query!r}: {e}") from None
+        for k, v in pairs:
+            if k not in ("test", "verdict", "page"):
+                raise BadQuery(f"query field {k!r}: expected test, verdict or page")
+            if k in fields:
+                raise BadQuery(f"query field {k!r} given twice")
+            fields[k] = v
+        verdict = fields.get("verdict")
+        if verdict is not None and verdict not in VERDICTS:
+            raise BadQuery(f"verdict {verdict!r}: expected one of {', '.join(VERDICTS)}")
+        test = fields.get("test")
+        if test is not None and (not test or "/" in test or "\x00" in test):
+            raise BadQuery(f"test {test!r}: expected a test name")
+        raw = fields.get("page", "1")
+        if not (raw.isascii() and raw.isdigit() and 0 < len(raw) <= 9 and int(raw) > 0):
+            raise BadQuery(f"page {raw!r}: expected a positive integer")
+        return cls(test, verdict, int(raw))
+
+    def href(self, **change: Any) -> str:
+        """The list's URL for this query with ``change`` applied (a filter change starts at page 1)."""
+        fields = {"test": self.test, "verdict": self.verdict, "page": self.page, **change}
+        if "page" not in change:
+            fields["page"] = 1
+        q = [(k, str(v)) for k, v in fields.items() if v is not None and (k != "page" or v != 1)]
+        return "/" + ("?" + urllib.parse.urlencode(q) if q else "")
+
+
+def _row(s: RunSummary) -> dict[str, Any]:
+    return {
+        "test": s.test,
+        "run": s.run,
+        "start": s.start,
+        "verdict": s.verdict,
+        "workload": s.workload,
+        "nemesis": s.nemesis,
+        "duration": f"{s.duration_s:.1f} s" if s.duration_s is not None else "?",
+        "client": s.ops["ok"] + s.ops["fail"] + s.ops["info"],
+        "ok": s.ops["ok"],
+        "fail": s.ops["fail"],
+        "info": s.ops["info"],
+        "has_report": s.has_report,
+        "base": f"/runs/{_q(s.test)}/{_q(s.run)}/",
+        "zip": f"/zip/{_q(s.test)}/{_q(s.run)}.zip",
+        "only_test": "",
+    }
+
+
+def render_index(store: Path, query: RunQuery | None = None) -> str:
+    """The run list page (``serve_index.html``, autoescaped): the runs ``query`` selects, newest
+    first, one page of :data:`PAGE_SIZE`. Only the page's runs are summarised (their histories
+    read); the verdict filter reads each run's ``results.json``."""
+    q = query or RunQuery()
     runs = find_runs(store)
+    tests = sorted({r.parent.name for r in runs})
+    chosen = [
+        r
+        for r in runs
+        if (q.test is None or r.parent.name == q.test) and (q.verdict is None or verdict_of(r) == q.verdict)
+    ]
+    pages = max(1, -(-len(chosen) // PAGE_SIZE))
+    first = (q.page - 1) * PAGE_SIZE
     rows = []
-    for run in runs[:MAX_LISTED]:
-        s = summarize(run)
-        rows.append(
-            {
-                "test": s.test,
-                "run": s.run,
-                "verdict": s.verdict,
-                "workload": s.workload,
-                "nemesis": s.nemesis,
-                "duration": f"{s.duration_s:.1f} s" if s.duration_s is not None else "?",
-                "client": s.ops["ok"] + s.ops["fail"] + s.ops["info"],
-                "ok": s.ops["ok"],
-                "fail": s.ops["fail"],
-                "info": s.ops["info"],
-                "has_report": s.has_report,
-                "base": f"/runs/{_q(s.test)}/{_q(s.run)}/",
-                "zip": f"/zip/{_q(s.test)}/{_q(s.run)}.zip",
-            }
-        )
+    for run in chosen[first : first + PAGE_SIZE]:
+        row = _row(summarize(run))
+        row["only_test"] = q.href(test=row["test"])
+        rows.append(row)
     return _env.get_template("serve_index.html").render(
         store=str(store),
         store_abs=str(store.resolve()),
         total=len(runs),
+        matching=len(chosen),
         rows=rows,
-        not_listed=max(0, len(runs) - MAX_LISTED),
+        page=q.page,
+        pages=pages,
+        first=first + 1,
+        last=first + len(rows),
+        prev_href=q.href(page=q.page - 1) if q.page > 1 else None,
+        next_href=q.href(page=q.page + 1) if q.page < pages else None,
+        query=q,
+        verdict_links=[(v or "all", q.href(verdict=v), v == q.verdict) for v in (None, *VERDICTS)],
+        test_links=[(t or "all tests", q.href(test=t), t == q.test) for t in (None, *tests)],
         css=Markup(_CSS),
     )
 
@@ -334,10 +455,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(
         self, status: int, body: bytes, ctype: str, csp: str = FILE_CSP, download: str | None = None
     ) -> None:
+        self._headers(status, ctype, len(body), csp, download)
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _headers(self, status: int, ctype: str, length: int, csp: str, download: str | None) -> None:
         self._csp = csp
         self.send_response(status)
         self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(length))
         if download is not None:
             ascii_name = re.sub(r"[^A-Za-z0-9._-]", "_", download) or "file"
             self.send_header(
@@ -345,8 +471,24 @@ class _Handler(BaseHTTPRequestHandler):
                 f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{_q(download)}",
             )
         self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+
+    def _send_file(self, path: Path, ctype: str, download: str | None = None) -> None:
+        """200 with ``path``'s bytes, read and written :data:`CHUNK` at a time (never the whole file
+        in memory). The length is the size when opened: a file growing meanwhile (a live log) is
+        cut there, one shrinking ends the connection early (the client sees a short body)."""
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            self._headers(200, ctype, size, FILE_CSP, download)
+            if self.command == "HEAD":
+                return
+            left = size
+            while left > 0:
+                chunk = f.read(min(CHUNK, left))
+                if not chunk:
+                    self.close_connection = True
+                    return
+                self.wfile.write(chunk)
+                left -= len(chunk)
 
     def _error(self, status: int, text: str) -> None:
         self._send(status, (text + "\n").encode("utf-8", "replace"), "text/plain; charset=utf-8")
@@ -394,7 +536,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(400, f"bad path: {e}")
             return
         if not parts:
-            self._send(200, render_index(self.store).encode(), "text/html; charset=utf-8", PAGE_CSP)
+            try:
+                query = RunQuery.parse(url.query) if url.query else None
+            except BadQuery as e:
+                self._error(400, f"bad query: {e}")
+                return
+            page = render_index(self.store, query) if query else render_index(self.store)
+            self._send(200, page.encode("utf-8", "backslashreplace"), "text/html; charset=utf-8", PAGE_CSP)
         elif parts[0] == "zip" and len(parts) == 3 and parts[2].endswith(".zip"):
             self._zip(parts[1], parts[2][: -len(".zip")])
         elif parts[0] == "runs" and len(parts) >= 3:
@@ -418,7 +566,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             return
         if rest == ["files"]:
-            self._send(200, render_files(rd, base).encode(), "text/html; charset=utf-8", PAGE_CSP)
+            page = render_files(rd, base).encode("utf-8", "backslashreplace")
+            self._send(200, page, "text/html; charset=utf-8", PAGE_CSP)
             return
         if rest in ([], ["index.html"]):
             self._report(rd, test, run)
@@ -428,13 +577,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, f"no file {'/'.join(rest)} in run {test}/{run}")
             return
         ctype = mimetypes.guess_type(target.name, strict=False)[0] or "application/octet-stream"
-        body = target.read_bytes()
         if target.suffix.lower() in _TEXT_SUFFIXES or (
             ctype.startswith("text/") and ctype not in _ACTIVE_TEXT_TYPES
         ):
-            self._send(200, body, "text/plain; charset=utf-8")
+            self._send_file(target, "text/plain; charset=utf-8")
         else:
-            self._send(200, body, "application/octet-stream", download=target.name)
+            self._send_file(target, "application/octet-stream", download=target.name)
 
     def _report(self, rd: Path, test: str, run: str) -> None:
         """The run's report (``index.html``), written first if missing: the only HTML served from a run."""

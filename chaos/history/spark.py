@@ -367,31 +367,37 @@ def perf(df: Any, verdicts: dict[str, dict[str, Any]] | None = None) -> dict[str
         ) WHERE type = 'invoke' AND done_type IN ('ok', 'fail', 'info')
         """
     ).createOrReplaceTempView("calls")
+    # one row per call, whatever the number of fault windows it falls in: overlapping windows
+    # (a kill during a partition) name the call's faults together ("kill+partition"), never twice
     lat = spark.sql(
         """
-        SELECT c.run, c.f, c.done_type, c.time, c.done_time, (c.done_time - c.time) / 1e6 AS latency_ms,
-               coalesce(w.kind, 'none') AS fault
+        SELECT c.run, c.process, c.index, first(c.f) AS f, first(c.done_type) AS done_type,
+               first(c.time) AS time, first(c.done_time) AS done_time,
+               first(c.done_time - c.time) / 1e6 AS latency_ms,
+               coalesce(nullif(array_join(array_sort(collect_set(w.kind)), '+'), ''), 'none') AS fault
         FROM calls c LEFT JOIN windows w
           ON c.run = w.run AND c.time >= w.start AND c.time < w.end
+        GROUP BY c.run, c.process, c.index
         """
     ).cache()
     lat.createOrReplaceTempView("lat")
+    # nearest-rank quantiles over the exact latencies, as the perf checker computes them
+    # (chaos.history.perf.quantiles), so the gate's --max-p99-ms reads the figure chaos check shows
+    q = {name: _nearest_rank_sql(frac) for name, frac in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))}
     latency = spark.sql(
-        """
+        f"""
         SELECT run, f, count(*) AS n,
                sum(CASE WHEN done_type = 'ok' THEN 1 ELSE 0 END) AS ok,
                sum(CASE WHEN done_type = 'fail' THEN 1 ELSE 0 END) AS fail,
                sum(CASE WHEN done_type = 'info' THEN 1 ELSE 0 END) AS info,
-               percentile_approx(latency_ms, 0.5) AS p50, percentile_approx(latency_ms, 0.95) AS p95,
-               percentile_approx(latency_ms, 0.99) AS p99, max(latency_ms) AS max
+               {q["p50"]} AS p50, {q["p95"]} AS p95, {q["p99"]} AS p99, round(max(latency_ms), 3) AS max
         FROM lat GROUP BY run, f ORDER BY run, f
         """
     )
     by_fault = spark.sql(
-        """
-        SELECT run, fault, count(*) AS n,
-               percentile_approx(latency_ms, 0.5) AS p50, percentile_approx(latency_ms, 0.99) AS p99,
-               max(latency_ms) AS max
+        f"""
+        SELECT run, fault, count(*) AS n, {q["p50"]} AS p50, {q["p99"]} AS p99,
+               round(max(latency_ms), 3) AS max
         FROM lat GROUP BY run, fault ORDER BY run, fault
         """
     )
@@ -409,6 +415,15 @@ def perf(df: Any, verdicts: dict[str, dict[str, Any]] | None = None) -> dict[str
     }
     lat.unpersist()
     return out
+
+
+def _nearest_rank_sql(q: float) -> str:
+    """Spark SQL for the nearest-rank ``q`` quantile of ``latency_ms`` in a group, in ms rounded
+    to the µs (the rule of :func:`chaos.history.perf.quantiles`)."""
+    return (
+        "round(element_at(array_sort(collect_list(latency_ms)), "
+        f"CAST(greatest(1, ceil({q} * count(*))) AS INT)), 3)"
+    )
 
 
 def availability_rows(verdicts: dict[str, dict[str, Any]], top: int = 3) -> list[dict[str, Any]]:
@@ -522,7 +537,7 @@ def _failures(verdict: dict[str, Any]) -> list[str]:
     for name, res in (verdict.get("checkers") or {}).items():
         if isinstance(res, dict) and res.get("valid") is not True:
             keys = res.get("failures") or []
-            out.append(f"{name}: keys {', '.join(map(str, keys[:5]))}" if keys else name)
+            out.append(f"{name}: keys {', '.join(map(str, keys))}" if keys else name)
     return out
 
 
@@ -533,9 +548,11 @@ def analyze(
     out: Path | None = None,
     time_limit: float | None = None,
     spark: Any = None,
+    say: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run the pipeline over ``run_dirs``; write Parquet, ``summary.json`` and ``index.html`` to
-    ``out``; return the summary (with ``timings`` in seconds per stage).
+    ``out``; return the summary (with ``timings`` in seconds per stage). ``say`` is told, in one
+    line each, what the pipeline is doing as each stage starts (and how long the last one took).
 
     First, in the driver, each history is read with the validating reader and every checker of its
     workload but ``linear`` runs (:func:`check_in_driver`); nothing reaches Spark before every
@@ -560,7 +577,9 @@ def analyze(
             raise ValueError(f"{d}: two run directories named {run_id(d)!r}; give each run once")
         seen.add(run_id(d))
     timings: dict[str, float] = {}
+    tell = say or (lambda _msg: None)
     t = time.monotonic()
+    tell(f"checking {len(dirs)} run(s) in the driver (every checker but linearizability)")
     driver = {run_id(d): check_in_driver(d, time_limit) for d in dirs}
     tests = {rid: d["test"] for rid, d in driver.items()}
     timings["validate_and_check_per_run"] = time.monotonic() - t
@@ -572,17 +591,21 @@ def analyze(
     if spark is None:
         spark = _active_session()
     if spark is None:
+        tell(f"starting Spark ({master})")
         spark, own = spark_session(master), True
     timings["spark_start"] = time.monotonic() - t0
     try:
         t = time.monotonic()
+        tell(f"writing the histories as Parquet to {out / 'history.parquet'}")
         write_parquet(load_runs(spark, dirs), out)
         df = spark.read.parquet(str(out / "history.parquet")).cache()
         timings["parquet"] = time.monotonic() - t
         t = time.monotonic()
+        tell("checking linearizability per (run, key) on the executors")
         verdicts = check_runs(spark, df, driver, time_limit=time_limit)
         timings["check_linear"] = time.monotonic() - t
         t = time.monotonic()
+        tell(f"latency and throughput with Spark SQL (linearizability took {timings['check_linear']:.1f} s)")
         perf_rows = perf(df, verdicts)
         timings["perf"] = time.monotonic() - t
         summary = summarize(dirs, tests, verdicts, perf_rows, driver)
@@ -657,11 +680,22 @@ def _verdict_word(v: Any) -> str:
     return {True: "valid", False: "invalid"}.get(v, "unknown") if isinstance(v, bool) else "unknown"
 
 
+def pasteable(run_dir: str) -> str:
+    """A run directory as one can paste it into ``chaos check`` or ``chaos report``: relative to
+    the working directory when it lies under it, else as given."""
+    try:
+        rel = os.path.relpath(run_dir)
+    except ValueError:
+        return run_dir
+    return run_dir if rel.startswith("..") else rel
+
+
 def iter_table_rows(summary: dict[str, Any]) -> Iterator[list[str]]:
-    """Rows for the terminal table: run, workload, nemesis, verdict, ops, ok rate, p99, unavailable."""
+    """Rows for the terminal table: run (its directory, pasteable: :func:`pasteable`), workload,
+    nemesis, verdict, ops, ok rate, p99, unavailable."""
     for r in summary["runs"]:
         yield [
-            r["run"],
+            pasteable(r["dir"]) if r.get("dir") else r["run"],
             r["workload"],
             r["nemesis"],
             _verdict_word(r["valid"]),

@@ -15,7 +15,10 @@ follows an open invocation of the same process, a process has at most one open i
 is one of invoke/ok/fail/info, and ``time`` never decreases. A violation raises :class:`HistoryError`
 naming the file, the 1-based line number and the reason. A torn last line (the writer was killed
 mid-write) after a good line is skipped, not an error. Lines are read with orjson; a line that is not
-UTF-8, or a value nested deeper than :data:`MAX_DEPTH`, is a HistoryError too.
+UTF-8, a string holding a lone surrogate escape (``"\\ud800"``: not Unicode text, which every writer
+of the tool must be able to write back), an object naming a key twice (``{"type":"fail",
+"type":"ok"}``: malformed, as Jepsen's readers refuse it, not resolved last-wins), or a value nested
+deeper than :data:`MAX_DEPTH`, is a HistoryError too.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Any
 
 import orjson
 
-from chaos.history.op import INVOKE, NEMESIS, TYPES, Op, dumps
+from chaos.history.op import INVOKE, NEMESIS, TYPES, Op, dumps, text_only
 
 HISTORY_FILE = "history.jsonl"
 TEST_FILE = "test.json"
@@ -177,14 +180,62 @@ def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
+class _DuplicateKey(ValueError):
+    """A JSON object names one key twice (raised inside ``json.loads``' object hook)."""
+
+
+def _pairs_unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return d
+
+
+def _refuse_duplicates(raw: bytes, lineno: int, path: Path) -> None:
+    """HistoryError naming the key when an object of ``raw`` (at any depth) names a key twice:
+    malformed input, as Jepsen's EDN reader refuses a map literal with a duplicate key, where
+    orjson and ``json`` would silently keep the last value."""
+    try:
+        json.loads(raw, object_pairs_hook=_pairs_unique)
+    except _DuplicateKey as e:
+        raise HistoryError(
+            f"the key {e.args[0]!r} appears twice in one object; expected each key once",
+            line=lineno,
+            path=path,
+        ) from None
+    except (ValueError, RecursionError):  # orjson read it; depth is checked by the caller
+        pass
+
+
+def _refuse_surrogates(d: Any, lineno: int, path: Path) -> None:
+    """HistoryError when a string of ``d`` holds a lone surrogate (a ``\\ud800`` escape without its
+    pair): not Unicode text, so no checker, report or page could write it back as UTF-8."""
+    try:
+        json.dumps(d, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise HistoryError(
+            f"a lone surrogate \\u{ord(e.object[e.start]):04x} in a string is not Unicode text; "
+            "expected escapes \\uD800-\\uDFFF only in high-low pairs",
+            line=lineno,
+            path=path,
+        ) from None
+
+
 def _loads(raw: bytes, lineno: int, path: Path) -> Any:
-    """One line's JSON value. Raises HistoryError for invalid JSON, invalid UTF-8 or deep nesting."""
+    """One line's JSON value. Raises HistoryError for invalid JSON, invalid UTF-8, a lone surrogate,
+    a key repeated in one object, or deep nesting."""
     try:
         d = orjson.loads(raw)
+        fallback = False
     except orjson.JSONDecodeError as e:
         try:  # what orjson refuses but the standard library reads (NaN, lone surrogate escapes)
             raw.decode("utf-8")
             d = json.loads(raw)
+            fallback = True
         except UnicodeDecodeError as u:
             raise HistoryError(
                 f"not UTF-8 (byte {raw[u.start]:#04x} at column {u.start + 1}); expected a JSON object",
@@ -199,6 +250,12 @@ def _loads(raw: bytes, lineno: int, path: Path) -> Any:
             raise HistoryError(f"not valid JSON ({e})", line=lineno, path=path) from None
     if len(raw) > 2 * MAX_DEPTH and raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and too_deep(d):
         raise HistoryError(f"a value nested deeper than {MAX_DEPTH} levels", line=lineno, path=path)
+    if fallback:
+        _refuse_surrogates(d, lineno, path)
+    # every key of every object brings one ':' and strings may hold more: as many ':' as top-level
+    # keys leaves no room for a repeated key (nor a nested one), so only other lines are parsed again
+    if fallback or (type(d) is dict and raw.count(b":") != len(d)):
+        _refuse_duplicates(raw, lineno, path)
     return d
 
 
@@ -386,9 +443,9 @@ def pair(ops: Iterable[Op]) -> Iterator[tuple[Op, Op | None]]:
 
 def _write_json_atomic(path: Path, data: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=2, sort_keys=False, default=str)
-        f.write("\n")
+    text = text_only(json.dumps(data, indent=2, sort_keys=False, default=str, ensure_ascii=False))
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text + "\n")
     os.replace(tmp, path)
 
 
@@ -484,7 +541,7 @@ class RunDir:
 
     def _load(self, path: Path) -> dict[str, Any]:
         try:
-            with open(path) as f:
+            with open(path, encoding="utf-8") as f:
                 d = json.load(f)
         except FileNotFoundError:
             raise FileNotFoundError(f"{path}: no such file in run directory {self.path}") from None

@@ -81,17 +81,21 @@ def merge_valid(values: Iterable[Any]) -> Valid:
 class CheckOptions:
     """What a checker is told besides the test and the history (``chaos check``'s flags, the run's
     ``--check-time-limit``): ``time_limit`` (s, None: no deadline), ``workers`` (processes),
-    ``model`` (a linearizability model name), ``consistency_model`` (transactions), ``run_dir``."""
+    ``model`` (a linearizability model name), ``consistency_model`` (transactions), ``run_dir``,
+    ``fail_fast`` (stop the linearizability search at the first invalid key)."""
 
     time_limit: float | None = None
     workers: int | None = None
     model: str | None = None
     consistency_model: str | None = None
     run_dir: str | None = None
+    fail_fast: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """The ``opts`` dict of the Checker protocol (``check(test, history_path, opts)``)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+        return {
+            f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) not in (None, False)
+        }
 
 
 __all__ = [

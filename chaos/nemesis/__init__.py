@@ -119,25 +119,38 @@ def __getattr__(attr: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
 
 
-def parse_nemesis_opts(items: Iterable[str], extra: Mapping[str, str] | None = None) -> dict[str, Any]:
+def parse_nemesis_opts(
+    items: Iterable[str], extra: Mapping[str, str] | None = None, *, read: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """``["kill_targets=leader,minority", "clock_max_rate=1.5"]`` -> ``{"kill_targets": ["leader",
     "minority"], "clock_max_rate": 1.5}``, each value parsed as the built-in descriptors' ``options``
     (``NEMESIS_OPTIONS``) say.
 
-    ``extra``: the options plug-in nemeses declare (``{key: kind}``, see :func:`plugin_options`).
+    ``extra``: the options plug-in nemeses declare (``{key: kind}``, see :func:`plugin_options`),
+    accepted beside the built-in ones. ``read``: the options the chosen nemeses read
+    (:func:`selected_options`, what ``chaos run`` passes); when given, only these keys are accepted,
+    since a key no chosen nemesis reads would be ignored silently by the run.
 
     Raises ValueError (one line naming the item and what was expected) for an item without ``=``,
-    an unknown key, or a value of the wrong kind (NaN and infinities are not numbers here)."""
+    an unknown key or one no chosen nemesis reads, or a value of the wrong kind (NaN and infinities
+    are not numbers here)."""
     import json
     import math
 
-    known = {**_builtin_options(), **(extra or {})}
+    known = dict(read) if read is not None else {**_builtin_options(), **(extra or {})}
     out: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         key = key.strip()
         if not sep or key not in known:
-            raise ValueError(f"--nemesis-opt {item!r}: expected KEY=VALUE with KEY one of {', '.join(known)}")
+            if sep and read is not None and key in {**_builtin_options(), **(extra or {})}:
+                theirs = ", ".join(known) or "none"
+                raise ValueError(
+                    f"--nemesis-opt {item!r}: no chosen nemesis reads {key} (they read: {theirs})"
+                )
+            raise ValueError(
+                f"--nemesis-opt {item!r}: expected KEY=VALUE with KEY one of {', '.join(known) or 'none'}"
+            )
         kind = known[key]
         try:
             if kind == "list":
@@ -170,17 +183,19 @@ def parse_names(names: str | Iterable[str]) -> list[str]:
     """``"a,b"`` or ``["a", "b,c"]`` -> ``["a", "b", "c"]`` (``none`` dropped), each a name a
     registered descriptor declares, a ``module:attr`` reference or a ``chaos.nemeses`` entry-point
     name (loaded later, by :func:`build`). Raises :class:`chaos.errors.ConfigError` naming the
-    unknown names."""
+    unknown names, or for an empty name (``""``, ``"a,,b"``)."""
     from chaos import plugins
     from chaos.errors import ConfigError
 
     raw = [names] if isinstance(names, str) else list(names)
     out: list[str] = []
     for item in raw:
-        for n in str(item).split(","):
-            n = n.strip()
-            if n and n not in out:
-                out.append(n)
+        words = [n.strip() for n in str(item).split(",")]
+        if not all(words):  # '' or 'partition-ring,,kill': a name lost, not "no faults"
+            raise ConfigError(
+                f"--nemesis {str(item)!r}: an empty name; expected comma-separated names, or none"
+            )
+        out += [n for n in dict.fromkeys(words) if n not in out]
     known = _index()
     unknown = [
         n
@@ -204,6 +219,16 @@ def plugin_names(names: str | Iterable[str]) -> list[str]:
     """The names among ``names`` (after :func:`parse_names`) that no built-in descriptor declares."""
     builtin = {n for kind in _builtin_kinds() for n in kind.names}
     return [n for n in parse_names(names) if n not in builtin]
+
+
+def selected_options(names: str | Iterable[str]) -> dict[str, str]:
+    """The ``--nemesis-opt`` keys the nemeses among ``names`` read: their descriptors' ``options``
+    (``{key: kind}`` as ``NEMESIS_OPTIONS``), built-in and plug-in alike; ``{}`` for ``none``.
+    ConfigError for an unknown name or a plug-in that does not load."""
+    out: dict[str, str] = {}
+    for _, kind, _ in _resolve(parse_names(names)):
+        out.update(kind.options)
+    return out
 
 
 def plugin_options(names: str | Iterable[str]) -> dict[str, str]:
@@ -325,6 +350,7 @@ __all__ = [
     "build",
     "parse_names",
     "parse_nemesis_opts",
+    "selected_options",
     "requirements",
     "check_capabilities",
     "styles",

@@ -11,10 +11,15 @@ capability reset the DB's libfaketime offset file to ``+0``; with ``pause`` resu
 DB's ``resume``) and SIGCONT stopped leftovers its ``kill_match`` names; take a lose-unfsynced FUSE
 layer off. Killed servers are not restarted (``chaos run`` restarts what its nemeses killed).
 
-Every node is checked for leftovers (:func:`residue`) before and after; each node's line says what
-was healed (the leftovers found before) or that it was clean. Exit status 0 when every node is clean
-afterwards, 255 when a node could not be reached, something remains or a registered fault module
-did not load, 254 for bad arguments.
+Every node is checked for leftovers (:func:`residue`) before and after, and after the heal also for
+any process stopped by a signal (:data:`STOPPED_SCRIPT`), whoever stopped it: a plug-in DB's second
+daemon that its ``kill_match`` does not name is found too. What a node's lines say comes from that
+check after the heal, never from the commands sent: ``healed: X`` for a leftover found before and
+gone after, ``still present: X`` for one found after, each once, then one status line naming what
+was checked: ``clean: nothing found after the heal (checked: ...)`` or ``not clean: N left after
+the heal (checked: ...)``. Exit status 0 when every node is clean afterwards, 255 when a node could
+not be reached, something remains or a registered fault module did not load, 254 for bad
+arguments.
 """
 
 from __future__ import annotations
@@ -29,6 +34,38 @@ from chaos.nemesis.base import NemesisKind
 
 Modules = Sequence[tuple[str, NemesisKind]]
 """``[(name, descriptor)]``: the fault modules to heal."""
+
+# every process in state T (stopped by SIGSTOP / SIGTSTP; not "t", stopped by a tracer)
+STOPPED_SCRIPT = "ps -eo pid=,stat=,comm= 2>/dev/null | awk '$2 ~ /^T/ {print $1, $3}'; true"
+STOPPED_CHECK = "stopped processes"
+
+
+def stopped_processes(ps_output: str) -> list[str]:
+    """``["stopped process PID (COMMAND)", ...]`` from :data:`STOPPED_SCRIPT`'s output."""
+    out = []
+    for line in ps_output.splitlines():
+        parts = line.split(None, 1)
+        if parts and parts[0].isdigit():
+            out.append(f"stopped process {parts[0]} ({parts[1].strip() if len(parts) > 1 else '?'})")
+    return out
+
+
+def after_heal(remote: Any, db: Any, modules: Modules) -> list[str]:
+    """What a check after the heal finds on one node: every module's :func:`residue` and every
+    stopped process (one line per process: a pid the residue already names is not listed again)."""
+    from chaos.nemesis.base import sh
+
+    found = residue(remote, db, modules)
+    named = {w for line in found for w in line.split() if w.isdigit()}
+    stopped = stopped_processes(str(sh(remote, STOPPED_SCRIPT, check=False).stdout))
+    found += [line for line in stopped if line.split()[2] not in named]
+    return list(dict.fromkeys(found))
+
+
+def checked_names(modules: Modules) -> list[str]:
+    """What the check after the heal looks at: each module that can tell its leftovers, and
+    stopped processes."""
+    return [name for name, kind in modules if kind.residue is not None] + [STOPPED_CHECK]
 
 
 def default_db() -> Any:
@@ -121,6 +158,18 @@ def _nodes(provider: str, cluster: str, nodes: str | None, nodes_file: str | Non
         raise BadArguments(str(e)) from e
 
 
+def _cluster_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """``--cluster-name`` as ``chaos cluster up`` accepts it (the docker provider's rule: lowercase
+    letters, digits, ``-``/``_``, at most 31 characters), refused before any file is looked up."""
+    from chaos.cluster.docker import DockerProvider
+
+    try:
+        DockerProvider(1, name=value)  # checks the name; touches nothing
+    except ValueError as e:
+        raise click.BadParameter(f"{e} (at most 31 characters)", ctx, param) from None
+    return value
+
+
 @click.command("heal")
 @click.option("--provider", type=click.Choice(["docker", "ssh"]), default="docker", show_default=True)
 @click.option(
@@ -129,6 +178,7 @@ def _nodes(provider: str, cluster: str, nodes: str | None, nodes_file: str | Non
     "cluster",
     default="default",
     show_default=True,
+    callback=_cluster_name,
     help="docker: cluster name",
 )
 @click.option("--nodes", help="ssh provider: comma-separated [name=][user@]host[:port] entries")
@@ -204,7 +254,8 @@ def heal(
         # every node is healed on its own: one unreachable node must not stop the others
         try:
             before = residue(remote, the_db, modules)
-            return "ok", before, heal_remote(remote, the_db, modules)
+            errors = _heal_each(remote, the_db, modules)[1]
+            return "ok", before, errors + after_heal(remote, the_db, modules)
         except Exception as e:
             return "error", [], [f"{type(e).__name__}: {e}"]
 
@@ -215,28 +266,32 @@ def heal(
         control.close()
     for line in problems:
         click.echo(f"chaos heal: fault module not loaded, its faults not healed: {line}", err=True)
-    if not _report(status) or problems:
+    if not _report(status, checked_names(modules)) or problems:
         return EXIT_CRASH  # 1 would read as *invalid*
     return 0
 
 
-def _report(status: dict[str, tuple[str, list[str], list[str]]]) -> bool:
-    """Print each node's status line(s) from ``{node: ("ok"|"error", residue before, residue after
-    or the error)}``; True when every node is clean."""
+def _report(status: dict[str, tuple[str, list[str], list[str]]], checked: Sequence[str] = ()) -> bool:
+    """Print each node's lines from ``{node: ("ok"|"error", residue before, what the check after
+    the heal found, or the error)}`` and ``checked`` (what that check looked at): each leftover
+    once, then the node's status from the check after the heal. True when every node is clean."""
     clean = True
+    what = f" (checked: {', '.join(checked)})" if checked else ""
     for name in sorted(status):
-        kind, before, lines = status[name]
+        kind, before, after = status[name]
         if kind == "error":
             clean = False
-            click.echo(f"{name}: not healed: {' '.join(lines[0].split())}")
+            click.echo(f"{name}: not healed: {' '.join(after[0].split())}")
             continue
-        for line in before:
-            if line not in lines:
+        after = list(dict.fromkeys(after))
+        for line in dict.fromkeys(before):
+            if line not in after:
                 click.echo(f"{name}: healed: {line}")
-        if lines:
+        for line in after:
+            click.echo(f"{name}: still present: {line}")
+        if after:
             clean = False
-            for line in lines:
-                click.echo(f"{name}: still present: {line}")
+            click.echo(f"{name}: not clean: {len(after)} left after the heal{what}")
         else:
-            click.echo(f"{name}: healed" if before else f"{name}: clean (nothing to heal)")
+            click.echo(f"{name}: clean: nothing found after the heal{what}")
     return clean

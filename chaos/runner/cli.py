@@ -204,9 +204,11 @@ def run(**kw: Any) -> int:
     opts["checkers"] = list(opts.get("checkers") or ())
     opts.pop("db_opt", None)
     try:
-        from chaos.nemesis import parse_nemesis_opts, plugin_options
+        from chaos.nemesis import parse_nemesis_opts, selected_options
 
-        nemesis_opts = parse_nemesis_opts(opts.pop("nemesis_opt") or (), plugin_options(opts["nemesis"]))
+        nemesis_opts = parse_nemesis_opts(
+            opts.pop("nemesis_opt") or (), read=selected_options(opts["nemesis"])
+        )
         opts.update(nemesis_opts)  # build() reads them from the run's options
         opts["nemesis_opts"] = nemesis_opts
         validate_options(opts)

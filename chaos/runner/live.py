@@ -31,6 +31,7 @@ class LiveView:
         self.t0 = time.monotonic()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._since: dict[str, float] = {}  # fault kind -> when this view first saw it in force
 
     def render(self) -> Table:
         s = self.interp.stats
@@ -40,23 +41,34 @@ class LiveView:
         t.add_column()
         t.add_row("test", f"{self.test.name}  [dim]({self.phase})[/dim]")
         t.add_row("elapsed", f"{el:5.1f} s / {self.time_limit:g} s")
-        t.add_row(
-            "ops",
-            f"[green]ok {s.ok}[/green]  [red]fail {s.fail}[/red]  [yellow]info {s.info}[/yellow]  "
-            f"({s.rate():.0f} ops/s)",
-        )
-        faults = ", ".join(f"{k}: {_short(v)}" for k, v in s.faults.items()) or "none"
-        t.add_row("faults", faults)
+        t.add_row("ops", f"{ops_text(s, markup=True)}  ({s.rate():.0f} ops/s)")
+        t.add_row("faults", self.faults_text())
         t.add_row("leader", self.leader)
         return t
 
     def line(self) -> str:
         s = self.interp.stats
         el = time.monotonic() - self.t0
-        faults = ",".join(s.faults) or "none"
+        faults = self.faults_text()
         return (
-            f"{el:5.1f}/{self.time_limit:g}s {self.phase} ok={s.ok} fail={s.fail} info={s.info} "
-            f"{s.rate():.0f} ops/s faults={faults} leader={self.leader}"
+            f"{el:5.1f}/{self.time_limit:g}s {self.phase} {ops_text(s)} "
+            f"{s.rate():.0f} ops/s faults: {faults} leader={self.leader}"
+        )
+
+    def faults_text(self, now: float | None = None) -> str:
+        """One short phrase per fault in force with its age, e.g. ``kill n5 12 s · partition
+        majorities-ring 4 s`` (``none`` without faults); the age counts from when this view first
+        saw the fault, within a refresh of its start."""
+        now = time.monotonic() if now is None else now
+        faults = dict(self.interp.stats.faults)  # a copy: the scheduler thread writes it
+        for kind in list(self._since):
+            if kind not in faults:
+                del self._since[kind]
+        for kind in faults:
+            self._since.setdefault(kind, now)
+        return (
+            " · ".join(f"{fault_phrase(k, v)} {now - self._since[k]:.0f} s" for k, v in faults.items())
+            or "none"
         )
 
     def _poll_leader(self) -> None:
@@ -93,6 +105,39 @@ class LiveView:
             th.join(timeout=3.0)
 
 
-def _short(v: Any) -> str:
-    s = str(v)
-    return s if len(s) <= 60 else s[:57] + "..."
+def ops_text(stats: Any, markup: bool = False) -> str:
+    """``ok 10  fail 5 (no match 3, unavailable 2)  info 1`` from the interpreter's counters: a
+    fail is either an answered no (a cas whose compare did not match) or the DB not serving, and
+    only the second is an outage (:func:`chaos.history.analysis.fail_class`)."""
+    nm = int(getattr(stats, "fail_no_match", 0) or 0)
+    fail = f"fail {stats.fail}"
+    if stats.fail:
+        fail += f" (no match {nm}, unavailable {stats.fail - nm})"
+    parts = [("green", f"ok {stats.ok}"), ("red", fail), ("yellow", f"info {stats.info}")]
+    return "  ".join(f"[{c}]{t}[/{c}]" if markup else t for c, t in parts)
+
+
+def fault_phrase(kind: str, value: Any) -> str:
+    """``kill n5``, ``partition majorities-ring``, ``clock n2,n4``: the fault kind and what it
+    acts on, from its start op's completion value (its shape or spec, else its nodes, as
+    :func:`chaos.history.faults.faulted_nodes` reads them), at most 40 characters."""
+    from chaos.history.faults import faulted_nodes
+
+    what = ""
+    if isinstance(value, dict):
+        shape = value.get("shape") or value.get("spec")
+        nodes = faulted_nodes(value)
+        if isinstance(shape, str) and kind == "partition":
+            what = shape
+        elif nodes:
+            what = ",".join(nodes)
+        elif isinstance(shape, str):
+            what = shape
+        elif isinstance(value.get("targets"), str):
+            what = value["targets"]
+    elif isinstance(value, str):
+        what = value
+    elif isinstance(value, list) and all(isinstance(x, str) for x in value):
+        what = ",".join(value)
+    text = f"{kind} {what}".strip()
+    return text if len(text) <= 40 else text[:39] + "…"

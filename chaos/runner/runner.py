@@ -111,6 +111,28 @@ class _Logs:
         self.handler.close()
 
 
+class _LoggedHistory:
+    """The run's history writer, each op also logged to chaos.log through the ``chaos.ops`` logger
+    as a ``history.txt`` line (:func:`chaos.history.text.op_line`), as Jepsen logs ops in
+    jepsen.log."""
+
+    def __init__(self, writer: Any) -> None:
+        from chaos.history.text import op_line
+
+        self.writer = writer
+        self.op_line = op_line
+        self.log = logging.getLogger("chaos.ops")
+
+    def write(self, op: Any) -> Any:
+        out = self.writer.write(op)
+        if self.log.isEnabledFor(logging.INFO):
+            self.log.info("%s", self.op_line(op))
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.writer, name)
+
+
 def make_console(file: Any = None, force_terminal: bool | None = None) -> Any:
     """The run's rich Console on ``file`` (default stdout; ``force_terminal`` as rich's). On a
     terminal: its width, wrapped. Not a terminal (a pipe, a file, CI): lines are never wrapped or
@@ -280,6 +302,7 @@ class Runner:
         concurrency = parse_concurrency(o["concurrency"], len(nodes))
         workload, (nemesis, nem_gen) = self.prepare()  # again, now knowing the nodes
         probe = Control(nodes)
+        self.say(f"connecting to {len(nodes)} nodes over SSH: {', '.join(n.name for n in nodes)}")
         try:
             probe.connect_all()  # a run that cannot reach its nodes leaves no run directory behind
         finally:
@@ -410,7 +433,7 @@ class Runner:
         from chaos.control.interpreter import Clock, Interpreter
 
         o, test = self.opts, state.test
-        writer = state.run.writer()
+        writer = _LoggedHistory(state.run.writer())
         stack.callback(writer.close)
         state.clock = Clock()
         state.doc["start_monotonic_ns"] = state.clock.start
@@ -579,6 +602,7 @@ class Runner:
         from chaos.control.ssh import Control
 
         lock = ClusterLock(Control(nodes), name, str(self.opts.get("store") or ""), log=self.say)
+        self.say(f"taking the cluster lock on {len(nodes)} nodes (one run per cluster)")
         try:
             lock.acquire(break_lock=bool(self.opts.get("break_lock")))
         except BaseException:
@@ -651,6 +675,12 @@ class Runner:
 
     def _check_and_report(self, run: Any) -> int:
         from chaos.history.checkers import check_run
+        from chaos.history.text import write_history_text
+
+        try:
+            write_history_text(run.history_path)  # history.txt, Jepsen's human-readable history
+        except Exception as e:
+            self.log.warning("history.txt not written: %s", e)
 
         self.say("checking the history")
         t0 = time.monotonic()
@@ -674,62 +704,16 @@ class Runner:
                 self.log.exception("report failed")
                 self.say(f"[yellow]report failed:[/yellow] {e}")
         if self.console is not None:
-            table = summary(results, run.history_path)
-            if self.console.is_terminal:
-                self.console.print(table)
-            else:  # a pipe: no padding to the widest row at the end of each line
-                with self.console.capture() as cap:
-                    self.console.print(table)
-                text = "\n".join(line.rstrip() for line in cap.get().splitlines())
-                self.console.print(text, markup=False, highlight=False)
-            self._print_findings(results)
+            from chaos.history.summary import print_run_summary
+
+            print_run_summary(self.console, results, run.history_path, str(run.path))
         return exit_code(results.get("valid"))
-
-    def _print_findings(self, results: dict[str, Any]) -> None:
-        """Below the summary: what liveness and the server logs found, with the lines quoted."""
-        from chaos.history.nodelogs import INVALID, report_rows
-
-        checkers = results.get("checkers") or {}
-        live = checkers.get("liveness")
-        if isinstance(live, dict) and live.get("valid") is False:
-            self.console.print(
-                f"[red]liveness failure:[/red] {escape(str(live.get('cause')))}", highlight=False
-            )
-        for row in report_rows(results, first=3):
-            style = "red" if row["severity"] == INVALID else "yellow"
-            by_node = ", ".join(f"{n} {c}" for n, c in sorted(row["by_node"].items()))
-            self.console.print(
-                f"[{style}]server log {escape(row['kind'])}[/{style}] ({row['severity']}): "
-                + escape(f"{row['count']} line(s) [{by_node}] - {row['description']}"),
-                highlight=False,
-            )
-            for ln in row["lines"]:
-                self.console.print(
-                    f"  {ln['file']}:{ln['line']}: {ln['text']}", highlight=False, markup=False
-                )
 
 
 def _in_main_thread() -> bool:
     import threading
 
     return threading.current_thread() is threading.main_thread()
-
-
-def summary(results: dict[str, Any], history_path: Any) -> Any:
-    """The closing summary table (the report helper's, or a small fallback)."""
-    try:
-        from chaos.history.report import summary_table
-
-        return summary_table(results, history_path)
-    except Exception:
-        from rich.table import Table
-
-        t = Table(title=f"valid: {results.get('valid')}")
-        t.add_column("checker")
-        t.add_column("valid")
-        for name, r in (results.get("checkers") or {}).items():
-            t.add_row(name, str(r.get("valid") if isinstance(r, dict) else r))
-        return t
 
 
 def run_tests(opts: dict[str, Any], *, console: Any = None, live: bool = True) -> int:

@@ -102,20 +102,28 @@
       shapes: fs.shapes, annotations: fs.annotations,
     });
     const layRate = Object.assign({}, base, {
-      title: { text: "Throughput (completions/s, " + D.rate_bucket_s + " s buckets)", font: { size: 14 }, x: 0.01, y: 0.99,
-        yanchor: "top" },
+      title: { text: "Throughput (completions/s, " + D.rate_bucket_s + " s buckets, stacked by outcome; per-f lines in the legend)",
+        font: { size: 14 }, x: 0.01, y: 0.99, yanchor: "top" },
       xaxis: { title: { text: "time (s)" }, range: xr.slice(), zeroline: false },
       yaxis: { title: { text: "ops/s" }, rangemode: "tozero" },
       shapes: fs.shapes.slice(), annotations: fs.annotations.slice(),
     });
+    const layQuant = Object.assign({}, base, {
+      title: { text: "Latency quantiles (" + D.quantile_bucket_s + " s buckets by invocation time)", font: { size: 14 },
+        x: 0.01, y: 0.99, yanchor: "top" },
+      xaxis: { title: { text: "time (s)" }, range: xr.slice(), zeroline: false },
+      yaxis: { title: { text: "latency (ms)" }, type: "log" },
+      shapes: fs.shapes.slice(), annotations: fs.annotations.slice(),
+    });
     const cfg = { responsive: true, displaylogo: false, scrollZoom: false };
-    ["latency-plot", "rate-plot"].forEach(function (id) {
+    const ids = ["latency-plot", "quantile-plot", "rate-plot"];
+    ids.forEach(function (id) {
       document.getElementById(id).style.height = (340 + 17 * KINDS.length) + "px";
     });
-    const ids = ["latency-plot", "rate-plot"];
     const proms = [
       Plotly.newPlot(ids[0], lat.length ? lat : [], layLat, cfg),
-      Plotly.newPlot(ids[1], D.rate.length ? D.rate : [], layRate, cfg),
+      Plotly.newPlot(ids[1], D.quantiles.length ? D.quantiles : [], layQuant, cfg),
+      Plotly.newPlot(ids[2], D.rate.length ? D.rate : [], layRate, cfg),
     ];
     ids.forEach(function (id) {
       const div = document.getElementById(id);
@@ -656,8 +664,7 @@
   function drawCounterexamples() {
     const host = document.getElementById("counterexample-list");
     if (!D.counterexamples.length) {
-      host.appendChild(el("p", "hint", D.checkers.some(function (c) { return c.name === "linear"; })
-        ? "Every key is linearizable: no counterexample." : "No linearizability checker in this run."));
+      host.appendChild(el("p", "hint", D.counterexample_note));
       return;
     }
     for (const item of D.counterexamples) drawCounterexample(host, item);

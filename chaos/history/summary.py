@@ -1,0 +1,229 @@
+"""The closing summary of a run on the terminal, the same for ``chaos run`` and ``chaos check``.
+
+Jepsen's order (``jepsen.cli``'s test output): the tables first (ops by f and type with fails apart,
+faults and leadership, anomalies, the report's path; :func:`chaos.history.report.summary_table`),
+then what liveness and the server logs found, then one line per checker with a few anomalies and
+the first counterexample in a few lines (the op that cannot be placed, the state the longest
+linearizable prefix leaves), and last the verdict. A history file without a run directory gets the
+checker lines, the counterexample and the verdict only.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+
+from chaos.errors import printable
+
+PIPE_WIDTH = 4096  # as the runner's console: a pipe gets whole lines, never folded
+
+
+def _verdict(valid: Any) -> str:
+    return "valid" if valid is True else "INVALID" if valid is False else "unknown"
+
+
+def _summary_line(name: str, r: dict[str, Any]) -> str:
+    detail = r.get("error") or ""
+    if not detail:
+        if name == "linear":
+            fails = r.get("failures") or []
+            keys = r.get("keys") or {}
+            if fails:
+                more = f" and {len(fails) - 5} more" if len(fails) > 5 else ""
+                detail = f"{len(fails)} not linearizable: key {', '.join(map(str, fails[:5]))}{more}"
+                if r.get("not_checked"):
+                    detail += f"; {len(r['not_checked'])} key(s) not checked (--fail-fast)"
+            elif r.get("unknown"):
+                detail = f"undecided: key {', '.join(map(str, r['unknown'][:5]))}"
+            else:
+                detail = f"{len(keys)} key(s), {r.get('ops', '?')} ops"
+        elif name == "perf":
+            detail = (r.get("availability") or {}).get("summary", "")
+            if isinstance(r.get("ops"), dict):
+                from chaos.history.perf import ops_line
+
+                detail = f"{ops_line(r['ops'])}; {detail}"
+        elif name == "stats":
+            detail = f"{r.get('ok', 0)} ok, {r.get('fail', 0)} fail, {r.get('info', 0)} info"
+        elif name == "elle":
+            counts = r.get("counts") or {}
+            found = ", ".join(f"{a} x{counts.get(a, '?')}" for a in r.get("anomaly_types") or [])
+            detail = f"{r.get('consistency_model')}: " + (found or r.get("cause") or "no anomaly")
+            if r.get("not"):
+                detail += f"; not {', '.join(r['not'])}"
+        elif name in ("log", "set"):
+            detail = f"{r.get('acknowledged', r.get('acknowledged_count', 0))} acknowledged, none lost"
+    return f"  {name:<8} {_verdict(r.get('valid')):<8} {detail}".rstrip()
+
+
+def _examples(r: dict[str, Any], limit: int = 3) -> list[str]:
+    """A few anomalies of a log/set result, each with the ops involved."""
+    out = []
+    for kind in ("lost", "duplicated", "unexpected", "reordered", "divergent"):
+        for a in (r.get(kind) or [])[:limit]:
+            if not isinstance(a, dict):
+                continue
+            if kind == "divergent":
+                vals = ", ".join(f"{n}={v}" for n, v in (a.get("values") or {}).items())
+                out.append(f"    divergent at index {a.get('index')}: {vals}")
+                continue
+            ops = [f"{k} op {a[k]}" for k in ("invoke", "complete") if k in a]
+            where = f"found at {a['found']}" if a.get("found") else ""
+            why = a.get("reason", "")
+            bits = ", ".join(x for x in (*ops, where, why) if x)
+            out.append(f"    {kind} {a.get('value')!r}" + (f" ({bits})" if bits else ""))
+    return out
+
+
+def _first_explanation(r: dict[str, Any]) -> list[str]:
+    """The first anomaly of an invalid elle result, as Elle explains it: the cycle's steps."""
+    for kind, cases in (r.get("anomalies") or {}).items():
+        for case in cases or []:
+            if isinstance(case, dict) and case.get("explanation"):
+                return [f"    {kind}: " + "\n      ".join(str(case["explanation"]).splitlines())]
+    return []
+
+
+def _arg(v: Any) -> str:
+    return "nil" if v is None else str(v) if isinstance(v, int | str) else repr(v)
+
+
+def describe_call(op: dict[str, Any]) -> str:
+    """``read() -> 1``, ``write(2)``, ``cas(1, 3) -> false``: a counterexample op (docs/design.md
+    shape: ``f``, ``value``, ``output``, ``type``)."""
+    f, value, out, typ = op.get("f"), op.get("value"), op.get("output"), op.get("type")
+    if f in ("read", "get"):
+        args = ""
+    elif f == "cas" and isinstance(value, list) and len(value) == 2:
+        args = f"{_arg(value[0])}, {_arg(value[1])}"
+    else:
+        args = _arg(value)
+    text = f"{f}({args})"
+    if typ == "info":
+        return text + " -> ?"
+    if f in ("read", "get") or (out is not None and out is not True):
+        text += f" -> {_arg(out)}"
+    return text
+
+
+def counterexample_lines(results: dict[str, Any], prefix_shown: int = 3) -> list[str]:
+    """The first counterexample of the ``linear`` checker in a few lines: the key, the longest
+    linearizable prefix (its last ``prefix_shown`` ops) and the state it leaves, and the op that
+    cannot be placed. Empty when there is none."""
+    from chaos.history.report import counterexamples
+
+    for item in counterexamples(results):
+        ce = item.get("ce")
+        if not isinstance(ce, dict) or not isinstance(ce.get("ops"), list):
+            continue
+        by_id = {o.get("id"): o for o in ce["ops"] if isinstance(o, dict)}
+        prefix = [by_id[i] for i in ce.get("prefix") or [] if i in by_id]
+        model = f" (model {item['model']})" if item.get("model") else ""
+        out = [f"first counterexample: key {item['key']}{model}, {len(ce['ops'])} ops"]
+        shown = ", ".join(
+            f"{describe_call(o)} p{o.get('process')} #{o.get('index')}" for o in prefix[-prefix_shown:]
+        )
+        more = "..., " if len(prefix) > prefix_shown else ""
+        state = ce.get("failing_state")
+        out.append(
+            f"  linearizable prefix ({len(prefix)} ops): {more}{shown or 'empty'}"
+            + (f"; state after it: {state}" if state is not None else "")
+        )
+        bad = by_id.get(ce.get("failing"))
+        if bad is not None:
+            call, ret = bad.get("call"), bad.get("return")
+            span = (
+                f", {call / 1e9:.3f}-{'?' if ret is None else f'{ret / 1e9:.3f}'} s"
+                if isinstance(call, int | float)
+                else ""
+            )
+            out.append(
+                f"  cannot be placed: {describe_call(bad)}, process {bad.get('process')}, op "
+                f"#{bad.get('index')}{span}: no legal step from state {state}"
+            )
+        return out
+    return []
+
+
+def closing_lines(results: dict[str, Any], where: str) -> list[str]:
+    """One line per checker (a few anomalies under an invalid log/set check, Elle's first
+    explanation), the first counterexample, and last the verdict line ``VERDICT: where``."""
+    out: list[str] = []
+    checkers = results.get("checkers")
+    if isinstance(checkers, dict):
+        for name, r in checkers.items():
+            if isinstance(r, dict):
+                out.append(_summary_line(name, r))
+                if r.get("valid") is False:
+                    out += _examples(r)
+                    if name == "elle":
+                        out += _first_explanation(r)
+    out += counterexample_lines(results)
+    out.append(f"{_verdict(results.get('valid'))}: {where}")
+    return out
+
+
+def console(file: Any = None) -> Any:
+    """A rich Console as ``chaos run``'s: a terminal's width, or whole lines on a pipe."""
+    from rich.console import Console
+
+    out = file if file is not None else sys.stdout
+    isatty = getattr(out, "isatty", None)
+    if callable(isatty) and isatty():
+        return Console(file=file)
+    return Console(file=file, width=PIPE_WIDTH, soft_wrap=True)
+
+
+def print_findings(con: Any, results: dict[str, Any]) -> None:
+    """What liveness and the server logs found, with the lines quoted."""
+    from chaos.history.nodelogs import INVALID, report_rows
+
+    checkers = results.get("checkers") or {}
+    live = checkers.get("liveness")
+    if isinstance(live, dict) and live.get("valid") is False:
+        con.print(
+            f"[red]liveness failure:[/red] {escape(printable(str(live.get('cause'))))}", highlight=False
+        )
+    for row in report_rows(results, first=3):
+        style = "red" if row["severity"] == INVALID else "yellow"
+        by_node = ", ".join(f"{n} {c}" for n, c in sorted(row["by_node"].items()))
+        con.print(
+            f"[{style}]server log {escape(row['kind'])}[/{style}] ({row['severity']}): "
+            + escape(printable(f"{row['count']} line(s) [{by_node}] - {row['description']}")),
+            highlight=False,
+        )
+        for ln in row["lines"]:
+            con.print(printable(f"  {ln['file']}:{ln['line']}: {ln['text']}"), highlight=False, markup=False)
+
+
+_STYLE = {"valid": "bold green", "INVALID": "bold red", "unknown": "bold yellow"}
+
+
+def print_run_summary(con: Any, results: dict[str, Any], history_path: Any, where: str) -> None:
+    """The whole closing summary of a run on ``con`` (module docstring); ``history_path`` None for
+    a history file without a run directory (no tables then)."""
+    if history_path is not None:
+        from chaos.history.report import summary_table
+
+        table = summary_table(results, history_path, checkers_table=False)
+        if con.is_terminal:
+            con.print(table)
+        else:  # a pipe: no padding to the widest row at the end of each line
+            with con.capture() as cap:
+                con.print(table)
+            text = "\n".join(line.rstrip() for line in cap.get().splitlines())
+            con.print(printable(text, keep="\n"), markup=False, highlight=False)
+        print_findings(con, results)
+    lines = closing_lines(results, where)
+    for line in lines[:-1]:
+        con.print(printable(line, keep="\n"), markup=False, highlight=False)
+    word = _verdict(results.get("valid"))
+    con.print(f"[{_STYLE[word]}]{word}[/{_STYLE[word]}]: {escape(printable(where))}", highlight=False)
+
+
+def print_summary(results: dict[str, Any], where: str, history_path: Any = None) -> None:
+    """``chaos check``'s output on stdout: :func:`print_run_summary`."""
+    print_run_summary(console(), results, Path(history_path) if history_path else None, where)
