@@ -164,9 +164,11 @@ class KVStateMachine:
             if f == "w":
                 view[key] = _MISSING if value is None else value
             else:  # append
-                if cur is not _MISSING and not isinstance(cur, list):
+                if cur is _MISSING:
+                    cur = []
+                elif not isinstance(cur, list):
                     return TxnAborted(f"append to {key!r}: its value {cur!r:.40} is not a list")
-                view[key] = [value] if cur is _MISSING else [*cur, value]
+                view[key] = [*cur, value]
             out.append([f, key, value])
         for key, value in view.items():
             if value is _MISSING:
