@@ -47,7 +47,9 @@ class ClusterLocked(Refused):
         )
 
 
-LIVE_HINT = "it is still running on this host, so --break-lock refuses to break its lock: wait for it or stop it"
+LIVE_HINT = (
+    "it is still running on this host, so --break-lock refuses to break its lock: wait for it or stop it"
+)
 
 
 def describe(holder: dict[str, Any]) -> str:
