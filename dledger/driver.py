@@ -297,7 +297,7 @@ class Driver:
             raise ValueError(f"read mode {mode!r}: expected one of {READ_MODES}")
         if not is_read_only(mops) or mode == "raft-log":
             return self.propose(encode_txn(mops), waiter, now)
-        if mode == "unsafe":
+        if mode == "unsafe":  # this member's state, leader or not
             self.host.answer(waiter, Code.SUCCESS, value=self.sm.read_txn(mops))  # type: ignore[attr-defined]
             return Code.SUCCESS
         waiter.txn = mops
@@ -378,7 +378,7 @@ class Driver:
                         self.host.answer(w, Code.SUCCESS, index=e.index, value=res)
                     elif isinstance(res, TxnAborted):
                         self.host.answer(w, Code.UNEXPECTED_ARGUMENT, error=f"txn aborted: {res.reason}")
-                    elif w.kind == "kv:txn":
+                    elif w.kind == "kv:txn":  # the completed micro-ops, reads as of this entry
                         self.host.answer(w, Code.SUCCESS, index=e.index, value=res)
                     else:
                         self.host.answer(w, Code.SUCCESS, index=e.index, result=res)
