@@ -71,29 +71,44 @@ class TxnOps(gen.Generator):
         self.next_key = next_key if next_key is not None else n
 
     def op(self, test: Any, ctx: gen.Context) -> gen.OpResult:
-        rng = ctx.rng
-        o = self.opts
-        keys = list(self.keys)
-        writes = dict(self.writes)
-        next_key = self.next_key
-        mops: list[list[Any]] = []
-        for _ in range(rng.randint(o["min_txn_length"], o["max_txn_length"])):
-            slot = _exponential_slot(rng.random(), len(keys))
-            k = keys[slot]
-            if rng.random() < 0.5:
-                mops.append(["r", k, None])
-                continue
-            count = writes.get(k, 0) + 1
-            writes[k] = count
-            mops.append([self.write, k, count])
-            if count >= o["max_writes_per_key"]:  # retire the key; its slot takes a fresh one
-                writes.pop(k)
-                keys[slot] = next_key
-                next_key += 1
+        mops, keys, writes, next_key = draw_txn(
+            ctx.rng, self.write, self.opts, self.keys, self.writes, self.next_key
+        )
         op = gen.fill_in_op({"f": F, "value": mops}, ctx)
         if op is gen.PENDING:
             return gen.PENDING, self
-        return op, TxnOps(self.write, o, tuple(keys), writes, next_key)
+        return op, TxnOps(self.write, self.opts, keys, writes, next_key)
+
+
+def draw_txn(
+    rng: Any,
+    write: str,
+    opts: Mapping[str, int],
+    keys: tuple[int, ...],
+    writes: Mapping[int, int],
+    next_key: int,
+) -> tuple[list[list[Any]], tuple[int, ...], dict[int, int], int]:
+    """One transaction of Elle's ``wr-txns`` (see the module docstring) drawn with ``rng`` (a
+    ``random.Random``) from the state ``keys`` (the active key of each slot), ``writes`` (writes
+    handed out per active key) and ``next_key``; returns ``(micro-ops, keys, writes, next_key)``
+    after it, leaving the arguments unchanged (the simulator keeps this state itself)."""
+    slots = list(keys)
+    counts = dict(writes)
+    mops: list[list[Any]] = []
+    for _ in range(rng.randint(opts["min_txn_length"], opts["max_txn_length"])):
+        slot = _exponential_slot(rng.random(), len(slots))
+        k = slots[slot]
+        if rng.random() < 0.5:
+            mops.append(["r", k, None])
+            continue
+        count = counts.get(k, 0) + 1
+        counts[k] = count
+        mops.append([write, k, count])
+        if count >= opts["max_writes_per_key"]:  # retire the key; its slot takes a fresh one
+            counts.pop(k)
+            slots[slot] = next_key
+            next_key += 1
+    return mops, tuple(slots), counts, next_key
 
 
 def _exponential_slot(u: float, n: int) -> int:
