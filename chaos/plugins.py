@@ -51,7 +51,12 @@ object a name in that kind's group registers)."""
 
 BUILTINS: Mapping[str, Mapping[str, str]] = {
     "db": {"noop": "chaos.cluster.db:NoopDB"},
-    "workload": {"register": "chaos.workloads.register:workload", "log": "chaos.workloads.log:workload"},
+    "workload": {
+        "register": "chaos.workloads.register:workload",
+        "log": "chaos.workloads.log:workload",
+        "list-append": "chaos.workloads.list_append:workload",
+        "rw-register": "chaos.workloads.rw_register:workload",
+    },
     "nemesis": {
         "partition": "chaos.nemesis.partition:NEMESIS",
         "process": "chaos.nemesis.process:NEMESIS",

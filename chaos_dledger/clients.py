@@ -1,6 +1,12 @@
 """DLedger's clients for the workloads' protocols (:mod:`chaos.control.client`): ``register``
-over the DLedger KV state machine and ``log`` over the DLedger log, both through
+and ``txn`` over the DLedger KV state machine and ``log`` over the DLedger log, all through
 ``dledger.client.DLedgerClient``.
+
+Txn (``DLedgerClient.kv_txn``, key ``"t<key>"``): one transaction is one ``txn`` entry, applied
+atomically by the KV state machine; a read-only one is served through the server's read mode by the
+worker's node first (a follower refuses it unless the mode is ``unsafe``, and the client follows
+the redirect to the leader), a writing one goes to the leader. An aborted transaction is DLedger's
+UNEXPECTED_ARGUMENT answer, a ``fail``.
 
 Register (``DLedgerClient.kv_get/kv_put/kv_cas``, key ``"r<key>"``). Sticky processes (``sticky``,
 default on): odd-numbered processes read from the node they were given and nowhere else
@@ -182,10 +188,35 @@ class DLedgerLogClient:
         self.c.close()
 
 
+def txn_key(key: Any) -> str:
+    return f"t{key}"
+
+
+class DLedgerTxnClient:
+    """The ``txn`` protocol on ``node`` (see the module docstring)."""
+
+    def __init__(self, connect: Connect, node: str) -> None:
+        self.node = node
+        self.c = connect(node)
+
+    def txn(self, mops: list[list[Any]]) -> Answer:
+        r = self.c.kv_txn([[f, txn_key(k), v] for f, k, v in mops])
+        got = getattr(r, "value", None) if getattr(r, "outcome", None) == "ok" else None
+        if got is not None and (not isinstance(got, list) or len(got) != len(mops)):
+            raise Indeterminate(f"txn answered {got!r:.120}", node=getattr(r, "node", None))
+        value = [[f, k, g[2]] for (f, k, _), g in zip(mops, got, strict=True)] if got is not None else None
+        return result(r, value)
+
+    def close(self) -> None:
+        self.c.close()
+
+
 def open_client(protocol: str, connect: Connect, node: str, process: Any, *, sticky: bool = True) -> Any:
-    """The DLedger client of ``protocol`` (``register`` or ``log``); ValueError for another."""
+    """The DLedger client of ``protocol`` (``register``, ``log`` or ``txn``); ValueError for another."""
     if protocol == "register":
         return DLedgerRegisterClient(connect, node, process, sticky)
     if protocol == "log":
         return DLedgerLogClient(connect, node)
-    raise ValueError(f"DLedger client protocol {protocol!r}: expected register or log")
+    if protocol == "txn":
+        return DLedgerTxnClient(connect, node)
+    raise ValueError(f"DLedger client protocol {protocol!r}: expected register, log or txn")

@@ -165,7 +165,7 @@ class DLedgerDB:
             help="members prove a per-run secret to each other (default true; false: any peer counts)",
         ),
     )
-    client_protocols = frozenset({"register", "log"})
+    client_protocols = frozenset({"register", "log", "txn"})
     # the zipapp's interpreter and its one third-party module (chaos.cluster.osetup installs them)
     os_packages = ("python3", "python3-msgpack")
     # the log segments of dledger.store.file (<data_dir>/dledger-<id>/data/<start offset>): the
@@ -273,7 +273,7 @@ class DLedgerDB:
         )
 
     def open_client(self, protocol: str, test: Any, node: Node, process: Any) -> Any:
-        """The ``register`` or ``log`` client (:mod:`chaos_dledger.clients`) for ``process``
+        """The ``register``, ``log`` or ``txn`` client (:mod:`chaos_dledger.clients`) for ``process``
         on ``node`` (it knows every node of ``test.nodes`` and talks to ``node`` first);
         ValueError for another protocol."""
         from chaos_dledger.clients import open_client

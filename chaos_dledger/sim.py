@@ -52,7 +52,7 @@ import click
 from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
 from chaos.history.store import HistoryWriter, RunDir
 
-WORKLOADS = ("register", "log")
+WORKLOADS = ("register", "log", "list-append")
 NEMESES = (
     "none",
     "partition",
@@ -168,6 +168,7 @@ class SimRun:
         self._next_value = 0
         self._key_ops = 0
         self._key = 0
+        self._txn_state: tuple[tuple[int, ...], dict[int, int], int] | None = None
         self.faults: dict[str, Any] = {}  # fault id (its kind, or "kill:<member>") -> what it holds
         self.queued: dict[str, list[tuple[Any, ...]]] = {}  # requests waiting at a paused member
         # figure8 nemesis: its own stream; act on this share of new leaders, within this many ms
@@ -190,8 +191,22 @@ class SimRun:
 
     # ------------------------------------------------------------ clients
 
+    def _new_txn(self, c: _Client) -> Op:
+        """The list-append workload's next transaction (chaos.workloads.txn's generator, its state
+        kept here); keys become ``"t<key>"`` as DLedger's txn client names them."""
+        from chaos.workloads.txn import DEFAULTS, draw_txn
+
+        if self._txn_state is None:
+            n = DEFAULTS["key_count"]
+            self._txn_state = (tuple(range(n)), {}, n)
+        mops, *state = draw_txn(self.wl_rng, "append", DEFAULTS, *self._txn_state)
+        self._txn_state = tuple(state)  # type: ignore[assignment]
+        return Op(INVOKE, c.process, "txn", mops)
+
     def _new_op(self, c: _Client) -> Op:
         rng = self.wl_rng
+        if self.opts.workload == "list-append":
+            return self._new_txn(c)
         if self.opts.workload == "log":
             if rng.random() < LOG_READ_FRACTION:
                 return Op(INVOKE, c.process, READ_RANGE, None)
@@ -226,6 +241,10 @@ class SimRun:
         key = None
         if op.f == "append":
             kind, body = "append", str(op.value).encode()
+        elif op.f == "txn":
+            from dledger.statemachine import encode_txn
+
+            kind, body = "kv:txn", encode_txn([[f, f"t{k}", v] for f, k, v in op.value])
         else:
             key = f"r{op.key}"
             if op.f == "read":
@@ -314,9 +333,13 @@ class SimRun:
                 )
             elif op.f == "append":
                 comp = op.completion(OK, op.value, log_index=fields.get("index"))
+            elif op.f == "txn":  # the answer's reads, under the workload's keys
+                got = fields.get("value") or []
+                comp = op.completion(OK, [[f, k, g[2]] for (f, k, _), g in zip(op.value, got, strict=True)])
             else:
                 comp = op.completion(OK, op.value)
-        elif code == Code.TERM_CHANGED or op.f == "read":  # a read that failed changed nothing
+        elif code in (Code.TERM_CHANGED, Code.UNEXPECTED_ARGUMENT) or op.f == "read":
+            # a read that failed changed nothing; an aborted txn applied nothing
             comp = op.completion(FAIL, op.value, error=Code(code).name)
         else:
             comp = op.completion(INFO, op.value, error=Code(code).name)
@@ -663,7 +686,7 @@ def run_seed(opts: SimOptions, directory: Path | None = None) -> SeedResult:
         safety["steps"] = run.sim.steps
         test = test_doc(opts)
         # safety checkers only: Jepsen's stats checker (every f needs an ok) is a liveness figure
-        names = {"register": ["linear"], "log": ["log", "log-reads"]}[opts.workload]
+        names = {"register": ["linear"], "log": ["log", "log-reads"], "list-append": ["elle"]}[opts.workload]
         checkers = checkers_for({**test, "checkers": names})
         results = compose(checkers).check(test, hist, {"time_limit": 60.0})
         results["safety"] = safety
@@ -783,7 +806,7 @@ def _verdict_exit(valids: list[Any]) -> int:
 
 # the options of `chaos sim`, in --help order
 _SIM_OPTIONS = [
-    click.option("--workload", default="register", help="register | log"),
+    click.option("--workload", default="register", help="register | log | list-append"),
     click.option(
         "--nemesis",
         default="partition,kill",

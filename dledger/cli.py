@@ -99,11 +99,16 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("-t", "--to", required=True)
     t.add_argument("--term", type=int, default=None)
 
-    k = sub.add_parser("kv", help="KV state machine: put|get|cas|delete KEY [VALUE ...]")
+    k = sub.add_parser("kv", help="KV state machine: put|get|cas|delete KEY [VALUE ...], or txn MICRO-OP ...")
     _add_client_args(k)
-    k.add_argument("op", choices=["put", "get", "cas", "delete"])
-    k.add_argument("key")
-    k.add_argument("values", nargs="*", help="put: VALUE; cas: EXPECTED NEW (JSON, or text; null = absent)")
+    k.add_argument("op", choices=["put", "get", "cas", "delete", "txn"])
+    k.add_argument("key", help="the key; txn: the first micro-op")
+    k.add_argument(
+        "values",
+        nargs="*",
+        help="put: VALUE; cas: EXPECTED NEW (JSON, or text; null = absent); txn: more micro-ops, each "
+        "r:KEY, w:KEY=VALUE or append:KEY=VALUE (or one JSON list of [f, key, value] lists)",
+    )
 
     b = sub.add_parser("bench", help="start 3 local members and measure appends/s")
     b.add_argument("--flush", choices=["sync", "async"], default="async")
@@ -123,6 +128,24 @@ def _json_arg(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return text
+
+
+def _micro_ops(args: list[str]) -> list[list[Any]]:
+    """Micro-ops from the command line: one JSON list of ``[f, key, value]`` lists, or items
+    ``r:KEY``, ``w:KEY=VALUE``, ``append:KEY=VALUE`` (VALUE as JSON, or text). ValueError otherwise."""
+    if len(args) == 1 and args[0].lstrip().startswith("["):
+        mops = _json_arg(args[0])
+        if isinstance(mops, list) and all(isinstance(m, list) and len(m) == 3 for m in mops):
+            return mops
+        raise ValueError(f"{args[0]!r}: expected a JSON list of [f, key, value] lists")
+    out: list[list[Any]] = []
+    for a in args:
+        f, sep, rest = a.partition(":")
+        key, eq, value = rest.partition("=")
+        if not sep or not key or f not in ("r", "w", "append") or (f == "r") == bool(eq):
+            raise ValueError(f"{a!r}: expected r:KEY, w:KEY=VALUE or append:KEY=VALUE")
+        out.append([f, key, _json_arg(value) if eq else None])
+    return out
 
 
 def _finish(r: Result, out: dict[str, Any]) -> int:
@@ -174,6 +197,14 @@ def main(argv: list[str] | None = None) -> int:
             return _finish(r, {"leader": r.leader_id, "term": r.term, **extra})
         if ns.cmd in ("leadership-transfer", "leadershipTransfer"):
             return _finish(c.leadership_transfer(ns.to, ns.term), {"to": ns.to})
+        if ns.cmd == "kv" and ns.op == "txn":
+            try:
+                mops = _micro_ops([ns.key, *ns.values])
+            except ValueError as e:
+                print(f"dledger kv txn: {e}", file=sys.stderr)
+                return BAD_ARGS
+            r = c.kv_txn(mops)
+            return _finish(r, {"txn": r.value if r.ok else mops, "index": r.index})
         if ns.cmd == "kv":
             vals = [_json_arg(v) for v in ns.values]
             want = {"put": 1, "get": 0, "cas": 2, "delete": 0}[ns.op]

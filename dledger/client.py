@@ -228,6 +228,20 @@ class DLedgerClient:
             write=True,
         )
 
+    def kv_txn(self, ops: list[list[Any]], read_mode: str | None = None) -> Result:
+        """A transaction of micro-ops ``[["r", key, None] | ["w", key, v] | ["append", key, v], ...]``
+        (keys strings) applied atomically as one entry; ``value`` is the completed list, each read
+        with the value read (None when absent, a list for an appended key). A transaction that only
+        reads is served like :meth:`kv_get` (the preferred member first, ``read_mode`` overriding the
+        server's); one that writes goes to the leader. An aborted transaction is a ``fail``
+        (UNEXPECTED_ARGUMENT, nothing applied). Raises TypeError for a malformed ``ops``."""
+        if not isinstance(ops, list) or not all(isinstance(m, list | tuple) and len(m) == 3 for m in ops):
+            raise TypeError("ops: expected a list of [f, key, value] micro-ops")
+        body: dict[str, Any] = {"op": "txn", "key": "", "ops": [list(m) for m in ops]}
+        if read_mode is not None:
+            body["readMode"] = read_mode
+        return self._call(RequestCode.USER_DEFINE, body, write=any(m[0] != "r" for m in ops))
+
     def kv_delete(self, key: str) -> Result:
         return self._call(RequestCode.USER_DEFINE, {"op": "delete", "key": _key(key)}, write=True)
 

@@ -17,8 +17,8 @@ the order of the core's contract (dledger.core.node's module docstring; etcd-io/
    requests waiting on them, confirmed reads once their read index is applied, and transfers;
 6. every ``snapshot_every`` applied entries save a snapshot and compact the log once it is durable.
 
-Client requests enter here too (:meth:`Driver.propose`, :meth:`Driver.kv_get` in every read mode,
-:meth:`Driver.get` of a log entry, :meth:`Driver.metadata`), so the simulator serves reads through
+Client requests enter here too (:meth:`Driver.propose`, :meth:`Driver.kv_get` and
+:meth:`Driver.kv_txn` in every read mode, :meth:`Driver.get` of a log entry, :meth:`Driver.metadata`), so the simulator serves reads through
 the production read paths (DLedgerServer.handleAppend/handleGet, the KV state machine's reads).
 
 The driver owns no clock, socket, thread or file: its :class:`Host` sends messages, runs the fsync
@@ -37,7 +37,7 @@ from typing import Any, Protocol
 
 from dledger.core import Core, Ready, Role
 from dledger.protocol import Code, Message, PushRequest, PushResponse
-from dledger.statemachine import StateMachine, encode_kv
+from dledger.statemachine import StateMachine, TxnAborted, check_txn, encode_kv, encode_txn, is_read_only
 from dledger.store import Entry, RuntimeLogStore, SnapshotLogStore, StoreError
 
 log = logging.getLogger("dledger.driver")
@@ -57,8 +57,10 @@ class HardStateStore(Protocol):
 
 class Pending(Protocol):
     """A client request waiting on the driver: ``kind`` is "append", "kv:put", "kv:get", "kv:cas",
-    "kv:delete", "read" or "transfer"; ``term`` the term its entry was proposed in; ``key`` the KV key
-    of a read; ``deadline`` in the host's unit for :meth:`Driver.expire`."""
+    "kv:delete", "kv:txn", "read" or "transfer"; ``term`` the term its entry was proposed in; ``key``
+    the KV key of a read; ``deadline`` in the host's unit for :meth:`Driver.expire`. A confirmed read
+    whose waiter has a ``txn`` attribute (not None: its micro-ops) answers that read-only transaction
+    instead of ``key``."""
 
     kind: str
     term: int
@@ -282,6 +284,29 @@ class Driver:
             self.reads[self._next_read_id] = waiter
         return code
 
+    def kv_txn(self, mops: Any, mode: str, waiter: Any, now: int) -> int:
+        """A transaction (:mod:`dledger.statemachine`'s micro-ops; ValueError for bad ones or an
+        unknown mode). One with a write is proposed as one ``txn`` entry and answered once applied
+        (``value``: the completed micro-ops; UNEXPECTED_ARGUMENT when it aborted). A read-only one
+        goes through read ``mode`` exactly as :meth:`kv_get`: answered from this member's state at
+        once ("unsafe"), as a ``txn`` entry ("raft-log"), or once its read index is confirmed and
+        applied ("read-index", "lease"; the waiter's ``txn`` holds the micro-ops). Returns SUCCESS
+        when accepted (or answered), else the refusal code."""
+        mops = check_txn(mops)
+        if mode not in READ_MODES:
+            raise ValueError(f"read mode {mode!r}: expected one of {READ_MODES}")
+        if not is_read_only(mops) or mode == "raft-log":
+            return self.propose(encode_txn(mops), waiter, now)
+        if mode == "unsafe":  # this member's state, leader or not
+            self.host.answer(waiter, Code.SUCCESS, value=self.sm.read_txn(mops))  # type: ignore[attr-defined]
+            return Code.SUCCESS
+        waiter.txn = mops
+        self._next_read_id += 1
+        code = self.core.read_index(self._next_read_id, now, lease=mode == "lease")
+        if code == Code.SUCCESS:
+            self.reads[self._next_read_id] = waiter
+        return code
+
     def get(self, index: int) -> tuple[int, Entry | None]:
         """DLedger's GET of log entry ``index`` from this member (committed entries only):
         ``(SUCCESS, entry)``, or ``(INDEX_LESS_THAN_LOCAL_BEGIN | INDEX_OUT_OF_RANGE, None)``.
@@ -351,13 +376,19 @@ class Driver:
                         self.host.answer(w, Code.SUCCESS, index=e.index, applied=bool(res))
                     elif w.kind == "kv:get":
                         self.host.answer(w, Code.SUCCESS, index=e.index, value=res)
+                    elif isinstance(res, TxnAborted):
+                        self.host.answer(w, Code.UNEXPECTED_ARGUMENT, error=f"txn aborted: {res.reason}")
+                    elif w.kind == "kv:txn":  # the completed micro-ops, reads as of this entry
+                        self.host.answer(w, Code.SUCCESS, index=e.index, value=res)
                     else:
                         self.host.answer(w, Code.SUCCESS, index=e.index, result=res)
         if self.ready_reads:
             keep = []
             for idx, w in self.ready_reads:
                 if idx <= self.last_applied:
-                    self.host.answer(w, Code.SUCCESS, value=self.sm.get(w.key or ""), index=idx)  # type: ignore[attr-defined]
+                    txn = getattr(w, "txn", None)
+                    value = self.sm.get(w.key or "") if txn is None else self.sm.read_txn(txn)  # type: ignore[attr-defined]
+                    self.host.answer(w, Code.SUCCESS, value=value, index=idx)
                 else:
                     keep.append((idx, w))
             self.ready_reads = keep

@@ -38,7 +38,7 @@ from dledger.protocol import (
     to_wire,
 )
 from dledger.snapshot import SnapshotStore
-from dledger.statemachine import KV_ARGS, KVStateMachine, encode_kv
+from dledger.statemachine import KV_ARGS, KVStateMachine, encode_kv, encode_txn
 from dledger.store import CorruptionError, RuntimeLogStore, StoreError
 from dledger.transport import (
     DEFAULT_MAX_FRAME,
@@ -376,6 +376,7 @@ class _Waiter:
     term: int
     deadline: float
     key: str | None = None
+    txn: list[Any] | None = None  # a read-only transaction's micro-ops, for a confirmed read
 
 
 class Server:
@@ -1061,8 +1062,32 @@ class Server:
         if rc != Code.SUCCESS:
             self._reply(conn, code, opaque, rc)
 
+    def _handle_txn(self, conn: _Conn, code: int, opaque: int, body: dict[str, Any]) -> None:
+        """A transaction: ``ops`` (micro-ops), optional ``readMode``; through the driver's paths."""
+        mode = body.get("readMode") or self.cfg.read_mode
+        try:
+            data = encode_txn(body.get("ops"))
+            if mode not in READ_MODES:
+                raise ValueError(f"readMode {mode!r}: expected one of {READ_MODES}")
+        except ValueError as e:
+            self._reply(conn, code, opaque, Code.UNEXPECTED_ARGUMENT, error=str(e))
+            return
+        file_size = getattr(self.store, "data_file_size", None)
+        if file_size is not None and len(data) + 56 > file_size:
+            self._reply(
+                conn, code, opaque, Code.UNEXPECTED_ARGUMENT, error=f"txn of {len(data)} bytes is too big"
+            )
+            return
+        waiter = self._waiter("kv:txn", conn, code, opaque)
+        rc = self.driver.kv_txn(body["ops"], mode, waiter, self._now())
+        if rc != Code.SUCCESS:
+            self._reply(conn, code, opaque, rc)
+
     def _handle_kv(self, conn: _Conn, code: int, opaque: int, body: dict[str, Any]) -> None:
         op, key = body.get("op"), body.get("key")
+        if op == "txn":
+            self._handle_txn(conn, code, opaque, body)
+            return
         if not isinstance(key, str):
             self._reply(conn, code, opaque, Code.UNEXPECTED_ARGUMENT, error="key: expected a string")
             return

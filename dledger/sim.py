@@ -33,7 +33,7 @@ from dledger.core import Core, CoreConfig, Role
 from dledger.driver import Driver
 from dledger.protocol import Code, Message
 from dledger.simdisk import SimDisk
-from dledger.statemachine import StateMachine
+from dledger.statemachine import StateMachine, decode_kv
 from dledger.store import Entry, MemoryLogStore
 from dledger.store.file import FileLogStore
 from dledger.store.hardstate import HardState
@@ -504,7 +504,8 @@ class Sim:
     ) -> int:
         """A client request to ``node`` through the driver, as the server takes it: "kv:get" reads
         ``key`` in ``read_mode`` (:meth:`dledger.driver.Driver.kv_get`); other kinds ("append",
-        "kv:put", "kv:cas", ...) propose ``body``; "read" starts a read index for ``key``. Answers come
+        "kv:put", "kv:cas", ...) propose ``body``; "kv:txn" runs the transaction encoded in ``body``
+        (:meth:`dledger.driver.Driver.kv_txn`); "read" starts a read index for ``key``. Answers come
         through ``on_answer``. Returns the immediate code (SUCCESS when accepted or answered;
         NOT_LEADER etc. otherwise; NOT_LEADER for a crashed or paused member)."""
         core = self.nodes.get(node)
@@ -520,6 +521,9 @@ class Sim:
                 drv.reads[rid] = SimWaiter("read", core.term, token, key)
         elif kind == "kv:get":
             code = drv.kv_get(key or "", read_mode, SimWaiter(kind, core.term, token, key), now)
+        elif kind == "kv:txn":  # body: a txn entry's body; read-only ones go through read_mode
+            mops = (decode_kv(body) or ["txn", "", []])[2]
+            code = drv.kv_txn(mops, read_mode, SimWaiter(kind, core.term, token, key), now)
         else:
             code = drv.propose(body, SimWaiter(kind, core.term, token, key), now)
         self._process(node)

@@ -5,6 +5,13 @@ onSnapshotLoad, onShutdown) and its StateMachineCaller: committed entries ``(las
 commitIndex]`` are applied in index order and client requests complete only after their entry was
 applied. Unlike DLedger, :meth:`StateMachine.on_apply` returns one result per entry so the caller can
 answer a cas with whether it applied.
+
+Transactions (``txn``): a list of micro-operations ``["r", key, None]``, ``["w", key, value]``,
+``["append", key, value]`` applied atomically as one log entry, in order (a read sees the
+transaction's own earlier writes), answered with the same list where each read carries the value
+read (None when absent; an appended key holds a list). The micro-op shapes are Elle's
+(jepsen-io/elle ``elle.list-append``, ``elle.rw-register``). A transaction that cannot apply (an
+append to a key whose value is not a list) changes nothing and answers :class:`TxnAborted`.
 """
 
 from __future__ import annotations
@@ -18,10 +25,48 @@ from dledger.store import MAGIC_NORMAL, Entry
 KV_PREFIX = b"\x00KV1"
 """Bodies of KV commands start with this; other entries (log workload appends, no-ops) are skipped."""
 
-KV_OPS = ("put", "get", "cas", "delete")
+KV_OPS = ("put", "get", "cas", "delete", "txn")
 KV_ARGS: dict[str, tuple[str, ...]] = {"put": ("value",), "cas": ("expected", "new")}
 """Request fields each KV op must carry (present, possibly null); a request without them is refused
 with UNEXPECTED_ARGUMENT, never applied as if they were null."""
+
+TXN_FS = ("r", "w", "append")
+"""The micro-operation kinds of a ``txn`` (Elle's list-append and rw-register)."""
+
+
+class TxnAborted:
+    """The result of a transaction that applied nothing: ``reason`` says why (a definite failure)."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"TxnAborted({self.reason!r})"
+
+
+def check_txn(mops: Any) -> list[list[Any]]:
+    """``mops`` as a list of ``[f, key, value]`` lists (f in :data:`TXN_FS`, key a string);
+    ValueError naming the first bad micro-op otherwise. An empty transaction is refused too."""
+    if not isinstance(mops, list | tuple) or not mops:
+        raise ValueError("txn: expected a non-empty list of [f, key, value] micro-ops")
+    out = []
+    for i, m in enumerate(mops):
+        if not isinstance(m, list | tuple) or len(m) != 3 or m[0] not in TXN_FS or not isinstance(m[1], str):
+            raise ValueError(f"txn micro-op {i} {m!r:.80}: expected [r|w|append, string key, value]")
+        out.append([m[0], m[1], m[2]])
+    return out
+
+
+def is_read_only(mops: list[list[Any]]) -> bool:
+    """True when every micro-op of a (checked) transaction is a read."""
+    return all(m[0] == "r" for m in mops)
+
+
+def encode_txn(mops: Any) -> bytes:
+    """The entry body of a ``txn`` command (:func:`check_txn`'s ValueError for bad micro-ops)."""
+    return encode_kv("txn", "", check_txn(mops))
 
 
 class StateMachine(Protocol):
@@ -97,7 +142,44 @@ class KVStateMachine:
             return False
         if op == "delete":
             return self.data.pop(key, _MISSING) is not _MISSING
+        if op == "txn" and len(args) == 1:
+            try:
+                mops = check_txn(args[0])
+            except ValueError as e:
+                return TxnAborted(str(e))
+            return self.apply_txn(mops)
         return None
+
+    def apply_txn(self, mops: list[list[Any]]) -> list[list[Any]] | TxnAborted:
+        """Apply a checked transaction atomically: its writes go to a private view first and reach
+        :attr:`data` only when every micro-op applied. Returns the completed micro-ops (reads with
+        their values) or :class:`TxnAborted` (nothing changed)."""
+        view: dict[str, Any] = {}  # key -> its value within the transaction (_MISSING: absent)
+        out: list[list[Any]] = []
+        for f, key, value in mops:
+            cur: Any = view[key] if key in view else self.data.get(key, _MISSING)
+            if f == "r":
+                out.append([f, key, None if cur is _MISSING else _copy(cur)])
+                continue
+            if f == "w":
+                view[key] = _MISSING if value is None else value
+            else:  # append
+                if cur is _MISSING:
+                    cur = []
+                elif not isinstance(cur, list):
+                    return TxnAborted(f"append to {key!r}: its value {cur!r:.40} is not a list")
+                view[key] = [*cur, value]
+            out.append([f, key, value])
+        for key, value in view.items():
+            if value is _MISSING:
+                self.data.pop(key, None)
+            else:
+                self.data[key] = value
+        return out
+
+    def read_txn(self, mops: list[list[Any]]) -> list[list[Any]]:
+        """A read-only transaction on the local state (the unsafe, read-index and lease paths)."""
+        return [[f, key, _copy(self.data.get(key))] if f == "r" else [f, key, v] for f, key, v in mops]
 
     def on_apply(self, entries: list[Entry]) -> list[Any]:
         out: list[Any] = []
@@ -141,3 +223,8 @@ class KVStateMachine:
 
 
 _MISSING = object()
+
+
+def _copy(value: Any) -> Any:
+    """A read answers a copy, so a later append cannot change what was answered."""
+    return list(value) if isinstance(value, list) else value

@@ -193,6 +193,36 @@ MUTANTS: dict[str, dict[str, object]] = {
             )
         ],
     },
+    "txn-reads-before-commit": {
+        "bug": "a transaction's reads are evaluated on the leader's state when it arrives and its writes "
+        "applied when its entry commits: two steps, not one",
+        "source": "Adya's G-single and G2-item (read skew, lost update); Jepsen's list-append "
+        "(jepsen.tests.cycle.append) against stores that read outside the commit",
+        "real": "list-append partition-ring,kill-leader",
+        "sim": "list-append partition,kill",
+        "why": "two concurrent transactions read a key before either commits and both append to it: "
+        "each misses the other's append (an rw edge both ways with a ww edge), a cycle Elle names",
+        "edits": [
+            (
+                "dledger/driver.py",
+                '        if not is_read_only(mops) or mode == "raft-log":\n'
+                "            return self.propose(encode_txn(mops), waiter, now)\n",
+                '        if not is_read_only(mops) or mode == "raft-log":\n'
+                "            if self.core.role == Role.LEADER:  # the reads now, the writes through the log\n"
+                "                waiter.reads = self.sm.read_txn(mops)  # type: ignore[attr-defined]\n"
+                "            return self.propose(encode_txn(mops), waiter, now)\n",
+            ),
+            (
+                "dledger/driver.py",
+                "                        self.host.answer(w, Code.SUCCESS, index=e.index, value=res)\n"
+                "                    else:\n",
+                "                        self.host.answer(\n"
+                '                            w, Code.SUCCESS, index=e.index, value=getattr(w, "reads", None) or res\n'
+                "                        )\n"
+                "                    else:\n",
+            ),
+        ],
+    },
 }
 
 

@@ -5,7 +5,7 @@ A DB offers a protocol by listing it in ``client_protocols`` and returning, from
 ``open_client(protocol, test, node, process)`` (``node``: the :class:`chaos.control.node.Node` the
 worker is bound to, so ``node.host`` is the address to talk to; ``process``: the worker's process
 number), an object with the protocol's methods
-(:class:`RegisterClient`, :class:`LogClient`). The methods return the result of the operation or
+(:class:`RegisterClient`, :class:`LogClient`, :class:`TxnClient`). The methods return the result of the operation or
 raise:
 
 - :class:`NotSent` (or :class:`Failed`): the operation certainly did not take effect: it was never
@@ -96,6 +96,31 @@ class LogClient(Protocol):
     def append(self, value: int) -> Any: ...
 
     def read(self) -> list[Any]: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class TxnClient(Protocol):
+    """The ``txn`` protocol: transactions over keys (small ints) holding lists or registers.
+
+    ``txn(mops)`` runs one transaction of micro-ops (Elle's shapes, jepsen-io/elle
+    ``elle.list-append`` and ``elle.rw-register``): ``["r", k, None]`` reads ``k``, ``["w", k, v]``
+    writes ``v``, ``["append", k, v]`` appends ``v`` to the list at ``k``. It returns the completed
+    list, the same micro-ops in the same order with each read's value filled in: ``None`` for a key
+    never written, the whole list (oldest first) for an appended key, the value for a register.
+    A read sees the transaction's own earlier writes. Values are unique per key (the workloads
+    guarantee it), so the checker can tell which transaction wrote what it read.
+
+    The transaction commits atomically or not at all: raise :class:`Failed` when it certainly
+    did not commit (the system aborted it: a serialization failure, a conflict, a refused request;
+    recorded ``fail``, and the checker treats its writes as never having happened), and
+    :class:`Indeterminate` when it may have (a timeout, a connection lost around the commit;
+    recorded ``info``). Do not retry an aborted transaction inside the client: an abort is an
+    outcome the checker uses. ``close()`` (idempotent, never raises).
+    """
+
+    def txn(self, mops: list[list[Any]]) -> Any: ...
 
     def close(self) -> None: ...
 

@@ -160,6 +160,22 @@ _RUN_OPTIONS = [
     ),
     click.option("--per-key-limit", type=int, default=100, show_default=True, help="register: ops per key."),
     click.option(
+        "--consistency-model",
+        type=click.Choice(
+            [
+                "read-uncommitted",
+                "read-committed",
+                "repeatable-read",
+                "snapshot-isolation",
+                "serializable",
+                "strict-serializable",
+            ]
+        ),
+        default=None,
+        help="list-append, rw-register: the model the elle checker checks; recorded in test.json. "
+        "[default: strict-serializable]",
+    ),
+    click.option(
         "--nemesis-opt",
         multiple=True,
         metavar="KEY=VALUE",

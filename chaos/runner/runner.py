@@ -525,6 +525,7 @@ class Runner:
             "checkers": [*workload.checkers, *(o.get("checkers") or ()), *_db_checkers(db)],
             "server_logs": _server_logs_doc(db),
             "model": workload.model,
+            "consistency_model": o.get("consistency_model"),
             "db": str(o.get("db") or plugins_default_db()),
             "db_name": db_name(db),
             "db_description": _describe(db),

@@ -4,7 +4,7 @@ As Jepsen's ``jepsen.tests.linearizable-register``: a workload is a function ``w
 Workload`` (the built-ins ``chaos/workloads/<name>.py``, listed in :data:`WORKLOADS`; others named
 ``--workload module:attr`` or by a ``chaos.workloads`` entry point, see :mod:`chaos.plugins`).
 The DB supplies the client: the workload names a client ``protocol`` (:mod:`chaos.control.client`:
-``register`` or ``log``) and its client template asks the DB (``db.open_client(protocol, ...)``)
+``register``, ``log`` or ``txn``) and its client template asks the DB (``db.open_client(protocol, ...)``)
 for a client of that protocol. The :class:`Workload` gives:
 
 - ``protocol``: the client protocol the DB must offer (``client_protocols``), or None when the
@@ -15,7 +15,7 @@ for a client of that protocol. The :class:`Workload` gives:
   ``--time-limit``), see :mod:`chaos.control.generator`;
 - ``final_generator``: client ops after the faults are healed (e.g. final reads), or None;
 - ``checkers``: checker names for ``chaos.history.checkers.checkers_for`` (``linear``, ``log``,
-  ``log-reads``, ``set``, ``stats``, ``perf``), and ``model`` for ``linear``;
+  ``log-reads``, ``set``, ``elle``, ``stats``, ``perf``), and ``model`` for ``linear``;
 - ``idempotent``: fs whose indeterminate completions are recorded as ``fail``.
 """
 
@@ -29,6 +29,8 @@ from typing import Any
 WORKLOADS: dict[str, str] = {
     "register": "independent keys, read/write/cas registers, some processes stuck to their node; linearizable per key",
     "log": "unique appends, reads of every node during the run and at the end; set-full and log checks",
+    "list-append": "transactions of reads and appends to lists (Elle); checked for --consistency-model",
+    "rw-register": "transactions of reads and writes of registers (Elle); checked for --consistency-model",
 }
 
 
