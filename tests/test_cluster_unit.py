@@ -322,3 +322,23 @@ def test_one_provider_selector_with_one_ssh_default() -> None:
         providers.provision({"provider": "nope"}, lambda s: None)
     with pytest.raises(ValueError, match="--nodes"):
         providers.provision({"provider": "ssh"}, lambda s: None)
+
+
+def test_two_names_for_one_host_and_port_are_refused_before_any_node_is_touched(tmp_path) -> None:
+    """Issue 26 item 10: two node names for one host:port would fault one machine twice and count
+    it twice in a quorum; chaos run refuses it with one 254 line."""
+    import subprocess
+    import sys
+
+    with pytest.raises(ValueError, match="'a' and 'b' are both 10.0.0.1:22"):
+        check_unique([Node("a", "10.0.0.1"), Node("b", "10.0.0.1")])
+    check_unique([Node("a", "10.0.0.1"), Node("b", "10.0.0.1", port=2222)])  # two sshds: two nodes
+    r = subprocess.run(
+        [sys.executable, "-c", "import sys; from chaos.cli import main; sys.exit(main())", "run",
+         "--provider", "ssh", "--nodes", "a=10.0.0.1,b=10.0.0.1", "--store", str(tmp_path / "s")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 254, (r.stdout, r.stderr)
+    assert r.stderr.strip().splitlines() == [
+        "chaos: nodes 'a' and 'b' are both 10.0.0.1:22; each node must be its own host"
+    ]

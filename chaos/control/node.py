@@ -83,9 +83,17 @@ def nodes_from_json(text: str) -> list[Node]:
 
 
 def check_unique(nodes: list[Node]) -> None:
-    """Raise ValueError if two nodes share a name (DBs use names as member ids)."""
+    """Raise ValueError if two nodes share a name (DBs use names as member ids) or one host:port
+    (two names for one machine: a fault on one would hit the other, and a quorum counted twice)."""
     seen: set[str] = set()
+    where: dict[tuple[str, int], str] = {}
     for n in nodes:
         if n.name in seen:
             raise ValueError(f"node name {n.name!r} appears twice; node names must be unique")
         seen.add(n.name)
+        addr = (n.host.lower(), n.port)
+        if addr in where:
+            raise ValueError(
+                f"nodes {where[addr]!r} and {n.name!r} are both {n.host}:{n.port}; each node must be its own host"
+            )
+        where[addr] = n.name
