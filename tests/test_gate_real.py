@@ -60,6 +60,15 @@ def test_gate_over_real_runs(spark: object, tmp_path: Path, capsys: pytest.Captu
     summary = json.loads((tmp_path / "bad" / "summary.json").read_text())
     for r in summary["runs"]:
         assert r["valid"] == check_run(Path(r["dir"]))["valid"], r["run"]
+    # issue 25 item 1: on the unsafe-read run, chaos run (its results.json as written), chaos check
+    # and chaos analyze list the same non-linearizable keys, and none is left undecided
+    from chaos.history.spark import run_id
+
+    by_run = json.loads((unsafe / "results.json").read_text())["checkers"]["linear"]
+    by_check = check_run(unsafe)["checkers"]["linear"]
+    by_analyze = summary["verdicts"][run_id(unsafe)]["checkers"]["linear"]
+    assert by_run["failures"] and by_run["unknown"] == [], by_run
+    assert sorted(by_run["failures"]) == sorted(by_check["failures"]) == sorted(by_analyze["failures"])
 
     code, out, err = gate_here(capsys, "--out", tmp_path / "good", valid1, valid2)
     assert code == 0, out + err
