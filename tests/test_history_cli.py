@@ -102,7 +102,7 @@ def test_porcupine_and_knossos_files(shared_data: Path) -> None:
     ok = _chaos(etcd / "etcd_002.log")
     assert ok.returncode == 0, ok.stderr + ok.stdout
     bad = _chaos("--format", "porcupine-etcd", etcd / "etcd_000.log")
-    assert bad.returncode == 1 and "linear   INVALID  not linearizable: key all" in bad.stdout
+    assert bad.returncode == 1 and "linear   INVALID  1 not linearizable: key all" in bad.stdout
     knossos = _chaos(shared_data / "knossos" / "data" / "cas-register" / "bad" / "bad-analysis.edn")
     assert knossos.returncode == 1
 
@@ -123,7 +123,7 @@ def test_register_history_without_test_json_is_checked_linearizable(tmp_path: Pa
     assert "(register)" in ok.stdout.splitlines()[-1]
     assert "linear   valid" in ok.stdout
     bad = _chaos(hist(2))
-    assert bad.returncode == 1 and "linear   INVALID  not linearizable: key 7" in bad.stdout
+    assert bad.returncode == 1 and "linear   INVALID  1 not linearizable: key 7" in bad.stdout
 
 
 CORPUS = Path(__file__).resolve().parent / "data" / "verdicts"

@@ -105,7 +105,7 @@ def test_unreachable_nodes_leave_no_run_directory_and_keep_latest(tmp_path) -> N
         "--provider",
         "ssh",
         "--nodes",
-        "n1=127.0.0.1:1,n2=127.0.0.1:1",
+        "n1=127.0.0.1:1,n2=127.0.0.1:2",
         "--no-strict-host-key-checking",
         "--time-limit",
         "5",
@@ -117,7 +117,7 @@ def test_unreachable_nodes_leave_no_run_directory_and_keep_latest(tmp_path) -> N
 
 
 def test_heal_reports_each_unreachable_node_without_a_traceback() -> None:
-    r = chaos("heal", "--provider", "ssh", "--nodes", "n1=127.0.0.1:1,n2=127.0.0.1:1")
+    r = chaos("heal", "--provider", "ssh", "--nodes", "n1=127.0.0.1:1,n2=127.0.0.1:2")
     assert r.returncode == 255, r.stdout + r.stderr
     lines = r.stdout.splitlines()
     assert [line.split(":")[0] for line in lines] == ["n1", "n2"]

@@ -116,7 +116,7 @@ def test_signal_during_run_heals_downloads_logs_and_exits(
 
         def partitioned_and_reported() -> bool:
             # a partition took effect, and --no-live printed a status line of the main phase
-            if not history.is_file() or not re.search(r"/120s main ok=\d+", out.read_text()):
+            if not history.is_file() or not re.search(r"/120s main ok \d+", out.read_text()):
                 return False
             return any(o.f == "start-partition" and o.type == "info" for o in read_history(history))
 

@@ -166,7 +166,8 @@ def _analyze(dirs: list[Path], master: str, out: str | None, time_limit: float |
             master=master,
             out=Path(out) if out else None,
             time_limit=time_limit,
-            say=lambda m: click.echo(printable(m), err=True),  # what Spark is doing, stage by stage
+            # what Spark is doing, stage by stage, for a person at a terminal (bad input stays one line)
+            say=(lambda m: click.echo(printable(m), err=True)) if sys.stderr.isatty() else None,
         )
     except HistoryError as e:  # the same line `chaos check` prints
         raise ConfigError(f"malformed history: {e}") from None
