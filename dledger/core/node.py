@@ -385,6 +385,8 @@ class Core:
         self._unstable_at = self.end_index + 1
         self._cut = None
         self._restart = None
+        if self.repair_to >= 0:
+            self._repaired()  # the written log reached the repair mark: vote again
 
     def on_write_failed(self) -> None:
         """The store refused the log writes of the last :meth:`ready` part-way (StoreError): take
