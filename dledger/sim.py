@@ -49,7 +49,7 @@ from dledger.driver import Driver
 from dledger.protocol import Code, Message
 from dledger.simdisk import SimDisk
 from dledger.statemachine import StateMachine
-from dledger.store import CorruptionError, Entry, MemoryLogStore, codec
+from dledger.store import CorruptionError, Entry, MemoryLogStore, StoreError, codec
 from dledger.store.file import FileLogStore
 from dledger.store.hardstate import HardState
 
@@ -314,6 +314,7 @@ class Sim:
         self.disk_faulted: set[str] = set()  # members with an injected storage fault
         self.repairing: dict[str, int] = {}  # member -> repair_to of its store, while repairing
         self.stats: dict[str, int] = dict.fromkeys(STATS, 0)
+        self._down_bytes: dict[str, int] = {}  # member -> committed_bytes when it went down
         self._lease: dict[str, int] = {}
         # file disk: the real FileLogStore and currterm file over one SimDisk per member
         self.disks: dict[str, SimDisk] = {i: SimDisk(random.Random(f"disk-{seed}-{i}")) for i in self.ids}
@@ -416,6 +417,8 @@ class Sim:
     def crash(self, node: str) -> None:
         """Stop ``node``: its waiting requests are lost, and so is what its store had not synced;
         term/vote survive (they are saved synchronously)."""
+        if self.disk == "file" and node in self.nodes:
+            self._down_bytes[node] = self.committed_bytes(node)
         core = self.nodes.pop(node, None)
         drv = self.drivers.pop(node, None)
         if drv is not None:
@@ -772,13 +775,15 @@ class Sim:
         """The byte position (in the first data file) where the entries ``node``'s checkpoint says
         are committed end: storage faults below it hit committed data, which recovery must detect
         (faults beyond it look like a torn tail of unsynced writes, the crash fault model)."""
+        if node not in self.nodes:
+            return self._down_bytes.get(node, 0)  # as it was when the member went down
         st = self.stores.get(node)
         ck = getattr(st, "committed_index", -1)
         if self.disk != "file" or st is None or ck < st.begin_index:
             return 0
         try:
             e = st.get(ck)
-        except (IndexError, OSError, CorruptionError):
+        except (IndexError, OSError, StoreError):
             return 0
         return min(e.pos + codec.HEADER_SIZE + len(e.body), FILE_DATA_SIZE)
 
