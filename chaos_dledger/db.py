@@ -72,6 +72,20 @@ def _log_patterns() -> list[Any]:
             WARNING,
             "a frame or message that did not decode (the connection was closed)",
         ),
+        # dledger/server.py and dledger/store/file.py, Protocol-Aware Recovery: a member whose
+        # committed prefix failed its checks cut it and fetches it again (counted: the repairs)
+        LogPattern(
+            "repair",
+            r"REPAIR: committed entries after \d+ are damaged",
+            WARNING,
+            "a member found its committed prefix damaged and repairs it from the leader (abstaining from votes)",
+        ),
+        LogPattern(
+            "repair-done",
+            r"repair done: the log holds entries up to \d+ again",
+            WARNING,
+            "a damaged committed prefix was fetched again from the leader",
+        ),
         LogPattern(
             "recovery-cut", r"recovery cut the log", WARNING, "recovery cut a torn or corrupt log tail"
         ),

@@ -674,7 +674,9 @@ class FileLogStore:
         if self.repair_to >= 0:
             if self._synced_index >= self.repair_to:
                 log.warning(
-                    "%s: repair done: the log holds entries up to %d again", self.directory, self.repair_to
+                    "%s: repair mark cleared: entries up to %d are durable again",
+                    self.directory,
+                    self.repair_to,
                 )
                 self.repair_to = -1
             else:
