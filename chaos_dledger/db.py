@@ -188,6 +188,14 @@ class DLedgerDB:
     faketime_file: str | None = "/var/run/dledger.faketime"
     listing_file = "/var/log/dledger-data.txt"
 
+    @staticmethod
+    def gate_campaign(store: str) -> list[dict[str, Any]]:
+        """The simulation row of a default ``chaos gate`` (``chaos.history.gate.db_campaign_rows``):
+        the default swarm ``chaos sim`` over :data:`chaos_dledger.sim.GATE_SEEDS` seeds."""
+        from chaos_dledger.sim import gate_campaign
+
+        return gate_campaign(store)
+
     def __init__(
         self,
         *,
