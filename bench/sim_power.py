@@ -71,6 +71,24 @@ CONFIGS: dict[str, list[str]] = {
     "follower-commit-unbounded": LOG,
     "follower-ack-before-fsync": LOG,
     "get-uncommitted": LOG,
+    # issue 23's classes from the field, each with the fault that exposes it
+    "stale-vote-response": ["--workload", "register", "--nemesis", "slow-network,partition,kill"],
+    "stale-term-push": ["--workload", "log", "--nemesis", "slow-network,partition-leader,kill-leader"],
+    "leader-acks-before-own-fsync": [
+        "--workload",
+        "log",
+        "--nemesis",
+        "power-in-sync,kill-in-sync,partition",
+    ],
+    "repair-votes-while-damaged": ["--workload", "log", "--nemesis", "storage,partition,kill"],
+    "heartbeat-stale-round": [
+        "--workload",
+        "register",
+        "--nemesis",
+        "slow-network,partition-leader,pause-leader",
+        "--read-mode",
+        "read-index",
+    ],
 }
 DEFAULT_RESULTS = ROOT / "store" / "sim-power" / "results.jsonl"
 
