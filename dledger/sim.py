@@ -325,7 +325,8 @@ class Sim:
         self.drivers: dict[str, Driver] = {}
         self.sms: dict[str, StateMachine] = {}
         self.paused: set[str] = set()
-        self._inbox: dict[str, list[Message]] = {i: [] for i in self.ids}  # held while paused
+        # held while paused: messages, and fsync completions the process has not run yet
+        self._inbox: dict[str, list[Any]] = {i: [] for i in self.ids}
         self.blocked: set[tuple[str, str]] = set()
         self.drop: Callable[[Message], bool] | None = None
         # a partition also drops the messages in flight on a cut link when they arrive (iptables

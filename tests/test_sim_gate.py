@@ -30,6 +30,11 @@ def test_the_gate_finds_dledgers_campaign_through_its_db_plugin(monkeypatch) -> 
     import chaos_dledger.sim as sim
 
     seen: list[str] = []
-    monkeypatch.setattr(sim, "gate_campaign", lambda store: seen.append(store) or [{"run": "sim row"}])
+
+    def campaign(store: str) -> list[dict[str, str]]:
+        seen.append(store)
+        return [{"run": "sim row"}]
+
+    monkeypatch.setattr(sim, "gate_campaign", campaign)
     rows = db_campaign_rows(["--time-limit", "5", "--db", "chaos_dledger.db:DLedgerDB"], "my-store")
     assert rows == [{"run": "sim row"}] and seen == ["my-store"]

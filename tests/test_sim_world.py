@@ -127,7 +127,12 @@ def test_a_holding_partition_delivers_what_it_held_at_the_heal() -> None:
     assert held > 0 and len(sim._held_links) > 0
     seen: list[Message] = []
     orig = sim._deliver
-    sim._deliver = lambda m: (seen.append(m), orig(m))[1]  # type: ignore[method-assign]
+
+    def recording(msg: Message) -> None:
+        seen.append(msg)
+        orig(msg)
+
+    sim._deliver = recording  # type: ignore[method-assign]
     sim.heal()
     sim.run(50)
     assert any(m.src == ld and m.dst in others for m in seen)  # the old leader's held messages arrive
@@ -170,7 +175,12 @@ def test_resume_releases_the_queue_in_the_order_asked() -> None:
     assert len(queued) >= 3 and queued != list(reversed(queued))
     seen: list[Message] = []
     orig = sim._deliver
-    sim._deliver = lambda m: (seen.append(m), orig(m))[1]  # type: ignore[method-assign]
+
+    def recording(msg: Message) -> None:
+        seen.append(msg)
+        orig(msg)
+
+    sim._deliver = recording  # type: ignore[method-assign]
     sim.resume(f, order="reverse")
     assert seen[: len(queued)] == list(reversed(queued))
     sim.run(2_000)
