@@ -274,6 +274,8 @@ PRESETS: dict[str, tuple[MatrixRun, ...]] = {
             (*_SHORT, *_READS, "--read-mode", "raft-log"),
             ("leader-local-kv-read",),
         ),
+        # storage faults on a minority: the correct server repairs them (issue 23)
+        MatrixRun("log", "bitflip", (*_SHORT, "--nemesis-opt", "file_targets=minority")),
     ),
     # The gate's matrix before the catalogue: register and log under elections, runs of 60 s.
     "elections": tuple(
