@@ -574,6 +574,7 @@ class DLedgerDB:
                     "leader": getattr(r, "leader_id", None),
                     "commit_index": raw.get("commitIndex"),
                     "end_index": raw.get("ledgerEndIndex"),
+                    "repair_to": raw.get("repairTo", -1),
                 }
             else:
                 view[name] = {
@@ -602,7 +603,7 @@ class DLedgerDB:
                     or v["commit_index"] < commit
                 ):
                     problems.append(f"{name} at commitIndex {v['commit_index']}, the leader at {commit}")
-        return {
+        rec: dict[str, Any] = {
             "recovered": not problems,
             "leader": leader,
             "term": term,
@@ -610,6 +611,17 @@ class DLedgerDB:
             "problems": problems,
             "nodes": view,
         }
+        # members repairing a damaged committed prefix abstain from votes: with a majority of them
+        # (or of them and silent members) no leader can be elected, and the damage is beyond what
+        # the replicas can repair (chaos.history.liveness reports it as unknown with this cause)
+        repairing = sorted(n for n, v in view.items() if v["ok"] and (v.get("repair_to") or -1) >= 0)
+        voters = sum(1 for v in view.values() if v["ok"]) - len(repairing)
+        if problems and repairing and leader is None and voters <= len(view) // 2:
+            rec["beyond_repair"] = (
+                f"{', '.join(repairing)} repair damaged committed prefixes and may not vote; "
+                f"{voters} of {len(view)} members can vote, a majority is needed"
+            )
+        return rec
 
     def log_files(self, remote: Remote) -> list[str]:
         """Remote files to collect: the server log and a listing of the data dir (written now)."""

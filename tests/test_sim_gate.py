@@ -38,3 +38,21 @@ def test_the_gate_finds_dledgers_campaign_through_its_db_plugin(monkeypatch) -> 
     monkeypatch.setattr(sim, "gate_campaign", campaign)
     rows = db_campaign_rows(["--time-limit", "5", "--db", "chaos_dledger.db:DLedgerDB"], "my-store")
     assert rows == [{"run": "sim row"}] and seen == ["my-store"]
+
+
+def test_damage_beyond_repair_is_unknown_with_its_cause_not_a_liveness_failure(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from chaos.history.liveness import LivenessChecker
+
+    base = {
+        "recovered": False,
+        "bound_s": 30.0,
+        "waited_s": 30.0,
+        "problems": ["no node claims to be leader"],
+    }
+    hist = tmp_path / "history.jsonl"
+    hist.write_text("")
+    plain = LivenessChecker().check({"recovery": base}, hist, {})
+    assert plain["valid"] is False  # a cluster that just did not recover fails
+    why = "n1, n2, n3 repair damaged committed prefixes and may not vote; 2 of 5 members can vote"
+    beyond = LivenessChecker().check({"recovery": {**base, "beyond_repair": why}}, hist, {})
+    assert beyond["valid"] == "unknown" and beyond["cause"] == f"damage beyond repair: {why}"
