@@ -28,6 +28,21 @@ at once, back one by one), and play Raft's Figure 8 (``figure8``: each leader cu
 follower or killed, within a few round trips of its election or after leading a while, and back
 after a short window). A partition drops the messages in flight on a cut link.
 
+Without ``--nemesis`` each seed draws its own fault mix, rates, workload, read mode and time
+limit (:func:`draw_mix`; Groce et al., Swarm Testing, ISSTA 2012), printed for a failing seed and
+replayed by ``--seed``. The world under every seed also draws an fsync latency (a crash lands
+between a write, its fsync's issue and its completion; the held acknowledgements wait for it) and
+whether a crash keeps an out-of-order subset of unsynced pages. ``slow-network`` holds messages on
+live links for up to several election timeouts, delivers late duplicates and makes partitions hold
+what crosses them until the heal; ``kill-in-sync``/``power-in-sync`` crash a member (or all) while
+an fsync is in flight; ``pause-round`` pauses a member inside a protocol round (an open heartbeat or
+vote round, a follower holding acknowledgements) and releases its queue in a seeded order;
+``storage`` and ``bitflip`` damage a down member's committed records (header or body bit flips,
+lost or misdirected page writes), on a minority of members, which the server repairs from the
+leader. Each campaign ends with seeds/s and a coverage line (how many seeds saw elections,
+truncations, stale-term messages, lease extensions, recovery cuts, storage faults, repairs, ...);
+a progress bar shows on the terminal meanwhile.
+
 Exit status: 0 every seed valid, 1 some seed invalid, 2 some seed unknown (none invalid), 254 bad
 arguments.
 """
