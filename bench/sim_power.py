@@ -13,6 +13,11 @@ record per class and configuration::
     nice -n 10 python3 bench/sim_power.py --seeds 2000 --jobs 1            # every class
     nice -n 10 python3 bench/sim_power.py --correct --seeds 2000 --jobs 1  # the correct server
     python3 bench/sim_power.py --table                                      # the README table
+    nice -n 10 python3 bench/sim_power.py --swarm --seeds 2000 --jobs 1    # every class, default swarm
+    nice -n 10 python3 bench/sim_power.py --swarm --correct --seeds 10000  # the correct server, swarm
+
+``--swarm`` runs every class with the default ``chaos sim`` (no configuration: each seed draws its
+own fault mix) instead of the class's configuration, and prints the campaign's seeds/s.
 
 CPU time is the cost: a seed of 5 simulated seconds takes 0.1-0.3 s of CPU.
 """
@@ -66,17 +71,36 @@ CONFIGS: dict[str, list[str]] = {
     "follower-commit-unbounded": LOG,
     "follower-ack-before-fsync": LOG,
     "get-uncommitted": LOG,
+    # issue 23's classes from the field, each with the fault that exposes it
+    "stale-vote-response": ["--workload", "register", "--nemesis", "slow-network,partition,kill"],
+    "stale-term-push": ["--workload", "log", "--nemesis", "slow-network,partition-leader,kill-leader"],
+    "leader-acks-before-own-fsync": [
+        "--workload",
+        "log",
+        "--nemesis",
+        "power-in-sync,kill-in-sync,partition",
+    ],
+    "repair-votes-while-damaged": ["--workload", "log", "--nemesis", "storage,partition,kill"],
+    "heartbeat-stale-round": [
+        "--workload",
+        "register",
+        "--nemesis",
+        "slow-network,partition-leader,pause-leader",
+        "--read-mode",
+        "read-index",
+    ],
 }
 DEFAULT_RESULTS = ROOT / "store" / "sim-power" / "results.jsonl"
 
 _FAILING = re.compile(r"^seed (\d+): valid = (\S+): (.*)$", re.M)
 _TOTAL = re.compile(r"^(\d+) seeds, (\d+) not valid", re.M)
+_RATE = re.compile(r"^([\d.]+) seeds/s", re.M)
 
 
 def run_sim(sim_args: list[str], seeds: int, args: argparse.Namespace, source: Path | None) -> dict[str, Any]:
     """``chaos sim`` over ``seeds`` seeds (stopping at the first failure for a mutant); its
     command line, exit status, seeds run, failing seeds and the first failure's reason."""
-    if "--time-limit" not in sim_args:
+    if "--time-limit" not in sim_args and sim_args:
         sim_args = [*sim_args, "--time-limit", f"{args.time_limit:g}"]
     cmd = [sys.executable, "-m", "chaos.cli", "sim", *sim_args]
     cmd += ["--seeds", str(seeds), "--first-seed", str(args.first_seed), "--jobs", str(args.jobs)]
@@ -99,8 +123,10 @@ def run_sim(sim_args: list[str], seeds: int, args: argparse.Namespace, source: P
         c1 = os.times()
     failing = [(int(s), v, why) for s, v, why in _FAILING.findall(p.stdout)]
     total = _TOTAL.search(p.stdout)
+    rate = _RATE.search(p.stdout)
     return {
-        "command": "chaos sim " + " ".join(sim_args),
+        "command": "chaos sim " + (" ".join(sim_args) or "(default swarm)"),
+        "seeds_per_s": float(rate[1]) if rate else None,
         "exit": p.returncode,
         "seeds_run": int(total[1]) if total else None,
         "failing_count": int(total[2]) if total else None,
@@ -169,11 +195,17 @@ def main() -> int:
         "edits in the checkout during a long run do not mix in)",
     )
     ap.add_argument("--table", action="store_true", help="only print the table of --results")
+    ap.add_argument(
+        "--swarm",
+        action="store_true",
+        help="run the default chaos sim (swarm: a fault mix per seed) instead of each class's configuration",
+    )
     args = ap.parse_args()
     if args.table:
         print(table(args.results))
         return 0
-    unknown = [c for c in args.only if c not in CONFIGS]
+    known = {m.name for m in load_mutants()} if args.swarm else set(CONFIGS)
+    unknown = [c for c in args.only if c not in known]
     if unknown or args.seeds < 1 or args.jobs < 1 or args.time_limit <= 0:
         print(
             f"--only {unknown}: expected classes among {', '.join(CONFIGS)}; --seeds, --jobs, "
@@ -181,14 +213,20 @@ def main() -> int:
             file=sys.stderr,
         )
         return 254
-    classes = args.only or list(CONFIGS)
+    classes = args.only or sorted(known)
     # the root's own patches: they apply to the root's package (the checkout's may have moved on)
     # (an older root keeps them in bench/mutants)
     patch_dirs = [
         d for d in (args.root / "chaos_dledger" / "mutants", args.root / "bench" / "mutants") if d.is_dir()
     ]
     mutants = {m.name: m for m in (load_mutants(patch_dirs[0]) if patch_dirs else load_mutants())}
-    if args.correct:
+    if args.correct and args.swarm:
+        r = run_sim([], args.seeds, args, None)
+        record(args.results, {"kind": "correct", "class": "(correct server)", "seeds": args.seeds, **r})
+        print(
+            f"correct server, default swarm: {r['failing_count']} of {r['seeds_run']} not valid, {r['seeds_per_s']} seeds/s"
+        )
+    elif args.correct:
         done: set[tuple[str, ...]] = set()
         for cls in classes:
             cfg = tuple(CONFIGS[cls])
@@ -203,10 +241,14 @@ def main() -> int:
         for cls in classes:
             with tempfile.TemporaryDirectory(prefix=f"mutant-{cls}-") as tmp:
                 copy = apply_mutant(mutants[cls], Path(tmp) / "copy", root=args.root)
-                r = run_sim(CONFIGS[cls], args.seeds, args, copy)
+                r = run_sim([] if args.swarm else CONFIGS[cls], args.seeds, args, copy)
             record(args.results, {"kind": "mutant", "class": cls, "seeds": args.seeds, **r})
             found = r["first_failure"] or f"not found in {r['seeds_run']}"
-            print(f"{cls}: {r['command']}: seeds to first failure {found}; {'; '.join(r['failing'][:1])}")
+            print(
+                f"{cls}: {r['command']}: seeds to first failure {found} ({r['seeds_per_s']} seeds/s); "
+                f"{'; '.join(r['failing'][:1])}",
+                flush=True,
+            )
     print()
     print(table(args.results))
     return 0

@@ -73,6 +73,20 @@ def _log_patterns() -> list[Any]:
             WARNING,
             "a frame or message that did not decode (the connection was closed)",
         ),
+        # dledger/server.py and dledger/store/file.py, Protocol-Aware Recovery: a member whose
+        # committed prefix failed its checks cut it and fetches it again (counted: the repairs)
+        LogPattern(
+            "repair",
+            r"REPAIR: committed entries after \d+ are damaged",
+            WARNING,
+            "a member found its committed prefix damaged and repairs it from the leader (abstaining from votes)",
+        ),
+        LogPattern(
+            "repair-done",
+            r"repair done: the log holds entries up to \d+ again",
+            WARNING,
+            "a damaged committed prefix was fetched again from the leader",
+        ),
         LogPattern(
             "recovery-cut", r"recovery cut the log", WARNING, "recovery cut a torn or corrupt log tail"
         ),
@@ -182,6 +196,14 @@ class DLedgerDB:
     faketime_file: str | None = "/var/run/dledger.faketime"
     listing_file = "/var/log/dledger-data.txt"
     secret_file = "/opt/dledger/peer.secret"
+
+    @staticmethod
+    def gate_campaign(store: str) -> list[dict[str, Any]]:
+        """The simulation row of a default ``chaos gate`` (``chaos.history.gate.db_campaign_rows``):
+        the default swarm ``chaos sim`` over :data:`chaos_dledger.sim.GATE_SEEDS` seeds."""
+        from chaos_dledger.sim import gate_campaign
+
+        return gate_campaign(store)
 
     def __init__(
         self,
@@ -570,6 +592,7 @@ class DLedgerDB:
                     "leader": getattr(r, "leader_id", None),
                     "commit_index": raw.get("commitIndex"),
                     "end_index": raw.get("ledgerEndIndex"),
+                    "repair_to": raw.get("repairTo", -1),
                 }
             else:
                 view[name] = {
@@ -598,7 +621,7 @@ class DLedgerDB:
                     or v["commit_index"] < commit
                 ):
                     problems.append(f"{name} at commitIndex {v['commit_index']}, the leader at {commit}")
-        return {
+        rec: dict[str, Any] = {
             "recovered": not problems,
             "leader": leader,
             "term": term,
@@ -606,6 +629,17 @@ class DLedgerDB:
             "problems": problems,
             "nodes": view,
         }
+        # members repairing a damaged committed prefix abstain from votes: with a majority of them
+        # (or of them and silent members) no leader can be elected, and the damage is beyond what
+        # the replicas can repair (chaos.history.liveness reports it as unknown with this cause)
+        repairing = sorted(n for n, v in view.items() if v["ok"] and (v.get("repair_to") or -1) >= 0)
+        voters = sum(1 for v in view.values() if v["ok"]) - len(repairing)
+        if problems and repairing and leader is None and voters <= len(view) // 2:
+            rec["beyond_repair"] = (
+                f"{', '.join(repairing)} repair damaged committed prefixes and may not vote; "
+                f"{voters} of {len(view)} members can vote, a majority is needed"
+            )
+        return rec
 
     def log_files(self, remote: Remote) -> list[str]:
         """Remote files to collect: the server log and a listing of the data dir (written now)."""

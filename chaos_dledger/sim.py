@@ -28,6 +28,21 @@ at once, back one by one), and play Raft's Figure 8 (``figure8``: each leader cu
 follower or killed, within a few round trips of its election or after leading a while, and back
 after a short window). A partition drops the messages in flight on a cut link.
 
+Without ``--nemesis`` each seed draws its own fault mix, rates, workload, read mode and time
+limit (:func:`draw_mix`; Groce et al., Swarm Testing, ISSTA 2012), printed for a failing seed and
+replayed by ``--seed``. The world under every seed also draws an fsync latency (a crash lands
+between a write, its fsync's issue and its completion; the held acknowledgements wait for it) and
+whether a crash keeps an out-of-order subset of unsynced pages. ``slow-network`` holds messages on
+live links for up to several election timeouts, delivers late duplicates and makes partitions hold
+what crosses them until the heal; ``kill-in-sync``/``power-in-sync`` crash a member (or all) while
+an fsync is in flight; ``pause-round`` pauses a member inside a protocol round (an open heartbeat or
+vote round, a follower holding acknowledgements) and releases its queue in a seeded order;
+``storage`` and ``bitflip`` damage a down member's committed records (header or body bit flips,
+lost or misdirected page writes), on a minority of members, which the server repairs from the
+leader. Each campaign ends with seeds/s and a coverage line (how many seeds saw elections,
+truncations, stale-term messages, lease extensions, recovery cuts, storage faults, repairs, ...);
+a progress bar shows on the terminal meanwhile.
+
 Exit status: 0 every seed valid, 1 some seed invalid, 2 some seed unknown (none invalid), 254 bad
 arguments.
 """
@@ -43,6 +58,7 @@ import multiprocessing
 import random
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +69,9 @@ from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
 from chaos.history.store import HistoryWriter, RunDir
 
 WORKLOADS = ("register", "log", "list-append")
+# the swarm's draw: the workloads its 10,000-seed correct-server campaign covered (list-append
+# runs when named, until a campaign of its own has been run under the swarm's faults)
+SWARM_WORKLOADS = ("register", "log")
 NEMESES = (
     "none",
     "partition",
@@ -67,6 +86,11 @@ NEMESES = (
     "network",
     "bitflip",
     "figure8",
+    "slow-network",
+    "storage",
+    "kill-in-sync",
+    "power-in-sync",
+    "pause-round",
 )
 # the fault id a kind starts under: one partition at a time (any shape), one clock fault at a time
 _SLOT = {"partition-leader": "partition", "clock-slow-leader": "clock-skew"}
@@ -81,8 +105,45 @@ STICKY_READ_TIMEOUT_MS = 10_000  # chaos.workloads.register.STICKY_READ_TIMEOUT_
 F8_POLL_MS = 5  # the figure8 nemesis looks for a new leader this often
 
 
-# kinds the random fault stream does not draw: swarm settings (network, bitflip) and figure8's own loop
-_NOT_DRAWN = ("none", "network", "bitflip", "figure8")
+# kinds the random fault stream does not draw: swarm settings (network, slow-network, bitflip) and
+# figure8's own loop
+_NOT_DRAWN = ("none", "network", "slow-network", "bitflip", "figure8")
+# what the swarm draws its per-seed fault mix from (Groce et al., Swarm Testing, ISSTA 2012)
+SWARM_FAULTS = tuple(k for k in NEMESES if k != "none")
+SWARM_TIME_LIMITS = (3.0, 5.0, 10.0)
+_CLOCK_FAULTS = ("clock-skew", "clock-slow-leader")
+ELECTION_MS = 480  # a follower's timeout plus the longest vote interval (dledger.core.CoreConfig)
+
+
+def draw_mix(seed: int) -> dict[str, Any]:
+    """The swarm's per-seed choices (``chaos sim`` without ``--nemesis``), from the seed alone: the
+    workload, read mode, fault kinds (each present with probability 0.35, at least one), time
+    limit, client rate and concurrency, and the interval between faults. Lease reads leave clock
+    faults out (a lease is safe only while clocks run at one rate), and so the swarm never draws
+    the known-bad ``unsafe`` read mode."""
+    r = random.Random(f"mix-{seed}")
+    workload = r.choice(SWARM_WORKLOADS)
+    read_mode = r.choice(("raft-log", "read-index", "lease")) if workload == "register" else "raft-log"
+    pool = [k for k in SWARM_FAULTS if not (read_mode == "lease" and k in _CLOCK_FAULTS)]
+    faults = [k for k in pool if r.random() < 0.35] or [r.choice(pool)]
+    time_limit = r.choice(SWARM_TIME_LIMITS)
+    return {
+        "workload": workload,
+        "read_mode": read_mode,
+        "nemesis": faults,
+        "time_limit": time_limit,
+        "rate": r.choice((20.0, 50.0, 100.0)),
+        "clients": r.choice((5, 10)),
+        "nemesis_interval": min(r.choice((0.5, 1.0, 2.0, 5.0)), time_limit / 4),
+    }
+
+
+def mix_args(mix: dict[str, Any]) -> str:
+    """The ``chaos sim`` options that run ``mix`` explicitly."""
+    return (
+        f"--workload {mix['workload']} --nemesis {','.join(mix['nemesis'])} --read-mode {mix['read_mode']} "
+        f"--time-limit {mix['time_limit']:g} --rate {mix['rate']:g} --concurrency {mix['clients']}"
+    )
 
 
 @dataclass
@@ -105,6 +166,25 @@ class SimOptions:
     sticky: bool = True
     disk: str = "file"
     schedule: list[dict[str, Any]] | None = None  # explicit fault events instead of drawn ones
+    swarm: bool = False  # the options were drawn by draw_mix (for the report)
+
+    @classmethod
+    def swarm_for(cls, seed: int, disk: str = "file", sticky: bool = True) -> SimOptions:
+        """The swarm's options for ``seed`` (:func:`draw_mix`)."""
+        m = draw_mix(seed)
+        return cls(
+            m["workload"],
+            m["nemesis"],
+            seed,
+            m["time_limit"],
+            m["clients"],
+            m["rate"],
+            m["nemesis_interval"],
+            read_mode=m["read_mode"],
+            sticky=sticky,
+            disk=disk,
+            swarm=True,
+        )
 
 
 @dataclass
@@ -120,6 +200,7 @@ class SeedResult:
     sim_ms: int
     ops: int
     schedule: list[dict[str, Any]] = field(default_factory=list)
+    stats: dict[str, int] = field(default_factory=dict)
 
 
 class _Client:
@@ -158,6 +239,9 @@ class SimRun:
         self.net_faults = "network" in opts.nemesis
         self.loss = swarm.choice([0.0, 0.01, 0.05]) if self.net_faults else 0.0
         self.dup = swarm.choice([0.0, 0.02, 0.1]) if self.net_faults else 0.0
+        self._world(random.Random(f"world-{opts.seed}"))
+        self.damaged: set[str] = set()  # members given a storage fault: at most a minority
+        self.sync_armed: dict[str, Any] | None = None  # kill-in-sync / power-in-sync, armed
         self.wl_rng = random.Random(f"workload-{opts.seed}")
         self.nem_rng = random.Random(f"nemesis-{opts.seed}")
         self.writer = HistoryWriter(history_path)
@@ -181,6 +265,22 @@ class SimRun:
         self.schedule: list[dict[str, Any]] = []  # the faults as run: {"at": ms, "op", "kind", "params"}
         self.ops = 0
         self.accepting = True
+
+    def _world(self, rng: random.Random) -> None:
+        """The simulated world's per-seed rates: fsync latency (0.1-20 ms disks, rounded to the
+        simulator's 1 ms) and crash reordering always; slow links, late duplicates and partitions
+        that hold messages with ``slow-network``."""
+        sim = self.sim
+        sim.sync_latency = rng.choice([(0, 0), (1, 2), (1, 5), (2, 20)])
+        sim.reorder_probability = rng.choice([0.0, 0.5, 1.0])
+        if "slow-network" in self.opts.nemesis:
+            sim.slow_ms = rng.choice([1, 3, 6]) * ELECTION_MS
+            self.slow = rng.choice([0.005, 0.02, 0.05])
+            self.late_dup = rng.choice([0.0, 0.01, 0.05])
+            sim.hold_partitions = rng.random() < 0.5
+        else:
+            self.slow = self.late_dup = 0.0
+        sim.on_sync_start = self._on_sync_start
 
     # ------------------------------------------------------------ history
 
@@ -409,10 +509,31 @@ class SimRun:
                 victims = [leader] if leader is not None else [rng.choice(sim.ids)]
             else:
                 victims = rng.sample(sim.ids, rng.randint(1, NODES // 2))
-            flip = None
+            damage = None
             if "bitflip" in self.opts.nemesis and self.opts.disk == "file":
-                flip = rng.choice(sorted(victims))  # one bit on one killed member: a minority, repairable
-            return kind, {"victims": victims, "flip": flip}
+                # one bit on one killed member's committed records: a minority, repairable
+                damage = {
+                    "node": rng.choice(sorted(victims)),
+                    "kind": rng.choice(["flip-header", "flip-body"]),
+                }
+            return kind, {"victims": victims, "damage": damage}
+        if kind == "storage":  # a down member's committed data damaged; restarted on stop
+            from dledger.sim import DAMAGE_KINDS
+
+            v = rng.choice(sim.ids)
+            return kind, {"victims": [v], "damage": {"node": v, "kind": rng.choice(DAMAGE_KINDS)}}
+        if kind in ("kill-in-sync", "power-in-sync"):
+            return kind, {
+                "node": rng.choice([*sim.ids, "*"]),
+                "gaps": [rng.choice([0, 50, 500]) for _ in sim.ids],
+            }
+        if kind == "pause-round":
+            from dledger.sim import PAUSE_POINTS, RELEASE_ORDERS
+
+            who = rng.choice(["*", "leader", *sim.ids])
+            if who == "leader":
+                who = leader if leader is not None else "*"
+            return kind, {"node": who, "point": rng.choice(PAUSE_POINTS), "order": rng.choice(RELEASE_ORDERS)}
         if kind == "pause":
             return kind, rng.sample(sim.ids, rng.randint(1, NODES // 2))
         return kind, {v: rng.choice([0.5, 0.8, 1.25, 2.0]) for v in rng.sample(sim.ids, 2)}  # clock-skew
@@ -429,15 +550,32 @@ class SimRun:
             sim.partition(*params)
             self.faults["partition"] = params
             self._nemesis("start-partition", [sorted(g) for g in params])
-        elif kind in ("kill", "kill-leader"):
+        elif kind in ("kill", "kill-leader", "storage"):
+            damage = params.get("damage")
+            if damage and not self._may_damage(damage["node"]):
+                damage = None
+            below = sim.committed_bytes(damage["node"]) if damage else 0
             for v in params["victims"]:
                 sim.crash(v)
                 self.queued.pop(v, None)  # requests waiting at a killed member are gone
             self.faults[fid] = params["victims"]
-            self._nemesis(kind, sorted(params["victims"]))
-            if params.get("flip"):
-                v = params["flip"]
-                self._nemesis("bitflip", {"node": v, "file": sim.disks[v].flip_bit(f"/sim/{v}/data")})
+            self._nemesis("kill" if kind == "storage" else kind, sorted(params["victims"]))
+            if damage:
+                done = sim.damage(damage["node"], damage["kind"], below)
+                if done is not None:
+                    self.damaged.add(damage["node"])
+                    self._nemesis(
+                        "bitflip" if damage["kind"].startswith("flip") else "storage-fault",
+                        {"node": damage["node"], **done},
+                    )
+        elif kind in ("kill-in-sync", "power-in-sync"):
+            self.faults[fid] = {"armed": params, "victims": []}
+            self.sync_armed = {"fid": fid, "power": kind == "power-in-sync", **params}
+            self._nemesis(f"arm-{kind}", params)
+        elif kind == "pause-round":
+            self.faults[fid] = {"armed": params, "victims": []}
+            sim.pause_at(params["node"], params["point"], functools.partial(self._paused_in_round, fid))
+            self._nemesis("arm-pause-round", params)
         elif kind == "power-failure":
             for v in sim.ids:
                 sim.crash(v)
@@ -455,6 +593,40 @@ class SimRun:
             self.faults[fid] = params
             self._nemesis("clock-skew", params)
 
+    def _may_damage(self, node: str) -> bool:
+        """Storage faults stay on a minority of members (TigerBeetle's ClusterFaultAtlas), so a
+        majority always holds every committed entry and a damaged member can be repaired."""
+        return self.opts.disk == "file" and (node in self.damaged or len(self.damaged) < NODES // 2)
+
+    def _on_sync_start(self, node: str, at: int) -> None:
+        """An fsync of ``node`` started, completing at ``at`` ms: an armed kill-in-sync (or
+        power-in-sync) lands strictly between its issue and its completion."""
+        armed = self.sync_armed
+        if armed is None or armed["node"] not in ("*", node) or at - self.sim.now < 2:
+            return
+        self.sync_armed = None
+        crash_at = self.nem_rng.randint(self.sim.now + 1, at - 1)
+        self.sim.call_at(crash_at, functools.partial(self._crash_in_sync, armed, node))
+
+    def _crash_in_sync(self, armed: dict[str, Any], node: str) -> None:
+        fid = armed["fid"]
+        if fid not in self.faults or node not in self.sim.nodes:
+            self.sync_armed = armed if fid in self.faults else None  # try again at its next fsync
+            return
+        victims = list(self.sim.ids) if armed["power"] else [node]
+        for v in victims:
+            self.sim.crash(v)
+            self.queued.pop(v, None)
+        self.faults[fid]["victims"] = victims
+        self._nemesis(
+            "power-failure" if armed["power"] else "kill", {"nodes": victims, "fsync_in_flight_at": node}
+        )
+
+    def _paused_in_round(self, fid: str, node: str) -> None:
+        if fid in self.faults:
+            self.faults[fid]["victims"] = [node]
+            self._nemesis("pause", {"nodes": [node], "at": self.faults[fid]["armed"]["point"]})
+
     def _stop_fault(self, fid: str) -> None:
         if fid not in self.faults:
             return
@@ -462,10 +634,34 @@ class SimRun:
         self.schedule.append({"at": self.sim.now, "op": "stop", "kind": kind, "id": fid})
         what = self.faults.pop(fid)
         sim = self.sim
+        if kind in ("kill-in-sync", "power-in-sync"):
+            self.sync_armed = None
+            gaps = what["armed"]["gaps"]
+            if kind == "power-in-sync" and what["victims"]:
+                what = {"order": what["victims"], "gaps": gaps}
+                kind = "power-failure"
+            else:
+                kind, what = "kill", what["victims"]
+        elif kind == "pause-round":
+            sim.pause_triggers.pop(what["armed"]["node"], None)
+            if not what["victims"]:
+                self._nemesis("disarm-pause-round", None)
+                return
+            v = what["victims"][0]
+            first = self.nem_rng.random() < 0.5
+            sim.resume(
+                v,
+                first=functools.partial(self._send_queued, v) if first else None,
+                order=what["armed"]["order"],
+                rng=self.nem_rng,
+            )
+            self._send_queued(v)
+            self._nemesis("resume", {"nodes": [v], "order": what["armed"]["order"]})
+            return
         if kind == "partition":
             sim.heal()
             self._nemesis("stop-partition", None)
-        elif kind in ("kill", "kill-leader"):
+        elif kind in ("kill", "kill-leader", "storage"):
             from dledger.store import StoreError
 
             refused = {}
@@ -497,7 +693,11 @@ class SimRun:
         """One member back after a power failure (unless a kill holds it down)."""
         from dledger.store import StoreError
 
-        if node in self.sim.nodes or any(node in v for f, v in self.faults.items() if f.startswith("kill")):
+        if node in self.sim.nodes or any(
+            isinstance(v, list) and node in v
+            for f, v in self.faults.items()
+            if f.startswith(("kill", "storage"))
+        ):
             return
         try:
             self.sim.start(node)
@@ -545,7 +745,7 @@ class SimRun:
         fid = f"kill:{node}"
         if down >= NODES // 2 or fid in self.faults:
             return
-        self._start("kill", {"victims": [node], "flip": None}, fid)
+        self._start("kill", {"victims": [node], "damage": None}, fid)
         self.sim.call_at(self.sim.now + self._figure8_window(), functools.partial(self._stop_fault, fid))
 
     def _figure8_cut(self, node: str) -> None:
@@ -566,6 +766,7 @@ class SimRun:
     def run(self) -> None:
         sim, opts = self.sim, self.opts
         sim.loss, sim.duplicate = self.loss, self.dup
+        sim.slow, sim.late_duplicate = self.slow, self.late_dup
         end = int(opts.time_limit * 1000)
         interval = max(1, int(opts.nemesis_interval * 1000))
 
@@ -603,7 +804,8 @@ class SimRun:
         self.accepting = False
         for kind in sorted(self.faults):
             self._stop_fault(kind)
-        sim.loss = sim.duplicate = 0.0
+        sim.loss = sim.duplicate = sim.slow = sim.late_duplicate = 0.0
+        sim.heal()  # and deliver what a holding partition kept
         settle_end = sim.now + 10_000
         while sim.now < settle_end:
             sim.run_to(sim.now + 10)
@@ -694,8 +896,11 @@ def run_seed(opts: SimOptions, directory: Path | None = None) -> SeedResult:
             results["valid"] = False
         end = int(opts.time_limit * 1000)
         schedule = [ev for ev in run.schedule if ev["at"] < end]
+        stats = dict(run.sim.stats)
+        results["coverage"] = stats
+        stats["history_ops"] = run.ops
         return SeedResult(
-            opts.seed, results.get("valid"), results, hist.read_bytes(), run.sim.now, run.ops, schedule
+            opts.seed, results.get("valid"), results, hist.read_bytes(), run.sim.now, run.ops, schedule, stats
         )
     finally:
         if tmp is not None:
@@ -733,12 +938,12 @@ def shrink_schedule(
     return events
 
 
-def _run_one(args: tuple[SimOptions]) -> tuple[int, Any, str]:
+def _run_one(args: tuple[SimOptions]) -> tuple[int, Any, str, dict[str, int]]:
     opts = args[0]
     try:
         r = run_seed(opts)
     except Exception as e:  # a crash of the simulated code is a failing seed too
-        return opts.seed, False, f"crashed: {type(e).__name__}: {e}"
+        return opts.seed, False, f"crashed: {type(e).__name__}: {e}", {}
     why = ""
     if r.valid is not True:
         subs = r.results.get("checkers") or {}
@@ -748,7 +953,37 @@ def _run_one(args: tuple[SimOptions]) -> tuple[int, Any, str]:
         why = ", ".join(bad)
         if r.results.get("safety", {}).get("error"):
             why += f" ({r.results['safety']['error']})"
-    return opts.seed, r.valid, why
+    return opts.seed, r.valid, why, r.stats
+
+
+# the coverage line: what a campaign's seeds exercised (label, the stats that count for it)
+COVERAGE = (
+    ("elections", ("elections",)),
+    ("truncations", ("truncations",)),
+    ("stale-term messages", ("stale_term_messages",)),
+    ("two terms late", ("two_terms_late",)),
+    ("lease extensions", ("lease_extensions",)),
+    ("restarts with recovery cuts", ("recovery_cuts",)),
+    ("storage faults", ("storage_faults",)),
+    ("repairs", ("repairs",)),
+    ("crashes in an fsync", ("crashes_in_sync",)),
+    ("pauses in a round", ("pauses_in_round",)),
+    ("held/slow messages", ("held_messages", "slow_messages")),
+)
+
+
+def coverage_line(per_seed: list[dict[str, int]]) -> str:
+    """``coverage: N seeds; elections K, truncations K, ...``: how many seeds saw each behaviour."""
+    parts = [
+        f"{label} {sum(1 for st in per_seed if any(st.get(k, 0) for k in keys))}" for label, keys in COVERAGE
+    ]
+    repairs = sum(st.get("repairs", 0) for st in per_seed)
+    done = sum(st.get("repairs_done", 0) for st in per_seed)
+    return (
+        f"coverage ({len(per_seed)} seeds, how many saw each): "
+        + ", ".join(parts)
+        + (f"; repairs {done} of {repairs} completed" if repairs else "")
+    )
 
 
 def write_run_dir(opts: SimOptions, store: Path) -> RunDir:
@@ -806,12 +1041,20 @@ def _verdict_exit(valids: list[Any]) -> int:
 
 # the options of `chaos sim`, in --help order
 _SIM_OPTIONS = [
-    click.option("--workload", default="register", help="register | log | list-append"),
+    click.option(
+        "--workload",
+        default=None,
+        help="register | log | list-append (default: register, or the swarm's draw)",
+    ),
     click.option(
         "--nemesis",
-        default="partition,kill",
+        default=None,
         help=f"comma-separated faults: {', '.join(NEMESES)} (network = per-seed loss and duplication; "
-        "bitflip = a flipped bit on a killed member's disk)",
+        "slow-network = messages held for up to several election timeouts, late duplicates, partitions "
+        "that hold; bitflip, storage = damage to a killed member's committed records, on a minority; "
+        "kill-in-sync, power-in-sync = a crash while an fsync is in flight; pause-round = a pause at a "
+        "protocol point). Default: swarm testing, each seed draws its own fault mix, rates, workload "
+        "and read mode (printed for a failing seed; replay it with --seed)",
     ),
     click.option(
         "--disk",
@@ -838,7 +1081,10 @@ _SIM_OPTIONS = [
         help="with --seed: replay this fault schedule (a run's schedule.json) instead of drawing faults",
     ),
     click.option(
-        "--time-limit", type=float, default=60.0, show_default=True, help="simulated seconds per seed"
+        "--time-limit",
+        type=float,
+        default=None,
+        help="simulated seconds per seed (default: 60, or the swarm's draw of 3, 5 or 10)",
     ),
     click.option("--concurrency", type=int, default=10, show_default=True, help="simulated clients"),
     click.option(
@@ -847,8 +1093,7 @@ _SIM_OPTIONS = [
     click.option(
         "--read-mode",
         type=click.Choice(READ_MODES),
-        default="raft-log",
-        show_default=True,
+        default=None,
         help="register reads through the driver: the log, read index, leader lease, or the member's "
         "local state (unsafe: a known-bad configuration)",
     ),
@@ -875,61 +1120,182 @@ def _with_sim_options(fn: Any) -> Any:
     return fn
 
 
+def _campaign(
+    todo: list[tuple[SimOptions]], procs: int, stop_on_failure: bool
+) -> tuple[list[Any], list[int], list[dict[str, int]]]:
+    """Run the seeds of ``todo`` in a pool of ``procs`` processes, printing each seed that is not
+    valid (with its fault mix when the swarm drew it) and a progress bar on the terminal (seeds done
+    of the total, seeds/s, failures so far, ETA); the verdicts, failing seeds and per-seed stats."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    valids: list[Any] = []
+    failing: list[int] = []
+    stats: list[dict[str, int]] = []
+    by_seed = {t[0].seed: t[0] for t in todo}
+    progress = Progress(
+        TextColumn("chaos sim"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("seeds, {task.fields[rate]} seeds/s, {task.fields[failed]} not valid, ETA"),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    )
+    chunk = max(1, math.ceil(len(todo) / (procs * 8)))
+    with progress, multiprocessing.get_context("spawn").Pool(procs) as pool:
+        task = progress.add_task("seeds", total=len(todo), rate="-", failed=0)
+        t0 = time.monotonic()
+        for s, valid, why, st in pool.imap(_run_one, todo, chunksize=min(chunk, 4)):
+            valids.append(valid)
+            stats.append(st)
+            if valid is not True:
+                failing.append(s)
+                opts = by_seed[s]
+                mix = f" [swarm mix: {mix_args(dataclasses.asdict(opts))}]" if opts.swarm else ""
+                progress.console.file.flush()
+                click.echo(f"seed {s}: valid = {valid}: {why}{mix}")
+            rate = len(valids) / max(time.monotonic() - t0, 1e-9)
+            progress.update(task, advance=1, rate=f"{rate:.2f}", failed=len(failing))
+            if stop_on_failure and valid is not True:
+                break  # leaving the block terminates the workers
+    return valids, failing, stats
+
+
+GATE_SEEDS = 300  # about a minute on two cores: beside the gate's real-cluster runs of a minute each
+
+
+def gate_campaign(store: str, seeds: int = GATE_SEEDS, jobs: int | None = None) -> list[dict[str, Any]]:
+    """``chaos gate``'s simulation row: the default swarm over seeds 0 .. ``seeds`` - 1 (the same
+    seeds every gate, so a gate is reproducible), as one summary row of
+    :func:`chaos.history.gate.db_campaign_rows` (``store`` is unused: seeds replay with --seed)."""
+    todo = [(SimOptions.swarm_for(s),) for s in range(seeds)]
+    t0 = time.monotonic()
+    valids, failing, stats = _campaign(todo, jobs or multiprocessing.cpu_count(), False)
+    click.echo(
+        f"gate: chaos sim: {len(valids)} seeds in {time.monotonic() - t0:.0f} s, {len(failing)} not valid",
+        err=True,
+    )
+    click.echo(coverage_line(stats), err=True)
+    return [
+        {
+            "run": f"chaos sim --seeds {seeds} (simulation, swarm)",
+            "workload": "swarm",
+            "nemesis": "swarm",
+            "valid": _verdict_value(valids),
+            "ops": sum(st.get("history_ops", 0) for st in stats),
+            "ok_rate": None,
+            "p99_ms": None,
+            "max_unavailable_s": None,
+            "failures": [f"seed {s}: replay with chaos sim --seed {s}" for s in failing[:5]],
+            "faults": None,
+            "simulated": True,
+        }
+    ]
+
+
+def _verdict_value(valids: list[Any]) -> Any:
+    code = _verdict_exit(valids)
+    return {0: True, 1: False}.get(code, "unknown")
+
+
+def _options_maker(
+    workload: str | None,
+    faults: list[str] | None,
+    time_limit: float | None,
+    concurrency: int,
+    rate: float,
+    read_mode: str | None,
+    sticky: bool,
+    disk: str,
+) -> Any:
+    """``seed -> SimOptions``: the swarm's draw for the seed when no ``--nemesis`` was given (the
+    options given explicitly override the draw), else the options as given."""
+
+    def options(s: int) -> SimOptions:
+        if faults is None:
+            o = SimOptions.swarm_for(s, disk, sticky)
+            if workload is not None:
+                o.workload = workload
+                o.read_mode = read_mode or ("raft-log" if workload == "log" else o.read_mode)
+            if read_mode is not None:
+                o.read_mode = read_mode
+            if time_limit is not None:
+                o.time_limit = time_limit
+                o.nemesis_interval = min(o.nemesis_interval, time_limit / 4)
+            if o.read_mode == "lease":
+                o.nemesis = [k for k in o.nemesis if k not in _CLOCK_FAULTS] or ["partition"]
+            return o
+        limit = 60.0 if time_limit is None else time_limit
+        return SimOptions(
+            workload or "register",
+            faults,
+            s,
+            limit,
+            concurrency,
+            rate,
+            nemesis_interval=min(5.0, limit / 4),
+            read_mode=read_mode or "raft-log",
+            sticky=sticky,
+            disk=disk,
+        )
+
+    return options
+
+
 @click.command("sim")
 @_with_sim_options
 def sim(
-    workload: str,
-    nemesis: str,
+    workload: str | None,
+    nemesis: str | None,
     seeds: int | None,
     first_seed: int,
     seed: int | None,
     shrink: bool,
     schedule_file: str | None,
-    time_limit: float,
+    time_limit: float | None,
     concurrency: int,
     rate: float,
-    read_mode: str,
+    read_mode: str | None,
     sticky: bool,
     disk: str,
     jobs: int | None,
     stop_on_failure: bool,
     store: str,
 ) -> None:
-    """Deterministic simulation: the real DLedger core and driver on a simulated network and clock,
-    many seeds fast; failing seeds are printed and replay exactly with --seed."""
+    """Deterministic simulation: the real DLedger core and driver on a simulated network, disk and
+    clock, many seeds fast. Without --nemesis each seed draws its own fault mix (swarm testing);
+    failing seeds are printed with their mix and replay exactly with --seed."""
     from chaos.errors import BadArguments
 
-    if workload not in WORKLOADS:
+    if workload is not None and workload not in WORKLOADS:
         raise BadArguments(f"--workload {workload!r}: expected one of {', '.join(WORKLOADS)}")
-    faults = [n.strip() for n in nemesis.split(",") if n.strip()]
-    bad = [n for n in faults if n not in NEMESES]
-    if bad or not faults:
-        raise BadArguments(f"--nemesis {nemesis!r}: expected a comma-separated list of {', '.join(NEMESES)}")
+    faults = None
+    if nemesis is not None:
+        faults = [n.strip() for n in nemesis.split(",") if n.strip()]
+        bad = [n for n in faults if n not in NEMESES]
+        if bad or not faults:
+            raise BadArguments(
+                f"--nemesis {nemesis!r}: expected a comma-separated list of {', '.join(NEMESES)}"
+            )
     if (seeds is None) == (seed is None):
         raise BadArguments("expected exactly one of --seeds N and --seed S")
     if seeds is not None and seeds < 1:
         raise BadArguments(f"--seeds {seeds}: expected >= 1")
-    if time_limit <= 0 or concurrency < 1 or rate < 0 or (jobs is not None and jobs < 1):
+    if (
+        (time_limit is not None and time_limit <= 0)
+        or concurrency < 1
+        or rate < 0
+        or (jobs is not None and jobs < 1)
+    ):
         raise BadArguments("--time-limit and --concurrency must be > 0, --rate >= 0, --jobs >= 1")
-
-    def options(s: int) -> SimOptions:
-        return SimOptions(
-            workload,
-            faults,
-            s,
-            time_limit,
-            concurrency,
-            rate,
-            nemesis_interval=min(5.0, time_limit / 4),
-            read_mode=read_mode,
-            sticky=sticky,
-            disk=disk,
-        )
-
+    options = _options_maker(workload, faults, time_limit, concurrency, rate, read_mode, sticky, disk)
     if (shrink or schedule_file) and seed is None:
         raise BadArguments("--shrink and --schedule need --seed S")
     if seed is not None:
         opts = options(seed)
+        if opts.swarm:
+            click.echo(f"seed {seed}: swarm mix: {mix_args(dataclasses.asdict(opts))}")
         if schedule_file is not None:
             opts.schedule = _load_schedule(Path(schedule_file), BadArguments)
         if shrink:
@@ -949,25 +1315,26 @@ def sim(
         raise click.exceptions.Exit(_verdict_exit([valid]))
     assert seeds is not None
     todo = [(options(s),) for s in range(first_seed, first_seed + seeds)]
-    procs = jobs or multiprocessing.cpu_count()
-    valids: list[Any] = []
-    failing: list[int] = []
-    with multiprocessing.get_context("spawn").Pool(procs) as pool:
-        for s, valid, why in pool.imap(_run_one, todo, chunksize=max(1, math.ceil(len(todo) / (procs * 8)))):
-            valids.append(valid)
-            if valid is not True:
-                failing.append(s)
-                click.echo(f"seed {s}: valid = {valid}: {why}")
-                if stop_on_failure:
-                    break  # leaving the block terminates the workers
-    click.echo(
-        f"{len(valids)} seeds, {len(failing)} not valid"
-        + (
-            f"; replay one with: chaos sim --workload {workload} --nemesis {','.join(faults)} --disk {disk} "
-            f"--time-limit {time_limit:g} --read-mode {read_mode}{'' if sticky else ' --no-sticky'} "
-            f"--seed {failing[0]}"
-            if failing
-            else ""
-        )
-    )
+    t0 = time.monotonic()
+    valids, failing, stats = _campaign(todo, jobs or multiprocessing.cpu_count(), stop_on_failure)
+    elapsed = time.monotonic() - t0
+    replay = ""
+    if failing:
+        given = [
+            f"--{name} {value}"
+            for name, value in (
+                ("workload", workload),
+                ("nemesis", nemesis),
+                ("time-limit", time_limit),
+                ("read-mode", read_mode),
+            )
+            if value is not None
+        ]
+        if faults is not None:
+            given += [f"--concurrency {concurrency}", f"--rate {rate:g}"]
+        flags = " ".join([*given, f"--disk {disk}", *([] if sticky else ["--no-sticky"])])
+        replay = f"; replay one with: chaos sim {flags} --seed {failing[0]}"
+    click.echo(f"{len(valids)} seeds, {len(failing)} not valid{replay}")
+    click.echo(f"{len(valids) / max(elapsed, 1e-9):.2f} seeds/s ({elapsed:.0f} s wall)")
+    click.echo(coverage_line(stats))
     raise click.exceptions.Exit(_verdict_exit(valids))

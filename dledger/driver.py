@@ -320,7 +320,8 @@ class Driver:
 
     def metadata(self) -> dict[str, Any]:
         """This member's view, as DLedger's METADATA answers it: role, commitIndex,
-        ledgerBeginIndex, ledgerEndIndex, ledgerEndTerm, appliedIndex."""
+        ledgerBeginIndex, ledgerEndIndex, ledgerEndTerm, appliedIndex; and repairTo (not DLedger's:
+        -1, or the index a damaged committed prefix must reach again, see ``Core.repair_to``)."""
         return {
             "role": self.core.role,
             "commitIndex": self.core.commit_index,
@@ -328,6 +329,8 @@ class Driver:
             "ledgerEndIndex": self.core.end_index,
             "ledgerEndTerm": self.core.end_term,
             "appliedIndex": self.last_applied,
+            # repair path: >= 0 while a damaged committed prefix waits to be fetched up to it again
+            "repairTo": self.core.repair_to,
         }
 
     # ------------------------------------------------------------ group commit

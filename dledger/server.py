@@ -203,7 +203,9 @@ def open_store(cfg: ServerConfig) -> tuple[RuntimeLogStore, Any, int]:
         kwargs["data_file_size"] = cfg.data_file_size
     # verify every record from the file holding the checkpoint's committed entry on (DLedger: the
     # newest 3 files); older ones come from the index, and reads check bodyCrc anyway
-    store = FileLogStore(directory, verify_files=1, **kwargs)
+    # repair: damage inside the committed prefix is cut and fetched again from the leader (the
+    # member abstains from votes meanwhile) instead of keeping the member down
+    store = FileLogStore(directory, verify_files=1, repair=True, **kwargs)
     rec = store.recovery
     if getattr(rec, "cut_reason", None):
         log.warning("%s: recovery cut the log: %s", cfg.self_id, rec.describe())
@@ -411,6 +413,15 @@ class Server:
                 f"(newest snapshot: {snap[0] if snap is not None else 'none'})"
             )
         applied = self._replay(applied, min(committed, self.store.end_index))
+        repair_to = getattr(self.store, "repair_to", -1)
+        if repair_to >= 0:
+            log.warning(
+                "%s: REPAIR: committed entries after %d are damaged; abstaining from votes until entries "
+                "up to %d are fetched again from the leader",
+                cfg.self_id,
+                self.store.end_index,
+                repair_to,
+            )
         self._t0 = time.monotonic()
         self.core = Core(
             cfg.core_config(),
@@ -420,6 +431,7 @@ class Server:
             rng=random.Random(cfg.seed),
             now=self._now(),
             commit_index=committed,
+            repair_to=repair_to,
         )
         if snap is not None:
             self.core.set_snapshot(*snap)
@@ -471,14 +483,26 @@ class Server:
     def _replay(self, applied: int, committed: int) -> int:
         """Rebuild the state machine from the committed log before serving (a restart): entries
         (applied, committed] in batches read with one pread per data file; returns the new applied
-        index. Damage found here is inside the committed prefix: CorruptionError, so the node does
-        not start."""
+        index. Damage found here is inside the committed prefix: the log is cut before the damaged
+        entry and repaired from the leader (``FileLogStore.cut_damaged``); a store without repair
+        raises CorruptionError, so the node does not start."""
         t0 = time.monotonic()
         first = applied + 1
         try:
             while applied < committed:
                 hi = min(committed, applied + 4096)
-                self.sm.on_apply(self.store.get_range(applied + 1, hi))
+                try:
+                    entries = self.store.get_range(applied + 1, hi)
+                except CorruptionError:
+                    bad = getattr(self.store, "find_damaged", lambda lo, hi: None)(applied + 1, hi)
+                    if bad is None or not getattr(self.store, "repair", False):
+                        raise
+                    self.store.cut_damaged(bad, committed)  # type: ignore[attr-defined]
+                    if bad > applied + 1:
+                        self.sm.on_apply(self.store.get_range(applied + 1, bad - 1))
+                    applied = bad - 1
+                    break
+                self.sm.on_apply(entries)
                 applied = hi
         except CorruptionError as e:
             raise CorruptionError(

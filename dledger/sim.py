@@ -10,11 +10,26 @@ milliseconds; each member's clock may run at its own rate. One seed decides ever
 ``random.Random`` streams for the network, the cores and the caller (``rng``), so the same seed gives
 the same run.
 
+World faults beyond that (all off by default, so the core tests' seeds keep their schedules):
+``sync_latency`` makes each fsync a timed event (a crash before it completes loses the writes it
+covered, and the held acknowledgements never leave); ``reorder_probability`` lets a crash keep an
+out-of-order subset of unsynced pages; ``slow``/``slow_ms`` hold some messages on live links for up
+to several election timeouts, ``late_duplicate`` delivers a copy again that late, and
+``hold_partitions`` makes a partition hold what crosses it until the heal instead of dropping it;
+:meth:`Sim.pause_at` pauses a member at a protocol point (a leader with a heartbeat round open, a
+candidate with a vote round open, a follower holding acknowledgements for an fsync) and
+:meth:`Sim.resume` releases its queue in a given order; :meth:`Sim.damage` injects a storage fault
+(a bit flip in a record header or body, a lost or misdirected page write) into a down member's
+committed data. ``stats`` counts what a run exercised (the coverage line of ``chaos sim``).
+
 While running, the simulation checks Raft's safety properties (paper figure 3) and raises
 :class:`SafetyViolation` at the first breach: election safety (one leader per term, and no member
 leading twice in a term; one vote per member per term), leader completeness (a new leader holds
 every committed entry), log matching (at each election and in :meth:`Sim.check_all`) and state
-machine safety (one entry committed per index). Sources: TigerBeetle's VOPR and FoundationDB's
+machine safety (one entry committed per index); a follower's (term, leader) names the leader
+elected in that term; and a member whose store had to repair its committed prefix at a restart
+(or refused to start for it) must have had a storage fault injected: otherwise the durability of
+committed entries was violated. Sources: TigerBeetle's VOPR and FoundationDB's
 simulator (see ../shared/reference/simulation.md), etcd-io/raft's Ready loop.
 """
 
@@ -34,12 +49,31 @@ from dledger.driver import Driver
 from dledger.protocol import Code, Message
 from dledger.simdisk import SimDisk
 from dledger.statemachine import StateMachine, decode_kv
-from dledger.store import Entry, MemoryLogStore
+from dledger.store import CorruptionError, Entry, MemoryLogStore, StoreError, codec
 from dledger.store.file import FileLogStore
 from dledger.store.hardstate import HardState
 
 FILE_DATA_SIZE, FILE_INDEX_SIZE = 1 << 20, 1 << 16  # segment sizes on the simulated disk
 _LEADER = Role.LEADER  # a module global: compared on every step
+PAUSE_POINTS = ("heartbeat-round", "vote-round", "follower-ack", "any")
+RELEASE_ORDERS = ("fifo", "reverse", "shuffle", "newest-first-per-sender")
+DAMAGE_KINDS = ("flip-header", "flip-body", "lost-write", "misdirected-write")
+STATS = (
+    "elections",
+    "truncations",
+    "stale_term_messages",
+    "two_terms_late",
+    "lease_extensions",
+    "recovery_cuts",
+    "repairs",
+    "repairs_done",
+    "storage_faults",
+    "crashes_in_sync",
+    "fsyncs_lost",
+    "pauses_in_round",
+    "held_messages",
+    "slow_messages",
+)
 
 
 class SimLogStore(MemoryLogStore):
@@ -179,17 +213,38 @@ class _Hard:
 
 
 class _Host:
-    """The driver's host for one member: the simulated network, an instant fsync, answers to
-    ``Sim.on_answer``."""
+    """The driver's host for one member: the simulated network, the fsync (at once, or a timed
+    event after ``Sim.sync_latency`` ms that a crash cancels), answers to ``Sim.on_answer``."""
 
-    def __init__(self, sim: Sim, node: str) -> None:
-        self.sim, self.node = sim, node
+    def __init__(self, sim: Sim, node: str, life: int) -> None:
+        self.sim, self.node, self.life = sim, node, life
 
     def send(self, msg: Message) -> None:
         self.sim._send(msg)
 
     def start_sync(self, done: Callable[[int], None]) -> None:
-        done(self.sim.stores[self.node].sync())
+        sim = self.sim
+        lo, hi = sim.sync_latency
+        if hi <= 0:
+            done(sim.stores[self.node].sync())
+            return
+        at = sim.now + sim.disk_rng.randint(max(lo, 1), hi)
+        sim._syncing[self.node] = at
+        if sim.on_sync_start is not None:
+            sim.on_sync_start(self.node, at)
+        sim.call_at(at, lambda: self._sync_complete(done))
+
+    def _sync_complete(self, done: Callable[[int], None]) -> None:
+        sim, node = self.sim, self.node
+        if sim.lives.get(node) != self.life:
+            sim.stats["fsyncs_lost"] += 1  # the member crashed with this fsync in flight
+            return
+        if node in sim.paused:  # the kernel finished; the process hears of it when it runs again
+            sim._inbox[node].append(lambda: self._sync_complete(done))
+            return
+        sim._syncing.pop(node, None)
+        done(sim.stores[node].sync())
+        sim._process(node)
 
     def answer(self, waiter: Any, code: int, **fields: Any) -> None:
         self.sim._answered(self.node, waiter, code, fields)
@@ -240,7 +295,27 @@ class Sim:
         self._clock: dict[str, tuple[int, int, float]] = {}  # node -> (since, local then, rate)
         self.reads: dict[str, list[tuple[int, int]]] = {i: [] for i in self.ids}  # answered reads
         self.disk = disk
+        self.repair = True  # file disk: stores cut a damaged committed prefix and repair it
         self.tear_probability = 0.0  # file disk: chance that a crash tears a file's last write
+        self.reorder_probability = 0.0  # file disk: chance that a crash keeps a random page subset
+        self.sync_latency = (0, 0)  # (min, max) ms per fsync; 0: the fsync completes at once
+        self.disk_rng = random.Random(f"fsync-{seed}")
+        self.on_sync_start: Callable[[str, int], None] | None = None  # (member, completes at ms)
+        self._syncing: dict[str, int] = {}  # member -> when its fsync in flight completes
+        self.lives: dict[str, int] = {}  # member -> incarnation (a crash ends one)
+        # live links: a share of messages held back up to slow_ms, a copy of some delivered again
+        # that late, and partitions that hold what crosses them until the heal
+        self.slow = 0.0
+        self.slow_ms = 0
+        self.late_duplicate = 0.0
+        self.hold_partitions = False
+        self._held_links: list[Message] = []
+        self.pause_triggers: dict[str, tuple[str, Callable[[str], None] | None]] = {}
+        self.disk_faulted: set[str] = set()  # members with an injected storage fault
+        self.repairing: dict[str, int] = {}  # member -> repair_to of its store, while repairing
+        self.stats: dict[str, int] = dict.fromkeys(STATS, 0)
+        self._down_bytes: dict[str, int] = {}  # member -> committed_bytes when it went down
+        self._lease: dict[str, int] = {}
         # file disk: the real FileLogStore and currterm file over one SimDisk per member
         self.disks: dict[str, SimDisk] = {i: SimDisk(random.Random(f"disk-{seed}-{i}")) for i in self.ids}
         self.stores: dict[str, Any] = {i: SimLogStore() for i in self.ids}
@@ -250,7 +325,8 @@ class Sim:
         self.drivers: dict[str, Driver] = {}
         self.sms: dict[str, StateMachine] = {}
         self.paused: set[str] = set()
-        self._inbox: dict[str, list[Message]] = {i: [] for i in self.ids}  # held while paused
+        # held while paused: messages, and fsync completions the process has not run yet
+        self._inbox: dict[str, list[Any]] = {i: [] for i in self.ids}
         self.blocked: set[tuple[str, str]] = set()
         self.drop: Callable[[Message], bool] | None = None
         # a partition also drops the messages in flight on a cut link when they arrive (iptables
@@ -283,14 +359,28 @@ class Sim:
         if self.disk == "file":
             directory = Path(f"/sim/{node}")
             disk = self.disks[node]
-            self.stores[node] = FileLogStore(
-                directory,
-                fs=disk,
-                verify_files=1,
-                data_file_size=FILE_DATA_SIZE,
-                index_file_size=FILE_INDEX_SIZE,
-            )
-            committed = self.stores[node].committed_index
+            try:
+                store = FileLogStore(
+                    directory,
+                    fs=disk,
+                    verify_files=1,
+                    data_file_size=FILE_DATA_SIZE,
+                    index_file_size=FILE_INDEX_SIZE,
+                    repair=self.repair,
+                )
+            except CorruptionError as e:
+                self._check_durability(node, str(e))
+                raise
+            self.stores[node] = store
+            self._verify_committed(node, store)
+            rec = store.recovery
+            if rec.cut_reason is not None:
+                self.stats["recovery_cuts"] += 1
+            if store.repair_to >= 0:
+                self._check_durability(node, rec.describe())
+                self.stats["repairs"] += 1
+                self.repairing[node] = store.repair_to
+            committed = store.committed_index
             hard_file = HardState(directory, fs=disk)
         hard = _Hard(self, node, hard_file)
         term, vote = hard.load()
@@ -303,7 +393,9 @@ class Sim:
             rng=random.Random(self._core_rng.random()),
             now=self.local(node),
             commit_index=committed,
+            repair_to=getattr(store, "repair_to", -1),
         )
+        self.lives[node] = self.lives.get(node, 0) + 1
         sm = self.state_machine()
         self.nodes[node] = core
         self.sms[node] = sm
@@ -312,7 +404,7 @@ class Sim:
             store,
             hard,
             sm,
-            _Host(self, node),
+            _Host(self, node, self.lives[node]),
             flush=self.flush,
             last_applied=store.begin_index - 1,
             snapshot_every=self.snapshot_every,
@@ -326,6 +418,8 @@ class Sim:
     def crash(self, node: str) -> None:
         """Stop ``node``: its waiting requests are lost, and so is what its store had not synced;
         term/vote survive (they are saved synchronously)."""
+        if self.disk == "file" and node in self.nodes:
+            self._down_bytes[node] = self.committed_bytes(node)
         core = self.nodes.pop(node, None)
         drv = self.drivers.pop(node, None)
         if drv is not None:
@@ -333,10 +427,15 @@ class Sim:
         self.sms.pop(node, None)
         self.paused.discard(node)
         self._inbox[node] = []
+        self.lives[node] = self.lives.get(node, 0) + 1
+        self.pause_triggers.pop(node, None)
         if core is None:
             return
+        if self._syncing.pop(node, -1) > self.now:
+            self.stats["crashes_in_sync"] += 1
         if self.disk == "file":
-            self.disks[node].crash(self.tear_probability)  # the store object dies with the process
+            # the store object dies with the process
+            self.disks[node].crash(self.tear_probability, self.reorder_probability)
         else:
             self.stores[node].crash()
 
@@ -345,17 +444,71 @@ class Sim:
         if node in self.nodes:
             self.paused.add(node)
 
-    def resume(self, node: str, first: Callable[[], None] | None = None) -> None:
+    def resume(
+        self,
+        node: str,
+        first: Callable[[], None] | None = None,
+        order: str = "fifo",
+        rng: random.Random | None = None,
+    ) -> None:
         """SIGCONT: ``node`` handles its queued messages, then ticks again; ``first()`` runs before
-        the queued messages (requests that were queued for it and come first)."""
+        the queued messages (requests that were queued for it and come first). ``order`` (one of
+        :data:`RELEASE_ORDERS`) is the order the queue is released in: as it arrived, reversed,
+        shuffled by ``rng``, or each sender's newest message first (stale ones last)."""
         if node not in self.paused:
             return
         self.paused.discard(node)
+        self.pause_triggers.pop(node, None)
         if first is not None:
             first()
         queued, self._inbox[node] = self._inbox[node], []
+        if order == "reverse":
+            queued.reverse()
+        elif order == "shuffle":
+            (rng or self.net_rng).shuffle(queued)
+        elif order == "newest-first-per-sender":
+            queued = list(reversed(queued))
+            queued.sort(key=lambda m: (0, 0) if not isinstance(m, Message) else (1, -m.term))
         for msg in queued:
-            self._deliver(msg)
+            if isinstance(msg, Message):
+                self._deliver(msg)
+            elif node in self.nodes:
+                msg()
+
+    def pause_at(self, node: str, point: str, then: Callable[[str], None] | None = None) -> None:
+        """Pause ``node`` (any member when ``node`` is "*") as soon as it is at ``point`` (one of
+        :data:`PAUSE_POINTS`): a leader with a heartbeat round open, a candidate with a vote round
+        open, a follower holding acknowledgements for an fsync in flight, or any of them; ``then(node)``
+        runs when the pause lands."""
+        if point not in PAUSE_POINTS:
+            raise ValueError(f"pause point {point!r}: expected one of {PAUSE_POINTS}")
+        self.pause_triggers[node] = (point, then)
+
+    def at_point(self, node: str, point: str) -> bool:
+        """Whether ``node`` is at protocol ``point`` now (see :meth:`pause_at`)."""
+        core, drv = self.nodes.get(node), self.drivers.get(node)
+        if core is None or drv is None:
+            return False
+        if point in ("heartbeat-round", "any") and core.role == _LEADER and core._hb_open:
+            return True
+        if point in ("vote-round", "any") and core.role == Role.CANDIDATE and core._votes is not None:
+            return True
+        return (
+            point in ("follower-ack", "any")
+            and core.role == Role.FOLLOWER
+            and bool(drv._held or drv._sync_running)
+        )
+
+    def _pause_trigger(self, node: str) -> None:
+        for who in (node, "*"):
+            trig = self.pause_triggers.get(who)
+            if trig is not None and node not in self.paused and self.at_point(node, trig[0]):
+                del self.pause_triggers[who]
+                self.paused.add(node)
+                self.stats["pauses_in_round"] += 1
+                if trig[1] is not None:
+                    trig[1](node)
+                return
 
     def partition(self, *groups: list[str]) -> None:
         """Only members of the same group can talk; members in no group are isolated."""
@@ -372,7 +525,12 @@ class Sim:
         }
 
     def heal(self) -> None:
+        """Every link works again; with ``hold_partitions`` what the partition held is delivered
+        now (after the usual latency)."""
         self.blocked = set()
+        held, self._held_links = self._held_links, []
+        for m in held:
+            self._enqueue(m, self.now + self.net_rng.randint(*self.latency))
 
     # ------------------------------------------------------------ running
 
@@ -445,11 +603,20 @@ class Sim:
 
     def _deliver(self, msg: Message) -> None:
         drv = self.drivers.get(msg.dst)
-        if drv is None or (self.cut_in_flight and (msg.src, msg.dst) in self.blocked):
+        if drv is None:
+            return
+        if self.cut_in_flight and (msg.src, msg.dst) in self.blocked:
+            if self.hold_partitions:
+                self._held_links.append(msg)
+                self.stats["held_messages"] += 1
             return
         if msg.dst in self.paused:
             self._inbox[msg.dst].append(msg)
             return
+        if msg.term < drv.core.term:
+            self.stats["stale_term_messages"] += 1
+            if msg.term + 2 <= drv.core.term:
+                self.stats["two_terms_late"] += 1
         now = self.local(msg.dst)
         drv.step(msg, now)  # as the server: a damaged record read under the core is answered
         self._process(msg.dst, now)
@@ -562,13 +729,34 @@ class Sim:
             if core.commit_index > self._checked[node] or self._leading[node]:
                 self._check(node)
             return
+        end = drv.store.end_index
         drv.drain(self.local(node) if now is None else now)
+        if drv.store.end_index < end and core.role != _LEADER:
+            self.stats["truncations"] += 1
         self._check(node)
+        if self.pause_triggers:
+            self._pause_trigger(node)
+
+    def _enqueue(self, m: Message, at: int) -> None:
+        self._seq += 1
+        heapq.heappush(self._queue, (max(at, self.now + 1), self._seq, m))
 
     def _send(self, m: Message) -> None:
-        if (self.blocked and (m.src, m.dst) in self.blocked) or (self.drop is not None and self.drop(m)):
+        if self.blocked and (m.src, m.dst) in self.blocked:
+            if self.hold_partitions:
+                self._held_links.append(m)
+                self.stats["held_messages"] += 1
+            return
+        if self.drop is not None and self.drop(m):
             return
         rng = self.net_rng
+        if self.slow and rng.random() < self.slow:
+            # held back on a live link (a stalled TCP stream, a queue): arrives after elections
+            self.stats["slow_messages"] += 1
+            self._enqueue(m, self.now + rng.randint(1, self.slow_ms))
+            return
+        if self.late_duplicate and rng.random() < self.late_duplicate:
+            self._enqueue(m, self.now + rng.randint(1, self.slow_ms))  # a late copy, then the usual one
         if self.loss and rng.random() < self.loss:
             return
         copies = 2 if self.duplicate and rng.random() < self.duplicate else 1
@@ -586,6 +774,85 @@ class Sim:
             self._seq += 1
             heapq.heappush(queue, (at + r, self._seq, m))
 
+    # ------------------------------------------------------------ storage faults
+
+    def committed_bytes(self, node: str) -> int:
+        """The byte position (in the first data file) where the entries ``node``'s checkpoint says
+        are committed end: storage faults below it hit committed data, which recovery must detect
+        (faults beyond it look like a torn tail of unsynced writes, the crash fault model)."""
+        if node not in self.nodes:
+            return self._down_bytes.get(node, 0)  # as it was when the member went down
+        st = self.stores.get(node)
+        ck = getattr(st, "committed_index", -1)
+        if self.disk != "file" or st is None or ck < st.begin_index:
+            return 0
+        try:
+            e = st.get(ck)
+        except (IndexError, OSError, StoreError):
+            return 0
+        return min(e.pos + codec.HEADER_SIZE + len(e.body), FILE_DATA_SIZE)
+
+    def damage(self, node: str, kind: str, below: int) -> dict[str, Any] | None:
+        """Inject storage fault ``kind`` (one of :data:`DAMAGE_KINDS`) into down member ``node``'s
+        first data file, in its first ``below`` bytes (see :meth:`committed_bytes`): a bit flipped
+        in a record's 48-byte header or in its body, a lost page write, or a misdirected one. What
+        was done (a dict for the history), or None when nothing there could be damaged."""
+        if kind not in DAMAGE_KINDS:
+            raise ValueError(f"damage {kind!r}: expected one of {DAMAGE_KINDS}")
+        if node in self.nodes or self.disk != "file" or below <= 0:
+            return None
+        disk = self.disks[node]
+        path = f"/sim/{node}/data/{0:020d}"
+        done: dict[str, Any] | None = None
+        if kind in ("flip-header", "flip-body"):
+            records = _records(disk.read_at(Path(path), 0, below), below)
+            if kind == "flip-body":
+                records = [r for r in records if r[1] > codec.HEADER_SIZE]
+            if records:
+                off, size = disk.rng.choice(records)
+                lo, hi = (
+                    (off, off + codec.HEADER_SIZE)
+                    if kind == "flip-header"
+                    else (off + codec.HEADER_SIZE, off + size)
+                )
+                at = disk.flip_bit_in(path, lo, hi)
+                done = None if at is None else {"file": path, "offset": at, "record_at": off}
+        elif kind == "lost-write":
+            page = disk.lose_page(path, below)
+            done = None if page is None else {"file": path, "page": page}
+        else:
+            pq = disk.misdirect_page(path, below)
+            done = None if pq is None else {"file": path, "page": pq[0], "landed_on": pq[1]}
+        if done is not None:
+            self.disk_faulted.add(node)
+            self.stats["storage_faults"] += 1
+            done["kind"] = kind
+        return done
+
+    def _verify_committed(self, node: str, store: FileLogStore) -> None:
+        """Read the committed prefix before serving (the server's replay does): a damaged entry the
+        recovery scan did not check (an older data file) is cut and repaired like one it did."""
+        lo, hi = store.begin_index, min(store.committed_index, store.end_index)
+        try:
+            for a in range(lo, hi + 1, 4096):
+                store.get_range(a, min(hi, a + 4095))
+        except CorruptionError as e:
+            bad = store.find_damaged(lo, hi)
+            if bad is None:
+                raise
+            if not self.repair:
+                self._check_durability(node, str(e))
+                raise
+            store.cut_damaged(bad, store.committed_index)
+
+    def _check_durability(self, node: str, why: str) -> None:
+        """A damaged committed prefix at a restart: a durability violation unless a storage fault
+        was injected into ``node``."""
+        if node not in self.disk_faulted:
+            raise SafetyViolation(
+                f"{node}'s committed prefix is damaged without an injected disk fault: {why}"
+            )
+
     # ------------------------------------------------------------ safety
 
     def _hard_saved(self, node: str, term: int, vote: str | None) -> None:
@@ -602,7 +869,25 @@ class Sim:
         if term > self.max_term_seen:
             self.max_term_seen = term
         leading = core.role == _LEADER
+        if not leading and core.leader_id is not None and core.role == Role.FOLLOWER:
+            elected = self.leaders.get(term)
+            if elected != core.leader_id:
+                raise SafetyViolation(
+                    f"{node} follows {core.leader_id} in term {term}, but "
+                    + (
+                        f"{elected} was elected in that term"
+                        if elected
+                        else "no leader was elected in that term"
+                    )
+                )
+        if node in self.repairing and core.repair_to < 0:
+            del self.repairing[node]
+            self.stats["repairs_done"] += 1
         if leading:
+            lease = core.lease_start
+            if lease > self._lease.get(node, lease):
+                self.stats["lease_extensions"] += 1
+            self._lease[node] = lease
             other = self.leaders.setdefault(term, node)
             if other != node:
                 raise SafetyViolation(f"two leaders in term {term}: {other} and {node}")
@@ -610,6 +895,7 @@ class Sim:
                 if (node, term) in self._stints:
                     raise SafetyViolation(f"{node} became leader twice in term {term}")
                 self._stints.add((node, term))
+                self.stats["elections"] += 1
                 self._check_new_leader(node)
         self._leading[node] = leading
         commit = core.commit_index
@@ -697,3 +983,16 @@ class Sim:
             for i, s in self.stores.items()
             if self._readable(i)
         }
+
+
+def _records(buf: bytes, below: int) -> list[tuple[int, int]]:
+    """``(offset, size)`` of the records of a data file's bytes ``buf`` that end by ``below``."""
+    out = []
+    off = 0
+    while off + codec.HEADER_SIZE <= len(buf):
+        size = int.from_bytes(buf[off + 4 : off + 8], "big", signed=True)
+        if size < codec.HEADER_SIZE or off + size > below:
+            break
+        out.append((off, size))
+        off += size
+    return out

@@ -103,9 +103,17 @@ class _Inode:
         self.dsize = self.size
         self.last_write = None
 
-    def lose_unsynced(self, tear: int) -> None:
-        """Back to the durable contents; ``tear`` > 0 bytes of the last unsynced write survive."""
+    def lose_unsynced(self, tear: int, survive: Sequence[int] = ()) -> None:
+        """Back to the durable contents; ``tear`` > 0 bytes of the last unsynced write survive, and
+        so do the unsynced pages ``survive`` (written back before the crash, in any order)."""
         torn = self.last_write
+        for p in survive:
+            page = self.pages.get(p)
+            if page is None:
+                self.dpages.pop(p, None)
+            else:
+                self.dpages[p] = page
+            self.dsize = max(self.dsize, min(self.size, (p + 1) * PAGE))
         self.pages = dict(self.dpages)
         self.size = self.dsize
         self.dirty.clear()
@@ -129,12 +137,16 @@ class SimDisk:
         self._next_fd = 3
         self.torn = 0  # torn writes so far
         self.flipped = 0  # bits flipped so far
+        self.reordered = 0  # crashes that kept an out-of-order subset of a file's unsynced pages
+        self.lost = 0  # lost page writes so far
+        self.misdirected = 0  # misdirected page writes so far
 
     # ------------------------------------------------------------ faults
 
-    def crash(self, tear_probability: float = 0.0) -> None:
+    def crash(self, tear_probability: float = 0.0, reorder_probability: float = 0.0) -> None:
         """Power loss: close every descriptor, forget names not made durable and every unsynced
-        write; with ``tear_probability`` per file, a prefix of its last unsynced write survives."""
+        write; with ``tear_probability`` per file, a prefix of its last unsynced write survives;
+        with ``reorder_probability`` per file, a random subset of its unsynced pages survives."""
         self._fds.clear()
         seen: set[int] = set()
         for ino in list(self._names.values()) + list(self._durable_names.values()):
@@ -145,7 +157,11 @@ class SimDisk:
             if ino.last_write is not None and tear_probability and self.rng.random() < tear_probability:
                 tear = self.rng.randrange(1, len(ino.last_write[1]) + 1) if ino.last_write[1] else 0
                 self.torn += tear > 0
-            ino.lose_unsynced(tear)
+            survive: list[int] = []
+            if ino.dirty and reorder_probability and self.rng.random() < reorder_probability:
+                survive = [p for p in sorted(ino.dirty) if self.rng.random() < 0.5]
+                self.reordered += bool(survive)
+            ino.lose_unsynced(tear, survive)
         self._names = dict(self._durable_names)
 
     def flip_bit(self, under: str = "", below: int | None = None) -> str | None:
@@ -164,6 +180,47 @@ class SimDisk:
         ino.pages = dict(ino.dpages)
         self.flipped += 1
         return path
+
+    def flip_bit_in(self, path: str, lo: int, hi: int) -> int | None:
+        """Flip one random durable bit of ``path`` in bytes ``[lo, hi)``; the byte offset flipped,
+        or None when the file has no durable byte there."""
+        ino = self._durable_names.get(path)
+        if ino is None or min(hi, ino.dsize) <= lo:
+            return None
+        pos = self.rng.randrange(lo, min(hi, ino.dsize))
+        byte = ino.read(pos, 1, durable=True)
+        ino.write(pos, bytes([byte[0] ^ (1 << self.rng.randrange(8))]), durable=True)
+        ino.pages = dict(ino.dpages)
+        self.flipped += 1
+        return pos
+
+    def lose_page(self, path: str, below: int) -> int | None:
+        """A lost write: one random durable page of ``path`` among those starting below byte
+        ``below`` reads as zeros (its write never reached the disk); the page number, or None."""
+        ino = self._durable_names.get(path)
+        pages = sorted(p for p in (ino.dpages if ino else ()) if p * PAGE < below)
+        if ino is None or not pages:
+            return None
+        p = self.rng.choice(pages)
+        ino.dpages[p] = _ZERO_PAGE
+        ino.pages = dict(ino.dpages)
+        self.lost += 1
+        return p
+
+    def misdirect_page(self, path: str, below: int) -> tuple[int, int] | None:
+        """A misdirected write: the last write of durable page ``p`` (below byte ``below``) landed on
+        another page ``q`` of ``path`` instead: ``q`` now holds ``p``'s bytes and ``p`` reads as before
+        the write (zeros); ``(p, q)``, or None when the file has fewer than two such pages."""
+        ino = self._durable_names.get(path)
+        pages = sorted(p for p in (ino.dpages if ino else ()) if p * PAGE < below)
+        if ino is None or len(pages) < 2:
+            return None
+        p, q = self.rng.sample(pages, 2)
+        ino.dpages[q] = ino.dpages[p]
+        ino.dpages[p] = _ZERO_PAGE
+        ino.pages = dict(ino.dpages)
+        self.misdirected += 1
+        return p, q
 
     # ------------------------------------------------------------ FileSystem
 

@@ -223,6 +223,92 @@ MUTANTS: dict[str, dict[str, object]] = {
             ),
         ],
     },
+    # classes from the field (issue 23): each needs one of the simulator's harder faults
+    "stale-vote-response": {
+        "bug": "a candidate counts vote responses of an earlier round (an earlier term) toward its election",
+        "source": "Raft paper section 5.2 (one vote per term); etcd-raft Step drops lower-term messages; "
+        "hashicorp/raft and Jepsen reports of stale RequestVote responses",
+        "real": "register partition-random-halves,kill --nemesis-interval 2",
+        "sim": "register slow-network,partition,kill",
+        "why": "a vote granted for term t, delivered late, elects the candidate in term t+1 beside the "
+        "member that term's voters chose: two leaders in one term",
+        "edits": [
+            (
+                "dledger/core/node.py",
+                "        if self._votes is None or resp.round != self._vote_round or self.role != _CANDIDATE:\n",
+                "        if self._votes is None or self.role != _CANDIDATE:\n",
+            )
+        ],
+    },
+    "stale-term-push": {
+        "bug": "a follower accepts heartbeats and pushes of a leader of an older term",
+        "source": "Raft paper Figure 2 (AppendEntries: reply false if term < currentTerm); DLedger "
+        "handleHeartBeat/EntryHandler term checks",
+        "real": "log partition-random-halves,kill-leader; register partition-leader",
+        "sim": "log slow-network,partition-leader,kill-leader",
+        "why": "a message of a deposed leader, delayed across an election, makes a member follow it in "
+        "the new term and take its entries",
+        "edits": [
+            (
+                "dledger/core/node.py",
+                "        if msg.term < self.term:\n            return _EXPIRED_TERM\n        if msg.term > self.term:\n",
+                "        if msg.term > self.term:\n",
+            )
+        ],
+    },
+    "leader-acks-before-own-fsync": {
+        "bug": "the leader counts its own copy toward the quorum before its fsync completed",
+        "source": "Raft thesis section 10.2.1 (the leader may write in parallel but counts itself once "
+        "durable); etcd-raft MustSync and the Ready contract",
+        "real": "log lose-unfsynced --nemesis-opt lose_unfsynced_targets=leader",
+        "sim": "log power-in-sync,kill-in-sync,partition",
+        "why": "an entry acknowledged by the leader and a bare minority of followers is lost when power "
+        "fails with the leader's fsync in flight and the others elect a leader without it",
+        "edits": [
+            (
+                "dledger/core/node.py",
+                "        above = 1 if self.durable_index > commit else 0\n",
+                "        above = 1 if self.end_index > commit else 0\n",
+            ),
+            (
+                "dledger/core/node.py",
+                "        marks = sorted([self.durable_index] + [p.match for p in self._progress.values()], reverse=True)\n",
+                "        marks = sorted([self.end_index] + [p.match for p in self._progress.values()], reverse=True)\n",
+            ),
+        ],
+    },
+    "repair-votes-while-damaged": {
+        "bug": "a member whose committed prefix was damaged and cut votes before it fetched it again",
+        "source": "Protocol-Aware Recovery (Alagappan et al., FAST 2018): a corrupted log must not "
+        "take part in elections; TigerBeetle's repair before view change",
+        "real": "log bitflip --nemesis-opt file_targets=minority",
+        "sim": "log storage,partition,kill",
+        "why": "the damaged member's shorter log lets a candidate without the committed entries win: "
+        "acknowledged entries are lost",
+        "edits": [
+            (
+                "dledger/core/node.py",
+                "        if self.repair_to >= 0 and not self._repaired():\n"
+                "            return VoteResult.UNKNOWN, self.term  # a damaged committed prefix never votes\n",
+                "",
+            )
+        ],
+    },
+    "heartbeat-stale-round": {
+        "bug": "the leader counts heartbeat answers of an earlier round to confirm reads and extend its lease",
+        "source": "Raft thesis section 6.4 (read index: a fresh heartbeat round); etcd-raft read_only.go "
+        "matches acks to the request context",
+        "real": "register partition-leader --read-mode read-index; register pause-leader --read-mode lease",
+        "sim": "register slow-network,partition-leader,pause-leader --read-mode read-index",
+        "why": "late answers from before a partition confirm a deposed leader's read index: stale reads",
+        "edits": [
+            (
+                "dledger/core/node.py",
+                "        if self.role != _LEADER or not self._hb_open or resp.round != self._hb_round:\n",
+                "        if self.role != _LEADER or not self._hb_open:\n",
+            )
+        ],
+    },
 }
 
 
@@ -263,8 +349,11 @@ def build(name: str, spec: dict[str, object], root: Path = ROOT) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="only check that every mutant still applies")
+    ap.add_argument("--only", action="append", default=[], help="write this mutant's patch only (repeatable)")
     args = ap.parse_args()
     for name, spec in MUTANTS.items():
+        if args.only and name not in args.only:
+            continue
         text = build(name, spec)
         if not args.check:
             (OUT / f"{name}.patch").write_text(text)

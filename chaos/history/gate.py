@@ -99,6 +99,8 @@ def threshold_failures(
             why = "invalid" if r["valid"] is False else "unknown"
             detail = f" ({'; '.join(r['failures'])})" if r["failures"] else ""
             out.append(Failure(run, why, f"{why}{detail}"))
+        if r.get("simulated"):
+            continue  # a DB's simulation campaign (see db_campaign_rows): a verdict, no live figures
         unavailable, p99, ok_rate = r["max_unavailable_s"], r["p99_ms"], r["ok_rate"]
         if max_unavailable_s is not None:
             if unavailable is None:
@@ -138,6 +140,19 @@ def notes(summary: dict[str, Any], *, require_faults_applied: bool = False) -> l
             if r.get("faults") is None:
                 out.append(f"{r['run']}: no faults result in the run; --require-faults-applied not checked")
     return out
+
+
+def db_campaign_rows(run_args: list[str], store: str) -> list[dict[str, Any]]:
+    """The rows a DB plug-in adds to a default gate: its ``gate_campaign(store)`` (a callable
+    attribute of the DB factory, e.g. a deterministic simulation campaign sized to the gate's
+    time) returns summary rows (``run``, ``workload``, ``nemesis``, ``valid``, ``ops``, ``failures``
+    and ``simulated: True``); none when the DB has no such attribute. The DB is the ``--db`` of the
+    gate's ``--run-arg`` words, else the default DB."""
+    from chaos import plugins
+
+    name = next((b for a, b in zip(run_args, run_args[1:], strict=False) if a == "--db"), None)
+    campaign = getattr(plugins.resolve("db", name or plugins.default_db()), "gate_campaign", None)
+    return list(campaign(store)) if callable(campaign) else []
 
 
 def print_table(summary: dict[str, Any]) -> None:
@@ -282,6 +297,8 @@ PRESETS: dict[str, tuple[MatrixRun, ...]] = {
             (*_SHORT, *_READS, "--read-mode", "raft-log"),
             ("leader-local-kv-read",),
         ),
+        # storage faults on a minority: the correct server repairs them (issue 23)
+        MatrixRun("log", "bitflip", (*_SHORT, "--nemesis-opt", "file_targets=minority")),
     ),
     # The gate's matrix before the catalogue: register and log under elections, runs of 60 s.
     "elections": tuple(
@@ -538,6 +555,8 @@ def gate_cmd(
         if not dirs:
             raise click.ClickException("gate: no run produced a run directory")
     summary = _analyze(dirs, master, out, time_limit)
+    if not run_dirs and workload is None and nemesis is None:
+        summary["runs"] += db_campaign_rows(args, store)  # e.g. a DB's simulation campaign
     print_table(summary)
     failures = threshold_failures(
         summary,

@@ -50,6 +50,11 @@ class LivenessChecker:
         if rec["recovered"]:
             out["summary"] = recovered_line(rec)
             return out
+        if rec.get("beyond_repair"):
+            # the DB says its data loss exceeds what its replicas can repair: not a liveness failure
+            out["valid"] = UNKNOWN
+            out["cause"] = f"damage beyond repair: {rec['beyond_repair']}"
+            return out
         out["cause"] = (
             f"the cluster did not recover within {float(rec.get('bound_s') or 0):g} s after healing: "
             + "; ".join(out["problems"] or ["no reason recorded"])

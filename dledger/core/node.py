@@ -165,7 +165,11 @@ class Core:
     ``term``/``vote_for`` are the persisted currTerm/votedFor; ``rng`` draws vote intervals (seed it
     for deterministic tests); ``now`` is the start time in ms; ``commit_index`` the checkpointed
     commitIndex. ``end_index``/``end_term`` are ledgerEndIndex/ledgerEndTerm of this member's log,
-    entries not yet written included.
+    entries not yet written included. ``repair_to`` (-1: none) is set when the store cut a damaged
+    committed prefix (``FileLogStore.repair_to``): until the log holds entries up to it again,
+    fetched from a leader, the member grants no vote (it answers UNKNOWN, an abstention) and never
+    campaigns, so a log that lost committed entries never helps elect a leader without them
+    (Protocol-Aware Recovery, FAST 2018); it follows and acknowledges what it really holds.
     """
 
     def __init__(
@@ -178,8 +182,10 @@ class Core:
         rng: random.Random | None = None,
         now: int = 0,
         commit_index: int = -1,
+        repair_to: int = -1,
     ) -> None:
         self.cfg = cfg
+        self.repair_to = repair_to if repair_to > store.end_index else -1
         self.store = store
         # INSTALL_SNAPSHOT needs a store that can start over (SnapshotLogStore); None otherwise
         self._snap_store: SnapshotLogStore | None = store if isinstance(store, SnapshotLogStore) else None
@@ -379,6 +385,8 @@ class Core:
         self._unstable_at = self.end_index + 1
         self._cut = None
         self._restart = None
+        if self.repair_to >= 0:
+            self._repaired()  # the written log reached the repair mark: vote again
 
     def on_write_failed(self) -> None:
         """The store refused the log writes of the last :meth:`ready` part-way (StoreError): take
@@ -641,9 +649,19 @@ class Core:
             and end_index >= req.ledger_end_index
         ):
             return VoteResult.REJECT_TAKING_LEADERSHIP, self.term
+        if self.repair_to >= 0 and not self._repaired():
+            return VoteResult.UNKNOWN, self.term  # a damaged committed prefix never votes
         if self.vote_for != req.src:
             self._set_vote(req.src)
         return VoteResult.ACCEPT, self.term
+
+    def _repaired(self) -> bool:
+        """Whether a repair (``repair_to``) is done: the log reaches it again (then it is cleared)."""
+        if self.end_index < self.repair_to:
+            return False
+        log.warning("%s: repair done: the log holds entries up to %d again", self.id, self.repair_to)
+        self.repair_to = -1
+        return True
 
     def _maintain_candidate(self, now: int) -> None:
         if self._votes is not None:
@@ -663,6 +681,9 @@ class Core:
             # whose immediate revote must win before we compete, or slow links split every such
             # election; or a leader, whose next heartbeat makes us its follower anyway
             self.next_vote_time = now + self._vote_interval() + self.cfg.vote_timeout_ms
+            return
+        if self.repair_to >= 0 and not self._repaired():
+            self.next_vote_time = now + self._vote_interval()  # wait for a leader to repair the log
             return
         self._vote_round += 1
         self._vote_term = self.term

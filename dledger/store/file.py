@@ -99,6 +99,11 @@ class RecoveryReport:
     extended_files: list[str] = field(default_factory=list)
     bytes_read: int = 0
     seconds: float = 0.0
+    # repair mode: the log was cut inside the committed prefix at ``damaged_from``; the member
+    # must hold entries up to ``repair_to`` (the checkpoint's committedIndex) again, fetched from
+    # the leader, before it votes or campaigns (-1 / None: nothing to repair)
+    repair_to: int = -1
+    damaged_from: int | None = None
 
     @property
     def clean(self) -> bool:
@@ -123,6 +128,11 @@ class RecoveryReport:
             s += f"; removed {', '.join(self.removed_files)}"
         if self.index_rebuilt_from is not None:
             s += f"; index rebuilt from entry {self.index_rebuilt_from}"
+        if self.repair_to >= 0:
+            s += (
+                f"; REPAIR: committed entries from {self.damaged_from} are damaged, to be fetched "
+                f"again from the leader up to {self.repair_to}"
+            )
         return s
 
 
@@ -175,6 +185,13 @@ class FileLogStore:
 
     Raises StoreError for unusable parameters, files or I/O errors, CorruptionError when recovery
     finds damage inside the committed prefix. ``recovery`` holds the RecoveryReport.
+
+    ``repair``: damage inside the committed prefix is cut like a damaged tail instead of raising
+    CorruptionError, and ``repair_to`` is set to the checkpoint's committedIndex: the member must
+    not vote or campaign until its log holds entries up to it again, fetched from the leader
+    (Protocol-Aware Recovery, Alagappan et al., FAST 2018: a damaged committed entry is never
+    served and never counts toward a quorum; the majority that holds it repairs it). The marker
+    survives restarts: checkpoints keep ``committedIndex >= repair_to`` until the log reaches it.
     Not safe for concurrent writers; ``sync()`` may run in another thread than ``append()``.
     """
 
@@ -187,6 +204,7 @@ class FileLogStore:
         cache_entries: int = 4096,
         verify_files: int | None = None,
         fs: FileSystem = OS,
+        repair: bool = False,
     ) -> None:
         if not isinstance(data_file_size, int) or data_file_size < 4096:
             raise StoreError(f"data_file_size={data_file_size!r}: expected an int >= 4096 bytes")
@@ -199,6 +217,8 @@ class FileLogStore:
                 f"index_file_size={index_file_size!r}: expected an int >= 4096, a multiple of 32"
             )
         self._fs = fs
+        self.repair = repair
+        self.repair_to = -1  # see the class docstring
         self.directory = Path(directory)
         self.data_dir = self.directory / "data"
         self.index_dir = self.directory / "index"
@@ -260,6 +280,7 @@ class FileLogStore:
             raise
         self._committed = self.recovery.committed_index
         self._synced_index = self._end
+        self.repair_to = self.recovery.repair_to
 
     # ----------------------------------------------------------------- LogStore protocol
 
@@ -649,9 +670,51 @@ class FileLogStore:
         if not isinstance(committed_index, int):
             raise ValueError(f"committed_index {committed_index!r}: expected an int")
         value = min(max(committed_index, self._committed), self._synced_index)
-        self._checkpoint.save(self._synced_index, value)
         self._committed = value
-        return value
+        if self.repair_to >= 0:
+            if self._synced_index >= self.repair_to:
+                log.warning(
+                    "%s: repair mark cleared: entries up to %d are durable again",
+                    self.directory,
+                    self.repair_to,
+                )
+                self.repair_to = -1
+            else:
+                # the repair marker must survive a restart before the log reached it again
+                value = max(value, self.repair_to)
+        self._checkpoint.save(self._synced_index, value)
+        return self._committed
+
+    def find_damaged(self, lo: int, hi: int) -> int | None:
+        """The first entry in ``lo..hi`` that fails its checks when read (CorruptionError), or
+        None when all verify. Reads per entry: call it for a range whose batch read failed."""
+        for i in range(max(lo, self._begin), min(hi, self._end) + 1):
+            try:
+                self.get(i)
+            except CorruptionError:
+                return i
+        return None
+
+    def cut_damaged(self, index: int, committed: int) -> None:
+        """Repair mode: entry ``index`` (inside the committed prefix up to ``committed``) was found
+        damaged after recovery (a replay read): cut the log before it and remember that entries up
+        to ``committed`` must be fetched again (see the class docstring). Raises CorruptionError
+        outside repair mode, StoreError when the damaged entry is below a compacted prefix."""
+        if not self.repair:
+            raise CorruptionError(f"{self.directory}: committed entry {index} is damaged")
+        log.warning(
+            "%s: committed entry %d is damaged: cutting the log after %d, repairing up to %d from the leader",
+            self.directory,
+            index,
+            index - 1,
+            committed,
+        )
+        self.truncate_suffix(index - 1)
+        self.sync()
+        self.repair_to = max(self.repair_to, committed)
+        self.recovery.repair_to = self.repair_to
+        if self.recovery.damaged_from is None or index < self.recovery.damaged_from:
+            self.recovery.damaged_from = index
 
     def compact_prefix(self, index: int) -> int:
         """Drop whole data and index segment files below the data segment holding ``index`` (for
@@ -983,10 +1046,17 @@ class FileLogStore:
 
     def _recover_empty(self, rep: RecoveryReport, committed: int) -> None:
         """Recovery without data files: a new store, unless the checkpoint saw committed entries."""
-        if committed >= 0:
+        if committed >= 0 and not self.repair:
             raise CorruptionError(
                 f"{self.data_dir}: no data files, but the checkpoint says entries up to "
                 f"{committed} are committed (check: committed entries present)"
+            )
+        if committed >= 0:
+            rep.repair_to, rep.damaged_from = committed, 0
+            log.warning(
+                "%s: no data files but %d committed entries: repairing from the leader",
+                self.data_dir,
+                committed + 1,
             )
         self._new_segment(self._data, self.data_dir, 0, self.data_file_size)
         self._recover_index(rep)
@@ -1166,7 +1236,18 @@ class FileLogStore:
         if cut is None and scan.clean_end is not None and later:
             cfi, crel = scan.clean_end
             cut = (cfi, files[cfi][1], crel, "zero header (end of data) but later data files exist")
-        if cut is None:
+        if end < committed and self.repair:
+            rep.repair_to, rep.damaged_from = committed, end + 1
+            log.warning(
+                "%s: committed entries from %d are damaged or missing (%s; checkpoint committedIndex %d): "
+                "cutting the log after %d and repairing it from the leader",
+                self.data_dir,
+                end + 1,
+                cut[3] if cut is not None else "the log ends early",
+                committed,
+                end,
+            )
+        elif cut is None:
             if end < committed:
                 raise CorruptionError(
                     f"{self.data_dir}: the log ends at entry {end} but the checkpoint says entries up to "
@@ -1174,9 +1255,11 @@ class FileLogStore:
                     f"a damaged log"
                 )
             return
+        if cut is None:
+            return
         fsize = self.data_file_size
         cfi, cpath, crel, reason = cut
-        if end < committed:
+        if end < committed and not self.repair:
             raise CorruptionError(
                 f"{cpath}: offset {crel} (pos {files[0][0] + cfi * fsize + crel}): entry {end + 1}: "
                 f"{reason}; entry {end + 1} is inside the committed prefix (checkpoint "
