@@ -1017,17 +1017,25 @@ def _load_schedule(path: Path, bad: type[Exception]) -> list[dict[str, Any]]:
         events = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise bad(f"--schedule {path}: cannot read a JSON fault schedule: {e}") from None
-    ok = isinstance(events, list) and all(
-        isinstance(e, dict)
-        and isinstance(e.get("at"), int)
-        and e.get("op") in ("start", "stop")
-        and e.get("kind") in NEMESES
-        for e in events
-    )
-    if not ok:
-        raise bad(
-            f"--schedule {path}: expected a list of {{'at': ms, 'op': 'start'|'stop', 'kind': nemesis}}"
+    if not isinstance(events, list):
+        raise bad(f"--schedule {path}: expected a JSON list of events, got {type(events).__name__}")
+    for i, event in enumerate(events):
+        at = event.get("at") if isinstance(event, dict) else None
+        ok = (
+            isinstance(event, dict)
+            and isinstance(at, int)
+            and not isinstance(at, bool)
+            and at >= 0
+            and event.get("op") in ("start", "stop")
+            and event.get("kind") in NEMESES
+            and isinstance(event.get("params", {}), dict)
         )
+        if not ok:
+            shown = json.dumps(event)[:120]
+            raise bad(
+                f"--schedule {path}: event {i} {shown} is not {{'at': ms >= 0, 'op': 'start'|'stop', "
+                f"'kind': one of {', '.join(NEMESES)}, 'params': {{...}}}}"
+            )
     return events
 
 
@@ -1282,13 +1290,16 @@ def sim(
         raise BadArguments("expected exactly one of --seeds N and --seed S")
     if seeds is not None and seeds < 1:
         raise BadArguments(f"--seeds {seeds}: expected >= 1")
-    if (
-        (time_limit is not None and time_limit <= 0)
-        or concurrency < 1
-        or rate < 0
-        or (jobs is not None and jobs < 1)
-    ):
-        raise BadArguments("--time-limit and --concurrency must be > 0, --rate >= 0, --jobs >= 1")
+    from chaos.control.test import check_number
+
+    try:  # finite numbers in range, one line naming the option (NaN and infinities are not numbers)
+        if time_limit is not None:
+            time_limit = float(check_number("time_limit", time_limit))
+        rate = float(check_number("rate", rate))
+    except ValueError as e:
+        raise BadArguments(str(e)) from None
+    if concurrency < 1 or (jobs is not None and jobs < 1):
+        raise BadArguments(f"--concurrency {concurrency} and --jobs {jobs}: expected whole numbers >= 1")
     options = _options_maker(workload, faults, time_limit, concurrency, rate, read_mode, sticky, disk)
     if (shrink or schedule_file) and seed is None:
         raise BadArguments("--shrink and --schedule need --seed S")
