@@ -110,7 +110,7 @@ def test_repeatable_read_shows_write_skew_invalid_for_serializable_valid_for_si(
             break
     else:
         pytest.fail(f"no G2-item in 3 runs at REPEATABLE READ: {elle(run_dir)['summary']}")
-    assert "Run summary: INVALID" in out
+    assert any(line.startswith("INVALID: ") for line in out.splitlines()), out[-2000:]  # the verdict, last
     r = elle(run_dir)
     case = r["anomalies"]["G2-item"][0]
     assert [e["type"] for e in case["edges"]].count("rw") >= 1 and case["cycle"]
