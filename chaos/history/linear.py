@@ -36,10 +36,8 @@ match (porcupine's etcd model).
 from __future__ import annotations
 
 import bisect
-import concurrent.futures as cf
 import gc
 import json
-import multiprocessing
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -955,6 +953,9 @@ def _any_invalid(results: dict[str, KeyResult]) -> bool:
 def _run_pool(
     tasks: list[tuple[str, list[Call]]], m: Model, deadline: float | None, nworkers: int, cancel: bool
 ) -> dict[str, KeyResult]:
+    import concurrent.futures as cf  # only for a pool: spared at the start-up of a small check
+    import multiprocessing
+
     ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else multiprocessing.get_context()
     stop = ctx.Event()
     results: dict[str, KeyResult] = {}
