@@ -217,6 +217,9 @@ def bench_analyze(run_counts: list[int], ops_per_run: int, tmp: Path) -> None:
 
     rows = []
     totals: dict[str, dict[int, float]] = {"loop": {}, "local[1]": {}, "local[2]": {}}
+    stages: list[str] = []
+    # one throwaway analysis first: the first JVM start of a process pays cold caches
+    analyze(make_runs(tmp / "warm", 1, 100), master="local[1]", out=tmp / "warm-analysis")
     for n in run_counts:
         store = tmp / f"store{n}"
         dirs = make_runs(store, n, ops_per_run)
@@ -228,6 +231,11 @@ def bench_analyze(run_counts: list[int], ops_per_run: int, tmp: Path) -> None:
             t = time.perf_counter()
             summary = analyze(dirs, master=master, out=tmp / f"analysis{n}{master[-2]}")
             totals[master][n] = time.perf_counter() - t
+            tm = summary["timings"]
+            stages.append(
+                f"  {n} runs, {master}: spark start {tm['spark_start']:.1f} s, check + Parquet on the"
+                f" executors {tm['check_and_write_on_executors']:.1f} s, SQL statistics {tm['perf']:.1f} s"
+            )
             same = same and {r: v["valid"] for r, v in summary["verdicts"].items()} == loop
         lp, s1, s2 = totals["loop"][n], totals["local[1]"][n], totals["local[2]"][n]
         rows.append(
@@ -252,6 +260,7 @@ def bench_analyze(run_counts: list[int], ops_per_run: int, tmp: Path) -> None:
         ],
         rows,
     )
+    print("\n".join(stages) + "\n")
     if len(run_counts) > 1:
         lo, hi = min(run_counts), max(run_counts)
         marg = {k: (v[hi] - v[lo]) / (hi - lo) for k, v in totals.items()}

@@ -23,6 +23,7 @@ deeper than :data:`MAX_DEPTH`, is a HistoryError too.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import threading
@@ -436,10 +437,18 @@ class ParsedHistory:
         lines = array("q")
         add_op, add_line = ops.append, lines.append
         step = Validator(p).step
-        for lineno, op in _numbered(p):
-            step(op, lineno)
-            add_op(op)
-            add_line(lineno)
+        # every op is kept: the cyclic collector would rescan the growing list again and again
+        # (about a third of the read) and can find no cycle among freshly parsed JSON values
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            for lineno, op in _numbered(p):
+                step(op, lineno)
+                add_op(op)
+                add_line(lineno)
+        finally:
+            if was:
+                gc.enable()
         return cls(p, ops, lines)
 
     def __len__(self) -> int:
