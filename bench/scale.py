@@ -42,7 +42,10 @@ def run_cli(root: Path, *args: str) -> float:
     """Wall seconds of ``chaos ARGS`` run as its own process from checkout ``root``."""
     env = {**os.environ, "PYTHONPATH": str(root)}
     t = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", CHECK, *args], env=env, capture_output=True, text=True)
+    # run from the checkout itself: ``python -c`` puts the working directory first on sys.path
+    p = subprocess.run(
+        [sys.executable, "-c", CHECK, *args], env=env, cwd=root, capture_output=True, text=True
+    )
     dt = time.perf_counter() - t
     if p.returncode not in (0, 1, 2):
         raise SystemExit(f"chaos {' '.join(args)} from {root} failed ({p.returncode}): {p.stderr[-400:]}")
