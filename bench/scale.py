@@ -236,7 +236,8 @@ def bench_analyze(run_counts: list[int], ops_per_run: int, tmp: Path) -> None:
             totals[master][n] = time.perf_counter() - t
             tm = summary["timings"]
             stages.append(
-                f"  {n} runs, {master}: spark start {tm['spark_start']:.1f} s, check + Parquet on the"
+                f"  {n} runs, {master}: validation in the driver {tm['validate_in_driver']:.1f} s,"
+                f" spark start {tm['spark_start']:.1f} s, check + Parquet on the"
                 f" executors {tm['check_and_write_on_executors']:.1f} s, SQL statistics {tm['perf']:.1f} s"
             )
             same = same and {r: v["valid"] for r, v in summary["verdicts"].items()} == loop

@@ -198,6 +198,46 @@ def check_run_task(run_dir: str, rid: str, time_limit: float | None, parquet_dir
     return json.dumps(row, default=str)
 
 
+def preflight(run_dir: Path) -> None:
+    """Refuse, in the driver and before Spark starts, what ``chaos check`` refuses as bad input:
+    a malformed history (HistoryError naming file and line), one with no client op, a bad
+    ``test.json`` or checker name (ValueError), a client op whose ``f`` the run's model does not
+    check. One streaming pass of the validating reader, no op kept and no checker run: the
+    executors parse and check again, in parallel.
+    """
+    from chaos.history.checkers import checkers_for, infer_test, needs_inference
+    from chaos.history.models import get_model
+    from chaos.history.op import NEMESIS
+    from chaos.history.store import HistoryError, RunDir, read_history_lines
+
+    run = RunDir(run_dir)
+    test = run.load_test() if run.test_path.is_file() else {}
+    if needs_inference(test):
+        test = {**test, **infer_test(run.history_path)}  # a whole validating pass of its own
+        if test.get("model") is None:
+            checkers_for(test)
+            return
+    linear = checkers_for(test).get("linear")
+    model = get_model(linear.model) if linear is not None else None  # type: ignore[attr-defined]
+    fs = getattr(model, "fs", None)
+    client = False
+    for line, op in read_history_lines(run.history_path):
+        if op.process == NEMESIS:
+            continue
+        client = True
+        if fs is not None and op.f not in fs:
+            raise HistoryError(
+                f"client op f {op.f!r} is not one the {model.name} model checks "  # type: ignore[union-attr]
+                f"(expected {', '.join(sorted(fs))}; pass --model)",
+                line=line,
+                path=run.history_path,
+            )
+    if not client:
+        raise HistoryError(
+            "no client op: nothing was tested (an empty history is not a valid test)", path=run.history_path
+        )
+
+
 def check_on_executors(
     spark: Any, run_dirs: list[Path], parquet_dir: Path | None, time_limit: float | None = None
 ) -> dict[str, dict[str, Any]]:
@@ -508,7 +548,8 @@ def analyze(
     ``out``; return the summary (with ``timings`` in seconds per stage). ``say`` is told, in one
     line each, what the pipeline is doing as each stage starts (and how long the last one took).
 
-    The executors check the runs, one task per run (:func:`check_on_executors`: the history read
+    First the driver refuses bad input (:func:`preflight`: one streaming validating pass per
+    history, before Spark starts). Then the executors check the runs, one task per run (:func:`check_on_executors`: the history read
     once, every checker of ``chaos check``, the ops written as Parquet with pyarrow); a malformed
     history is raised here, in the driver, before any statistics. Then Spark SQL computes the
     statistics from the Parquet. ``spark``: a session to use (left running); without
@@ -532,6 +573,10 @@ def analyze(
         seen.add(run_id(d))
     timings: dict[str, float] = {}
     tell = say or (lambda _msg: None)
+    t = time.monotonic()
+    for d in dirs:  # bad input is refused before Spark starts, in one line, as chaos check does
+        preflight(d)
+    timings["validate_in_driver"] = time.monotonic() - t
     if out is None:
         out = dirs[0].parent.parent / "analysis" / time.strftime("%Y%m%dT%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
