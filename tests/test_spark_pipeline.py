@@ -136,6 +136,18 @@ def test_spark_statistics(runs, analyzed):
     assert sum(row["ok"] for row in throughput) == sum(r["ok"] for r in lat.values())
 
 
+def test_calls_written_by_the_executors_give_the_sql_statistics(spark, analyzed):
+    """The latency, per-fault and throughput rows from the calls the executors wrote equal those
+    Spark SQL builds from every op (window function, join on the fault windows)."""
+    from chaos.history.spark import perf, read_ops_parquet
+
+    summary, out = analyzed
+    from_ops = perf(read_ops_parquet(spark, out / "history.parquet"), summary["verdicts"])
+    for table in ("latency", "by_fault", "throughput"):
+        assert from_ops[table] == summary["perf"][table], table
+    assert summary["perf"]["by_fault"]
+
+
 def test_spark_fault_windows_follow_the_core_rule(spark, tmp_path):
     """Windows as Spark joins on them equal chaos.history.analysis's on the same history, including
     a start completing while its kind is in force, a stop with nothing open and a window left open."""

@@ -101,6 +101,9 @@ def _ops_from_raw(lines: Iterable[str]) -> list[Any]:
 # --- the executors' task: parse once, check, write Parquet ------------------------------------------
 
 
+CALLS_DIR = "calls.parquet"  # beside history.parquet: one row per call, for the latency SQL
+
+
 def _partition_dir(parquet_dir: Path, rid: str) -> Path:
     """``<parquet_dir>/run=<rid>`` with the id escaped as Spark's partition discovery unescapes it."""
     from urllib.parse import quote
@@ -148,6 +151,45 @@ def write_ops_parquet(ops: list[Any], path: Path) -> None:
     pq.write_table(table, str(path))
 
 
+def write_calls_parquet(ops: list[Any], windows: list[list[Any]], path: Path) -> None:
+    """One run's calls (an invocation and its completion) as a Parquet file, for the latency SQL:
+    columns process (text), index, f, done_type, time, done_time (ns), latency_ms and fault (the
+    fault windows the call started in, kinds sorted and joined with '+', else ``none``), the rows
+    :func:`perf` would otherwise build with a window function and a join over every op."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from chaos.history.op import INVOKE, NEMESIS
+
+    cols: dict[str, list[Any]] = {
+        k: [] for k in ("process", "index", "f", "done_type", "time", "done_time", "latency_ms", "fault")
+    }
+    open_: dict[str, Any] = {}
+    for op in ops:
+        if op.process == NEMESIS:
+            continue
+        p = str(op.process)
+        if op.type == INVOKE:
+            open_[p] = op
+            continue
+        inv = open_.pop(p, None)
+        if inv is None:
+            continue
+        kinds = sorted({k for k, start, end in windows if start <= inv.time < end})
+        cols["process"].append(p)
+        cols["index"].append(inv.index)
+        cols["f"].append(inv.f)
+        cols["done_type"].append(op.type)
+        cols["time"].append(inv.time)
+        cols["done_time"].append(op.time)
+        cols["latency_ms"].append((op.time - inv.time) / 1e6)
+        cols["fault"].append("+".join(kinds) or "none")
+    types = {"index": pa.int64(), "time": pa.int64(), "done_time": pa.int64(), "latency_ms": pa.float64()}
+    table = pa.table({k: pa.array(v, types.get(k, pa.string())) for k, v in cols.items()})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, str(path))
+
+
 def check_run_task(run_dir: str, rid: str, time_limit: float | None, parquet_dir: str | None) -> str:
     """What an executor does for one run; returns its result row as JSON text.
 
@@ -155,7 +197,8 @@ def check_run_task(run_dir: str, rid: str, time_limit: float | None, parquet_dir
     checkers as ``chaos check`` does (:func:`chaos.history.checkers.load_run_test`,
     :func:`chaos.history.checkers.checkers_for`) and runs their composition with the options
     ``chaos check`` gives it (the linearizability search in this worker: the executors are the
-    parallelism); writes the ops to ``<parquet_dir>/run=<rid>/part-0.parquet``.
+    parallelism); writes the ops to ``<parquet_dir>/run=<rid>/part-0.parquet`` and the calls to
+    ``calls.parquet/run=<rid>/`` beside it (:func:`write_calls_parquet`).
 
     Row: ``{"valid", "checkers", "test", "order", "model", "windows": [[kind, start, end]],
     ["longest_unavailable_s"]}``, or ``{"error": "history"|"value"|"missing", "message", ...}``
@@ -195,6 +238,8 @@ def check_run_task(run_dir: str, rid: str, time_limit: float | None, parquet_dir
         row["longest_unavailable_s"] = round(gaps[0].duration / 1e9, 3) if gaps else 0.0
     if parquet_dir is not None:
         write_ops_parquet(ops, _partition_dir(Path(parquet_dir), rid) / "part-0.parquet")
+        calls_dir = Path(parquet_dir).parent / CALLS_DIR
+        write_calls_parquet(ops, windows, _partition_dir(calls_dir, rid) / "part-0.parquet")
     return json.dumps(row, default=str)
 
 
@@ -339,15 +384,29 @@ def fault_windows(df: Any) -> Any:
     return spark.createDataFrame(rows, schema)
 
 
-def perf(df: Any, verdicts: dict[str, dict[str, Any]] | None = None, windows: Any = None) -> dict[str, Any]:
+def perf(
+    df: Any, verdicts: dict[str, dict[str, Any]] | None = None, windows: Any = None, calls: Any = None
+) -> dict[str, Any]:
     """Latency quantiles, throughput per run and per fault kind with Spark SQL; availability from
     the perf checker's results (``verdicts``), whose rule is :class:`chaos.history.analysis.Availability`.
 
     Returns ``{"latency": [rows], "availability": [rows], "throughput": [rows], "by_fault": [rows]}``;
     latencies in ms, times in s since the run started. ``windows``: the fault windows as a
     DataFrame (run, kind, start, end), if already known (:func:`windows_frame`); else
-    :func:`fault_windows` of ``df``.
+    :func:`fault_windows` of ``df``. ``calls``: the calls the executors wrote
+    (:func:`write_calls_parquet`), if any; else they are built here from ``df`` and the windows.
     """
+    spark = df.sparkSession
+    if calls is not None:
+        lat = calls.cache()
+    else:
+        lat = _calls_sql(df, windows)
+    lat.createOrReplaceTempView("lat")
+    return _stats_sql(spark, lat, verdicts)
+
+
+def _calls_sql(df: Any, windows: Any) -> Any:
+    """One row per call from the ops, in Spark SQL (the rule :func:`write_calls_parquet` follows)."""
     spark = df.sparkSession
     (windows if windows is not None else fault_windows(df)).createOrReplaceTempView("windows")
     client = df.filter("process != 'nemesis'")
@@ -374,7 +433,10 @@ def perf(df: Any, verdicts: dict[str, dict[str, Any]] | None = None, windows: An
         GROUP BY c.run, c.process, c.index
         """
     ).cache()
-    lat.createOrReplaceTempView("lat")
+    return lat
+
+
+def _stats_sql(spark: Any, lat: Any, verdicts: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
     # nearest-rank quantiles over the exact latencies, as the perf checker computes them
     # (chaos.history.perf.quantiles), so the gate's --max-p99-ms reads the figure chaos check shows
     q = {name: _nearest_rank_sql(frac) for name, frac in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))}
@@ -591,10 +653,11 @@ def analyze(
     try:
         t = time.monotonic()
         parquet_dir = out / "history.parquet"
-        if parquet_dir.exists():
-            import shutil
+        for old in (parquet_dir, out / CALLS_DIR):
+            if old.exists():
+                import shutil
 
-            shutil.rmtree(parquet_dir)
+                shutil.rmtree(old)
         tell(f"checking {len(dirs)} run(s) on the executors (one task per run; ops to {parquet_dir})")
         driver = check_on_executors(spark, dirs, parquet_dir, time_limit=time_limit)
         tests = {rid: d["test"] for rid, d in driver.items()}
@@ -605,7 +668,8 @@ def analyze(
             f"latency and throughput with Spark SQL (checking took {timings['check_and_write_on_executors']:.1f} s)"
         )
         df = read_ops_parquet(spark, parquet_dir)
-        perf_rows = perf(df, verdicts, windows_frame(spark, driver))
+        calls = read_ops_parquet(spark, out / CALLS_DIR)
+        perf_rows = perf(df, verdicts, windows_frame(spark, driver), calls)
         timings["perf"] = time.monotonic() - t
         summary = summarize(dirs, tests, verdicts, perf_rows, driver)
         summary["timings"] = timings
