@@ -136,11 +136,23 @@ def test_spark_statistics(runs, analyzed):
     assert sum(row["ok"] for row in throughput) == sum(r["ok"] for r in lat.values())
 
 
+def test_calls_written_by_the_executors_give_the_sql_statistics(spark, analyzed):
+    """The latency, per-fault and throughput rows from the calls the executors wrote equal those
+    Spark SQL builds from every op (window function, join on the fault windows)."""
+    from chaos.history.spark import perf, read_ops_parquet
+
+    summary, out = analyzed
+    from_ops = perf(read_ops_parquet(spark, out / "history.parquet"), summary["verdicts"])
+    for table in ("latency", "by_fault", "throughput"):
+        assert from_ops[table] == summary["perf"][table], table
+    assert summary["perf"]["by_fault"]
+
+
 def test_spark_fault_windows_follow_the_core_rule(spark, tmp_path):
     """Windows as Spark joins on them equal chaos.history.analysis's on the same history, including
     a start completing while its kind is in force, a stop with nothing open and a window left open."""
     from chaos.history.analysis import fault_windows as core_windows
-    from chaos.history.spark import fault_windows, load_runs
+    from chaos.history.spark import check_on_executors, fault_windows, read_ops_parquet, windows_frame
     from chaos.history.store import read_history
 
     ops, _ = register_history(200, keys=2, processes=3, seed=7)
@@ -168,10 +180,16 @@ def test_spark_fault_windows_follow_the_core_rule(spark, tmp_path):
         ("kill", t[3] + 1000, t[4] + 1000),
         ("clock", t[5] + 1000, end),
     ]
-    rows = fault_windows(load_runs(spark, [run_dir])).collect()
-    assert [(r.kind, r.start, r.end) for r in sorted(rows, key=lambda r: r.start)] == [
-        (w.kind, w.start, w.end_or(end)) for w in core
-    ]
+    # as the executors return them, and as Spark re-reads them from the Parquet the executors wrote
+    checked = check_on_executors(spark, [run_dir], tmp_path / "history.parquet")
+    for frame in (
+        windows_frame(spark, checked),
+        fault_windows(read_ops_parquet(spark, tmp_path / "history.parquet")),
+    ):
+        rows = frame.collect()
+        assert [(r.kind, r.start, r.end) for r in sorted(rows, key=lambda r: r.start)] == [
+            (w.kind, w.start, w.end_or(end)) for w in core
+        ]
 
 
 def test_gate_exit_status_names_the_invalid_run(spark, runs, tmp_path, capsys):

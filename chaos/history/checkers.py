@@ -16,13 +16,13 @@ import importlib
 import os
 import time
 import traceback
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from chaos.history.models import ModelError, get_model
 from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
-from chaos.history.store import HistoryError, RunDir, find_run, read_history, read_history_lines
+from chaos.history.store import HistoryError, ParsedHistory, RunDir, find_run, parsed, read_history
 from chaos.history.verdict import UNKNOWN, Accumulator, Checker, CheckOptions, StreamChecker, merge_valid
 
 
@@ -34,7 +34,10 @@ def _crashed(name: str, e: BaseException) -> dict[str, Any]:
 class Compose:
     """Several checkers run as one; the result is ``{"valid": merged, "checkers": {name: result}}``.
 
-    Stream checkers share one pass over the history; the others get the path each.
+    The history is read once: stream checkers share one pass over it; a checker with
+    ``reads_parsed = True`` (:class:`LinearChecker`) gets the :class:`ParsedHistory` of that same
+    pass; any other gets the path. When some checker reads the parsed form (or the caller passes
+    one) the ops are held in memory; otherwise they are streamed.
     """
 
     name = "compose"
@@ -49,10 +52,17 @@ class Compose:
                     raise ValueError(f"two checkers named {c.name!r} in one composition")
                 self.checkers[c.name] = c
 
-    def check(self, test: dict[str, Any], history_path: Path, opts: dict[str, Any]) -> dict[str, Any]:
-        """Run every checker on the history. Raises HistoryError for a malformed history and for
-        one with no client op (nothing was tested: not valid, and not a checker's fault)."""
-        require_client_op(history_path)
+    def check(
+        self, test: dict[str, Any], history: Path | ParsedHistory, opts: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Run every checker on the history (a path, or one already parsed). Raises HistoryError
+        for a malformed history and for one with no client op (nothing was tested: not valid, and
+        not a checker's fault)."""
+        held: ParsedHistory | None = history if isinstance(history, ParsedHistory) else None
+        if held is None and any(getattr(c, "reads_parsed", False) for c in self.checkers.values()):
+            held = ParsedHistory.read(history)  # type: ignore[arg-type]
+        history_path = held.path if held is not None else Path(history)  # type: ignore[arg-type]
+        require_client_op(held if held is not None else history_path)
         results: dict[str, dict[str, Any]] = {}
         streams: dict[str, Accumulator] = {}
         started: dict[str, float] = {}
@@ -67,7 +77,7 @@ class Compose:
             t0 = time.perf_counter()
             live = dict(streams)
             accs = list(live.items())
-            for op in read_history(history_path):
+            for op in held.ops if held is not None else read_history(history_path):
                 dead = False
                 for name, acc in accs:
                     try:
@@ -93,8 +103,9 @@ class Compose:
             if isinstance(c, StreamChecker):
                 continue
             t1 = time.perf_counter()
+            target = held if held is not None and getattr(c, "reads_parsed", False) else history_path
             try:
-                results[name] = c.check(test, history_path, opts)
+                results[name] = c.check(test, target, opts)  # type: ignore[arg-type]
             except HistoryError:
                 raise
             except Exception as e:
@@ -162,19 +173,23 @@ class StatsChecker(StreamChecker):
 # linearizability (the search itself is chaos.history.linear, imported lazily)
 
 
-def model_ops(history_path: Path, model: Any) -> Iterator[Op]:
-    """Every op of the history, validated, in order. Raises HistoryError naming the line for a client
-    op whose ``f`` the model (a :mod:`chaos.history.models` model, or None for any) does not check."""
+def model_ops(history: Path | ParsedHistory, model: Any) -> list[Op]:
+    """Every op of the history (a path, read and validated here, or one already parsed), in order.
+    Raises HistoryError naming the line for a client op whose ``f`` the model (a
+    :mod:`chaos.history.models` model, or None for any) does not check."""
+    h = parsed(history)
     fs = getattr(model, "fs", None)
-    for line, op in read_history_lines(history_path):
-        if fs is not None and op.f not in fs and op.process != NEMESIS:
-            raise HistoryError(
-                f"client op f {op.f!r} is not one the {model.name} model checks "
-                f"(expected {', '.join(sorted(fs))}; pass --model)",
-                line=line,
-                path=history_path,
-            )
-        yield op
+    if fs is not None:
+        for i, op in enumerate(h.ops):
+            if op.f not in fs and op.process != NEMESIS:
+                line = h.lines[i]
+                raise HistoryError(
+                    f"client op f {op.f!r} is not one the {model.name} model checks "
+                    f"(expected {', '.join(sorted(fs))}; pass --model)",
+                    line=line,
+                    path=h.path,
+                )
+    return h.ops
 
 
 class LinearChecker:
@@ -186,15 +201,19 @@ class LinearChecker:
     """
 
     name = "linear"
+    reads_parsed = True  # Compose hands it the ParsedHistory its stream pass read
 
     def __init__(self, model: str = "cas-register"):
         self.model = model
 
-    def check(self, test: dict[str, Any], history_path: Path, opts: dict[str, Any]) -> dict[str, Any]:
+    def check(
+        self, test: dict[str, Any], history: Path | ParsedHistory, opts: dict[str, Any]
+    ) -> dict[str, Any]:
         linear = importlib.import_module("chaos.history.linear")  # the checker helper's module
 
         model = opts.get("model") or self.model
-        ops = list(model_ops(history_path, get_model(model)))
+        h = parsed(history)
+        ops = model_ops(h, get_model(model))
         try:
             result = linear.check_history(
                 ops,
@@ -204,8 +223,7 @@ class LinearChecker:
                 cancel_on_failure=bool(opts.get("fail_fast")),
             )
         except ModelError as e:  # an op the model cannot check: bad input, named by its line
-            at = next((n for n, o in read_history_lines(history_path) if o.index == e.index), None)
-            raise HistoryError(f"{e}; pass --model", line=at, path=history_path) from None
+            raise HistoryError(f"{e}; pass --model", line=h.line_of_index(e.index), path=h.path) from None
         if not isinstance(result, dict):
             to_dict = getattr(result, "to_dict", None)
             result = to_dict() if callable(to_dict) else {"valid": getattr(result, "valid", UNKNOWN)}
@@ -217,17 +235,19 @@ class LinearChecker:
 # what a history is a test of
 
 
-def require_client_op(history_path: Path) -> None:
+def require_client_op(history_path: Path | ParsedHistory) -> None:
     """Raise HistoryError (naming the file) unless the history holds at least one client op.
 
     Reads only up to the first client op. An empty history, or one with nemesis ops only, tested
     nothing: it is bad input, never valid.
     """
-    for op in read_history(history_path):
+    ops = history_path.ops if isinstance(history_path, ParsedHistory) else read_history(history_path)
+    for op in ops:
         if op.process != NEMESIS:
             return
     raise HistoryError(
-        "no client op: nothing was tested (an empty history is not a valid test)", path=history_path
+        "no client op: nothing was tested (an empty history is not a valid test)",
+        path=history_path.path if isinstance(history_path, ParsedHistory) else history_path,
     )
 
 
@@ -240,7 +260,7 @@ _WORKLOAD_FS: tuple[tuple[str, frozenset[str], frozenset[str]], ...] = (
 )
 
 
-def infer_test(history_path: Path, *, model: str | None = None) -> dict[str, Any]:
+def infer_test(history_path: Path | ParsedHistory, *, model: str | None = None) -> dict[str, Any]:
     """The test of a history with no ``test.json``: its workload, from the fs of ALL its client ops.
 
     A history whose client fs all belong to one workload (register: read/write/cas; log:
@@ -255,7 +275,12 @@ def infer_test(history_path: Path, *, model: str | None = None) -> dict[str, Any
     """
     fs: set[str] = set()
     list_reads = appends = False
-    for op in read_history(history_path):
+    if isinstance(history_path, ParsedHistory):  # read once by the caller, shared with the checkers
+        ops: Iterable[Op] = history_path.ops
+        history_path = history_path.path
+    else:
+        ops = read_history(history_path)
+    for op in ops:
         if op.process == NEMESIS:
             continue
         fs.add(op.f)
@@ -290,16 +315,24 @@ def infer_test(history_path: Path, *, model: str | None = None) -> dict[str, Any
     )
 
 
-def load_run_test(run: RunDir, *, model: str | None = None) -> dict[str, Any]:
+def load_run_test(
+    run: RunDir, *, model: str | None = None, history: ParsedHistory | None = None
+) -> dict[str, Any]:
     """A run's test: ``test.json``, or, when it is missing or names neither ``workload`` nor
-    ``checkers``, what :func:`infer_test` finds in the whole history (never guessed from a prefix).
+    ``checkers``, what :func:`infer_test` finds in the whole history (never guessed from a prefix):
+    in ``history`` when the caller has already read it, else in the file.
 
     Raises FileNotFoundError / ValueError for an unreadable test.json, HistoryError as infer_test.
     """
     test = run.load_test() if run.test_path.is_file() else {}
-    if test.get("workload") is None and test.get("checkers") is None:
-        test = {**test, **infer_test(run.history_path, model=model)}
+    if needs_inference(test):
+        test = {**test, **infer_test(history if history is not None else run.history_path, model=model)}
     return test
+
+
+def needs_inference(test: dict[str, Any]) -> bool:
+    """True when ``test`` (a ``test.json`` dict) names neither ``workload`` nor ``checkers``."""
+    return test.get("workload") is None and test.get("checkers") is None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -392,7 +425,11 @@ def check_run(
     run = run_dir if isinstance(run_dir, RunDir) else find_run(run_dir)
     if not run.history_path.is_file():
         raise FileNotFoundError(f"{run.history_path}: no history in run directory {run.path}")
-    test = load_run_test(run, model=model)
+    test = run.load_test() if run.test_path.is_file() else {}
+    history: Path | ParsedHistory = run.history_path
+    if needs_inference(test):  # the whole history is read for it: read once, shared with the checkers
+        history = ParsedHistory.read(run.history_path)
+    test = load_run_test(run, model=model, history=history if isinstance(history, ParsedHistory) else None)
     if consistency_model:
         test = {**test, "consistency_model": consistency_model}
     opts = CheckOptions(
@@ -402,6 +439,6 @@ def check_run(
         run_dir=str(run.path),
         fail_fast=fail_fast,
     ).as_dict()
-    results = compose(checkers_for(test, model=model)).check(test, run.history_path, opts)
+    results = compose(checkers_for(test, model=model)).check(test, history, opts)
     run.write_results(results)
     return results

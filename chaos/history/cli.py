@@ -93,7 +93,7 @@ def run_check(
     ``test.json``, from the workload the whole history shows (``--model`` when it cannot be told).
     """
     from chaos.history.checkers import check_run, checkers_for, compose, infer_test
-    from chaos.history.store import HISTORY_FILE, TEST_FILE, HistoryError, find_run
+    from chaos.history.store import HISTORY_FILE, TEST_FILE, HistoryError, ParsedHistory, find_run
 
     try:
         if model is not None:
@@ -115,7 +115,9 @@ def run_check(
         fmt = formats.detect_format(path) if fmt == "auto" else formats.check_format(path, fmt)
         if fmt != "jsonl":
             return _check_foreign(path, fmt, model, time_limit, workers, txn), f"{path} ({fmt})"
-        test = {"workload": txn.workload} if txn.workload else infer_test(path, model=model)
+        # inference reads the whole history: read it once, and the checkers reuse what it read
+        history: Path | ParsedHistory = path if txn.workload else ParsedHistory.read(path)
+        test = {"workload": txn.workload} if txn.workload else infer_test(history, model=model)
         if txn.consistency_model:
             test["consistency_model"] = txn.consistency_model
         opts: dict[str, Any] = {
@@ -124,7 +126,7 @@ def run_check(
             "workers": workers,
             "fail_fast": txn.fail_fast,
         }
-        results = compose(checkers_for(test, model=model)).check(test, path, opts)
+        results = compose(checkers_for(test, model=model)).check(test, history, opts)
         return results, f"{path} ({test.get('workload') or model})"
     except HistoryError as e:
         raise BadArguments(f"malformed history: {e}") from None

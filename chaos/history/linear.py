@@ -36,10 +36,8 @@ match (porcupine's etcd model).
 from __future__ import annotations
 
 import bisect
-import concurrent.futures as cf
 import gc
 import json
-import multiprocessing
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -75,6 +73,11 @@ SLICE = 0.05
 ROW_BUDGET = 4_000_000
 # Seconds spent at most on shrinking a counterexample's window.
 WINDOW_TIME = 0.5
+# The window's budget is proportional to the key: this many seconds per op of the key (at least
+# WINDOW_FLOOR, at least the key's own search time, at most WINDOW_TIME), so shrinking never
+# dominates the check of a history with many small invalid keys.
+WINDOW_PER_OP = 20e-6
+WINDOW_FLOOR = 0.005
 # At most this many candidate start states when shrinking a window from the front.
 WINDOW_STATES = 32
 
@@ -557,6 +560,7 @@ def check_calls(
     *,
     counterexample: bool = True,
     stop: Any = None,
+    counterexample_deadline: float | None | str = "search",
 ) -> KeyResult:
     """Check one partition: is there a linearization of ``calls`` under ``model``?
 
@@ -568,6 +572,9 @@ def check_calls(
         counterexample: for an invalid partition, build the counterexample (longest prefix, failing
             op, smallest window; docs/design.md).
         stop: an object with ``is_set()`` (a multiprocessing Event) that cancels the search.
+        counterexample_deadline: deadline for building the counterexample (default ``"search"``:
+            the search's own); a search cut into time slices finds a violation inside a slice but
+            shrinks its window under the whole check's deadline, without searching again.
     Returns:
         KeyResult with ``valid`` True, False or "unknown" (``cause`` timeout/cancelled).
     Raises:
@@ -578,7 +585,9 @@ def check_calls(
     cs = _renumber(calls, m)
     res = _search(cs, m, m.init(), deadline, stop)
     if res.valid is False and counterexample:
-        res.counterexample = _counterexample(cs, m, res, deadline)
+        searched = time.monotonic() - t0
+        cx_deadline = deadline if counterexample_deadline == "search" else counterexample_deadline
+        res.counterexample = _counterexample(cs, m, res, cx_deadline, searched)  # type: ignore[arg-type]
     res.seconds = time.monotonic() - t0
     return res
 
@@ -642,10 +651,19 @@ def _invalid_from(calls: Sequence[Call], m: Model, starts: Sequence[Any], deadli
     return True
 
 
-def _counterexample(calls: list[Call], m: Model, res: KeyResult, deadline: float | None) -> dict[str, Any]:
-    """Longest prefix, its states, the failing op, and a small window (docs/design.md)."""
+def window_budget(n_ops: int, searched: float = 0.0) -> float:
+    """Seconds allowed for shrinking the counterexample window of a key of ``n_ops`` ops whose
+    search took ``searched`` seconds: proportional to the key, never over :data:`WINDOW_TIME`."""
+    return min(WINDOW_TIME, max(WINDOW_FLOOR, WINDOW_PER_OP * n_ops, searched))
+
+
+def _counterexample(
+    calls: list[Call], m: Model, res: KeyResult, deadline: float | None, searched: float = 0.0
+) -> dict[str, Any]:
+    """Longest prefix, its states, the failing op, and a small window (docs/design.md); the
+    window search stops after :func:`window_budget` seconds."""
     describe = m.describe
-    t_end = time.monotonic() + WINDOW_TIME
+    t_end = time.monotonic() + window_budget(len(calls), searched)
     if deadline is not None:
         t_end = min(t_end, deadline)
     order = sorted(range(len(calls)), key=lambda i: (calls[i].call, i))
@@ -915,12 +933,12 @@ def _run_sliced(
             d = None if last else now + slice_
             if deadline is not None:
                 d = deadline if d is None else min(d, deadline)
-            r = check_calls(calls, m, d, counterexample=last)
+            # a violation found inside a slice is definite: its counterexample is built at once,
+            # under the whole check's deadline, not by searching the key again
+            r = check_calls(calls, m, d, counterexample_deadline=deadline)
             if r.valid == VALID_UNKNOWN and r.cause == "timeout" and d != deadline:
                 again.append((label, calls))
                 continue
-            if r.valid is False and not last:
-                r = check_calls(calls, m, deadline)
             r.reached = []
             results[label] = r
         pending = again
@@ -935,6 +953,9 @@ def _any_invalid(results: dict[str, KeyResult]) -> bool:
 def _run_pool(
     tasks: list[tuple[str, list[Call]]], m: Model, deadline: float | None, nworkers: int, cancel: bool
 ) -> dict[str, KeyResult]:
+    import concurrent.futures as cf  # only for a pool: spared at the start-up of a small check
+    import multiprocessing
+
     ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else multiprocessing.get_context()
     stop = ctx.Event()
     results: dict[str, KeyResult] = {}

@@ -1,17 +1,19 @@
 """The offline analysis pipeline on Apache Spark (PySpark): ``chaos analyze``.
 
-Gives every run the verdict ``chaos check`` gives it. In the driver, each run's history is read
-with the validating reader and every checker of its workload but ``linear`` runs, exactly as
-``chaos check`` picks and composes them (:func:`check_in_driver`); a malformed history stops here,
-before Spark. Then the histories go into one DataFrame, written as Parquet partitioned by run; the
-linearizability search runs per (run, key) in parallel on the executors with the run's model; each
-run's checker results merge with :func:`chaos.history.analysis.merge_valid`; and Spark SQL computes
-latency quantiles and throughput per run and per fault kind, joining on fault windows made by the
-one rule of :mod:`chaos.history.analysis`. Availability is the perf checker's.
+Gives every run the verdict ``chaos check`` gives it. The executors check what they read
+themselves: each task gets a run directory, reads its history once in the Python worker with the
+validating reader (:class:`chaos.history.store.ParsedHistory`), runs every checker of its
+workload, linearizability included, exactly as ``chaos check`` picks and composes them
+(:func:`check_run_task`), writes the run's ops as Parquet with pyarrow, and returns one small
+result row (the verdicts, the fault windows by the one rule of :mod:`chaos.history.analysis`).
+Nothing per op passes through the JVM as JSON. A malformed history is raised in the driver,
+naming its file and line, as ``chaos check`` does. Then Spark SQL computes latency quantiles and
+throughput per run and per fault kind from the Parquet, joining on the fault windows.
+Availability is the perf checker's.
 
 Local mode (``--master local[*]``) is the embedded default; any master Spark accepts works
 (``spark://host:7077``, ``yarn``, ``k8s://...``). On a real cluster the run directories must be
-readable by the driver; histories travel to the executors inside the job, not by path.
+readable by the executors at the same path (a shared file system), and ``--out`` writable by them.
 
 Outputs in ``--out`` (default ``store/analysis/<timestamp>``): ``history.parquet/run=<id>/``,
 ``summary.parquet``, ``summary.json`` and ``index.html``.
@@ -88,96 +90,6 @@ def nemesis_of(test: dict[str, Any]) -> str:
     return str(nem)
 
 
-def load_runs(spark: Any, run_dirs: list[Path]) -> Any:
-    """One DataFrame of every run's ops.
-
-    Columns: ``run`` (run id), ``raw`` (the JSON line, exact), and the parsed fields
-    index, type, process, f, time (ns), node, error, key (JSON text) and log_index.
-    Every history was validated in the driver first (:func:`check_in_driver`); the lines dropped
-    here are blank ones and a torn last line, which the reader skips too.
-    """
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    type_of = {"long": T.LongType(), "string": T.StringType()}
-    schema = T.StructType([T.StructField(n, type_of[t]) for n, t in _SCHEMA_FIELDS])
-    paths = []
-    for run_dir in run_dirs:
-        history = run_dir / "history.jsonl"
-        if not history.is_file():
-            raise FileNotFoundError(f"{run_dir}: no history.jsonl (expected a run directory)")
-        paths.append(str(history.resolve()))
-    # one scan over every file; the run id comes from the file's path (<test>/<stamp>/history.jsonl)
-    df = spark.read.text(paths).withColumnRenamed("value", "raw")
-    path_re = r"([^/]+)/([^/]+)/history\.jsonl$"
-    df = df.withColumn(
-        "run",
-        F.concat_ws(
-            "__",
-            F.regexp_extract(F.input_file_name(), path_re, 1),
-            F.regexp_extract(F.input_file_name(), path_re, 2),
-        ),
-    )
-    parsed = df.withColumn("o", F.from_json("raw", schema)).filter(F.col("o.type").isNotNull())
-    return parsed.select("run", "raw", "o.*")
-
-
-def write_parquet(df: Any, out: Path) -> Path:
-    """Write the ops as one Parquet dataset partitioned by run; returns its path."""
-    path = out / "history.parquet"
-    # one task (and one file) per run instead of every scan partition writing into every run
-    df.repartition("run").write.mode("overwrite").partitionBy("run").parquet(str(path))
-    return path
-
-
-# --- checking: linearizability on the executors, the other checkers per run -------------------
-
-
-def check_in_driver(run_dir: Path, time_limit: float | None) -> dict[str, Any]:
-    """Validate a run's history and run every checker of its workload except ``linear``.
-
-    The test and its checkers come exactly as ``chaos check`` gets them
-    (:func:`chaos.history.checkers.load_run_test`: ``test.json``, or the workload told by the whole
-    history; :func:`chaos.history.checkers.checkers_for`), and they run through the same
-    composition, which reads the history with the validating reader, so a malformed history fails
-    here, in the driver, before Spark sees it.
-
-    Returns ``{"test": dict, "order": [checker names], "model": linear model or None,
-    "checkers": {name: result}}`` (and ``longest_unavailable_s`` when there is no perf checker).
-    Raises HistoryError (malformed history, naming file and line) and ValueError (bad test.json).
-    """
-    from chaos.history.analysis import availability, read_history
-    from chaos.history.checkers import checkers_for, compose, load_run_test, model_ops
-    from chaos.history.models import get_model
-    from chaos.history.store import RunDir
-
-    run = RunDir(run_dir)
-    history = run.history_path
-    test = load_run_test(run)
-    chosen = checkers_for(test)
-    order = list(chosen)
-    linear = chosen.pop("linear", None)
-    model = getattr(linear, "model", None) if linear is not None else None
-    results: dict[str, Any] = compose(chosen).check(test, history, {"time_limit": time_limit})["checkers"]
-    if model is not None or not results:
-        # the whole file is read (validated) here when no stream checker read it; with a model, the
-        # same rule as LinearChecker.check: a client op the model does not check is bad input
-        for _ in model_ops(history, get_model(model) if model is not None else None):
-            pass
-    out: dict[str, Any] = {
-        "test": test,
-        "history": history,
-        "order": order,
-        "model": model,
-        "checkers": results,
-    }
-    if "perf" not in results:
-        # the gate's availability threshold needs the figure even when the workload has no perf checker
-        gaps = availability(read_history(history), top=1)
-        out["longest_unavailable_s"] = round(gaps[0].duration / 1e9, 3) if gaps else 0.0
-    return out
-
-
 def _ops_from_raw(lines: Iterable[str]) -> list[Any]:
     from chaos.history.op import Op
 
@@ -186,126 +98,251 @@ def _ops_from_raw(lines: Iterable[str]) -> list[Any]:
     return ops
 
 
-def check_key(model: str, time_limit: float | None, lines: Iterable[str]) -> dict[str, Any]:
-    """Linearizability of one key's ops (raw JSON lines); the same call ``chaos check`` makes.
+# --- the executors' task: parse once, check, write Parquet ------------------------------------------
 
-    ``time_limit`` applies to this key (``chaos check`` gives it to the whole history).
+
+CALLS_DIR = "calls.parquet"  # beside history.parquet: one row per call, for the latency SQL
+
+
+def _partition_dir(parquet_dir: Path, rid: str) -> Path:
+    """``<parquet_dir>/run=<rid>`` with the id escaped as Spark's partition discovery unescapes it."""
+    from urllib.parse import quote
+
+    return parquet_dir / f"run={quote(rid, safe='')}"
+
+
+def _key_text(key: Any) -> str | None:
+    if key is None or isinstance(key, str):
+        return key
+    return json.dumps(key, default=str)
+
+
+def write_ops_parquet(ops: list[Any], path: Path) -> None:
+    """One run's ops as a Parquet file (pyarrow, in the worker that parsed them).
+
+    Columns as :data:`_SCHEMA_FIELDS` (``process`` as text, ``key`` as JSON text unless a string)
+    plus ``raw``: the op's JSON line for nemesis ops (what :func:`fault_windows` re-reads), null for
+    client ops.
     """
-    from chaos.history.linear import check_history
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    result: dict[str, Any] = check_history(_ops_from_raw(lines), model, time_limit=time_limit, workers=1)
-    return result
+    from chaos.history.op import NEMESIS
+
+    log_index = []
+    for op in ops:
+        li = op.extra.get("log_index") if op.extra else None
+        log_index.append(li if type(li) is int else None)
+    table = pa.table(
+        {
+            "index": pa.array([op.index for op in ops], pa.int64()),
+            "type": pa.array([op.type for op in ops], pa.string()),
+            "process": pa.array([str(op.process) for op in ops], pa.string()),
+            "f": pa.array([op.f for op in ops], pa.string()),
+            "time": pa.array([op.time for op in ops], pa.int64()),
+            "node": pa.array([op.node if isinstance(op.node, str) else None for op in ops], pa.string()),
+            "error": pa.array([op.error if isinstance(op.error, str) else None for op in ops], pa.string()),
+            "key": pa.array([_key_text(op.key) for op in ops], pa.string()),
+            "log_index": pa.array(log_index, pa.int64()),
+            "raw": pa.array([op.to_json() if op.process == NEMESIS else None for op in ops], pa.string()),
+        }
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, str(path))
 
 
-def merge_linear(model: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """One ``linear`` result (docs/design.md) from the per-(run, key) results of a run.
+def write_calls_parquet(ops: list[Any], windows: list[list[Any]], path: Path) -> None:
+    """One run's calls (an invocation and its completion) as a Parquet file, for the latency SQL:
+    columns process (text), index, f, done_type, time, done_time (ns), latency_ms and fault (the
+    fault windows the call started in, kinds sorted and joined with '+', else ``none``), the rows
+    :func:`perf` would otherwise build with a window function and a join over every op."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    A part that crashed makes the whole checker ``unknown`` with the error, as a crashing checker
-    is in ``chaos check``; otherwise the verdicts merge with :func:`chaos.history.analysis.merge_valid`.
+    from chaos.history.op import INVOKE, NEMESIS
+
+    cols: dict[str, list[Any]] = {
+        k: [] for k in ("process", "index", "f", "done_type", "time", "done_time", "latency_ms", "fault")
+    }
+    open_: dict[str, Any] = {}
+    for op in ops:
+        if op.process == NEMESIS:
+            continue
+        p = str(op.process)
+        if op.type == INVOKE:
+            open_[p] = op
+            continue
+        inv = open_.pop(p, None)
+        if inv is None:
+            continue
+        kinds = sorted({k for k, start, end in windows if start <= inv.time < end})
+        cols["process"].append(p)
+        cols["index"].append(inv.index)
+        cols["f"].append(inv.f)
+        cols["done_type"].append(op.type)
+        cols["time"].append(inv.time)
+        cols["done_time"].append(op.time)
+        cols["latency_ms"].append((op.time - inv.time) / 1e6)
+        cols["fault"].append("+".join(kinds) or "none")
+    types = {"index": pa.int64(), "time": pa.int64(), "done_time": pa.int64(), "latency_ms": pa.float64()}
+    table = pa.table({k: pa.array(v, types.get(k, pa.string())) for k, v in cols.items()})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, str(path))
+
+
+def check_run_task(run_dir: str, rid: str, time_limit: float | None, parquet_dir: str | None) -> str:
+    """What an executor does for one run; returns its result row as JSON text.
+
+    Reads the history once (:class:`chaos.history.store.ParsedHistory`), takes the test and its
+    checkers as ``chaos check`` does (:func:`chaos.history.checkers.load_run_test`,
+    :func:`chaos.history.checkers.checkers_for`) and runs their composition with the options
+    ``chaos check`` gives it (the linearizability search in this worker: the executors are the
+    parallelism); writes the ops to ``<parquet_dir>/run=<rid>/part-0.parquet`` and the calls to
+    ``calls.parquet/run=<rid>/`` beside it (:func:`write_calls_parquet`).
+
+    Row: ``{"valid", "checkers", "test", "order", "model", "windows": [[kind, start, end]],
+    ["longest_unavailable_s"]}``, or ``{"error": "history"|"value"|"missing", "message", ...}``
+    for a malformed history (with ``reason``, ``line``, ``path``), a bad test.json, a missing file.
     """
-    from chaos.history.analysis import UNKNOWN, merge_valid
+    from chaos.history.analysis import availability
+    from chaos.history.analysis import fault_windows as core_windows
+    from chaos.history.checkers import checkers_for, compose, load_run_test, needs_inference
+    from chaos.history.store import HistoryError, ParsedHistory, RunDir
+    from chaos.history.verdict import CheckOptions
 
-    errors = [p["error"] for p in parts if "error" in p and "keys" not in p and "valid" not in p]
-    if errors:
-        return {"valid": UNKNOWN, "model": model, "error": f"checker linear crashed: {errors[0]}"}
-    out: dict[str, Any] = {"valid": True, "model": model, "keys": {}, "failures": [], "unknown": [], "ops": 0}
-    for p in parts:
-        out["keys"].update(p.get("keys") or {})
-        out["failures"].extend(p.get("failures") or [])
-        out["unknown"].extend(p.get("unknown") or [])
-        out["ops"] += int(p.get("ops") or 0)
-    out["failures"].sort()
-    out["unknown"].sort()
-    out["valid"] = merge_valid(p.get("valid", UNKNOWN) for p in parts)
+    run = RunDir(run_dir)
+    try:
+        history = ParsedHistory.read(run.history_path)
+        test = run.load_test() if run.test_path.is_file() else {}
+        if needs_inference(test):
+            test = load_run_test(run, history=history)
+        chosen = checkers_for(test)
+        order = list(chosen)
+        linear = chosen.get("linear")
+        model = getattr(linear, "model", None) if linear is not None else None
+        opts = CheckOptions(time_limit=time_limit, workers=1, run_dir=str(run.path)).as_dict()
+        result = compose(chosen).check(test, history, opts)
+    except HistoryError as e:
+        return json.dumps({"error": "history", "reason": e.reason, "line": e.line, "path": e.path})
+    except FileNotFoundError as e:
+        return json.dumps({"error": "missing", "message": str(e)})
+    except ValueError as e:
+        return json.dumps({"error": "value", "message": str(e)})
+    ops = history.ops
+    end = max((op.time for op in ops), default=0)
+    windows = [[w.kind, w.start, w.end_or(end or w.start)] for w in core_windows(ops)]
+    row: dict[str, Any] = {**result, "test": test, "order": order, "model": model, "windows": windows}
+    if "perf" not in result["checkers"]:
+        # the gate's availability threshold needs the figure even when the workload has no perf checker
+        gaps = availability(iter(ops), top=1)
+        row["longest_unavailable_s"] = round(gaps[0].duration / 1e9, 3) if gaps else 0.0
+    if parquet_dir is not None:
+        write_ops_parquet(ops, _partition_dir(Path(parquet_dir), rid) / "part-0.parquet")
+        calls_dir = Path(parquet_dir).parent / CALLS_DIR
+        write_calls_parquet(ops, windows, _partition_dir(calls_dir, rid) / "part-0.parquet")
+    return json.dumps(row, default=str)
+
+
+def preflight(run_dir: Path) -> None:
+    """Refuse, in the driver and before Spark starts, what ``chaos check`` refuses as bad input:
+    a malformed history (HistoryError naming file and line), one with no client op, a bad
+    ``test.json`` or checker name (ValueError), a client op whose ``f`` the run's model does not
+    check. One streaming pass of the validating reader, no op kept and no checker run: the
+    executors parse and check again, in parallel.
+    """
+    from chaos.history.checkers import checkers_for, infer_test, needs_inference
+    from chaos.history.models import get_model
+    from chaos.history.op import NEMESIS
+    from chaos.history.store import HistoryError, RunDir, read_history_lines
+
+    run = RunDir(run_dir)
+    test = run.load_test() if run.test_path.is_file() else {}
+    if needs_inference(test):
+        test = {**test, **infer_test(run.history_path)}  # a whole validating pass of its own
+        if test.get("model") is None:
+            checkers_for(test)
+            return
+    linear = checkers_for(test).get("linear")
+    model = get_model(linear.model) if linear is not None else None  # type: ignore[attr-defined]
+    fs = getattr(model, "fs", None)
+    client = False
+    for line, op in read_history_lines(run.history_path):
+        if op.process == NEMESIS:
+            continue
+        client = True
+        if fs is not None and op.f not in fs:
+            raise HistoryError(
+                f"client op f {op.f!r} is not one the {model.name} model checks "  # type: ignore[union-attr]
+                f"(expected {', '.join(sorted(fs))}; pass --model)",
+                line=line,
+                path=run.history_path,
+            )
+    if not client:
+        raise HistoryError(
+            "no client op: nothing was tested (an empty history is not a valid test)", path=run.history_path
+        )
+
+
+def check_on_executors(
+    spark: Any, run_dirs: list[Path], parquet_dir: Path | None, time_limit: float | None = None
+) -> dict[str, dict[str, Any]]:
+    """Every run checked (and its ops written as Parquet) by :func:`check_run_task` on the
+    executors, one task per run; returns ``{run id: row}`` in ``run_dirs`` order.
+
+    Raises, for the first run (in ``run_dirs`` order) that failed, what ``chaos check`` raises:
+    HistoryError naming file and line, FileNotFoundError, ValueError.
+    """
+    from chaos.history.store import HistoryError
+
+    jobs = [(run_id(d), str(d)) for d in run_dirs]
+    target = None if parquet_dir is None else str(parquet_dir)
+
+    def task(job: tuple[str, str]) -> tuple[str, str]:
+        rid, path = job
+        return rid, check_run_task(path, rid, time_limit, target)
+
+    rows = dict(spark.sparkContext.parallelize(jobs, max(1, len(jobs))).map(task).collect())
+    out: dict[str, dict[str, Any]] = {}
+    for rid, _ in jobs:
+        row = json.loads(rows[rid])
+        kind = row.get("error")
+        if kind == "history":
+            raise HistoryError(row["reason"], line=row.get("line"), path=row.get("path"))
+        if kind == "missing":
+            raise FileNotFoundError(row["message"])
+        if kind == "value":
+            raise ValueError(row["message"])
+        out[rid] = row
     return out
 
 
-def check_runs(
-    spark: Any,
-    df: Any,
-    driver: dict[str, dict[str, Any]],
-    time_limit: float | None = None,
-) -> dict[str, dict[str, Any]]:
-    """Verdicts per run: ``{run: {"valid": ..., "checkers": {...}}}``, as ``chaos check`` gives them.
+def windows_frame(spark: Any, rows: dict[str, dict[str, Any]]) -> Any:
+    """The fault windows the executors returned as a DataFrame (run, kind, start, end) in ns."""
+    from pyspark.sql import types as T
 
-    ``driver`` holds each run's :func:`check_in_driver` result. For runs whose workload has the
-    ``linear`` checker, the client ops of each (run, key) are grouped and checked in parallel tasks
-    on the executors with the run's model, then merged per run (:func:`merge_linear`); the
-    checkers' results are ordered as the workload names them and merged with
-    :func:`chaos.history.analysis.merge_valid`, the function ``chaos check`` uses.
-    """
-    from pyspark.sql import functions as F
-
-    from chaos.history.analysis import UNKNOWN, merge_valid
-
-    models = {r: d["model"] for r, d in driver.items() if d["model"] is not None}
-    per_run: dict[str, list[dict[str, Any]]] = {r: [] for r in models}
-    if models:
-        # every key of a run, unkeyed ops included, goes to one group; keys whose text is equal
-        # (1 and "1") share a group, where the checker tells them apart by their JSON values
-        keyed = (
-            df.filter(F.col("run").isin(list(models)))
-            .filter(F.col("process") != "nemesis")
-            .select("run", "key", "raw")
-        )
-
-        def check_group(pdf: Any) -> Any:
-            import traceback
-
-            import pandas as pd
-
-            run, key = pdf["run"].iloc[0], pdf["key"].iloc[0]
-            from chaos.history.models import ModelError
-
-            try:
-                res = check_key(models[run], time_limit, pdf["raw"].tolist())
-            except ModelError as e:  # an op the model cannot check: bad input, as in chaos check
-                res = {"model_error": str(e), "index": e.index}
-            except Exception as e:  # reported unknown, as a crashing checker is (Jepsen's check-safe)
-                res = {"error": traceback.format_exception_only(type(e), e)[-1].strip()}
-            return pd.DataFrame({"run": [run], "key": [key], "result": [json.dumps(res, default=str)]})
-
-        # Arrow moves each (run, key) group to a Python worker in one batch. The groups are small
-        # but each is a search: adaptive execution would coalesce them into one task and check
-        # them one after another, so it keeps the shuffle's partitions here
-        conf = spark.conf
-        before = conf.get("spark.sql.adaptive.coalescePartitions.enabled", "true")
-        conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
-        try:
-            rows = (
-                keyed.groupBy("run", "key")
-                .applyInPandas(check_group, schema="run string, key string, result string")
-                .collect()
-            )
-        finally:
-            conf.set("spark.sql.adaptive.coalescePartitions.enabled", before)
-        for row in rows:
-            per_run[row.run].append(json.loads(row.result))
-    for run, parts in per_run.items():
-        bad = [p for p in parts if "model_error" in p]
-        if bad:
-            _raise_model_error(driver[run]["history"], min(bad, key=lambda p: p["index"]))
-    results: dict[str, dict[str, Any]] = {}
-    for run, d in driver.items():
-        checkers = dict(d["checkers"])
-        if run in models:
-            checkers["linear"] = merge_linear(models[run], per_run[run])
-        ordered = {name: checkers[name] for name in d["order"] if name in checkers}
-        results[run] = {
-            "valid": merge_valid(r.get("valid", UNKNOWN) for r in ordered.values()),
-            "checkers": ordered,
-        }
-    return results
+    schema = T.StructType(
+        [
+            T.StructField("run", T.StringType()),
+            T.StructField("kind", T.StringType()),
+            T.StructField("start", T.LongType()),
+            T.StructField("end", T.LongType()),
+        ]
+    )
+    data = [(rid, k, s, e) for rid, row in sorted(rows.items()) for k, s, e in row.get("windows") or []]
+    return spark.createDataFrame(data, schema)
 
 
-def _raise_model_error(history: Path, part: dict[str, Any]) -> None:
-    """Raise the HistoryError ``chaos check`` raises for an op the model cannot check: the model's
-    message and the op's line (the linear checker's rule, :class:`chaos.history.checkers.LinearChecker`)."""
-    from chaos.history.analysis import HistoryError
-    from chaos.history.store import read_history_lines
-
-    at = next((n for n, o in read_history_lines(history) if o.index == part["index"]), None)
-    raise HistoryError(f"{part['model_error']}; pass --model", line=at, path=history)
+def read_ops_parquet(spark: Any, parquet_dir: Path) -> Any:
+    """The ops the executors wrote, with the ``run`` column from the partition directories (kept as
+    text: a run id is never read as a number or a date)."""
+    conf = spark.conf
+    key = "spark.sql.sources.partitionColumnTypeInference.enabled"
+    before = conf.get(key, "true")
+    conf.set(key, "false")
+    try:
+        return spark.read.parquet(str(parquet_dir))
+    finally:
+        conf.set(key, before)
 
 
 # --- performance with Spark SQL ------------------------------------------------------------------
@@ -347,15 +384,31 @@ def fault_windows(df: Any) -> Any:
     return spark.createDataFrame(rows, schema)
 
 
-def perf(df: Any, verdicts: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+def perf(
+    df: Any, verdicts: dict[str, dict[str, Any]] | None = None, windows: Any = None, calls: Any = None
+) -> dict[str, Any]:
     """Latency quantiles, throughput per run and per fault kind with Spark SQL; availability from
     the perf checker's results (``verdicts``), whose rule is :class:`chaos.history.analysis.Availability`.
 
     Returns ``{"latency": [rows], "availability": [rows], "throughput": [rows], "by_fault": [rows]}``;
-    latencies in ms, times in s since the run started.
+    latencies in ms, times in s since the run started. ``windows``: the fault windows as a
+    DataFrame (run, kind, start, end), if already known (:func:`windows_frame`); else
+    :func:`fault_windows` of ``df``. ``calls``: the calls the executors wrote
+    (:func:`write_calls_parquet`), if any; else they are built here from ``df`` and the windows.
     """
     spark = df.sparkSession
-    fault_windows(df).createOrReplaceTempView("windows")
+    if calls is not None:
+        lat = calls.cache()
+    else:
+        lat = _calls_sql(df, windows)
+    lat.createOrReplaceTempView("lat")
+    return _stats_sql(spark, lat, verdicts)
+
+
+def _calls_sql(df: Any, windows: Any) -> Any:
+    """One row per call from the ops, in Spark SQL (the rule :func:`write_calls_parquet` follows)."""
+    spark = df.sparkSession
+    (windows if windows is not None else fault_windows(df)).createOrReplaceTempView("windows")
     client = df.filter("process != 'nemesis'")
     client.createOrReplaceTempView("client_ops")
     spark.sql(
@@ -380,7 +433,10 @@ def perf(df: Any, verdicts: dict[str, dict[str, Any]] | None = None) -> dict[str
         GROUP BY c.run, c.process, c.index
         """
     ).cache()
-    lat.createOrReplaceTempView("lat")
+    return lat
+
+
+def _stats_sql(spark: Any, lat: Any, verdicts: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
     # nearest-rank quantiles over the exact latencies, as the perf checker computes them
     # (chaos.history.perf.quantiles), so the gate's --max-p99-ms reads the figure chaos check shows
     q = {name: _nearest_rank_sql(frac) for name, frac in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))}
@@ -554,10 +610,11 @@ def analyze(
     ``out``; return the summary (with ``timings`` in seconds per stage). ``say`` is told, in one
     line each, what the pipeline is doing as each stage starts (and how long the last one took).
 
-    First, in the driver, each history is read with the validating reader and every checker of its
-    workload but ``linear`` runs (:func:`check_in_driver`); nothing reaches Spark before every
-    history is known good. Then Spark writes Parquet, checks linearizability per (run, key) on the
-    executors and computes the statistics. ``spark``: a session to use (left running); without
+    First the driver refuses bad input (:func:`preflight`: one streaming validating pass per
+    history, before Spark starts). Then the executors check the runs, one task per run (:func:`check_on_executors`: the history read
+    once, every checker of ``chaos check``, the ops written as Parquet with pyarrow); a malformed
+    history is raised here, in the driver, before any statistics. Then Spark SQL computes the
+    statistics from the Parquet. ``spark``: a session to use (left running); without
     one, the active session is used or one is started for ``master`` and stopped at the end.
 
     Raises:
@@ -579,10 +636,9 @@ def analyze(
     timings: dict[str, float] = {}
     tell = say or (lambda _msg: None)
     t = time.monotonic()
-    tell(f"checking {len(dirs)} run(s) in the driver (every checker but linearizability)")
-    driver = {run_id(d): check_in_driver(d, time_limit) for d in dirs}
-    tests = {rid: d["test"] for rid, d in driver.items()}
-    timings["validate_and_check_per_run"] = time.monotonic() - t
+    for d in dirs:  # bad input is refused before Spark starts, in one line, as chaos check does
+        preflight(d)
+    timings["validate_in_driver"] = time.monotonic() - t
     if out is None:
         out = dirs[0].parent.parent / "analysis" / time.strftime("%Y%m%dT%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
@@ -596,23 +652,29 @@ def analyze(
     timings["spark_start"] = time.monotonic() - t0
     try:
         t = time.monotonic()
-        tell(f"writing the histories as Parquet to {out / 'history.parquet'}")
-        write_parquet(load_runs(spark, dirs), out)
-        df = spark.read.parquet(str(out / "history.parquet")).cache()
-        timings["parquet"] = time.monotonic() - t
+        parquet_dir = out / "history.parquet"
+        for old in (parquet_dir, out / CALLS_DIR):
+            if old.exists():
+                import shutil
+
+                shutil.rmtree(old)
+        tell(f"checking {len(dirs)} run(s) on the executors (one task per run; ops to {parquet_dir})")
+        driver = check_on_executors(spark, dirs, parquet_dir, time_limit=time_limit)
+        tests = {rid: d["test"] for rid, d in driver.items()}
+        verdicts = {rid: {"valid": d["valid"], "checkers": d["checkers"]} for rid, d in driver.items()}
+        timings["check_and_write_on_executors"] = time.monotonic() - t
         t = time.monotonic()
-        tell("checking linearizability per (run, key) on the executors")
-        verdicts = check_runs(spark, df, driver, time_limit=time_limit)
-        timings["check_linear"] = time.monotonic() - t
-        t = time.monotonic()
-        tell(f"latency and throughput with Spark SQL (linearizability took {timings['check_linear']:.1f} s)")
-        perf_rows = perf(df, verdicts)
+        tell(
+            f"latency and throughput with Spark SQL (checking took {timings['check_and_write_on_executors']:.1f} s)"
+        )
+        df = read_ops_parquet(spark, parquet_dir)
+        calls = read_ops_parquet(spark, out / CALLS_DIR)
+        perf_rows = perf(df, verdicts, windows_frame(spark, driver), calls)
         timings["perf"] = time.monotonic() - t
         summary = summarize(dirs, tests, verdicts, perf_rows, driver)
         summary["timings"] = timings
         summary["master"] = master
         write_summary_parquet(spark, summary["runs"], out / "summary.parquet")
-        df.unpersist()
     finally:
         if own:
             spark.stop()

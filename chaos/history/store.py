@@ -23,10 +23,12 @@ deeper than :data:`MAX_DEPTH`, is a HistoryError too.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import threading
 import time as _time
+from array import array
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -407,6 +409,66 @@ def read_history_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, Op]]
     for lineno, op in _numbered(p):
         v.step(op, lineno)
         yield lineno, op
+
+
+class ParsedHistory:
+    """A history read and validated once, held for every checker of one run.
+
+    ``chaos check`` used to read a history up to three times (workload inference, the stream
+    checkers, the linear checker's ops); a composition now reads it once into this and hands the
+    same ops to each. ``ops[i]`` is the i-th op of the file and ``lines[i]`` its 1-based line, so
+    a checker refusing an op can still name its line. Holds every op in memory (the linear search
+    needs that anyway); compositions of stream checkers only keep streaming from the path.
+
+    Raises (from :meth:`read`) HistoryError / FileNotFoundError as :func:`read_history`.
+    """
+
+    __slots__ = ("path", "ops", "lines")
+
+    def __init__(self, path: Path, ops: list[Op], lines: array[int]):
+        self.path = path
+        self.ops = ops
+        self.lines = lines
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str]) -> ParsedHistory:
+        p = Path(path)
+        ops: list[Op] = []
+        lines = array("q")
+        add_op, add_line = ops.append, lines.append
+        step = Validator(p).step
+        # every op is kept: the cyclic collector would rescan the growing list again and again
+        # (about a third of the read) and can find no cycle among freshly parsed JSON values
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            for lineno, op in _numbered(p):
+                step(op, lineno)
+                add_op(op)
+                add_line(lineno)
+        finally:
+            if was:
+                gc.enable()
+        return cls(p, ops, lines)
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def __iter__(self) -> Iterator[Op]:
+        return iter(self.ops)
+
+    def numbered(self) -> Iterator[tuple[int, Op]]:
+        """``(1-based line, op)`` pairs, as :func:`read_history_lines` yields them."""
+        return zip(self.lines, self.ops, strict=True)
+
+    def line_of_index(self, index: int) -> int | None:
+        """The line of the op whose ``index`` field is ``index`` (None if no op has it)."""
+        return next((n for n, o in zip(self.lines, self.ops, strict=True) if o.index == index), None)
+
+
+def parsed(history: str | os.PathLike[str] | ParsedHistory) -> ParsedHistory:
+    """``history`` itself if already parsed, else the file read once (:meth:`ParsedHistory.read`)."""
+    return history if isinstance(history, ParsedHistory) else ParsedHistory.read(history)
 
 
 def pair(ops: Iterable[Op]) -> Iterator[tuple[Op, Op | None]]:

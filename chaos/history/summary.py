@@ -113,6 +113,12 @@ def counterexample_lines(results: dict[str, Any], prefix_shown: int = 3) -> list
     """The first counterexample of the ``linear`` checker in a few lines: the key, the longest
     linearizable prefix (its last ``prefix_shown`` ops) and the state it leaves, and the op that
     cannot be placed. Empty when there is none."""
+    linear = (results.get("checkers") or {}).get("linear") or {}
+    keys = linear.get("keys") if isinstance(linear, dict) else None
+    if not isinstance(keys, dict) or not any(
+        isinstance(r, dict) and r.get("valid") is False for r in keys.values()
+    ):
+        return []  # no invalid key, no counterexample: spares importing the report (jinja2) at start-up
     from chaos.history.report import counterexamples
 
     for item in counterexamples(results):
