@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from chaos.errors import EXIT_CRASH, EXIT_SIGINT, EXIT_SIGTERM, BadArguments, from_signal
+from chaos.history.elle.anomalies import MODEL_CHOICES
 from chaos.plugins import default_db
 
 
@@ -161,16 +162,7 @@ _RUN_OPTIONS = [
     click.option("--per-key-limit", type=int, default=100, show_default=True, help="register: ops per key."),
     click.option(
         "--consistency-model",
-        type=click.Choice(
-            [
-                "read-uncommitted",
-                "read-committed",
-                "repeatable-read",
-                "snapshot-isolation",
-                "serializable",
-                "strict-serializable",
-            ]
-        ),
+        type=click.Choice(MODEL_CHOICES),
         default=None,
         help="list-append, rw-register: the model the elle checker checks; recorded in test.json. "
         "[default: strict-serializable]",
