@@ -96,21 +96,17 @@ def error_line(message: Any) -> None:
 _SIGNALS: set[int] = set()  # the signals this process received through watch_sigint
 
 
+def _on_sigint(signum: int, frame: Any) -> None:
+    _SIGNALS.add(signum)
+    raise KeyboardInterrupt
+
+
 def watch_sigint() -> None:
     """Record a real Ctrl-C before raising KeyboardInterrupt, so that :func:`from_signal` can tell
     it from plug-in code raising KeyboardInterrupt itself. Changes nothing when SIGINT is ignored
     (a run started in the background by a non-interactive shell) or handled by someone else."""
-    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        _SIGNALS.add(signum)
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, handler)
-
-
-_WATCHER = "watch_sigint.<locals>.handler"
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_sigint)
 
 
 def from_signal(exc: BaseException) -> bool:
@@ -123,7 +119,7 @@ def from_signal(exc: BaseException) -> bool:
     handler = signal.getsignal(signal.SIGINT)
     if handler is signal.SIG_IGN:
         return False
-    if getattr(handler, "__qualname__", "") == _WATCHER:
+    if handler is _on_sigint:
         return signal.SIGINT in _SIGNALS
     return True
 
