@@ -141,3 +141,45 @@ def test_catalogue_bench_rejects_a_bad_preset_or_configuration_in_one_line(tmp_p
         assert res.returncode == 254, res.stderr
         assert len(res.stderr.strip().splitlines()) == 1
         assert "expected" in res.stderr
+
+
+def test_gate_table_on_a_pipe_keeps_every_column_of_a_long_run_directory() -> None:
+    # A CI log is a pipe: at rich's default 80 columns a long directory squeezed the verdicts away.
+    import io
+
+    from chaos.history.gate import print_table
+
+    long_dir = "/tmp/" + "store/" * 12 + "log-bitflip/20261125T210122.615"
+    summary = {
+        "runs": [
+            {
+                "dir": long_dir,
+                "run": "r1",
+                "workload": "log",
+                "nemesis": "bitflip",
+                "valid": True,
+                "ops": 1476,
+                "ok_rate": 0.983,
+                "p99_ms": 12.5,
+                "max_unavailable_s": 1.63,
+            },
+            {
+                "dir": None,
+                "run": "chaos sim --seeds 300",
+                "workload": "swarm",
+                "nemesis": "simulation",
+                "valid": False,
+                "ops": 300,
+                "ok_rate": None,
+                "p99_ms": None,
+                "max_unavailable_s": None,
+            },
+        ]
+    }
+    out = io.StringIO()
+    print_table(summary, file=out)
+    lines = out.getvalue().splitlines()
+    first = next(line for line in lines if "log-bitflip" in line)
+    assert long_dir in first and "valid" in first and "1476" in first and "98.3%" in first
+    sim = next(line for line in lines if "chaos sim --seeds 300" in line)
+    assert "invalid" in sim and "simulation" in sim

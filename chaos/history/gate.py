@@ -155,12 +155,14 @@ def db_campaign_rows(run_args: list[str], store: str) -> list[dict[str, Any]]:
     return list(campaign(store)) if callable(campaign) else []
 
 
-def print_table(summary: dict[str, Any]) -> None:
-    from rich.console import Console
+def print_table(summary: dict[str, Any], file: Any = None) -> None:
+    """The gate's table of runs on ``file`` (default stdout): a terminal's width, whole rows on a
+    pipe (a CI log keeps every column however long a run's directory is)."""
     from rich.markup import escape
     from rich.table import Table
 
     from chaos.history.spark import iter_table_rows
+    from chaos.history.summary import console
 
     table = Table(title="runs")
     for col in ("run", "workload", "nemesis", "verdict", "ops", "ok rate", "p99 ms", "unavail s"):
@@ -168,7 +170,7 @@ def print_table(summary: dict[str, Any]) -> None:
     colours = {"valid": "green", "invalid": "red", "unknown": "yellow"}
     for row in iter_table_rows(summary):
         table.add_row(*(escape(printable(cell)) for cell in row), style=colours.get(row[3]))
-    Console(stderr=False).print(table)
+    console(file).print(table)
 
 
 def _analyze(dirs: list[Path], master: str, out: str | None, time_limit: float | None) -> dict[str, Any]:
