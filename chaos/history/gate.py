@@ -301,6 +301,24 @@ PRESETS: dict[str, tuple[MatrixRun, ...]] = {
         ),
         # storage faults on a minority: the correct server repairs them (issue 23)
         MatrixRun("log", "bitflip", (*_SHORT, "--nemesis-opt", "file_targets=minority")),
+        # late, not lost: the leader's packets held 100-700 ms (past the 300 ms follower timeout), so
+        # elections happen while its old-term messages are still arriving (issue 23)
+        MatrixRun(
+            "log",
+            "packet-delay",
+            (
+                *_SHORT,
+                *("--nemesis-opt", "packet_targets=leader"),
+                *("--nemesis-opt", "packet_delay_ms=400", "--nemesis-opt", "packet_delay_jitter_ms=300"),
+                *("--nemesis-interval", "8"),
+            ),
+        ),
+        # a crash that loses unfsynced writes on the leader itself, or on every member at once
+        MatrixRun(
+            "log",
+            "lose-unfsynced",
+            (*_SHORT, "--nemesis-opt", "lose_unfsynced_targets=leader,all", "--nemesis-interval", "5"),
+        ),
     ),
     # The gate's matrix before the catalogue: register and log under elections, runs of 60 s.
     "elections": tuple(
