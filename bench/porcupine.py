@@ -7,7 +7,9 @@ turn (A B A B ..., the median of the per-pair ratios, so a loaded machine moves 
 1. a synthetic register history of 100k ops / 100 keys and one of 1M ops / 1,000 keys
    (``bench/scale.py``'s generator: :func:`chaos.history.synth.register_history`), as JSON Lines;
 2. porcupine's invalid kv logs ``c50-bad`` and ``c10-bad`` (``tests/data/porcupine`` when it holds
-   them, else the source tree's ``test_data/kv``);
+   them, else the source tree's ``test_data/kv``): `chaos check` as it is (every key checked, a
+   counterexample for each invalid one) and with ``--fail-fast`` (stop at the first invalid key,
+   as porcupine does);
 3. start-up: `chaos check` of a 4-line history (wall seconds), porcupine's beside it.
 
 Each side runs as its own process with its defaults (`chaos check FILE` uses every CPU for the
@@ -184,7 +186,12 @@ def bench(binary: Path, src: Path, args: argparse.Namespace, tmp: Path) -> None:
         cases.append((f"{n_ops:,} ops / {keys:,} keys", [str(path)], [str(path)], reps))
     for log in kv_logs(src):
         chaos_args = ["--format", "porcupine-kv", str(log)]
-        cases.append((f"kv {log.stem}", chaos_args, ["-format", "kv", str(log)], max(args.repeat, 5)))
+        reps = max(args.repeat, 5)
+        cases.append((f"kv {log.stem}", chaos_args, ["-format", "kv", str(log)], reps))
+        # porcupine stops at the first invalid key; chaos checks every key unless told to stop
+        cases.append(
+            (f"kv {log.stem} --fail-fast", ["--fail-fast", *chaos_args], ["-format", "kv", str(log)], reps)
+        )
     h4 = tmp / "h4.jsonl"
     h4.write_text(
         '{"index":0,"type":"invoke","process":0,"f":"write","value":1,"time":1}\n'

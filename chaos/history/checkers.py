@@ -416,14 +416,16 @@ def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str,
     (:mod:`chaos.history.faults`) is always added.
     Raises ValueError for an unknown checker name in ``"checkers"``.
     """
-    from chaos.history.logcheck import LogChecker, LogReadsChecker, SetChecker
     from chaos.history.perf import PerfChecker
+
+    def logcheck(name: str) -> Any:  # imported only for the runs that use it
+        return getattr(importlib.import_module("chaos.history.logcheck"), name)()
 
     factories: dict[str, Any] = {
         "linear": lambda: LinearChecker(model or test.get("model") or "cas-register"),
-        "log": LogChecker,
-        "log-reads": LogReadsChecker,
-        "set": SetChecker,
+        "log": lambda: logcheck("LogChecker"),
+        "log-reads": lambda: logcheck("LogReadsChecker"),
+        "set": lambda: logcheck("SetChecker"),
         "stats": StatsChecker,
         "perf": PerfChecker,
         "server-logs": lambda: importlib.import_module("chaos.history.nodelogs").ServerLogChecker(),

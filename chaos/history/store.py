@@ -411,8 +411,8 @@ def read_history_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, Op]]
         yield lineno, op
 
 
-def _read_all(data: bytes, path: Path) -> tuple[list[Op], array[int]]:
-    """Every op of a whole history file's bytes, validated, with its line numbers: what
+def _read_all(pieces: list[bytes], path: Path) -> tuple[list[Op], array[int]]:
+    """Every op of a whole history file (its bytes split at each newline), validated, with its line numbers: what
     :func:`read_history_lines` yields, in one tight loop. A line in the common shape (a flat
     object orjson reads, one ``:`` per key, only known fields, an int ``time``, a known ``type``,
     an integer process pairing as it should) is taken here; any other line goes through
@@ -427,7 +427,6 @@ def _read_all(data: bytes, path: Path) -> tuple[list[Op], array[int]]:
     completions = frozenset(TYPES) - {INVOKE}
     last = -(2**63)
     shallow = 2 * MAX_DEPTH
-    pieces = data.split(b"\n")
     torn = pieces.pop()  # b"" when the file ends with a newline; else its last line, unterminated
     lineno = 0
     for raw in pieces:
@@ -508,13 +507,13 @@ class ParsedHistory:
     def read(cls, path: str | os.PathLike[str]) -> ParsedHistory:
         p = Path(path)
         with open(p, "rb") as f:
-            data = f.read()
+            pieces = f.read().split(b"\n")  # the whole file is not kept beside its lines
         # every op is kept: the cyclic collector would rescan the growing list again and again
         # (about a third of the read) and can find no cycle among freshly parsed JSON values
         was = gc.isenabled()
         gc.disable()
         try:
-            ops, lines = _read_all(data, p)
+            ops, lines = _read_all(pieces, p)
         finally:
             if was:
                 gc.enable()
