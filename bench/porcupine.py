@@ -18,6 +18,7 @@ search, as porcupine checks keys on every CPU; ``--single-core`` runs ``--worker
 and both verdicts, which must agree.
 
     nice -n 10 python bench/porcupine.py [--porcupine-src DIR] [--repeat 3] [--sizes 100000:100,1000000:1000]
+        [--chaos-root CHECKOUT] [--single-core]
 
 The porcupine source is ``--porcupine-src``, else ``$PORCUPINE_SRC``, else the local mirror below;
 a git directory without a work tree is exported with ``git archive``. Needs Go (1.19+) and no
@@ -75,14 +76,14 @@ def build(src: Path, tmp: Path) -> Path:
     return work / "porcheck"
 
 
-def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int, str]:
+def run(cmd: list[str], env: dict[str, str], cwd: Path = ROOT) -> tuple[float, float, int, str]:
     """(wall s, cpu s (user + sys, the process and everything it waited for), exit status, last
     stdout line) of ``cmd`` run to its end."""
     import resource
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -95,15 +96,15 @@ def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int, str]:
 class Side:
     """One command, timed in pairs against another; keeps every run's figures."""
 
-    def __init__(self, cmd: list[str], env: dict[str, str]):
-        self.cmd, self.env = cmd, env
+    def __init__(self, cmd: list[str], env: dict[str, str], cwd: Path = ROOT):
+        self.cmd, self.env, self.cwd = cmd, env, cwd
         self.wall: list[float] = []
         self.cpu: list[float] = []
         self.codes: set[int] = set()
         self.line = ""
 
     def once(self) -> None:
-        w, c, code, line = run(self.cmd, self.env)
+        w, c, code, line = run(self.cmd, self.env, self.cwd)
         self.wall.append(w)
         self.cpu.append(c)
         self.codes.add(code)
@@ -118,7 +119,8 @@ def pair(a: Side, b: Side, n: int) -> tuple[float, float]:
     """Median a/b ratios (wall, cpu) over ``n`` pairs run in turn, after one warm-up pair."""
     a.once()
     b.once()
-    a.wall.clear(), a.cpu.clear(), b.wall.clear(), b.cpu.clear()
+    for figures in (a.wall, a.cpu, b.wall, b.cpu):
+        figures.clear()
     for _ in range(n):
         a.once()
         b.once()
@@ -127,8 +129,8 @@ def pair(a: Side, b: Side, n: int) -> tuple[float, float]:
     return rw, rc
 
 
-def chaos_env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT)}
+def chaos_env(root: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(root)}
 
 
 def write_register(path: Path, n_ops: int, keys: int) -> None:
@@ -155,6 +157,12 @@ def main() -> None:
     ap.add_argument("--porcupine-src", type=Path, default=Path(os.environ.get("PORCUPINE_SRC", DEFAULT_SRC)))
     ap.add_argument("--sizes", default="100000:100,1000000:1000", help="ops:keys,... (register histories)")
     ap.add_argument("--repeat", type=int, default=3, help="pairs per ratio (1M ops: at most 2)")
+    ap.add_argument(
+        "--chaos-root",
+        type=Path,
+        default=ROOT,
+        help="the checkout whose chaos check is timed (default this one)",
+    )
     ap.add_argument("--single-core", action="store_true", help="chaos --workers 1 against GOMAXPROCS=1")
     args = ap.parse_args()
     if shutil.which("go") is None:
@@ -203,7 +211,8 @@ def bench(binary: Path, src: Path, args: argparse.Namespace, tmp: Path) -> None:
     rows = []
     agree = True
     for label, chaos_args, go_args, reps in cases:
-        a = Side([*chaos, *chaos_args], chaos_env())
+        # run from the checkout itself: ``python -m`` puts the working directory first on sys.path
+        a = Side([*chaos, *chaos_args], chaos_env(args.chaos_root), args.chaos_root)
         b = Side([str(binary), *go_args], go_env)
         rw, rc = pair(a, b, reps)
         same = a.verdict == b.verdict
