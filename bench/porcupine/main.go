@@ -31,6 +31,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -123,81 +124,113 @@ type pending struct {
 	call int64
 }
 
-func readJSONL(path string) ([]porcupine.Operation, error) {
+// pairer turns invocations and completions into operations (Jepsen's rules, see the top).
+type pairer struct {
+	open map[string]pending
+	ops  []porcupine.Operation
+}
+
+func (p *pairer) invoke(proc string, in input, t int64) {
+	p.open[proc] = pending{in, t}
+}
+
+// complete pairs a completion ("ok", "fail" or "info"; value: what a read returned) with the
+// open invocation of proc; false when there is none.
+func (p *pairer) complete(proc, typ, value string, t int64) bool {
+	inv, ok := p.open[proc]
+	if !ok {
+		return false
+	}
+	delete(p.open, proc)
+	switch typ {
+	case "ok":
+		out := output{}
+		if inv.in.op == opRead {
+			out.value = value
+		}
+		p.ops = append(p.ops, porcupine.Operation{Input: inv.in, Call: inv.call, Output: out, Return: t})
+	case "info":
+		p.crashed(inv)
+	}
+	return true
+}
+
+func (p *pairer) crashed(inv pending) {
+	if inv.in.op != opRead { // a read of unknown outcome says nothing
+		p.ops = append(p.ops, porcupine.Operation{
+			Input: inv.in, Call: inv.call, Output: output{unknown: true}, Return: math.MaxInt64,
+		})
+	}
+}
+
+// finish returns every operation, the invocations never completed as crashed.
+func (p *pairer) finish() []porcupine.Operation {
+	for _, inv := range p.open {
+		p.crashed(inv)
+	}
+	return p.ops
+}
+
+// lines calls fn with each non-blank line of path and its 1-based number.
+func lines(path string, fn func(raw []byte, line int64) error) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<26)
-	open := make(map[string]pending)
-	var ops []porcupine.Operation
-	line := 0
+	line := int64(0)
 	for sc.Scan() {
 		line++
-		raw := sc.Bytes()
-		if len(bytes.TrimSpace(raw)) == 0 {
-			continue
+		if raw := sc.Bytes(); len(bytes.TrimSpace(raw)) > 0 {
+			if err := fn(raw, line); err != nil {
+				return fmt.Errorf("%s: line %d: %v", path, line, err)
+			}
 		}
+	}
+	return sc.Err()
+}
+
+func readJSONL(path string) ([]porcupine.Operation, error) {
+	p := &pairer{open: make(map[string]pending)}
+	err := lines(path, func(raw []byte, _ int64) error {
 		var o jsonOp
 		if err := json.Unmarshal(raw, &o); err != nil {
-			return nil, fmt.Errorf("%s: line %d: %v", path, line, err)
+			return err
 		}
 		proc := string(o.Process)
 		if proc == `"nemesis"` {
-			continue
+			return nil
 		}
-		if o.Type == "invoke" {
-			in := input{key: string(o.Key)}
-			switch o.F {
-			case "read":
-				in.op = opRead
-			case "write":
-				in.op, in.a = opWrite, string(o.Value)
-			case "cas":
-				var pair []json.RawMessage
-				if err := json.Unmarshal(o.Value, &pair); err != nil || len(pair) != 2 {
-					return nil, fmt.Errorf("%s: line %d: cas value must be [expected, new]", path, line)
-				}
-				in.op, in.a, in.b = opCas, string(pair[0]), string(pair[1])
-			default:
-				return nil, fmt.Errorf("%s: line %d: f %q is not read/write/cas", path, line, o.F)
+		if o.Type != "invoke" {
+			if !p.complete(proc, o.Type, string(o.Value), o.Time) {
+				return fmt.Errorf("%s completion without an invocation", o.Type)
 			}
-			open[proc] = pending{in, o.Time}
-			continue
+			return nil
 		}
-		p, ok := open[proc]
-		if !ok {
-			return nil, fmt.Errorf("%s: line %d: %s completion without an invocation", path, line, o.Type)
-		}
-		delete(open, proc)
-		switch o.Type {
-		case "ok":
-			out := output{}
-			if p.in.op == opRead {
-				out.value = string(o.Value)
+		in := input{key: string(o.Key)}
+		switch o.F {
+		case "read":
+			in.op = opRead
+		case "write":
+			in.op, in.a = opWrite, string(o.Value)
+		case "cas":
+			var pair []json.RawMessage
+			if err := json.Unmarshal(o.Value, &pair); err != nil || len(pair) != 2 {
+				return fmt.Errorf("cas value must be [expected, new]")
 			}
-			ops = append(ops, porcupine.Operation{Input: p.in, Call: p.call, Output: out, Return: o.Time})
-		case "info":
-			if p.in.op != opRead {
-				ops = append(ops, crashed(p))
-			}
+			in.op, in.a, in.b = opCas, string(pair[0]), string(pair[1])
+		default:
+			return fmt.Errorf("f %q is not read/write/cas", o.F)
 		}
-	}
-	if err := sc.Err(); err != nil {
+		p.invoke(proc, in, o.Time)
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
-	for _, p := range open {
-		if p.in.op != opRead {
-			ops = append(ops, crashed(p))
-		}
-	}
-	return ops, nil
-}
-
-func crashed(p pending) porcupine.Operation {
-	return porcupine.Operation{Input: p.in, Call: p.call, Output: output{unknown: true}, Return: math.MaxInt64}
+	return p.finish(), nil
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -232,68 +265,37 @@ func unquote(b []byte) string {
 }
 
 func readKV(path string) ([]porcupine.Operation, error) {
-	f, err := os.Open(path)
+	p := &pairer{open: make(map[string]pending)}
+	err := lines(path, func(raw []byte, line int64) error {
+		proc := string(field(raw, ":process"))
+		if _, err := strconv.Atoi(proc); err != nil {
+			return fmt.Errorf("no :process number")
+		}
+		typ, fn := string(field(raw, ":type")), string(field(raw, ":f"))
+		if typ != ":invoke" {
+			if !p.complete(proc, strings.TrimPrefix(typ, ":"), unquote(field(raw, ":value")), line) {
+				return fmt.Errorf("completion without an invocation")
+			}
+			return nil
+		}
+		in := input{key: unquote(field(raw, ":key"))}
+		switch fn {
+		case ":get":
+			in.op = opRead
+		case ":put":
+			in.op, in.a = opWrite, unquote(field(raw, ":value"))
+		case ":append":
+			in.op, in.a = opAppend, unquote(field(raw, ":value"))
+		default:
+			return fmt.Errorf("f %s is not get/put/append", fn)
+		}
+		p.invoke(proc, in, line)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	open := make(map[int]pending)
-	var ops []porcupine.Operation
-	line := int64(0)
-	for sc.Scan() {
-		line++
-		raw := sc.Bytes()
-		if len(bytes.TrimSpace(raw)) == 0 {
-			continue
-		}
-		proc, err := strconv.Atoi(string(field(raw, ":process")))
-		if err != nil {
-			return nil, fmt.Errorf("%s: line %d: no :process number", path, line)
-		}
-		typ, fn := string(field(raw, ":type")), string(field(raw, ":f"))
-		if typ == ":invoke" {
-			in := input{key: unquote(field(raw, ":key"))}
-			switch fn {
-			case ":get":
-				in.op = opRead
-			case ":put":
-				in.op, in.a = opWrite, unquote(field(raw, ":value"))
-			case ":append":
-				in.op, in.a = opAppend, unquote(field(raw, ":value"))
-			default:
-				return nil, fmt.Errorf("%s: line %d: f %s is not get/put/append", path, line, fn)
-			}
-			open[proc] = pending{in, line}
-			continue
-		}
-		p, ok := open[proc]
-		if !ok {
-			return nil, fmt.Errorf("%s: line %d: completion without an invocation", path, line)
-		}
-		delete(open, proc)
-		switch typ {
-		case ":ok":
-			out := output{}
-			if p.in.op == opRead {
-				out.value = unquote(field(raw, ":value"))
-			}
-			ops = append(ops, porcupine.Operation{Input: p.in, Call: p.call, Output: out, Return: line})
-		case ":info":
-			if p.in.op != opRead {
-				ops = append(ops, crashed(p))
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	for _, p := range open {
-		if p.in.op != opRead {
-			ops = append(ops, crashed(p))
-		}
-	}
-	return ops, nil
+	return p.finish(), nil
 }
 
 func main() {
