@@ -10,7 +10,8 @@ turn (A B A B ..., the median of the per-pair ratios, so a loaded machine moves 
    them, else the source tree's ``test_data/kv``): `chaos check` as it is (every key checked, a
    counterexample for each invalid one) and with ``--fail-fast`` (stop at the first invalid key,
    as porcupine does);
-3. start-up: `chaos check` of a 4-line history (wall seconds), porcupine's beside it.
+3. start-up: `chaos check` of a 4-line history (wall seconds), porcupine's beside it, and the
+   Python interpreter's own start (``python3 -c pass``) for scale.
 
 Each side runs as its own process with its defaults (`chaos check FILE` uses every CPU for the
 search, as porcupine checks keys on every CPU; ``--single-core`` runs ``--workers 1`` against
@@ -184,7 +185,7 @@ def bench(binary: Path, src: Path, args: argparse.Namespace, tmp: Path) -> None:
     chaos = [sys.executable, "-m", "chaos.cli", "check"] + (["--workers", "1"] if args.single_core else [])
     go_env = {**os.environ, **({"GOMAXPROCS": "1"} if args.single_core else {})}
     cases: list[tuple[str, list[str], list[str], int]] = []
-    for spec in args.sizes.split(","):
+    for spec in filter(None, args.sizes.split(",")):
         n_ops, keys = (int(x) for x in spec.split(":"))
         path = tmp / f"register-{n_ops}.jsonl"
         t = time.perf_counter()
@@ -208,14 +209,17 @@ def bench(binary: Path, src: Path, args: argparse.Namespace, tmp: Path) -> None:
         '{"index":3,"type":"ok","process":1,"f":"read","value":1,"time":4}\n'
     )
     cases.append(("start-up: 4-line history", [str(h4)], [str(h4)], max(args.repeat, 7)))
+    # the interpreter's own start beside it: on a loaded machine it is most of the tool's
+    cases.append(("(python3 -c pass, no check)", [], [str(h4)], max(args.repeat, 7)))
     rows = []
     agree = True
     for label, chaos_args, go_args, reps in cases:
         # run from the checkout itself: ``python -m`` puts the working directory first on sys.path
-        a = Side([*chaos, *chaos_args], chaos_env(args.chaos_root), args.chaos_root)
+        cmd = [*chaos, *chaos_args] if chaos_args else [sys.executable, "-c", "pass"]
+        a = Side(cmd, chaos_env(args.chaos_root), args.chaos_root)
         b = Side([str(binary), *go_args], go_env)
         rw, rc = pair(a, b, reps)
-        same = a.verdict == b.verdict
+        same = a.verdict == b.verdict or not chaos_args
         agree = agree and same
         rows.append(
             [
