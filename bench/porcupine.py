@@ -227,7 +227,8 @@ def bench(binary: Path, src: Path, args: argparse.Namespace, tmp: Path) -> None:
                 f"{rw:.2f}x",
                 f"{rc:.2f}x",
                 f"{statistics.median(a.wall):.3f} / {statistics.median(b.wall):.3f} s",
-                f"{a.verdict} / {b.verdict}" + ("" if same else " DISAGREE"),
+                (f"{a.verdict} / {b.verdict}" if chaos_args else "(no check)")
+                + ("" if same else " DISAGREE"),
             ]
         )
         print(f"  {label}: chaos {a.line!r}; porcupine {b.line!r}", flush=True)
