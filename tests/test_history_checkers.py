@@ -235,3 +235,68 @@ def test_a_stream_checker_crashing_midway_leaves_the_others(tmp_path: Path) -> N
     assert r["checkers"]["stepboom"]["error"] == "checker stepboom crashed: KeyError: 'third'"
     assert r["checkers"]["stats"]["count"] == 5
     assert r["valid"] is False
+
+
+def _without_times(results: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for name, r in results["checkers"].items():
+        r = {k: v for k, v in r.items() if k not in ("elapsed_s", "seconds")}
+        if name == "linear":
+            r["keys"] = {k: {**v, "seconds": None} for k, v in r["keys"].items()}
+        out[name] = r
+    return {"valid": results["valid"], "checkers": out}
+
+
+_FORKED = """
+import json, sys
+import chaos.history.checkers as checkers
+from chaos.history.store import ParsedHistory
+h = ParsedHistory.read(sys.argv[1])
+test = checkers.infer_test(h)
+streams = {n: c.begin(test, {}) for n, c in checkers.checkers_for(test).items() if n != "linear"}
+child = checkers._fork_streams(streams, h)
+results = {}
+joined = child is not None and checkers._join_streams(child, results)
+composed = checkers.compose(checkers.checkers_for(test)).check(test, h, {"workers": 1})
+checkers.FORK_STREAMS_AFTER = 10**9
+here = checkers.compose(checkers.checkers_for(test)).check(test, h, {"workers": 1})
+print(json.dumps({"forked": joined, "child": results, "composed": composed, "here": here}, default=str))
+"""
+
+
+@pytest.mark.parametrize("violations", [0, 2])
+def test_stream_checkers_in_a_forked_child_give_the_results_of_this_process(
+    tmp_path: Path, violations: int
+) -> None:
+    """A long history's stream checkers run in a forked child beside the linear search (a real
+    process of its own here: a test runner's threads would rule the fork out); every result is
+    the one the same checkers give in this process."""
+    import json
+    import subprocess
+    import sys
+
+    from chaos.history.store import write_history
+    from chaos.history.synth import register_history
+
+    ops, _ = register_history(12_000, keys=5, processes=6, seed=7, violations=violations)
+    path = tmp_path / "h.jsonl"
+    write_history(path, ops)
+    p = subprocess.run(
+        [sys.executable, "-c", _FORKED, str(path)], capture_output=True, text=True, timeout=300
+    )
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["forked"]
+    here = out["here"]["checkers"]
+    assert set(out["child"]) == set(here) - {"linear"}
+    for name, r in out["child"].items():
+        assert {k: v for k, v in r.items() if k != "elapsed_s"} == {
+            k: v for k, v in here[name].items() if k != "elapsed_s"
+        }
+    same = {n: {k: v for k, v in r.items() if k != "elapsed_s"} for n, r in here.items() if n != "linear"}
+    assert {
+        n: {k: v for k, v in r.items() if k != "elapsed_s"}
+        for n, r in out["composed"]["checkers"].items()
+        if n != "linear"
+    } == same
+    assert out["composed"]["valid"] is out["here"]["valid"] is (violations == 0)

@@ -193,3 +193,36 @@ def test_an_op_the_model_cannot_check_names_its_line(tmp_path: Path) -> None:
     r = _chaos(edn)
     assert r.returncode == 254 and f"{edn}: line 3: model cas-register: op 2" in r.stderr
     assert len(r.stderr.splitlines()) == 1
+
+
+def test_porcupine_kv_logs_read_line_by_line_as_the_edn_reader_reads_them(shared_data: Path) -> None:
+    """The kv logs in their written shape are read by one pattern per line: the same ops as the
+    EDN reader gives, on every log porcupine ships; a line of another shape falls back to it."""
+    from chaos.history import formats
+
+    logs = sorted((shared_data / "porcupine" / "test_data" / "kv").glob("*.txt"))
+    assert len(logs) == 6
+    for log in logs:
+        assert formats._kv_fast(log) == list(formats._edn_ops(log)), log
+    assert formats._kv_fast(shared_data / "porcupine" / "test_data" / "jepsen" / "etcd_000.log") is None
+
+
+def test_a_history_files_summary_on_a_pipe_is_the_text_rich_writes(shared_data: Path, tmp_path: Path) -> None:
+    """On a pipe, chaos check writes a history file's summary as plain text (no rich import),
+    which is exactly what rich writes there: checker lines, counterexample, verdict; names with
+    markup, non-ASCII letters, control characters or an emoji code (left to rich) included."""
+    import io
+
+    from chaos.history import summary
+    from chaos.history.cli import run_check
+
+    kv = shared_data / "porcupine" / "test_data" / "kv"
+    for src, name in (("c50-bad", "c50 \u00e9 [b]x \x1b.txt"), ("c01-ok", "ok :smile:.txt")):
+        path = tmp_path / name
+        shutil.copy(kv / f"{src}.txt", path)
+        results, where = run_check(path, model=None, fmt="porcupine-kv", time_limit=None, workers=1)
+        rich = io.StringIO()
+        summary.print_run_summary(summary.console(rich), results, None, where)
+        r = _chaos("--format", "porcupine-kv", "--workers", "1", path)
+        assert r.returncode == (1 if src.endswith("bad") else 0), r.stderr
+        assert r.stdout == rich.getvalue()

@@ -18,10 +18,12 @@ from chaos.history.op import Op
 from chaos.history.store import (
     HistoryError,
     HistoryWriter,
+    ParsedHistory,
     RunDir,
     find_run,
     pair,
     read_history,
+    read_history_lines,
     too_deep,
     validate,
     write_history,
@@ -259,9 +261,50 @@ def test_malformed_histories_name_line_and_reason(
     assert msg.startswith(f"{path}: line {line}: ")
     assert reason in msg
     assert "\n" not in msg
+    with pytest.raises(HistoryError) as whole:  # the whole-file reader: the same error
+        ParsedHistory.read(path)
+    assert str(whole.value) == msg and whole.value.line == line
     # Without validation only the structural errors remain.
     if "missing field" not in reason and "time' must" not in reason:
         assert len(list(read_history(path, validate=False))) == len(rows)
+
+
+def test_the_whole_file_reader_reads_every_shape_of_line_as_the_streaming_one(tmp_path: Path) -> None:
+    """ParsedHistory.read takes common lines in a fast loop and any other through the exact
+    reader: ops, line numbers and the torn tail are read_history_lines' for every kind of line."""
+    rows = [
+        '{"index":0,"type":"invoke","process":0,"f":"write","value":1,"time":1,"key":3}',
+        "",
+        "   ",
+        '{"index":1,"type":"info","process":"nemesis","f":"start","value":{"a":[1,2]},"time":2}',
+        '{"index": 2, "type": "invoke", "process": "c1", "f": "read", "value": null, "time": 3}',
+        '{"index":3,"type":"ok","process":0,"f":"write","value":1,"time":3,"node":"n1","log_index":7}',
+        '{"index":4,"type":"ok","process":"c1","f":"read","value":"a:b","time":4,"error":null}',
+        '{"index":5,"type":"invoke","process":1,"f":"cas","value":[1,[2,{"x":1}]],"time":4.0}',
+        '{"index":6,"type":"invoke","process":1,"f":"cas","value":[1,2],"time":5}',
+        '{"index":7,"type":"info","process":1,"f":"cas","value":[1,2],"time":6,"error":"timeout"}',
+        '{"index":8,"type":"info","process":"nemesis","f":"start","value":null,"time":7}',
+        '{"index":9,"type":"invoke","process":2,"f":"write","value":"\u00e9","time":8}',
+        '{"index":10,"type":"fail","process":2,"f":"write","value":"\u00e9","time":9}',
+    ]
+    good = [r for r in rows if '"time":4.0' not in r]
+    for tail in (
+        "",
+        '{"index":11,"type":"inv',
+        '{"index":11,"type":"invoke","process":3,"f":"read","time":9}',
+    ):
+        path = tmp_path / "h.jsonl"
+        path.write_text("\n".join(good) + "\n" + tail)
+        h = ParsedHistory.read(path)
+        expected = list(read_history_lines(path))
+        assert list(h.numbered()) == expected
+        assert [o.extra for o in h.ops] == [o.extra for _, o in expected]
+    path.write_text("\n".join(rows) + "\n")  # a float time: the exact error, from both readers
+    with pytest.raises(HistoryError) as e:
+        list(read_history_lines(path))
+    with pytest.raises(HistoryError) as whole:
+        ParsedHistory.read(path)
+    assert str(whole.value) == str(e.value)
 
 
 def test_validate_on_op_iterables_and_nemesis_pairs() -> None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import importlib
 import os
+import pickle
+import signal
 import time
 import traceback
 from collections.abc import Iterable, Mapping
@@ -73,46 +75,113 @@ class Compose:
                     streams[name] = c.begin(test, opts)
                 except Exception as e:
                     results[name] = _crashed(name, e)
-        if streams:
-            t0 = time.perf_counter()
-            live = dict(streams)
-            accs = list(live.items())
-            for op in held.ops if held is not None else read_history(history_path):
-                dead = False
-                for name, acc in accs:
-                    try:
-                        acc.step(op)
-                    except Exception as e:
-                        results[name] = _crashed(name, e)
-                        del live[name]
-                        dead = True
-                if dead:
-                    accs = list(live.items())
-            read_s = time.perf_counter() - t0
-            del accs, streams
-            for name in list(live):
-                acc = live.pop(name)  # dropped after finishing, so the next finish has its memory
+        others = [n for n, c in self.checkers.items() if not isinstance(c, StreamChecker)]
+        child = _fork_streams(streams, held) if streams and others else None
+        if child is None and streams:
+            _stream_pass(streams, held.ops if held is not None else read_history(history_path), results)
+        try:
+            for name in others:
+                c = self.checkers[name]
                 t1 = time.perf_counter()
+                target = held if held is not None and getattr(c, "reads_parsed", False) else history_path
                 try:
-                    results[name] = acc.finish()
+                    results[name] = c.check(test, target, opts)  # type: ignore[arg-type]
+                except HistoryError:
+                    raise
                 except Exception as e:
                     results[name] = _crashed(name, e)
-                del acc
-                results[name].setdefault("elapsed_s", round(read_s + time.perf_counter() - t1, 3))
-        for name, c in self.checkers.items():
-            if isinstance(c, StreamChecker):
-                continue
-            t1 = time.perf_counter()
-            target = held if held is not None and getattr(c, "reads_parsed", False) else history_path
-            try:
-                results[name] = c.check(test, target, opts)  # type: ignore[arg-type]
-            except HistoryError:
-                raise
-            except Exception as e:
-                results[name] = _crashed(name, e)
-            results[name].setdefault("elapsed_s", round(time.perf_counter() - t1, 3))
+                results[name].setdefault("elapsed_s", round(time.perf_counter() - t1, 3))
+        except BaseException:
+            if child is not None:
+                os.kill(child[0], signal.SIGKILL)
+                os.waitpid(child[0], 0)
+                os.close(child[1])
+            raise
+        if child is not None and not _join_streams(child, results):
+            assert held is not None
+            _stream_pass(streams, held.ops, results)  # the child failed: the same pass here
+        del streams
         ordered = {name: results[name] for name in self.checkers if name in results}
         return {"valid": merge_valid(r.get("valid", UNKNOWN) for r in ordered.values()), "checkers": ordered}
+
+
+def _stream_pass(streams: dict[str, Accumulator], ops: Iterable[Op], results: dict[str, Any]) -> None:
+    """Feed ``ops`` to every stream checker's accumulator in one pass; put each result (or its
+    crash) in ``results`` with ``elapsed_s``."""
+    t0 = time.perf_counter()
+    live = dict(streams)
+    accs = list(live.items())
+    for op in ops:
+        dead = False
+        for name, acc in accs:
+            try:
+                acc.step(op)
+            except Exception as e:
+                results[name] = _crashed(name, e)
+                del live[name]
+                dead = True
+        if dead:
+            accs = list(live.items())
+    read_s = time.perf_counter() - t0
+    del accs
+    for name in list(live):
+        acc = live.pop(name)  # dropped after finishing, so the next finish has its memory
+        t1 = time.perf_counter()
+        try:
+            results[name] = acc.finish()
+        except Exception as e:
+            results[name] = _crashed(name, e)
+        del acc
+        results[name].setdefault("elapsed_s", round(read_s + time.perf_counter() - t1, 3))
+
+
+# a history this long has its stream checkers run in a forked child, beside the linear search
+FORK_STREAMS_AFTER = 20_000
+
+
+def _fork_streams(streams: dict[str, Accumulator], held: ParsedHistory | None) -> tuple[int, int] | None:
+    """Start the stream pass over a long held history in a forked child (the ops are shared
+    copy-on-write, nothing is sent), so it runs on another CPU while this process runs the other
+    checkers; returns ``(pid, read end of the pipe)`` for :func:`_join_streams`, or None
+    where forking is not safe or not worth it (no fork, other threads, a short history)."""
+    import threading
+
+    if held is None or len(held.ops) < FORK_STREAMS_AFTER or not hasattr(os, "fork"):
+        return None
+    if threading.active_count() != 1 or (os.cpu_count() or 1) < 2:
+        return None
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 1
+        try:
+            os.close(r)
+            out: dict[str, Any] = {}
+            _stream_pass(streams, held.ops, out)
+            data = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(w, view) :]
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    return pid, r
+
+
+def _join_streams(child: tuple[int, int], results: dict[str, Any]) -> bool:
+    """Put the stream results of the child :func:`_fork_streams` started in ``results``; False
+    when it failed (a result it could not send, say), so the caller runs the pass itself."""
+    pid, r = child
+    chunks = []
+    with os.fdopen(r, "rb") as f:
+        while chunk := f.read(1 << 20):
+            chunks.append(chunk)
+    _, status = os.waitpid(pid, 0)
+    if status != 0 or not chunks:
+        return False
+    results.update(pickle.loads(b"".join(chunks)))
+    return True
 
 
 def compose(checkers: Mapping[str, Checker] | Iterable[Checker]) -> Compose:
@@ -347,14 +416,16 @@ def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str,
     (:mod:`chaos.history.faults`) is always added.
     Raises ValueError for an unknown checker name in ``"checkers"``.
     """
-    from chaos.history.logcheck import LogChecker, LogReadsChecker, SetChecker
     from chaos.history.perf import PerfChecker
+
+    def logcheck(name: str) -> Any:  # imported only for the runs that use it
+        return getattr(importlib.import_module("chaos.history.logcheck"), name)()
 
     factories: dict[str, Any] = {
         "linear": lambda: LinearChecker(model or test.get("model") or "cas-register"),
-        "log": LogChecker,
-        "log-reads": LogReadsChecker,
-        "set": SetChecker,
+        "log": lambda: logcheck("LogChecker"),
+        "log-reads": lambda: logcheck("LogReadsChecker"),
+        "set": lambda: logcheck("SetChecker"),
         "stats": StatsChecker,
         "perf": PerfChecker,
         "server-logs": lambda: importlib.import_module("chaos.history.nodelogs").ServerLogChecker(),

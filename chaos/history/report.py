@@ -47,6 +47,7 @@ from chaos.history.analysis import (
 )
 from chaos.history.op import NEMESIS, Op
 from chaos.history.perf import ops_line
+from chaos.history.summary import counterexamples
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -672,24 +673,6 @@ def _checker_line(name: str, r: dict[str, Any]) -> str:
     if r.get("cause"):
         parts.append("cause: " + _short(r["cause"], 120))
     return "; ".join(parts)
-
-
-def counterexamples(results: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The counterexample of each invalid key of the linearizability checker (docs/design.md)."""
-    linear = ((results or {}).get("checkers") or {}).get("linear") or {}
-    keys = linear.get("keys") or {}
-    if not isinstance(keys, dict):
-        return []
-    failures = [str(k) for k in (linear.get("failures") or [])]
-    order = failures + sorted((k for k in keys if k not in failures), key=str)
-    out = []
-    for key in order:
-        r = keys.get(key)
-        if not isinstance(r, dict) or r.get("valid") is not False:
-            continue
-        ce = r.get("counterexample")
-        out.append({"key": key, "model": linear.get("model"), "ce": ce if isinstance(ce, dict) else None})
-    return out
 
 
 def counterexample_note(results: dict[str, Any] | None) -> str:

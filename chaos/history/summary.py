@@ -10,11 +10,11 @@ checker lines, the counterexample and the verdict only.
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
-
-from rich.markup import escape
 
 from chaos.errors import printable
 
@@ -109,6 +109,26 @@ def describe_call(op: dict[str, Any]) -> str:
     return text
 
 
+def counterexamples(results: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The counterexample of each invalid key of the linearizability checker (docs/design.md):
+    ``{"key", "model", "ce"}``, the failing keys in the checker's order first. Here rather than
+    in the report, so printing a check's summary never imports the report (jinja2)."""
+    linear = ((results or {}).get("checkers") or {}).get("linear") or {}
+    keys = linear.get("keys") or {}
+    if not isinstance(keys, dict):
+        return []
+    failures = [str(k) for k in (linear.get("failures") or [])]
+    order = failures + sorted((k for k in keys if k not in failures), key=str)
+    out = []
+    for key in order:
+        r = keys.get(key)
+        if not isinstance(r, dict) or r.get("valid") is not False:
+            continue
+        ce = r.get("counterexample")
+        out.append({"key": key, "model": linear.get("model"), "ce": ce if isinstance(ce, dict) else None})
+    return out
+
+
 def counterexample_lines(results: dict[str, Any], prefix_shown: int = 3) -> list[str]:
     """The first counterexample of the ``linear`` checker in a few lines: the key, the longest
     linearizable prefix (its last ``prefix_shown`` ops) and the state it leaves, and the op that
@@ -118,9 +138,7 @@ def counterexample_lines(results: dict[str, Any], prefix_shown: int = 3) -> list
     if not isinstance(keys, dict) or not any(
         isinstance(r, dict) and r.get("valid") is False for r in keys.values()
     ):
-        return []  # no invalid key, no counterexample: spares importing the report (jinja2) at start-up
-    from chaos.history.report import counterexamples
-
+        return []  # no invalid key, no counterexample
     for item in counterexamples(results):
         ce = item.get("ce")
         if not isinstance(ce, dict) or not isinstance(ce.get("ops"), list):
@@ -183,6 +201,13 @@ def console(file: Any = None) -> Any:
     return Console(file=file, width=PIPE_WIDTH, soft_wrap=True)
 
 
+def escape(text: str) -> str:
+    """``text`` with rich markup escaped (rich's own ``escape``, imported when first needed)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
 def print_findings(con: Any, results: dict[str, Any]) -> None:
     """What liveness and the server logs found, with the lines quoted."""
     from chaos.history.nodelogs import INVALID, report_rows
@@ -230,6 +255,37 @@ def print_run_summary(con: Any, results: dict[str, Any], history_path: Any, wher
     con.print(f"[{_STYLE[word]}]{word}[/{_STYLE[word]}]: {escape(printable(where))}", highlight=False)
 
 
+# what rich would change in a line printed without markup on a pipe: an emoji code (``:name:``)
+_RICH_CHANGES = re.compile(r":\S*?:")
+# settings under which rich styles, or lays out, what it writes to a pipe
+_RICH_ENV = (
+    "FORCE_COLOR",
+    "TTY_COMPATIBLE",
+    "TTY_INTERACTIVE",
+    "JUPYTER_COLUMNS",
+    "DATABRICKS_RUNTIME_VERSION",
+)
+
+
+def _plain_lines(results: dict[str, Any], where: str) -> list[str] | None:
+    """The closing lines of a history file's check as rich would write them to a pipe, when
+    plain text is exactly that (stdout not a terminal, nothing that makes rich style a pipe, no
+    emoji code), so the common case is printed without importing rich; else None."""
+    isatty = getattr(sys.stdout, "isatty", None)
+    if not callable(isatty) or isatty() or any(os.environ.get(k) for k in _RICH_ENV):
+        return None
+    lines = [printable(line, keep="\n") for line in closing_lines(results, where)[:-1]]
+    lines.append(f"{_verdict(results.get('valid'))}: {printable(where)}")
+    if any(_RICH_CHANGES.search(line) for line in lines):
+        return None
+    return lines
+
+
 def print_summary(results: dict[str, Any], where: str, history_path: Any = None) -> None:
-    """``chaos check``'s output on stdout: :func:`print_run_summary`."""
+    """``chaos check``'s output on stdout: :func:`print_run_summary` (for a history file on a
+    pipe, the same text written without rich)."""
+    plain = None if history_path else _plain_lines(results, where)
+    if plain is not None:
+        sys.stdout.write("".join(line + "\n" for line in plain))
+        return
     print_run_summary(console(), results, Path(history_path) if history_path else None, where)

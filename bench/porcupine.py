@@ -1,0 +1,249 @@
+"""`chaos check` against porcupine itself, whole process against whole process (issue 27).
+
+Builds our Go harness (``bench/porcupine/main.go``, which uses porcupine as a library: a model
+partitioned by key, ``porcupine.CheckOperations``) against a porcupine source tree, then times, in
+turn (A B A B ..., the median of the per-pair ratios, so a loaded machine moves both sides alike):
+
+1. a synthetic register history of 100k ops / 100 keys and one of 1M ops / 1,000 keys
+   (``bench/scale.py``'s generator: :func:`chaos.history.synth.register_history`), as JSON Lines;
+2. porcupine's invalid kv logs ``c50-bad`` and ``c10-bad`` (``tests/data/porcupine`` when it holds
+   them, else the source tree's ``test_data/kv``): `chaos check` as it is (every key checked, a
+   counterexample for each invalid one) and with ``--fail-fast`` (stop at the first invalid key,
+   as porcupine does);
+3. start-up: `chaos check` of a 4-line history (wall seconds), porcupine's beside it, and the
+   Python interpreter's own start (``python3 -c pass``) for scale.
+
+Each side runs as its own process with its defaults (`chaos check FILE` uses every CPU for the
+search, as porcupine checks keys on every CPU; ``--single-core`` runs ``--workers 1`` against
+``GOMAXPROCS=1``). Wall and CPU (user + sys of the process and its children) ratios are printed,
+and both verdicts, which must agree.
+
+    nice -n 10 python bench/porcupine.py [--porcupine-src DIR] [--repeat 3] [--sizes 100000:100,1000000:1000]
+        [--chaos-root CHECKOUT] [--single-core]
+
+The porcupine source is ``--porcupine-src``, else ``$PORCUPINE_SRC``, else the local mirror below;
+a git directory without a work tree is exported with ``git archive``. Needs Go (1.19+) and no
+network (``GOPROXY=off``, a ``replace`` directive to the source). Without Go or the source, it
+prints one line saying so and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HARNESS = ROOT / "bench" / "porcupine"
+DEFAULT_SRC = "/work/.mirror/anishathalye+porcupine/repo"
+VERDICTS = {0: "valid", 1: "invalid", 2: "unknown"}
+
+
+def porcupine_tree(src: Path, tmp: Path) -> Path | None:
+    """A directory holding porcupine's Go source: ``src`` itself, or ``src`` (a git directory)
+    exported into ``tmp``; None when neither works."""
+    if (src / "porcupine.go").is_file():
+        return src
+    if not (src / "HEAD").is_file():
+        return None
+    out = tmp / "porcupine-src"
+    out.mkdir()
+    archive = subprocess.run(["git", "-C", str(src), "archive", "HEAD"], capture_output=True)
+    if archive.returncode != 0:
+        return None
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
+    return out if (out / "porcupine.go").is_file() else None
+
+
+def build(src: Path, tmp: Path) -> Path:
+    """Build the harness against ``src`` (offline); returns the binary."""
+    work = tmp / "porcheck"
+    work.mkdir()
+    shutil.copy(HARNESS / "main.go", work / "main.go")
+    mod = (HARNESS / "go.mod.in").read_text().replace("@PORCUPINE_SRC@", str(src))
+    (work / "go.mod").write_text(mod)
+    env = {**os.environ, "GOFLAGS": "-mod=mod", "GOPROXY": "off", "GO111MODULE": "on"}
+    p = subprocess.run(
+        ["go", "build", "-o", "porcheck", "."], cwd=work, env=env, capture_output=True, text=True
+    )
+    if p.returncode != 0:
+        raise SystemExit(f"go build of the porcupine harness failed:\n{p.stderr[-2000:]}")
+    return work / "porcheck"
+
+
+def run(cmd: list[str], env: dict[str, str], cwd: Path = ROOT) -> tuple[float, float, int, str]:
+    """(wall s, cpu s (user + sys, the process and everything it waited for), exit status, last
+    stdout line) of ``cmd`` run to its end."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if p.returncode not in VERDICTS:
+        raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}): {(p.stderr or p.stdout)[-600:]}")
+    lines = p.stdout.strip().splitlines()
+    return wall, cpu, p.returncode, lines[-1] if lines else ""
+
+
+class Side:
+    """One command, timed in pairs against another; keeps every run's figures."""
+
+    def __init__(self, cmd: list[str], env: dict[str, str], cwd: Path = ROOT):
+        self.cmd, self.env, self.cwd = cmd, env, cwd
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+        self.codes: set[int] = set()
+        self.line = ""
+
+    def once(self) -> None:
+        w, c, code, line = run(self.cmd, self.env, self.cwd)
+        self.wall.append(w)
+        self.cpu.append(c)
+        self.codes.add(code)
+        self.line = line
+
+    @property
+    def verdict(self) -> str:
+        return "/".join(VERDICTS[c] for c in sorted(self.codes))
+
+
+def pair(a: Side, b: Side, n: int) -> tuple[float, float]:
+    """Median a/b ratios (wall, cpu) over ``n`` pairs run in turn, after one warm-up pair."""
+    a.once()
+    b.once()
+    for figures in (a.wall, a.cpu, b.wall, b.cpu):
+        figures.clear()
+    for _ in range(n):
+        a.once()
+        b.once()
+    rw = statistics.median(x / y for x, y in zip(a.wall, b.wall, strict=True))
+    rc = statistics.median(x / max(y, 1e-3) for x, y in zip(a.cpu, b.cpu, strict=True))
+    return rw, rc
+
+
+def chaos_env(root: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(root)}
+
+
+def write_register(path: Path, n_ops: int, keys: int) -> None:
+    sys.path.insert(0, str(ROOT))
+    from chaos.history.store import write_history
+    from chaos.history.synth import register_history
+
+    ops, _ = register_history(n_ops, keys=keys, processes=10, seed=1, violations=0)
+    write_history(path, ops)
+
+
+def kv_logs(src: Path) -> list[Path]:
+    here = ROOT / "tests" / "data" / "porcupine" / "test_data" / "kv"
+    out = []
+    for name in ("c50-bad.txt", "c10-bad.txt"):
+        p = here / name if (here / name).is_file() else src / "test_data" / "kv" / name
+        if p.is_file():
+            out.append(p)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--porcupine-src", type=Path, default=Path(os.environ.get("PORCUPINE_SRC", DEFAULT_SRC)))
+    ap.add_argument("--sizes", default="100000:100,1000000:1000", help="ops:keys,... (register histories)")
+    ap.add_argument("--repeat", type=int, default=3, help="pairs per ratio (1M ops: at most 2)")
+    ap.add_argument(
+        "--chaos-root",
+        type=Path,
+        default=ROOT,
+        help="the checkout whose chaos check is timed (default this one)",
+    )
+    ap.add_argument("--single-core", action="store_true", help="chaos --workers 1 against GOMAXPROCS=1")
+    args = ap.parse_args()
+    if shutil.which("go") is None:
+        print("skipped: no `go` on PATH (porcupine is Go; install Go 1.19+ to run this bench)")
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="chaos-bench-porcupine-"))
+    try:
+        src = porcupine_tree(args.porcupine_src, tmp)
+        if src is None:
+            print(f"skipped: no porcupine source at {args.porcupine_src} (pass --porcupine-src DIR)")
+            return
+        binary = build(src, tmp)
+        bench(binary, src, args, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bench(binary: Path, src: Path, args: argparse.Namespace, tmp: Path) -> None:
+    chaos = [sys.executable, "-m", "chaos.cli", "check"] + (["--workers", "1"] if args.single_core else [])
+    go_env = {**os.environ, **({"GOMAXPROCS": "1"} if args.single_core else {})}
+    cases: list[tuple[str, list[str], list[str], int]] = []
+    for spec in filter(None, args.sizes.split(",")):
+        n_ops, keys = (int(x) for x in spec.split(":"))
+        path = tmp / f"register-{n_ops}.jsonl"
+        t = time.perf_counter()
+        write_register(path, n_ops, keys)
+        print(f"(wrote {n_ops:,} ops / {keys:,} keys in {time.perf_counter() - t:.0f} s)", flush=True)
+        reps = args.repeat if n_ops < 1_000_000 else min(args.repeat, 2)
+        cases.append((f"{n_ops:,} ops / {keys:,} keys", [str(path)], [str(path)], reps))
+    for log in kv_logs(src):
+        chaos_args = ["--format", "porcupine-kv", str(log)]
+        reps = max(args.repeat, 5)
+        cases.append((f"kv {log.stem}", chaos_args, ["-format", "kv", str(log)], reps))
+        # porcupine stops at the first invalid key; chaos checks every key unless told to stop
+        cases.append(
+            (f"kv {log.stem} --fail-fast", ["--fail-fast", *chaos_args], ["-format", "kv", str(log)], reps)
+        )
+    h4 = tmp / "h4.jsonl"
+    h4.write_text(
+        '{"index":0,"type":"invoke","process":0,"f":"write","value":1,"time":1}\n'
+        '{"index":1,"type":"ok","process":0,"f":"write","value":1,"time":2}\n'
+        '{"index":2,"type":"invoke","process":1,"f":"read","value":null,"time":3}\n'
+        '{"index":3,"type":"ok","process":1,"f":"read","value":1,"time":4}\n'
+    )
+    cases.append(("start-up: 4-line history", [str(h4)], [str(h4)], max(args.repeat, 7)))
+    # the interpreter's own start beside it: on a loaded machine it is most of the tool's
+    cases.append(("(python3 -c pass, no check)", [], [str(h4)], max(args.repeat, 7)))
+    rows = []
+    agree = True
+    for label, chaos_args, go_args, reps in cases:
+        # run from the checkout itself: ``python -m`` puts the working directory first on sys.path
+        cmd = [*chaos, *chaos_args] if chaos_args else [sys.executable, "-c", "pass"]
+        a = Side(cmd, chaos_env(args.chaos_root), args.chaos_root)
+        b = Side([str(binary), *go_args], go_env)
+        rw, rc = pair(a, b, reps)
+        same = a.verdict == b.verdict or not chaos_args
+        agree = agree and same
+        rows.append(
+            [
+                label,
+                f"{rw:.2f}x",
+                f"{rc:.2f}x",
+                f"{statistics.median(a.wall):.3f} / {statistics.median(b.wall):.3f} s",
+                (f"{a.verdict} / {b.verdict}" if chaos_args else "(no check)")
+                + ("" if same else " DISAGREE"),
+            ]
+        )
+        print(f"  {label}: chaos {a.line!r}; porcupine {b.line!r}", flush=True)
+    print()
+    head = ["history", "chaos / porcupine (wall)", "(cpu)", "chaos / porcupine wall (median)", "verdicts"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "|".join("---" for _ in head) + "|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    print()
+    print("targets: <= 1.0x on the register histories, <= 2x on c50-bad and c10-bad, start-up <= 0.1 s wall")
+    print("verdicts agree" if agree else "VERDICTS DISAGREE")
+    if not agree:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
