@@ -1207,6 +1207,14 @@ def _verdict_value(valids: list[Any]) -> Any:
     return {0: True, 1: False}.get(code, "unknown")
 
 
+def with_bitflip_kills(faults: list[str]) -> list[str]:
+    """``bitflip`` damages a member the nemesis killed; alone it would never fire, so it brings
+    ``kill`` with it, as the real-cluster ``bitflip`` nemesis kills, damages and restarts."""
+    if "bitflip" in faults and not {"kill", "kill-leader"} & set(faults):
+        return [*faults, "kill"]
+    return faults
+
+
 def _options_maker(
     workload: str | None,
     faults: list[str] | None,
@@ -1237,7 +1245,7 @@ def _options_maker(
         limit = 60.0 if time_limit is None else time_limit
         return SimOptions(
             workload or "register",
-            faults,
+            with_bitflip_kills(faults),
             s,
             limit,
             concurrency,
