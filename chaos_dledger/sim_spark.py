@@ -11,10 +11,10 @@ executor (in a temporary directory, removed); a failing seed replays on the cont
 
 Chunk sizes: seeds take 0.05-0.3 s each, while a Spark job costs tens of milliseconds of
 scheduling and the first task of a Python worker pays for its imports (workers are reused, so
-only once). Chunks therefore start small (1, 2, 4, ... seeds per core, so the first verdicts and a
-failure among the first seeds come back within a second) and grow to at most :data:`MAX_CHUNK`
+only once). Chunks therefore start small (1, 4, 16, ... seeds per core, so the first verdicts and
+a failure among the first seeds come back within seconds) and grow to at most :data:`MAX_CHUNK`
 seeds; towards the end they shrink again (guided self-scheduling, Polychronopoulos & Kuck 1987:
-a share of what is left per core), so the cores finish together.
+a share of what is left per core, at least :data:`MIN_TAIL`), so the cores finish together.
 
 Results come back in seed order, as ``multiprocessing.Pool.imap`` gives them to the local
 campaign, so the progress bar, the lines printed for failing seeds, ``--stop-on-failure`` (stop at
@@ -39,7 +39,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-MAX_CHUNK = 48  # seeds per task at most: a few seconds of work, against ~50 ms of job overhead
+MAX_CHUNK = 100  # seeds per task at most: several seconds of work, against 0.05-0.3 s per job
+MIN_TAIL = 4  # seeds per task at least, once past the first: a job costs as much as a seed or two
 PACKAGES = ("chaos", "chaos_dledger", "dledger")
 
 Row = tuple[int, Any, str, dict[str, int]]
@@ -56,15 +57,17 @@ def run_chunk(todo: Iterator[tuple[Any]]) -> Iterator[Row]:
 
 def chunk_sizes(total: int, lanes: int, max_chunk: int = MAX_CHUNK) -> list[int]:
     """The sizes of the consecutive chunks ``total`` seeds are cut into for ``lanes`` cores: each
-    core's k-th chunk is ``2**k`` seeds, at most ``max_chunk`` and at most ``ceil(left / (2 *
-    lanes))``, at least 1; they sum to ``total``."""
+    core's k-th chunk is ``4**k`` seeds (1, 4, 16, 64, ...), at most ``max_chunk`` and at most
+    ``ceil(left / (2 * lanes))`` but at least :data:`MIN_TAIL` (or what is left); they sum to
+    ``total``."""
     sizes: list[int] = []
     left, k = total, 0
     while left > 0:
         for _ in range(lanes):
             if left <= 0:
                 break
-            size = max(1, min(2**k, max_chunk, -(-left // (2 * lanes))))
+            guided = max(-(-left // (2 * lanes)), min(MIN_TAIL, left))
+            size = min(4**k, max_chunk, guided)
             sizes.append(size)
             left -= size
         k += 1
@@ -171,11 +174,9 @@ def spark_imap(todo: list[tuple[Any]], master: str) -> Iterator[Iterator[Row]]:
 
     Raises RuntimeError naming the master when Spark cannot start, or the seeds of a failed task.
     """
-    from chaos.history.spark import spark_session
-
     spark, own = _active_session(), False
     if spark is None:
-        spark, own = spark_session(master, app="chaos-sim"), True
+        spark, own = _start(master), True
     sc = spark.sparkContext
     before = sc.environment.get("PYTHONPATH")
     sc.environment["PYTHONPATH"] = os.pathsep.join(code_roots() + ([before] if before else []))
@@ -192,6 +193,26 @@ def spark_imap(todo: list[tuple[Any]], master: str) -> Iterator[Iterator[Row]]:
             sc.environment["PYTHONPATH"] = before
         if own:
             spark.stop()
+
+
+# The driver's JVM only schedules here (the seeds run in Python workers): C1 alone compiles what it
+# runs, and a start costs about 7 s of JVM CPU against 12 s with C2 as well (a third of a 2-core
+# machine's campaign start); the tests' conftest starts Spark the same way.
+_SUBMIT_ARGS = "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell"
+
+
+def _start(master: str) -> Any:
+    """A new SparkSession at ``master`` (:func:`chaos.history.spark.spark_session`), its driver JVM
+    on the C1 compiler unless the caller set ``PYSPARK_SUBMIT_ARGS``."""
+    from chaos.history.spark import spark_session
+
+    given = os.environ.get("PYSPARK_SUBMIT_ARGS")
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", _SUBMIT_ARGS)
+    try:
+        return spark_session(master, app="chaos-sim")
+    finally:
+        if given is None:
+            os.environ.pop("PYSPARK_SUBMIT_ARGS", None)
 
 
 def _active_session() -> Any:

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from chaos_dledger.sim import SimOptions, _run_one, sim
-from chaos_dledger.sim_spark import chunk_sizes, spark_imap
+from chaos_dledger.sim_spark import MAX_CHUNK, chunk_sizes, spark_imap
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -39,7 +39,7 @@ def _lines(out: str) -> list[str]:
 @pytest.mark.parametrize("total, lanes", [(1, 2), (7, 2), (60, 2), (2000, 2), (2000, 16), (5, 8)])
 def test_chunks_cover_every_seed_once_start_small_and_stay_bounded(total: int, lanes: int) -> None:
     sizes = chunk_sizes(total, lanes)
-    assert sum(sizes) == total and min(sizes) >= 1 and max(sizes) <= 48
+    assert sum(sizes) == total and min(sizes) >= 1 and max(sizes) <= MAX_CHUNK
     assert sizes[:lanes] == [1] * min(lanes, total)  # the first verdicts come back fast
 
 
