@@ -33,6 +33,7 @@ import contextlib
 import importlib.util
 import os
 import queue
+import re
 import sys
 import threading
 from collections.abc import Iterator
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 MAX_CHUNK = 100  # seeds per task at most: several seconds of work, against 0.05-0.3 s per job
+JOIN_S = 30.0  # seconds to wait for a cancelled job's thread on leaving
 MIN_TAIL = 4  # seeds per task at least, once past the first: a job costs as much as a seed or two
 PACKAGES = ("chaos", "chaos_dledger", "dledger")
 
@@ -96,6 +98,21 @@ def code_roots() -> list[str]:
     return sorted(roots, key=rank)
 
 
+# a Python exception's last line, as a worker's traceback ends (Java's names are dotted)
+_PY_ERROR = re.compile(r"^([A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt): .*)$", re.M)
+
+
+def failure(e: BaseException) -> str:
+    """One line for a failed job: the Python worker's exception when the error carries its
+    traceback (e.g. ``ModuleNotFoundError: No module named 'chaos_dledger'``), else the error's
+    first line."""
+    text = str(e).strip()
+    found = _PY_ERROR.findall(text)
+    if found:
+        return str(found[-1])
+    return text.splitlines()[0] if text else type(e).__name__
+
+
 class SparkCampaign:
     """The chunks of one campaign on a SparkContext: :meth:`results` yields the rows in seed order
     while one thread per core keeps a job running; :meth:`close` cancels what still runs."""
@@ -147,8 +164,7 @@ class SparkCampaign:
             start, got = self._done.get()
             if isinstance(got, BaseException):
                 first = self.todo[start][0].seed
-                why = str(got).strip().splitlines()[0] if str(got).strip() else type(got).__name__
-                raise RuntimeError(f"a Spark task failed (seeds from {first}): {why}") from got
+                raise RuntimeError(f"a Spark task failed (seeds from {first}): {failure(got)}") from got
             waiting[start] = got
             while at in waiting:
                 rows = waiting.pop(at)
@@ -162,7 +178,7 @@ class SparkCampaign:
             with contextlib.suppress(Exception):
                 self.sc.cancelAllJobs()
         for t in self._threads:
-            t.join()
+            t.join(timeout=JOIN_S)  # daemon threads: a job Spark never ends does not hold the exit
 
 
 @contextlib.contextmanager

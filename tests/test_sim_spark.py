@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from chaos_dledger.sim import SimOptions, _run_one, sim
-from chaos_dledger.sim_spark import MAX_CHUNK, chunk_sizes, spark_imap
+from chaos_dledger.sim_spark import MAX_CHUNK, chunk_sizes, failure, spark_imap
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -80,6 +80,21 @@ def test_master_with_jobs_or_a_single_seed_is_one_bad_arguments_line(args: list[
                        timeout=120, check=False)  # fmt: skip
     assert p.returncode == 254, p.stdout + p.stderr
     assert named in p.stderr and "--jobs" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_master_spark_refuses_is_one_line_naming_it(tmp_path: Path) -> None:
+    p = subprocess.run([sys.executable, "-m", "chaos.cli", "sim", "--seeds", "2", "--master", "bogus://x",
+                        "--store", str(tmp_path)], capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert p.returncode == 254, p.stdout + p.stderr
+    (line,) = [ln for ln in p.stderr.splitlines() if ln.startswith("chaos: ")]
+    assert "cannot start Spark with --master bogus://x" in line and "Traceback" not in p.stderr
+
+
+def test_a_failed_task_is_named_by_the_workers_exception(spark: Any) -> None:
+    """What the executors could not import (say, an executor without the package) is the line."""
+    with pytest.raises(Exception) as e:
+        spark.sparkContext.parallelize([1], 1).map(lambda _: __import__("no_such_module_27")).collect()
+    assert failure(e.value) == "ModuleNotFoundError: No module named 'no_such_module_27'"
 
 
 def test_a_mutants_failing_seed_found_on_spark_replays_locally(tmp_path: Path) -> None:
