@@ -5,7 +5,7 @@ otherwise) as whole ``chaos sim`` processes: ``--jobs 1``, then ``--master local
 ``--master local[2]``, with ``--jobs 2`` as the control (``--modes`` to choose). For each it prints
 the process's wall time (Spark's start and stop included), seeds per wall second, the command's own
 seeds/s line, the ratio to ``--jobs 1``, and the CPU seconds of the process tree (the JVM and the
-Python workers included) with CPU/wall, the cores the campaign actually got; then whether the verdicts agree seed by seed: the command prints every seed that is
+Python workers included, sampled from /proc) with CPU/wall, the cores the campaign actually got; then whether the verdicts agree seed by seed: the command prints every seed that is
 not valid with its verdict and reason, so equal failing-seed lines, summary and coverage lines mean
 equal verdicts for every seed. ``--mutant NAME`` runs a catalogued mutant
 (``chaos_dledger/mutants``) on a copy of the package first on ``PYTHONPATH`` for all modes, so the
@@ -43,6 +43,7 @@ from chaos_dledger.mutants import apply_mutant, load_mutants  # noqa: E402
 MODES = {"jobs1": ["--jobs", "1"], "jobs2": ["--jobs", "2"], "local[1]": ["--master", "local[1]"],
          "local[2]": ["--master", "local[2]"]}  # fmt: skip
 _RATE = re.compile(r"^([\d.]+) seeds/s", re.M)
+SAMPLE_S = 0.5  # how often the process tree's CPU is read (a process's last half second is missed)
 
 
 def verdict_lines(stdout: str) -> list[str]:
@@ -51,24 +52,57 @@ def verdict_lines(stdout: str) -> list[str]:
     return [ln for ln in stdout.splitlines() if ln and not _RATE.match(ln)]
 
 
+def tree_cpu(root: int, seen: dict[int, float]) -> None:
+    """Record in ``seen`` the CPU seconds (user + system) so far of ``root`` and every process
+    below it (the JVM, Spark's Python daemon and workers, a pool's workers), read from /proc; a
+    process's last figure stands once it is gone."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(d.name)] = int(fields[1])
+        cpu[int(d.name)] = (int(fields[11]) + int(fields[12])) / tick
+    for pid, c in cpu.items():
+        p = pid
+        while p > 1 and p != root:
+            p = parent.get(p, 0)
+        if p == root:
+            seen[pid] = max(seen.get(pid, 0.0), c)
+
+
 def run_mode(
     mode: str, seeds: int, sim_args: list[str], env: dict[str, str], scratch: Path
 ) -> dict[str, Any]:
-    """One ``chaos sim`` process in ``mode``; its wall time, exit status and output."""
+    """One ``chaos sim`` process in ``mode``; its wall time, CPU seconds (sampled every
+    :data:`SAMPLE_S`), exit status and output."""
     cmd = [sys.executable, "-m", "chaos.cli", "sim", "--seeds", str(seeds), *sim_args, *MODES[mode],
            "--store", str(scratch / "store")]  # fmt: skip
-    t0, c0 = time.monotonic(), os.times()
-    p = subprocess.run(cmd, cwd=scratch, env=env, capture_output=True, text=True, check=False)
-    wall, c1 = time.monotonic() - t0, os.times()
-    rate = _RATE.search(p.stdout)
+    seen: dict[int, float] = {}
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t0 = time.monotonic()
+        p = subprocess.Popen(cmd, cwd=scratch, env=env, stdout=out, stderr=err, text=True)
+        while p.poll() is None:
+            tree_cpu(p.pid, seen)
+            time.sleep(SAMPLE_S)
+        wall = time.monotonic() - t0
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    rate = _RATE.search(stdout)
     return {
         "mode": mode,
         "wall": wall,
-        "cpu": (c1.children_user - c0.children_user) + (c1.children_system - c0.children_system),
+        "cpu": sum(seen.values()),
         "exit": p.returncode,
         "command_rate": float(rate[1]) if rate else None,
-        "lines": verdict_lines(p.stdout),
-        "stderr": p.stderr,
+        "lines": verdict_lines(stdout),
+        "stderr": stderr,
     }
 
 
