@@ -1130,6 +1130,18 @@ _SIM_OPTIONS = [
 ]
 
 
+def _master_alone(master: str | None, jobs: int | None, seed: int | None) -> None:
+    """``--master`` runs a campaign (``--seeds N``) on Spark's cores: refuse ``--jobs`` and ``--seed``
+    (a seed replays on this machine) with it, exit 254."""
+    from chaos.errors import BadArguments
+
+    if master is not None and (jobs is not None or seed is not None):
+        raise BadArguments(
+            f"--master {master}: expected neither --jobs nor --seed with it (a campaign of --seeds N on "
+            "Spark's cores; a seed replays on this machine)"
+        )
+
+
 def _with_sim_options(fn: Any) -> Any:
     for option in reversed(_SIM_OPTIONS):
         fn = option(fn)
@@ -1327,11 +1339,7 @@ def sim(
     options = _options_maker(workload, faults, time_limit, concurrency, rate, read_mode, sticky, disk)
     if (shrink or schedule_file) and seed is None:
         raise BadArguments("--shrink and --schedule need --seed S")
-    if master is not None and (jobs is not None or seed is not None):
-        raise BadArguments(
-            f"--master {master}: runs a campaign (--seeds N) with Spark's cores as the parallelism; "
-            "expected neither --jobs nor --seed with it (a seed replays on this machine)"
-        )
+    _master_alone(master, jobs, seed)
     if seed is not None:
         opts = options(seed)
         if opts.swarm:
@@ -1356,10 +1364,7 @@ def sim(
     assert seeds is not None
     todo = [(options(s),) for s in range(first_seed, first_seed + seeds)]
     t0 = time.monotonic()
-    try:
-        valids, failing, stats = _campaign(todo, jobs or multiprocessing.cpu_count(), stop_on_failure, master)
-    except RuntimeError as e:  # Spark cannot start, or a task failed (not a seed's verdict)
-        raise click.ClickException(str(e)) from e
+    valids, failing, stats = _campaign(todo, jobs or multiprocessing.cpu_count(), stop_on_failure, master)
     elapsed = time.monotonic() - t0
     replay = ""
     if failing:

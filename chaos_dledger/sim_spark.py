@@ -40,6 +40,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import click
+
 MAX_CHUNK = 100  # seeds per task at most: several seconds of work, against 0.05-0.3 s per job
 JOIN_S = 30.0  # seconds to wait for a cancelled job's thread on leaving
 MIN_TAIL = 4  # seeds per task at least, once past the first: a job costs as much as a seed or two
@@ -157,14 +159,17 @@ class SparkCampaign:
 
     def results(self) -> Iterator[Row]:
         """The rows of every seed of ``todo``, in its order, as their chunks complete. Raises
-        RuntimeError naming the first chunk's seeds when a Spark job fails."""
+        click.ClickException naming the chunk's first seed and the worker's error when a Spark job
+        fails (``chaos`` prints it as one line, exit 254: not a seed's verdict)."""
         waiting: dict[int, list[Row]] = {}
         at = 0
         while at < len(self.todo):
             start, got = self._done.get()
             if isinstance(got, BaseException):
                 first = self.todo[start][0].seed
-                raise RuntimeError(f"a Spark task failed (seeds from {first}): {failure(got)}") from got
+                raise click.ClickException(
+                    f"a Spark task failed (seeds from {first}): {failure(got)}"
+                ) from got
             waiting[start] = got
             while at in waiting:
                 rows = waiting.pop(at)
@@ -188,7 +193,8 @@ def spark_imap(todo: list[tuple[Any]], master: str) -> Iterator[Iterator[Row]]:
     SparkSession if there is one, else starts one (:func:`chaos.history.spark.spark_session`) and
     stops it on leaving. Leaving early cancels the jobs still running.
 
-    Raises RuntimeError naming the master when Spark cannot start, or the seeds of a failed task.
+    Raises click.ClickException naming the master when Spark cannot start, or the seeds of a failed
+    task (one line and exit 254 through ``chaos.cli.main``, as ``chaos analyze``'s).
     """
     spark, own = _active_session(), False
     if spark is None:
@@ -226,6 +232,8 @@ def _start(master: str) -> Any:
     os.environ.setdefault("PYSPARK_SUBMIT_ARGS", _SUBMIT_ARGS)
     try:
         return spark_session(master, app="chaos-sim")
+    except RuntimeError as e:
+        raise click.ClickException(str(e)) from e
     finally:
         if given is None:
             os.environ.pop("PYSPARK_SUBMIT_ARGS", None)
