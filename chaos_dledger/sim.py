@@ -49,6 +49,7 @@ arguments.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -59,6 +60,7 @@ import random
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -1114,6 +1116,12 @@ _SIM_OPTIONS = [
     ),
     click.option("--jobs", type=int, default=None, help="parallel processes (default: the CPU count)"),
     click.option(
+        "--master",
+        default=None,
+        help="run the seeds as tasks on this Spark master (local[2], spark://host:7077, ...) instead of "
+        "local processes; Spark's executor cores set the parallelism, so --jobs is refused with it",
+    ),
+    click.option(
         "--stop-on-failure",
         is_flag=True,
         help="with --seeds: stop at the first seed (in seed order) that is not valid",
@@ -1122,18 +1130,40 @@ _SIM_OPTIONS = [
 ]
 
 
+def _master_alone(master: str | None, jobs: int | None, seed: int | None) -> None:
+    """``--master`` runs a campaign (``--seeds N``) on Spark's cores: refuse ``--jobs`` and ``--seed``
+    (a seed replays on this machine) with it, exit 254."""
+    from chaos.errors import BadArguments
+
+    if master is not None and (jobs is not None or seed is not None):
+        raise BadArguments(
+            f"--master {master}: expected neither --jobs nor --seed with it (a campaign of --seeds N on "
+            "Spark's cores; a seed replays on this machine)"
+        )
+
+
 def _with_sim_options(fn: Any) -> Any:
     for option in reversed(_SIM_OPTIONS):
         fn = option(fn)
     return fn
 
 
+@contextlib.contextmanager
+def _pool_imap(todo: list[tuple[SimOptions]], procs: int) -> Iterator[Iterator[Any]]:
+    """``_run_one`` over ``todo`` in a pool of ``procs`` spawned processes, in order; leaving the
+    block terminates the workers."""
+    chunk = max(1, math.ceil(len(todo) / (procs * 8)))
+    with multiprocessing.get_context("spawn").Pool(procs) as pool:
+        yield pool.imap(_run_one, todo, chunksize=min(chunk, 4))
+
+
 def _campaign(
-    todo: list[tuple[SimOptions]], procs: int, stop_on_failure: bool
+    todo: list[tuple[SimOptions]], procs: int, stop_on_failure: bool, master: str | None = None
 ) -> tuple[list[Any], list[int], list[dict[str, int]]]:
-    """Run the seeds of ``todo`` in a pool of ``procs`` processes, printing each seed that is not
-    valid (with its fault mix when the swarm drew it) and a progress bar on the terminal (seeds done
-    of the total, seeds/s, failures so far, ETA); the verdicts, failing seeds and per-seed stats."""
+    """Run the seeds of ``todo`` in a pool of ``procs`` processes (or as Spark tasks at ``master``,
+    :mod:`chaos_dledger.sim_spark`), printing each seed that is not valid (with its fault mix when
+    the swarm drew it) and a progress bar on the terminal (seeds done of the total, seeds/s,
+    failures so far, ETA); the verdicts, failing seeds and per-seed stats."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -1150,11 +1180,16 @@ def _campaign(
         console=Console(stderr=True),
         transient=False,
     )
-    chunk = max(1, math.ceil(len(todo) / (procs * 8)))
-    with progress, multiprocessing.get_context("spawn").Pool(procs) as pool:
+    if master is None:
+        runner = _pool_imap(todo, procs)
+    else:
+        from chaos_dledger.sim_spark import spark_imap
+
+        runner = spark_imap(todo, master)
+    with progress, runner as results:
         task = progress.add_task("seeds", total=len(todo), rate="-", failed=0)
         t0 = time.monotonic()
-        for s, valid, why, st in pool.imap(_run_one, todo, chunksize=min(chunk, 4)):
+        for s, valid, why, st in results:
             valids.append(valid)
             stats.append(st)
             if valid is not True:
@@ -1276,6 +1311,7 @@ def sim(
     sticky: bool,
     disk: str,
     jobs: int | None,
+    master: str | None,
     stop_on_failure: bool,
     store: str,
 ) -> None:
@@ -1311,6 +1347,7 @@ def sim(
     options = _options_maker(workload, faults, time_limit, concurrency, rate, read_mode, sticky, disk)
     if (shrink or schedule_file) and seed is None:
         raise BadArguments("--shrink and --schedule need --seed S")
+    _master_alone(master, jobs, seed)
     if seed is not None:
         opts = options(seed)
         if opts.swarm:
@@ -1335,7 +1372,7 @@ def sim(
     assert seeds is not None
     todo = [(options(s),) for s in range(first_seed, first_seed + seeds)]
     t0 = time.monotonic()
-    valids, failing, stats = _campaign(todo, jobs or multiprocessing.cpu_count(), stop_on_failure)
+    valids, failing, stats = _campaign(todo, jobs or multiprocessing.cpu_count(), stop_on_failure, master)
     elapsed = time.monotonic() - t0
     replay = ""
     if failing:
