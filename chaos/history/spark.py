@@ -25,6 +25,7 @@ the same statistics with Spark SQL from ``history.parquet`` (a test holds both t
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 import os
@@ -52,6 +53,9 @@ _CONF = (
     ("spark.sql.shuffle.partitions", "8"),
     ("spark.sql.session.timeZone", "UTC"),
     ("spark.python.worker.reuse", "true"),
+    # the driver JVM only schedules tasks and moves small rows: the client compiler alone and one
+    # GC thread take half the CPU of its start-up (issue 27); a user's extraJavaOptions still win
+    ("spark.driver.defaultJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"),
 )
 
 
@@ -299,11 +303,36 @@ def check_run_task(run_dir: str, rid: str, time_limit: float | None, parquet_dir
     return json.dumps(row, default=str)
 
 
+def batches(jobs: list[tuple[str, str]], slots: int, per_task: int = 8) -> list[list[tuple[str, str]]]:
+    """``jobs`` (run id, directory) grouped into Spark tasks of about equal work.
+
+    A task costs the executors some 20 ms of CPU whatever it does, so small runs share one; but
+    the tasks are at least ``8 * slots`` (when there are that many runs), so a slot that finishes
+    early takes another and none waits long at the end. Work is taken as the history's size in
+    bytes; the largest runs are placed first, each in the least loaded task (LPT).
+    """
+    k = min(len(jobs), max(8 * slots, math.ceil(len(jobs) / per_task)))
+    size = {}
+    for rid, d in jobs:
+        try:
+            size[rid] = os.path.getsize(os.path.join(d, "history.jsonl"))
+        except OSError:
+            size[rid] = 0
+    loads = [(0, i) for i in range(k)]
+    out: list[list[tuple[str, str]]] = [[] for _ in range(k)]
+    for job in sorted(jobs, key=lambda j: -size[j[0]]):
+        load, i = heapq.heappop(loads)
+        out[i].append(job)
+        heapq.heappush(loads, (load + size[job[0]], i))
+    return [b for b in out if b]
+
+
 def check_on_executors(
     spark: Any, run_dirs: list[Path], parquet_dir: Path | None, time_limit: float | None = None
 ) -> dict[str, dict[str, Any]]:
     """Every run checked (and its ops written as Parquet) by :func:`check_run_task` on the
-    executors, one task per run; returns ``{run id: row}`` in ``run_dirs`` order.
+    executors, the runs grouped into tasks by :func:`batches`; returns ``{run id: row}`` in
+    ``run_dirs`` order.
 
     Raises, for the first run (in ``run_dirs`` order) that failed, what ``chaos check`` raises:
     HistoryError naming file and line, FileNotFoundError, ValueError.
@@ -313,11 +342,12 @@ def check_on_executors(
     jobs = [(run_id(d), str(d)) for d in run_dirs]
     target = None if parquet_dir is None else str(parquet_dir)
 
-    def task(job: tuple[str, str]) -> tuple[str, str]:
-        rid, path = job
-        return rid, check_run_task(path, rid, time_limit, target)
+    def task(batch: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        return [(rid, check_run_task(path, rid, time_limit, target)) for rid, path in batch]
 
-    rows = dict(spark.sparkContext.parallelize(jobs, max(1, len(jobs))).map(task).collect())
+    sc = spark.sparkContext
+    tasks = batches(jobs, sc.defaultParallelism)
+    rows = dict(sc.parallelize(tasks, len(tasks)).flatMap(task).collect())
     out: dict[str, dict[str, Any]] = {}
     for rid, _ in jobs:
         row = json.loads(rows[rid])
@@ -637,7 +667,7 @@ def analyze(
     ``out``; return the summary (with ``timings`` in seconds per stage). ``say`` is told, in one
     line each, what the pipeline is doing as each stage starts (and how long the last one took).
 
-    The executors check the runs, one task per run (:func:`check_on_executors`: the history read
+    The executors check the runs, a few per task (:func:`check_on_executors`: the history read
     and validated once, every checker of ``chaos check``, the statistics, the ops written as
     Parquet with pyarrow, into a staging directory beside ``out``); the driver merges their rows.
     Bad input found by a worker is raised here, and then nothing is written to ``out``.
@@ -677,7 +707,7 @@ def analyze(
             spark, own = spark_session(master, log=staging / "spark.log"), True
         timings["spark_start"] = time.monotonic() - t
         t = time.monotonic()
-        tell(f"checking {len(dirs)} run(s) on the executors (one task per run; ops to history.parquet)")
+        tell(f"checking {len(dirs)} run(s) on the executors (ops to history.parquet)")
         driver = check_on_executors(spark, dirs, staging / "history.parquet", time_limit=time_limit)
         timings["check_and_write_on_executors"] = time.monotonic() - t
     except BaseException:
