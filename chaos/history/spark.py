@@ -59,8 +59,10 @@ _CONF = (
 )
 
 
-def spark_session(master: str = "local[*]", app: str = "chaos-analyze", log: Path | None = None) -> Any:
-    """A SparkSession for ``master``; the UI is off and the local IP pinned for local masters.
+def spark_context(master: str = "local[*]", app: str = "chaos-analyze", log: Path | None = None) -> Any:
+    """A SparkContext for ``master`` (the one running in this process, if any); the UI is off and
+    the local IP pinned for local masters. No Spark SQL session: ``chaos analyze`` needs none, and
+    creating one costs the driver JVM some 2 s of CPU.
 
     ``log``: when this call starts the JVM, its stdout and stderr (Spark's start-up lines and
     warnings, the Python workers' stderr in local mode) go to this file instead of the terminal.
@@ -72,32 +74,37 @@ def spark_session(master: str = "local[*]", app: str = "chaos-analyze", log: Pat
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     try:
         from pyspark import SparkConf, SparkContext
-        from pyspark.sql import SparkSession
     except ImportError as e:  # pragma: no cover - depends on the install
         raise RuntimeError(
             "pyspark is not installed: pip install pyspark pyarrow pandas (the package's [spark] extra)"
         ) from e
+    if SparkContext._active_spark_context is not None:
+        return SparkContext._active_spark_context
+    conf = SparkConf().setMaster(master).setAppName(app).setAll(list(_CONF))
     try:
+        gateway = None
         if log is not None and SparkContext._gateway is None:
             from pyspark.java_gateway import launch_gateway
 
-            conf = SparkConf().setMaster(master).setAppName(app).setAll(list(_CONF))
             with open(log, "ab") as sink:  # the JVM keeps its own descriptor
                 gateway = launch_gateway(conf, popen_kwargs={"stdout": sink, "stderr": sink})
-            spark = SparkSession(SparkContext(conf=conf, gateway=gateway))
-        else:
-            builder = SparkSession.builder.master(master).appName(app)
-            for k, v in _CONF:
-                builder = builder.config(k, v)
-            spark = builder.getOrCreate()
+        sc = SparkContext(conf=conf, gateway=gateway)
     except Exception as e:
         tail = ""
         if log is not None and log.is_file():
             lines = [x for x in log.read_text(errors="replace").splitlines() if x.strip()]
             tail = f" (Spark said: {' | '.join(lines[-5:])})" if lines else ""
         raise RuntimeError(f"cannot start Spark with --master {master}: {e}{tail}") from e
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    sc.setLogLevel("ERROR")
+    return sc
+
+
+def spark_session(master: str = "local[*]", app: str = "chaos-analyze", log: Path | None = None) -> Any:
+    """A SparkSession (Spark SQL) over :func:`spark_context`'s context, with its options and errors."""
+    spark_context(master, app, log)
+    from pyspark.sql import SparkSession
+
+    return SparkSession.builder.getOrCreate()  # wraps the running context
 
 
 def run_id(run_dir: Path) -> str:
@@ -345,7 +352,7 @@ def check_on_executors(
     def task(batch: list[tuple[str, str]]) -> list[tuple[str, str]]:
         return [(rid, check_run_task(path, rid, time_limit, target)) for rid, path in batch]
 
-    sc = spark.sparkContext
+    sc = getattr(spark, "sparkContext", spark)  # a SparkSession or a SparkContext
     tasks = batches(jobs, sc.defaultParallelism)
     rows = dict(sc.parallelize(tasks, len(tasks)).flatMap(task).collect())
     out: dict[str, dict[str, Any]] = {}
@@ -671,8 +678,9 @@ def analyze(
     and validated once, every checker of ``chaos check``, the statistics, the ops written as
     Parquet with pyarrow, into a staging directory beside ``out``); the driver merges their rows.
     Bad input found by a worker is raised here, and then nothing is written to ``out``.
-    ``spark``: a session to use (left running); without one, the active session is used or one is
-    started for ``master`` (its output to ``spark.log``) and stopped at the end.
+    ``spark``: a SparkSession or SparkContext to use (left running); without one, the running
+    context is used or one is started for ``master`` (:func:`spark_context`, its output to
+    ``spark.log``) and stopped at the end.
 
     Raises:
         FileNotFoundError: a directory without a history.
@@ -700,15 +708,14 @@ def analyze(
     own = False
     try:
         t = time.monotonic()
-        if spark is None:
-            spark = _active_session()
-        if spark is None:
+        sc = getattr(spark, "sparkContext", spark) if spark is not None else _active_context()
+        if sc is None:
             tell(f"starting Spark ({master}; its output to spark.log)")
-            spark, own = spark_session(master, log=staging / "spark.log"), True
+            sc, own = spark_context(master, log=staging / "spark.log"), True
         timings["spark_start"] = time.monotonic() - t
         t = time.monotonic()
         tell(f"checking {len(dirs)} run(s) on the executors (ops to history.parquet)")
-        driver = check_on_executors(spark, dirs, staging / "history.parquet", time_limit=time_limit)
+        driver = check_on_executors(sc, dirs, staging / "history.parquet", time_limit=time_limit)
         timings["check_and_write_on_executors"] = time.monotonic() - t
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -718,7 +725,7 @@ def analyze(
         raise
     finally:
         if own:
-            spark.stop()
+            sc.stop()
     t = time.monotonic()
     tell(f"merging the executors' rows (checking took {timings['check_and_write_on_executors']:.1f} s)")
     tests = {rid: d["test"] for rid, d in driver.items()}
@@ -787,12 +794,12 @@ def write_summary_parquet(runs: list[dict[str, Any]], path: Path) -> None:
     pq.write_table(pa.table(columns), str(path / "part-00000.parquet"))
 
 
-def _active_session() -> Any:
+def _active_context() -> Any:
     try:
-        from pyspark.sql import SparkSession
+        from pyspark import SparkContext
     except ImportError:  # pragma: no cover - depends on the install
         return None
-    return SparkSession.getActiveSession()
+    return SparkContext._active_spark_context
 
 
 def write_summary_html(summary: dict[str, Any], path: Path) -> Path:
