@@ -7,7 +7,8 @@ runs every checker of its workload, linearizability included, exactly as ``chaos
 and composes them (:func:`check_run_task`), computes the run's latency quantiles, per-fault
 latencies and throughput from its calls (:func:`run_stats`, the rule the perf checker follows),
 writes the run's ops as Parquet with pyarrow, and returns one small result row. Nothing per op
-passes through the JVM, and the driver runs no Spark SQL: it merges the rows. Bad input (a
+passes through the JVM, and the driver runs no Spark SQL: it merges the rows. While the JVM
+starts (seconds of one core), the driver checks runs itself with the same task function. Bad input (a
 malformed history, a bad ``test.json``) is found by the worker that reads it and raised in the
 driver, naming its file and line, as ``chaos check`` does; then nothing is written to ``--out``
 (the executors write to a staging directory beside it, renamed into place on success) and
@@ -364,12 +365,7 @@ def batches(jobs: list[tuple[str, str]], slots: int, per_task: int = 8) -> list[
     bytes; the largest runs are placed first, each in the least loaded task (LPT).
     """
     k = min(len(jobs), max(8 * slots, math.ceil(len(jobs) / per_task)))
-    size = {}
-    for rid, d in jobs:
-        try:
-            size[rid] = os.path.getsize(os.path.join(d, "history.jsonl"))
-        except OSError:
-            size[rid] = 0
+    size = {rid: _size(d) for rid, d in jobs}
     loads = [(0, i) for i in range(k)]
     out: list[list[tuple[str, str]]] = [[] for _ in range(k)]
     for job in sorted(jobs, key=lambda j: -size[j[0]]):
@@ -380,26 +376,34 @@ def batches(jobs: list[tuple[str, str]], slots: int, per_task: int = 8) -> list[
 
 
 def check_on_executors(
-    spark: Any, run_dirs: list[Path], parquet_dir: Path | None, time_limit: float | None = None
+    spark: Any,
+    run_dirs: list[Path],
+    parquet_dir: Path | None,
+    time_limit: float | None = None,
+    done: dict[str, str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Every run checked (and its ops written as Parquet) by :func:`check_run_task` on the
     executors, the runs grouped into tasks by :func:`batches`; returns ``{run id: row}`` in
-    ``run_dirs`` order.
+    ``run_dirs`` order. ``done``: rows (JSON text) already computed for some runs, by the same
+    function elsewhere (:func:`check_while_starting`); those runs are not sent.
 
     Raises, for the first run (in ``run_dirs`` order) that failed, what ``chaos check`` raises:
     HistoryError naming file and line, FileNotFoundError, ValueError.
     """
     from chaos.history.store import HistoryError
 
+    rows = dict(done or {})
     jobs = [(run_id(d), str(d)) for d in run_dirs]
     target = None if parquet_dir is None else str(parquet_dir)
 
     def task(batch: list[tuple[str, str]]) -> list[tuple[str, str]]:
         return [(rid, check_run_task(path, rid, time_limit, target)) for rid, path in batch]
 
-    sc = getattr(spark, "sparkContext", spark)  # a SparkSession or a SparkContext
-    tasks = batches(jobs, sc.defaultParallelism)
-    rows = dict(sc.parallelize(tasks, len(tasks)).flatMap(task).collect())
+    todo = [j for j in jobs if j[0] not in rows]
+    if todo:
+        sc = getattr(spark, "sparkContext", spark)  # a SparkSession or a SparkContext
+        tasks = batches(todo, sc.defaultParallelism)
+        rows.update(sc.parallelize(tasks, len(tasks)).flatMap(task).collect())
     out: dict[str, dict[str, Any]] = {}
     for rid, _ in jobs:
         row = json.loads(rows[rid])
@@ -412,6 +416,55 @@ def check_on_executors(
             raise ValueError(row["message"])
         out[rid] = row
     return out
+
+
+def check_while_starting(
+    start: Callable[[], Any], run_dirs: list[Path], parquet_dir: Path, time_limit: float | None
+) -> tuple[Any, dict[str, str]]:
+    """Call ``start`` (which starts Spark: mostly waiting on the JVM) in a thread while this
+    thread checks runs with :func:`check_run_task`, smallest history first, until Spark is up.
+    Returns (what ``start`` returned, ``{run id: row}`` for the runs checked here); raises what
+    ``start`` raised. The JVM's start takes seconds of one core; the other cores would idle.
+    """
+    import sys
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = start()
+        except BaseException as e:  # handed to the caller below
+            box["error"] = e
+
+    thread = threading.Thread(target=run, name="spark-start", daemon=True)
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(0.0005)  # the start's many short py4j calls wait less for this thread
+    thread.start()
+    done: dict[str, str] = {}
+    try:
+        by_size = sorted(run_dirs, key=lambda d: -_size(d))
+        while by_size and thread.is_alive():
+            d = by_size.pop()
+            done[run_id(d)] = check_run_task(str(d), run_id(d), time_limit, str(parquet_dir))
+    except BaseException:
+        thread.join()
+        if "value" in box:
+            box["value"].stop()
+        raise
+    finally:
+        thread.join()
+        sys.setswitchinterval(switch)
+    if "error" in box:
+        raise box["error"]
+    return box["value"], done
+
+
+def _size(run_dir: Path | str) -> int:
+    try:
+        return os.path.getsize(os.path.join(run_dir, "history.jsonl"))
+    except OSError:
+        return 0
 
 
 def stats_rows(rows: dict[str, dict[str, Any]], verdicts: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -722,6 +775,8 @@ def analyze(
     The executors check the runs, a few per task (:func:`check_on_executors`: the history read
     and validated once, every checker of ``chaos check``, the statistics, the ops written as
     Parquet with pyarrow, into a staging directory beside ``out``); the driver merges their rows.
+    While its own Spark starts, the driver checks runs itself with the same function
+    (:func:`check_while_starting`; ``timings["runs_checked_while_spark_started"]`` counts them).
     Bad input found by a worker is raised here, and then nothing is written to ``out``.
     ``spark``: a SparkSession or SparkContext to use (left running); without one, the running
     context is used or one is started for ``master`` (:func:`spark_context`, its output to
@@ -754,14 +809,22 @@ def analyze(
     try:
         t = time.monotonic()
         sc = getattr(spark, "sparkContext", spark) if spark is not None else _active_context()
+        done: dict[str, str] = {}
         if sc is None:
-            tell(f"starting Spark ({master}; its output to spark.log)")
-            sc, own = spark_context(master, log=staging / "spark.log"), True
+            tell(f"starting Spark ({master}; its output to spark.log), checking runs here meanwhile")
+            sc, done = check_while_starting(
+                lambda: spark_context(master, log=staging / "spark.log"),
+                dirs,
+                staging / "history.parquet",
+                time_limit,
+            )
+            own = True
         timings["spark_start"] = time.monotonic() - t
         t = time.monotonic()
-        tell(f"checking {len(dirs)} run(s) on the executors (ops to history.parquet)")
-        driver = check_on_executors(sc, dirs, staging / "history.parquet", time_limit=time_limit)
+        tell(f"checking {len(dirs) - len(done)} run(s) on the executors (ops to history.parquet)")
+        driver = check_on_executors(sc, dirs, staging / "history.parquet", time_limit=time_limit, done=done)
         timings["check_and_write_on_executors"] = time.monotonic() - t
+        timings["runs_checked_while_spark_started"] = len(done)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         for d in reversed(created):  # parents made for the staging directory, if left empty
