@@ -65,9 +65,9 @@ def _cds_option() -> str:
     ``$XDG_CACHE_HOME/chaos`` (``~/.cache/chaos``): with it the driver JVM starts on about a third
     less CPU (issue 27). The first start writes the archive as its JVM exits (some 70 MB, a name
     per process; the JVM may write it after the command returned), and a later start adopts it
-    once 10 s unchanged; a JVM that cannot use it says so in
-    ``spark.log`` and starts without. ``CHAOS_SPARK_CDS=0``: no archive. Keyed by the pyspark
-    install and the java binary, so an upgrade of either makes a new one."""
+    once 10 s unchanged; a JVM that cannot use it says so in ``spark.log`` and starts without.
+    ``CHAOS_SPARK_CDS=0``: no archive. Keyed by the pyspark install and the java binary, so an
+    upgrade of either makes a new one."""
     if os.environ.get("CHAOS_SPARK_CDS", "1") == "0":
         return ""
     import hashlib
