@@ -1,9 +1,10 @@
 """Times `chaos analyze` on Spark against checking the same runs in one Python process.
 
-Generates RUNS synthetic register runs (OPS register ops over KEYS keys in all, with overlap and some
-injected violations), then prints the seconds for the Spark pipeline (split into Spark start-up,
-checking and Parquet on the executors, and SQL statistics) and for `chaos check` of each run in one process,
-and whether both found exactly the injected violations.
+Generates RUNS synthetic register runs (OPS register ops over KEYS keys in all, with overlap and
+some injected violations), then prints the seconds for the Spark pipeline (split into Spark
+start-up, checking, statistics and Parquet on the executors, and the driver's merge and summary)
+and for `chaos check` of each run in one process, and whether both found exactly the injected
+violations.
 
     python bench/analyze.py [--runs 100] [--ops 1000000] [--keys 1000] [--master local[2]]
 """
@@ -58,8 +59,8 @@ def main() -> None:
     found = {r: sorted(v["checkers"]["linear"]["failures"]) for r, v in summary["verdicts"].items()}
     print(
         f"spark ({args.master}): {spark_total:.1f} s total = start-up {timings['spark_start']:.1f} s"
-        f" + every checker and the Parquet on the executors {timings['check_and_write_on_executors']:.1f} s"
-        f" + sql stats {timings['perf']:.1f} s"
+        f" + every checker, the statistics and the Parquet on the executors"
+        f" {timings['check_and_write_on_executors']:.1f} s + merge and summary {timings['summary']:.1f} s"
     )
     print(f"spark found exactly the injected violations: {found == expected}")
 

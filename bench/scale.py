@@ -12,13 +12,16 @@ the median of the per-pair ratios), so a shared, loaded machine moves both sides
    the search alone (the counterexample's window budget must not dominate).
 3. Start-up: `chaos check` of a 4-line history against `python3 -c pass` (the interpreter's own
    start), and the difference: the tool's start-up.
-4. `chaos analyze` on Spark `local[1]` and `local[2]` against the in-process `chaos check` loop
-   (:func:`chaos.history.checkers.check_run` per run) over the same runs, for each run count, with
-   the marginal cost per run (slope between the smallest and the largest run count), and whether
-   every run's verdict is the loop's.
+4. `chaos analyze --master local[1]` and `local[2]`, the whole command (JVM start-up included),
+   against the in-process `chaos check` loop (one Python process running
+   :func:`chaos.history.checkers.check_run` per run), over the same runs, for each run count:
+   wall and CPU seconds of each process tree, the ratios, whether every run's verdict is the
+   loop's, and the marginal wall and CPU per run (slope between the smallest and the largest run
+   count) with the fixed cost (intercept). CPU seconds vary less with the machine's load.
 
-    nice -n 10 python bench/scale.py [--sizes 100000:100,1000000:1000] [--runs 10,100]
-        [--ops-per-run 10000] [--repeat 3] [--baseline /work/main] [--skip-spark] [--skip-check]
+    nice -n 10 python bench/scale.py [--sizes 100000:100,1000000:1000] [--runs 10,100] [--long]
+        [--ops-per-run 10000] [--repeat 3] [--spark-repeat 1] [--baseline /work/main]
+        [--skip-spark] [--skip-check]
 """
 
 from __future__ import annotations
@@ -214,34 +217,129 @@ def make_runs(store: Path, runs: int, ops_per_run: int) -> list[Path]:
     return dirs
 
 
-def bench_analyze(run_counts: list[int], ops_per_run: int, tmp: Path) -> None:
-    from chaos.history.checkers import check_run
-    from chaos.history.spark import analyze, run_id
+LOOP = (
+    "import json, sys\n"
+    "from chaos.history.checkers import check_run\n"
+    "from chaos.history.spark import run_id\n"
+    "print(json.dumps({run_id(__import__('pathlib').Path(d)): check_run(d, workers=1)['valid']"
+    " for d in sys.argv[1:]}))"
+)
 
-    rows = []
-    totals: dict[str, dict[int, float]] = {"loop": {}, "local[1]": {}, "local[2]": {}}
-    stages: list[str] = []
-    # one throwaway analysis first: the first JVM start of a process pays cold caches
-    analyze(make_runs(tmp / "warm", 1, 100), master="local[1]", out=tmp / "warm-analysis")
+
+def _session_cpu(sid: int, seen: dict[int, float]) -> int:
+    """Record the CPU seconds (user + system) of every live process of session ``sid``; return
+    how many there are."""
+    tick = os.sysconf("SC_CLK_TCK")
+    live = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid:  # fields[3] is the session id; utime, stime are fields 11 and 12
+            seen[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+            live += 1
+    return live
+
+
+def run_tree(argv: list[str], cwd: Path, log: Path) -> tuple[float, float, int]:
+    """(wall s until the command returns, CPU s of its whole process tree, exit status) of
+    ``argv`` run in its own session: the CLI, the JVM it starts and the Python workers, sampled
+    from /proc every 0.1 s (a process living less than that is missed) until the last of them
+    has exited (the JVM ends a little after the command)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    seen: dict[int, float] = {}
+    t = time.perf_counter()
+    with open(log, "w") as out:
+        p = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        while p.poll() is None:
+            _session_cpu(p.pid, seen)
+            time.sleep(0.1)
+    wall = time.perf_counter() - t
+    deadline = time.monotonic() + 60
+    while _session_cpu(p.pid, seen) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return wall, sum(seen.values()), p.returncode
+
+
+def warm_spark(tmp: Path) -> None:
+    """Two `chaos analyze` of one small run, 12 s apart: the first writes the JVM's class-data
+    archive as it exits (``chaos.history.spark._cds_option``), the second adopts it, so every
+    timed command starts as a user's second and later analyses do."""
+    run = make_runs(tmp / "warm", 1, 100)[0]
+    for n in range(2):
+        argv = [
+            sys.executable,
+            "-c",
+            CHECK,
+            "analyze",
+            "--master",
+            "local[1]",
+            "--out",
+            str(tmp / "warm-out"),
+            str(run),
+        ]
+        run_tree(argv, ROOT, tmp / "warm.log")
+        if n == 0:
+            time.sleep(12)
+
+
+def bench_analyze(run_counts: list[int], ops_per_run: int, repeat: int, tmp: Path) -> None:
+    """`chaos analyze --master local[1]` and `local[2]`, each the whole command as a user runs it
+    (JVM start-up included), against the in-process loop (one Python process running
+    :func:`chaos.history.checkers.check_run` per run, as `chaos check` does), on the same runs."""
+    import json
+
+    warm_spark(tmp)
+    rows, stages = [], []
+    walls: dict[str, dict[int, float]] = {"loop": {}, "local[1]": {}, "local[2]": {}}
+    cpus: dict[str, dict[int, float]] = {k: {} for k in walls}
     for n in run_counts:
         store = tmp / f"store{n}"
-        dirs = make_runs(store, n, ops_per_run)
-        t = time.perf_counter()
-        loop = {run_id(d): check_run(d, workers=1)["valid"] for d in dirs}
-        totals["loop"][n] = time.perf_counter() - t
+        dirs = [str(d) for d in make_runs(store, n, ops_per_run)]
+        got: dict[str, list[tuple[float, float]]] = {k: [] for k in walls}
         same = True
-        for master in ("local[1]", "local[2]"):
-            t = time.perf_counter()
-            summary = analyze(dirs, master=master, out=tmp / f"analysis{n}{master[-2]}")
-            totals[master][n] = time.perf_counter() - t
-            tm = summary["timings"]
-            stages.append(
-                f"  {n} runs, {master}: validation in the driver {tm['validate_in_driver']:.1f} s,"
-                f" spark start {tm['spark_start']:.1f} s, check + Parquet on the"
-                f" executors {tm['check_and_write_on_executors']:.1f} s, SQL statistics {tm['perf']:.1f} s"
-            )
-            same = same and {r: v["valid"] for r, v in summary["verdicts"].items()} == loop
-        lp, s1, s2 = totals["loop"][n], totals["local[1]"][n], totals["local[2]"][n]
+        for _ in range(repeat):
+            for name in walls:
+                log = tmp / f"{n}-{name}.log"
+                if name == "loop":
+                    wall, cpu, code = run_tree([sys.executable, "-c", LOOP, *dirs], ROOT, log)
+                    loop = json.loads(log.read_text().splitlines()[-1])
+                else:
+                    out = tmp / f"analysis{n}{name[-2]}"
+                    argv = [
+                        sys.executable,
+                        "-c",
+                        CHECK,
+                        "analyze",
+                        "--master",
+                        name,
+                        "--out",
+                        str(out),
+                        *dirs,
+                    ]
+                    wall, cpu, code = run_tree(argv, ROOT, log)
+                    summary = json.loads((out / "summary.json").read_text())
+                    same = same and {r["run"]: r["valid"] for r in summary["runs"]} == loop
+                    tm = summary["timings"]
+                    stages.append(
+                        f"  {n} runs, {name}: {wall:.1f} s = Spark start {tm['spark_start']:.1f} s"
+                        f" + check, statistics and Parquet on the executors {tm['check_and_write_on_executors']:.1f} s"
+                        f" + merge and summary {tm['summary']:.1f} s + the rest (Python start, imports, exit);"
+                        f" {tm.get('runs_checked_while_spark_started', 0)} runs checked in the driver while Spark started"
+                    )
+                if code not in (0, 1, 2):
+                    raise SystemExit(f"{name} on {n} runs failed ({code}): {log.read_text()[-600:]}")
+                got[name].append((wall, cpu))
+        for name in walls:
+            walls[name][n] = statistics.median(w for w, _ in got[name])
+            cpus[name][n] = statistics.median(c for _, c in got[name])
+        lp, s1, s2 = walls["loop"][n], walls["local[1]"][n], walls["local[2]"][n]
         rows.append(
             [
                 f"{n:,} / {n * ops_per_run:,}",
@@ -250,6 +348,7 @@ def bench_analyze(run_counts: list[int], ops_per_run: int, tmp: Path) -> None:
                 f"{lp / s1:.2f}x",
                 "yes" if same else "NO",
                 f"{lp:.1f} / {s1:.1f} / {s2:.1f} s",
+                " / ".join(f"{cpus[k][n]:.1f}" for k in walls) + " s",
             ]
         )
         shutil.rmtree(store)
@@ -260,18 +359,26 @@ def bench_analyze(run_counts: list[int], ops_per_run: int, tmp: Path) -> None:
             "local[1] / local[2]",
             "loop / local[1]",
             "verdicts equal",
-            "loop / local[1] / local[2] (this machine)",
+            "wall loop / local[1] / local[2]",
+            "CPU loop / local[1] / local[2] (process trees)",
         ],
         rows,
     )
     print("\n".join(stages) + "\n")
     if len(run_counts) > 1:
         lo, hi = min(run_counts), max(run_counts)
-        marg = {k: (v[hi] - v[lo]) / (hi - lo) for k, v in totals.items()}
+        marg = {k: (v[hi] - v[lo]) / (hi - lo) for k, v in walls.items()}
+        fixed = {k: v[lo] - marg[k] * lo for k, v in walls.items()}
+        cpu_marg = {k: (v[hi] - v[lo]) / (hi - lo) for k, v in cpus.items()}
         print(
-            f"marginal cost per run ({ops_per_run:,} ops), slope {lo}->{hi} runs: "
+            f"marginal wall per run ({ops_per_run:,} ops), slope {lo}->{hi} runs: "
             + ", ".join(f"{k} {v:.3f} s" for k, v in marg.items())
-            + f"; local[2] per run / loop per run = {marg['local[2]'] / marg['loop']:.2f}x\n"
+            + f"; loop per run / local[2] per run = {marg['loop'] / marg['local[2]']:.2f}x"
+            + "\nfixed wall (intercept): "
+            + ", ".join(f"{k} {v:.1f} s" for k, v in fixed.items())
+            + "\nmarginal CPU per run: "
+            + ", ".join(f"{k} {v:.3f} s" for k, v in cpu_marg.items())
+            + "\n"
         )
 
 
@@ -279,6 +386,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="100000:100,1000000:1000", help="ops:keys,... for chaos check")
     ap.add_argument("--runs", default="10,100", help="run counts for chaos analyze")
+    ap.add_argument("--long", action="store_true", help="also 1,000 runs for chaos analyze (long)")
+    ap.add_argument("--spark-repeat", type=int, default=1, help="rounds of loop, local[1], local[2]")
     ap.add_argument("--ops-per-run", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=3, help="pairs per ratio")
     ap.add_argument("--baseline", type=Path, help="another checkout to time the same whole process from")
@@ -297,7 +406,8 @@ def main() -> None:
             bench_startup(args.repeat, args.baseline, tmp)
         if not args.skip_spark:
             print("## chaos analyze on Spark against the in-process chaos check loop\n")
-            bench_analyze([int(n) for n in args.runs.split(",") if n], args.ops_per_run, tmp)
+            counts = [int(n) for n in args.runs.split(",") if n] + ([1000] if args.long else [])
+            bench_analyze(counts, args.ops_per_run, args.spark_repeat, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

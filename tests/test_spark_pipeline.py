@@ -4,6 +4,7 @@ exit status follows the runs, and the SQL statistics describe the histories."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -136,9 +137,10 @@ def test_spark_statistics(runs, analyzed):
     assert sum(row["ok"] for row in throughput) == sum(r["ok"] for r in lat.values())
 
 
-def test_calls_written_by_the_executors_give_the_sql_statistics(spark, analyzed):
-    """The latency, per-fault and throughput rows from the calls the executors wrote equal those
-    Spark SQL builds from every op (window function, join on the fault windows)."""
+def test_statistics_of_the_executors_equal_spark_sql_over_the_ops(spark, analyzed):
+    """The latency, per-fault and throughput rows the executors computed per run (run_stats)
+    equal those Spark SQL builds from every op in the Parquet (window function, join on the
+    fault windows)."""
     from chaos.history.spark import perf, read_ops_parquet
 
     summary, out = analyzed
@@ -339,3 +341,70 @@ def test_spark_totals_equal_the_history_with_overlapping_windows(spark, tmp_path
     assert {"none", "partition", "kill", "kill+partition"} <= set(by_fault)
     throughput = [r for r in summary["perf"]["throughput"] if r["run"] == rid]
     assert sum(r["ok"] for r in throughput) == perf["ops"]["ok"]
+
+
+def test_runs_are_grouped_into_tasks_of_about_equal_work(tmp_path):
+    """Every run lands in exactly one task; at least 8 tasks per slot while there are runs for
+    them, about 8 runs a task beyond that; the largest histories are spread first."""
+    from chaos.history.spark import batches
+
+    jobs = []
+    for i in range(100):
+        d = tmp_path / f"r{i}"
+        d.mkdir()
+        (d / "history.jsonl").write_text("x" * (1000 if i < 4 else 10))
+        jobs.append((f"r{i}", str(d)))
+    tasks = batches(jobs, slots=2)
+    assert sorted(j for t in tasks for j in t) == sorted(jobs)
+    assert len(tasks) == 16
+    assert all(sum(j[0] in {"r0", "r1", "r2", "r3"} for j in t) <= 1 for t in tasks)
+    assert len(batches(jobs[:5], slots=2)) == 5
+    assert len(batches(jobs * 10, slots=2)) == 125
+
+
+def test_bad_input_found_by_a_worker_leaves_no_output(spark, runs, tmp_path):
+    """A malformed history among good ones is raised as chaos check raises it (file and line),
+    and --out is not created: the executors wrote to a staging directory, removed."""
+    from chaos.history.spark import analyze
+    from chaos.history.store import HistoryError
+
+    _, dirs, _ = runs
+    bad = tmp_path / "store" / "register-bad" / "20260101T000000.000"
+    bad.mkdir(parents=True)
+    lines = (dirs[0] / "history.jsonl").read_text().splitlines()
+    (bad / "history.jsonl").write_text("\n".join([*lines[:5], "{not json", *lines[5:]]) + "\n")
+    out = tmp_path / "analysis" / "out"
+    with pytest.raises(HistoryError) as e:
+        analyze([dirs[0], bad], out=out, spark=spark)
+    assert e.value.line == 6 and "history.jsonl" in str(e.value)
+    assert not out.exists() and not out.parent.exists()
+
+
+def test_analyze_command_keeps_spark_output_in_its_log(runs, tmp_path):
+    """`chaos analyze` that starts its own Spark: the terminal shows the table and the summary
+    line, not Spark's start-up lines, which are in ``spark.log`` beside the summary."""
+    _, dirs, _ = runs
+    out = tmp_path / "out"
+    env = {**os.environ, "CHAOS_SPARK_CDS": "0"}
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "chaos.cli",
+            "analyze",
+            "--master",
+            "local[1]",
+            "--out",
+            str(out),
+            str(dirs[0]),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stderr == "", res.stderr
+    assert f"summary: {out}/index.html" in res.stdout
+    assert "log4j" in (out / "spark.log").read_text()
+    assert json.loads((out / "summary.json").read_text())["valid"] is True
+    assert not list(tmp_path.glob(".out.partial-*"))

@@ -6,9 +6,10 @@ Run directories are analysed as they are; a bare JSON Lines case is wrapped into
 directory to show the wrapping keeps its verdict. Imported formats (EDN, etcd logs) are not run
 directories and are left to ``test_verdict_corpus``.
 
-Malformed cases fail before Spark starts, so they run as real subprocesses (what a user sees: one
-line, exit 254, no traceback). The others share one Spark session: the commands run in this
-process (``chaos.cli.main``), one call per (expected verdict, arguments) group.
+Malformed cases run as real subprocesses (what a user sees: one line, exit 254, no traceback, no
+output directory; Spark's own lines go to its log). The others share one Spark session: the
+commands run in this process (``chaos.cli.main``), one call per (expected verdict, arguments)
+group.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def test_malformed_history_is_one_line_254(case: dict[str, Any], command: str, t
     assert "history.jsonl" in lines[0], shown
     if "line" in case:
         assert re.search(rf"\bline {case['line']}\b", lines[0]), shown
-    assert not (tmp_path / "out").exists(), "Spark ran on a malformed history"
+    assert not (tmp_path / "out").exists(), "a malformed history left an output directory"
 
 
 @pytest.fixture(scope="module")

@@ -1,28 +1,36 @@
 """The offline analysis pipeline on Apache Spark (PySpark): ``chaos analyze``.
 
-Gives every run the verdict ``chaos check`` gives it. The executors check what they read
-themselves: each task gets a run directory, reads its history once in the Python worker with the
-validating reader (:class:`chaos.history.store.ParsedHistory`), runs every checker of its
-workload, linearizability included, exactly as ``chaos check`` picks and composes them
-(:func:`check_run_task`), writes the run's ops as Parquet with pyarrow, and returns one small
-result row (the verdicts, the fault windows by the one rule of :mod:`chaos.history.analysis`).
-Nothing per op passes through the JVM as JSON. A malformed history is raised in the driver,
-naming its file and line, as ``chaos check`` does. Then Spark SQL computes latency quantiles and
-throughput per run and per fault kind from the Parquet, joining on the fault windows.
-Availability is the perf checker's.
+Gives every run the verdict ``chaos check`` gives it, and does per run only the work ``chaos
+check`` does plus two cheap passes. Each Spark task gets one run directory; the Python worker
+reads its history once with the validating reader (:class:`chaos.history.store.ParsedHistory`),
+runs every checker of its workload, linearizability included, exactly as ``chaos check`` picks
+and composes them (:func:`check_run_task`), computes the run's latency quantiles, per-fault
+latencies and throughput from its calls (:func:`run_stats`, the rule the perf checker follows),
+writes the run's ops as Parquet with pyarrow, and returns one small result row. Nothing per op
+passes through the JVM, and the driver runs no Spark SQL: it merges the rows. While the JVM
+starts (seconds of one core), the driver checks runs itself with the same task function. Bad input (a
+malformed history, a bad ``test.json``) is found by the worker that reads it and raised in the
+driver, naming its file and line, as ``chaos check`` does; then nothing is written to ``--out``
+(the executors write to a staging directory beside it, renamed into place on success) and
+Spark's own output, which goes to ``spark.log`` there, is not shown.
 
 Local mode (``--master local[*]``) is the embedded default; any master Spark accepts works
 (``spark://host:7077``, ``yarn``, ``k8s://...``). On a real cluster the run directories must be
-readable by the executors at the same path (a shared file system), and ``--out`` writable by them.
+readable by the executors at the same path (a shared file system), and ``--out``'s parent
+writable by them.
 
 Outputs in ``--out`` (default ``store/analysis/<timestamp>``): ``history.parquet/run=<id>/``,
-``summary.parquet``, ``summary.json`` and ``index.html``.
+``summary.parquet``, ``summary.json``, ``index.html`` and ``spark.log``. :func:`perf` computes
+the same statistics with Spark SQL from ``history.parquet`` (a test holds both to the same rows).
 """
 
 from __future__ import annotations
 
+import heapq
 import json
+import math
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -40,35 +48,109 @@ _SCHEMA_FIELDS = (
     ("log_index", "long"),
 )
 
+_CONF = (
+    ("spark.ui.enabled", "false"),
+    ("spark.ui.showConsoleProgress", "false"),
+    ("spark.sql.shuffle.partitions", "8"),
+    ("spark.sql.session.timeZone", "UTC"),
+    ("spark.python.worker.reuse", "true"),
+    # the driver JVM only schedules tasks and moves small rows: the client compiler alone and one
+    # GC thread take half the CPU of its start-up (issue 27); a user's extraJavaOptions still win
+    ("spark.driver.defaultJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"),
+)
 
-def spark_session(master: str = "local[*]", app: str = "chaos-analyze") -> Any:
-    """A SparkSession for ``master``; the UI is off and the local IP pinned for local masters.
 
-    Raises RuntimeError naming the master when Spark (or Java) cannot start.
+def _cds_option() -> str:
+    """A JVM option for a class-data-sharing archive of the classes Spark's driver loads, kept in
+    ``$XDG_CACHE_HOME/chaos`` (``~/.cache/chaos``): with it the driver JVM starts on about a third
+    less CPU (issue 27). The first start writes the archive as its JVM exits (some 70 MB, a name
+    per process; the JVM may write it after the command returned), and a later start adopts it
+    once 10 s unchanged; a JVM that cannot use it says so in ``spark.log`` and starts without.
+    ``CHAOS_SPARK_CDS=0``: no archive. Keyed by the pyspark install and the java binary, so an
+    upgrade of either makes a new one."""
+    if os.environ.get("CHAOS_SPARK_CDS", "1") == "0":
+        return ""
+    import hashlib
+
+    import pyspark
+
+    home = os.environ.get("JAVA_HOME")
+    java = shutil.which("java", path=os.path.join(home, "bin") if home else None)
+    if java is None:
+        return ""  # Spark will say Java is missing
+    real = os.path.realpath(java)
+    st = os.stat(real)
+    ident = f"{pyspark.__version__}|{pyspark.__file__}|{real}|{st.st_size}|{st.st_mtime_ns}"
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "chaos"
+    archive = cache / f"spark-{hashlib.sha256(ident.encode()).hexdigest()[:16]}.jsa"
+    if not archive.is_file():
+        try:  # another start may adopt the same files at the same time: either one's rename wins
+            done = [p for p in cache.glob(archive.name + ".*") if time.time() - p.stat().st_mtime > 10]
+            for n, p in enumerate(sorted(done, key=lambda p: p.stat().st_size, reverse=True)):
+                if n == 0:
+                    os.replace(p, archive)
+                else:
+                    p.unlink()
+        except OSError:
+            pass
+    if archive.is_file():
+        return f"-XX:SharedArchiveFile={archive}"
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return ""
+    return f"-XX:ArchiveClassesAtExit={archive}.{os.getpid()}"
+
+
+def spark_context(master: str = "local[*]", app: str = "chaos-analyze", log: Path | None = None) -> Any:
+    """A SparkContext for ``master`` (the one running in this process, if any); the UI is off and
+    the local IP pinned for local masters. No Spark SQL session: ``chaos analyze`` needs none, and
+    creating one costs the driver JVM some 2 s of CPU.
+
+    ``log``: when this call starts the JVM, its stdout and stderr (Spark's start-up lines and
+    warnings, the Python workers' stderr in local mode) go to this file instead of the terminal.
+    A JVM already running in this process is reused as it is (and ``log`` ignored).
+
+    Raises RuntimeError naming the master (and the end of ``log``) when Spark or Java cannot start.
     """
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     try:
-        from pyspark.sql import SparkSession
+        from pyspark import SparkConf, SparkContext
     except ImportError as e:  # pragma: no cover - depends on the install
         raise RuntimeError(
             "pyspark is not installed: pip install pyspark pyarrow pandas (the package's [spark] extra)"
         ) from e
+    if SparkContext._active_spark_context is not None:
+        return SparkContext._active_spark_context
+    conf = SparkConf().setMaster(master).setAppName(app).setAll(list(_CONF))
+    cds = _cds_option() if SparkContext._gateway is None else ""
+    if cds:
+        conf.set("spark.driver.defaultJavaOptions", f"{conf.get('spark.driver.defaultJavaOptions')} {cds}")
     try:
-        spark = (
-            SparkSession.builder.master(master)
-            .appName(app)
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "8")
-            .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.python.worker.reuse", "true")
-            .getOrCreate()
-        )
+        gateway = None
+        if log is not None and SparkContext._gateway is None:
+            from pyspark.java_gateway import launch_gateway
+
+            with open(log, "ab") as sink:  # the JVM keeps its own descriptor
+                gateway = launch_gateway(conf, popen_kwargs={"stdout": sink, "stderr": sink})
+        sc = SparkContext(conf=conf, gateway=gateway)
     except Exception as e:
-        raise RuntimeError(f"cannot start Spark with --master {master}: {e}") from e
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+        tail = ""
+        if log is not None and log.is_file():
+            lines = [x for x in log.read_text(errors="replace").splitlines() if x.strip()]
+            tail = f" (Spark said: {' | '.join(lines[-5:])})" if lines else ""
+        raise RuntimeError(f"cannot start Spark with --master {master}: {e}{tail}") from e
+    sc.setLogLevel("ERROR")
+    return sc
+
+
+def spark_session(master: str = "local[*]", app: str = "chaos-analyze", log: Path | None = None) -> Any:
+    """A SparkSession (Spark SQL) over :func:`spark_context`'s context, with its options and errors."""
+    spark_context(master, app, log)
+    from pyspark.sql import SparkSession
+
+    return SparkSession.builder.getOrCreate()  # wraps the running context
 
 
 def run_id(run_dir: Path) -> str:
@@ -98,10 +180,7 @@ def _ops_from_raw(lines: Iterable[str]) -> list[Any]:
     return ops
 
 
-# --- the executors' task: parse once, check, write Parquet ------------------------------------------
-
-
-CALLS_DIR = "calls.parquet"  # beside history.parquet: one row per call, for the latency SQL
+# --- the executors' task: parse once, check, statistics, Parquet ----------------------------------
 
 
 def _partition_dir(parquet_dir: Path, rid: str) -> Path:
@@ -112,8 +191,10 @@ def _partition_dir(parquet_dir: Path, rid: str) -> Path:
 
 
 def _key_text(key: Any) -> str | None:
-    if key is None or isinstance(key, str):
+    if key is None or type(key) is str:
         return key
+    if type(key) is int:
+        return str(key)  # what json.dumps gives an int, at a tenth of its cost
     return json.dumps(key, default=str)
 
 
@@ -151,19 +232,32 @@ def write_ops_parquet(ops: list[Any], path: Path) -> None:
     pq.write_table(table, str(path))
 
 
-def write_calls_parquet(ops: list[Any], windows: list[list[Any]], path: Path) -> None:
-    """One run's calls (an invocation and its completion) as a Parquet file, for the latency SQL:
-    columns process (text), index, f, done_type, time, done_time (ns), latency_ms and fault (the
-    fault windows the call started in, kinds sorted and joined with '+', else ``none``), the rows
-    :func:`perf` would otherwise build with a window function and a join over every op."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+def _nearest_rank(sorted_ns: list[int], q: float) -> float:
+    """The nearest-rank ``q`` quantile of sorted ns values in ms rounded to the µs (the rule of
+    :func:`chaos.history.perf.quantiles`)."""
+    n = len(sorted_ns)
+    return round(sorted_ns[min(n - 1, max(0, math.ceil(q * n) - 1))] / 1e6, 3)
 
-    from chaos.history.op import INVOKE, NEMESIS
 
-    cols: dict[str, list[Any]] = {
-        k: [] for k in ("process", "index", "f", "done_type", "time", "done_time", "latency_ms", "fault")
-    }
+def run_stats(ops: list[Any], windows: list[list[Any]]) -> dict[str, list[dict[str, Any]]]:
+    """One run's latency and throughput rows from its calls, computed in the worker.
+
+    A call is a client invocation and the next op of its process (``process`` compared as text).
+    ``windows``: ``[kind, start, end]`` in ns; a call is under every window with ``start <=
+    invocation time < end``, its ``fault`` the kinds sorted and joined with ``+`` (``none`` if
+    none). Returns ``{"latency": [{f, n, ok, fail, info, p50, p95, p99, max}], "by_fault":
+    [{fault, n, p50, p99, max}], "throughput": [{second, ok}]}`` sorted by f / fault / second;
+    latencies in ms, nearest-rank quantiles rounded to the µs as the perf checker's
+    (:func:`chaos.history.perf.quantiles`); ``second`` is the ok completion's time // 1 s. These
+    are the rows :func:`perf` computes with Spark SQL from the ops.
+    """
+    from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK
+
+    lat_f: dict[str, list[int]] = {}
+    types: dict[str, list[int]] = {}  # f -> [ok, fail, info]
+    lat_fault: dict[str, list[int]] = {}
+    seconds: dict[int, int] = {}
+    slot = {OK: 0, FAIL: 1, INFO: 2}
     open_: dict[str, Any] = {}
     for op in ops:
         if op.process == NEMESIS:
@@ -175,19 +269,38 @@ def write_calls_parquet(ops: list[Any], windows: list[list[Any]], path: Path) ->
         inv = open_.pop(p, None)
         if inv is None:
             continue
-        kinds = sorted({k for k, start, end in windows if start <= inv.time < end})
-        cols["process"].append(p)
-        cols["index"].append(inv.index)
-        cols["f"].append(inv.f)
-        cols["done_type"].append(op.type)
-        cols["time"].append(inv.time)
-        cols["done_time"].append(op.time)
-        cols["latency_ms"].append((op.time - inv.time) / 1e6)
-        cols["fault"].append("+".join(kinds) or "none")
-    types = {"index": pa.int64(), "time": pa.int64(), "done_time": pa.int64(), "latency_ms": pa.float64()}
-    table = pa.table({k: pa.array(v, types.get(k, pa.string())) for k, v in cols.items()})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, str(path))
+        lat = op.time - inv.time
+        f = inv.f
+        lat_f.setdefault(f, []).append(lat)
+        counts = types.get(f)
+        if counts is None:
+            counts = types[f] = [0, 0, 0]
+        k = slot.get(op.type)
+        if k is not None:
+            counts[k] += 1
+        t = inv.time
+        fault = "+".join(sorted({w[0] for w in windows if w[1] <= t < w[2]})) if windows else ""
+        lat_fault.setdefault(fault or "none", []).append(lat)
+        if op.type == OK:
+            sec = op.time // 1_000_000_000
+            seconds[sec] = seconds.get(sec, 0) + 1
+    latency = []
+    for f, xs in sorted(lat_f.items()):
+        xs.sort()
+        ok, fail, info = types[f]
+        q = {name: _nearest_rank(xs, frac) for name, frac in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))}
+        latency.append(
+            {"f": f, "n": len(xs), "ok": ok, "fail": fail, "info": info, **q, "max": round(xs[-1] / 1e6, 3)}
+        )
+    by_fault = []
+    for fault, xs in sorted(lat_fault.items()):
+        xs.sort()
+        by_fault.append(
+            {"fault": fault, "n": len(xs), "p50": _nearest_rank(xs, 0.5), "p99": _nearest_rank(xs, 0.99),
+             "max": round(xs[-1] / 1e6, 3)}
+        )  # fmt: skip
+    throughput = [{"second": s, "ok": n} for s, n in sorted(seconds.items())]
+    return {"latency": latency, "by_fault": by_fault, "throughput": throughput}
 
 
 def check_run_task(run_dir: str, rid: str, time_limit: float | None, parquet_dir: str | None) -> str:
@@ -197,12 +310,13 @@ def check_run_task(run_dir: str, rid: str, time_limit: float | None, parquet_dir
     checkers as ``chaos check`` does (:func:`chaos.history.checkers.load_run_test`,
     :func:`chaos.history.checkers.checkers_for`) and runs their composition with the options
     ``chaos check`` gives it (the linearizability search in this worker: the executors are the
-    parallelism); writes the ops to ``<parquet_dir>/run=<rid>/part-0.parquet`` and the calls to
-    ``calls.parquet/run=<rid>/`` beside it (:func:`write_calls_parquet`).
+    parallelism); computes the run's statistics (:func:`run_stats`); writes the ops to
+    ``<parquet_dir>/run=<rid>/part-0.parquet``.
 
     Row: ``{"valid", "checkers", "test", "order", "model", "windows": [[kind, start, end]],
-    ["longest_unavailable_s"]}``, or ``{"error": "history"|"value"|"missing", "message", ...}``
-    for a malformed history (with ``reason``, ``line``, ``path``), a bad test.json, a missing file.
+    "stats", ["longest_unavailable_s"]}``, or ``{"error": "history"|"value"|"missing", "message",
+    ...}`` for a malformed history (with ``reason``, ``line``, ``path``), a bad test.json, a missing
+    file: what ``chaos check`` raises for them.
     """
     from chaos.history.analysis import availability
     from chaos.history.analysis import fault_windows as core_windows
@@ -232,76 +346,64 @@ def check_run_task(run_dir: str, rid: str, time_limit: float | None, parquet_dir
     end = max((op.time for op in ops), default=0)
     windows = [[w.kind, w.start, w.end_or(end or w.start)] for w in core_windows(ops)]
     row: dict[str, Any] = {**result, "test": test, "order": order, "model": model, "windows": windows}
+    row["stats"] = run_stats(ops, windows)
     if "perf" not in result["checkers"]:
         # the gate's availability threshold needs the figure even when the workload has no perf checker
         gaps = availability(iter(ops), top=1)
         row["longest_unavailable_s"] = round(gaps[0].duration / 1e9, 3) if gaps else 0.0
     if parquet_dir is not None:
         write_ops_parquet(ops, _partition_dir(Path(parquet_dir), rid) / "part-0.parquet")
-        calls_dir = Path(parquet_dir).parent / CALLS_DIR
-        write_calls_parquet(ops, windows, _partition_dir(calls_dir, rid) / "part-0.parquet")
     return json.dumps(row, default=str)
 
 
-def preflight(run_dir: Path) -> None:
-    """Refuse, in the driver and before Spark starts, what ``chaos check`` refuses as bad input:
-    a malformed history (HistoryError naming file and line), one with no client op, a bad
-    ``test.json`` or checker name (ValueError), a client op whose ``f`` the run's model does not
-    check. One streaming pass of the validating reader, no op kept and no checker run: the
-    executors parse and check again, in parallel.
-    """
-    from chaos.history.checkers import checkers_for, infer_test, needs_inference
-    from chaos.history.models import get_model
-    from chaos.history.op import NEMESIS
-    from chaos.history.store import HistoryError, RunDir, read_history_lines
+def batches(jobs: list[tuple[str, str]], slots: int, per_task: int = 8) -> list[list[tuple[str, str]]]:
+    """``jobs`` (run id, directory) grouped into Spark tasks of about equal work.
 
-    run = RunDir(run_dir)
-    test = run.load_test() if run.test_path.is_file() else {}
-    if needs_inference(test):
-        test = {**test, **infer_test(run.history_path)}  # a whole validating pass of its own
-        if test.get("model") is None:
-            checkers_for(test)
-            return
-    linear = checkers_for(test).get("linear")
-    model = get_model(linear.model) if linear is not None else None  # type: ignore[attr-defined]
-    fs = getattr(model, "fs", None)
-    client = False
-    for line, op in read_history_lines(run.history_path):
-        if op.process == NEMESIS:
-            continue
-        client = True
-        if fs is not None and op.f not in fs:
-            raise HistoryError(
-                f"client op f {op.f!r} is not one the {model.name} model checks "  # type: ignore[union-attr]
-                f"(expected {', '.join(sorted(fs))}; pass --model)",
-                line=line,
-                path=run.history_path,
-            )
-    if not client:
-        raise HistoryError(
-            "no client op: nothing was tested (an empty history is not a valid test)", path=run.history_path
-        )
+    A task costs the executors some 20 ms of CPU whatever it does, so small runs share one; but
+    the tasks are at least ``8 * slots`` (when there are that many runs), so a slot that finishes
+    early takes another and none waits long at the end. Work is taken as the history's size in
+    bytes; the largest runs are placed first, each in the least loaded task (LPT).
+    """
+    k = min(len(jobs), max(8 * slots, math.ceil(len(jobs) / per_task)))
+    size = {rid: _size(d) for rid, d in jobs}
+    loads = [(0, i) for i in range(k)]
+    out: list[list[tuple[str, str]]] = [[] for _ in range(k)]
+    for job in sorted(jobs, key=lambda j: -size[j[0]]):
+        load, i = heapq.heappop(loads)
+        out[i].append(job)
+        heapq.heappush(loads, (load + size[job[0]], i))
+    return [b for b in out if b]
 
 
 def check_on_executors(
-    spark: Any, run_dirs: list[Path], parquet_dir: Path | None, time_limit: float | None = None
+    spark: Any,
+    run_dirs: list[Path],
+    parquet_dir: Path | None,
+    time_limit: float | None = None,
+    done: dict[str, str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Every run checked (and its ops written as Parquet) by :func:`check_run_task` on the
-    executors, one task per run; returns ``{run id: row}`` in ``run_dirs`` order.
+    executors, the runs grouped into tasks by :func:`batches`; returns ``{run id: row}`` in
+    ``run_dirs`` order. ``done``: rows (JSON text) already computed for some runs, by the same
+    function elsewhere (:func:`check_while_starting`); those runs are not sent.
 
     Raises, for the first run (in ``run_dirs`` order) that failed, what ``chaos check`` raises:
     HistoryError naming file and line, FileNotFoundError, ValueError.
     """
     from chaos.history.store import HistoryError
 
+    rows = dict(done or {})
     jobs = [(run_id(d), str(d)) for d in run_dirs]
     target = None if parquet_dir is None else str(parquet_dir)
 
-    def task(job: tuple[str, str]) -> tuple[str, str]:
-        rid, path = job
-        return rid, check_run_task(path, rid, time_limit, target)
+    def task(batch: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        return [(rid, check_run_task(path, rid, time_limit, target)) for rid, path in batch]
 
-    rows = dict(spark.sparkContext.parallelize(jobs, max(1, len(jobs))).map(task).collect())
+    todo = [j for j in jobs if j[0] not in rows]
+    if todo:
+        sc = getattr(spark, "sparkContext", spark)  # a SparkSession or a SparkContext
+        tasks = batches(todo, sc.defaultParallelism)
+        rows.update(sc.parallelize(tasks, len(tasks)).flatMap(task).collect())
     out: dict[str, dict[str, Any]] = {}
     for rid, _ in jobs:
         row = json.loads(rows[rid])
@@ -313,6 +415,67 @@ def check_on_executors(
         if kind == "value":
             raise ValueError(row["message"])
         out[rid] = row
+    return out
+
+
+def check_while_starting(
+    start: Callable[[], Any], run_dirs: list[Path], parquet_dir: Path, time_limit: float | None
+) -> tuple[Any, dict[str, str]]:
+    """Call ``start`` (which starts Spark: mostly waiting on the JVM) in a thread while this
+    thread checks runs with :func:`check_run_task`, smallest history first, until Spark is up.
+    Returns (what ``start`` returned, ``{run id: row}`` for the runs checked here); raises what
+    ``start`` raised. The JVM's start takes seconds of one core; the other cores would idle.
+    """
+    import sys
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = start()
+        except BaseException as e:  # handed to the caller below
+            box["error"] = e
+
+    thread = threading.Thread(target=run, name="spark-start", daemon=True)
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(0.0005)  # the start's many short py4j calls wait less for this thread
+    thread.start()
+    done: dict[str, str] = {}
+    try:
+        by_size = sorted(run_dirs, key=lambda d: -_size(d))
+        while by_size and thread.is_alive():
+            d = by_size.pop()
+            done[run_id(d)] = check_run_task(str(d), run_id(d), time_limit, str(parquet_dir))
+    except BaseException:
+        thread.join()
+        if "value" in box:
+            box["value"].stop()
+        raise
+    finally:
+        thread.join()
+        sys.setswitchinterval(switch)
+    if "error" in box:
+        raise box["error"]
+    return box["value"], done
+
+
+def _size(run_dir: Path | str) -> int:
+    try:
+        return os.path.getsize(os.path.join(run_dir, "history.jsonl"))
+    except OSError:
+        return 0
+
+
+def stats_rows(rows: dict[str, dict[str, Any]], verdicts: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The executors' per-run statistics (:func:`run_stats`) as the tables :func:`perf` returns,
+    each row with its ``run``, ordered by run then f / fault / second."""
+    out: dict[str, Any] = {"latency": [], "by_fault": [], "throughput": []}
+    for rid in sorted(rows):
+        stats = rows[rid].get("stats") or {}
+        for table in out:
+            out[table].extend({"run": rid, **r} for r in stats.get(table) or [])
+    out["availability"] = availability_rows(verdicts)
     return out
 
 
@@ -384,29 +547,25 @@ def fault_windows(df: Any) -> Any:
     return spark.createDataFrame(rows, schema)
 
 
-def perf(
-    df: Any, verdicts: dict[str, dict[str, Any]] | None = None, windows: Any = None, calls: Any = None
-) -> dict[str, Any]:
-    """Latency quantiles, throughput per run and per fault kind with Spark SQL; availability from
-    the perf checker's results (``verdicts``), whose rule is :class:`chaos.history.analysis.Availability`.
+def perf(df: Any, verdicts: dict[str, dict[str, Any]] | None = None, windows: Any = None) -> dict[str, Any]:
+    """Latency quantiles, throughput per run and per fault kind with Spark SQL from the ops
+    (``df``, as :func:`read_ops_parquet` reads them); availability from the perf checker's
+    results (``verdicts``), whose rule is :class:`chaos.history.analysis.Availability`.
 
+    ``chaos analyze`` takes these rows from the executors instead (:func:`run_stats`,
+    :func:`stats_rows`); this is the same computation over the Parquet, for queries of one's own.
     Returns ``{"latency": [rows], "availability": [rows], "throughput": [rows], "by_fault": [rows]}``;
     latencies in ms, times in s since the run started. ``windows``: the fault windows as a
     DataFrame (run, kind, start, end), if already known (:func:`windows_frame`); else
-    :func:`fault_windows` of ``df``. ``calls``: the calls the executors wrote
-    (:func:`write_calls_parquet`), if any; else they are built here from ``df`` and the windows.
+    :func:`fault_windows` of ``df``.
     """
-    spark = df.sparkSession
-    if calls is not None:
-        lat = calls.cache()
-    else:
-        lat = _calls_sql(df, windows)
+    lat = _calls_sql(df, windows)
     lat.createOrReplaceTempView("lat")
-    return _stats_sql(spark, lat, verdicts)
+    return _stats_sql(df.sparkSession, lat, verdicts)
 
 
 def _calls_sql(df: Any, windows: Any) -> Any:
-    """One row per call from the ops, in Spark SQL (the rule :func:`write_calls_parquet` follows)."""
+    """One row per call from the ops, in Spark SQL (the rule :func:`run_stats` follows)."""
     spark = df.sparkSession
     (windows if windows is not None else fault_windows(df)).createOrReplaceTempView("windows")
     client = df.filter("process != 'nemesis'")
@@ -518,11 +677,14 @@ def summarize(
     the worst figures. The overall verdict merges the runs' with ``merge_valid``."""
     from chaos.history.analysis import UNKNOWN, merge_valid
 
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    for r in perf_rows["latency"]:
+        by_run.setdefault(r["run"], []).append(r)
     runs = []
     for run_dir in run_dirs:
         rid = run_id(run_dir)
         test = tests[rid]
-        lat = [r for r in perf_rows["latency"] if r["run"] == rid]
+        lat = by_run.get(rid, [])
         ok = sum(r["ok"] for r in lat)
         done = sum(r["n"] for r in lat)
         verdict = verdicts.get(rid, {"valid": UNKNOWN})
@@ -610,12 +772,15 @@ def analyze(
     ``out``; return the summary (with ``timings`` in seconds per stage). ``say`` is told, in one
     line each, what the pipeline is doing as each stage starts (and how long the last one took).
 
-    First the driver refuses bad input (:func:`preflight`: one streaming validating pass per
-    history, before Spark starts). Then the executors check the runs, one task per run (:func:`check_on_executors`: the history read
-    once, every checker of ``chaos check``, the ops written as Parquet with pyarrow); a malformed
-    history is raised here, in the driver, before any statistics. Then Spark SQL computes the
-    statistics from the Parquet. ``spark``: a session to use (left running); without
-    one, the active session is used or one is started for ``master`` and stopped at the end.
+    The executors check the runs, a few per task (:func:`check_on_executors`: the history read
+    and validated once, every checker of ``chaos check``, the statistics, the ops written as
+    Parquet with pyarrow, into a staging directory beside ``out``); the driver merges their rows.
+    While its own Spark starts, the driver checks runs itself with the same function
+    (:func:`check_while_starting`; ``timings["runs_checked_while_spark_started"]`` counts them).
+    Bad input found by a worker is raised here, and then nothing is written to ``out``.
+    ``spark``: a SparkSession or SparkContext to use (left running); without one, the running
+    context is used or one is started for ``master`` (:func:`spark_context`, its output to
+    ``spark.log``) and stopped at the end.
 
     Raises:
         FileNotFoundError: a directory without a history.
@@ -633,56 +798,72 @@ def analyze(
         if run_id(d) in seen:
             raise ValueError(f"{d}: two run directories named {run_id(d)!r}; give each run once")
         seen.add(run_id(d))
-    timings: dict[str, float] = {}
-    tell = say or (lambda _msg: None)
-    t = time.monotonic()
-    for d in dirs:  # bad input is refused before Spark starts, in one line, as chaos check does
-        preflight(d)
-    timings["validate_in_driver"] = time.monotonic() - t
     if out is None:
         out = dirs[0].parent.parent / "analysis" / time.strftime("%Y%m%dT%H%M%S")
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.monotonic()
+    timings: dict[str, float] = {}
+    tell = say or (lambda _msg: None)
+    created = [d for d in reversed(out.parents) if not d.exists()]
+    staging = out.parent / f".{out.name}.partial-{os.getpid()}"
+    staging.mkdir(parents=True, exist_ok=True)
     own = False
-    if spark is None:
-        spark = _active_session()
-    if spark is None:
-        tell(f"starting Spark ({master})")
-        spark, own = spark_session(master), True
-    timings["spark_start"] = time.monotonic() - t0
     try:
         t = time.monotonic()
-        parquet_dir = out / "history.parquet"
-        for old in (parquet_dir, out / CALLS_DIR):
-            if old.exists():
-                import shutil
-
-                shutil.rmtree(old)
-        tell(f"checking {len(dirs)} run(s) on the executors (one task per run; ops to {parquet_dir})")
-        driver = check_on_executors(spark, dirs, parquet_dir, time_limit=time_limit)
-        tests = {rid: d["test"] for rid, d in driver.items()}
-        verdicts = {rid: {"valid": d["valid"], "checkers": d["checkers"]} for rid, d in driver.items()}
-        timings["check_and_write_on_executors"] = time.monotonic() - t
+        sc = getattr(spark, "sparkContext", spark) if spark is not None else _active_context()
+        done: dict[str, str] = {}
+        if sc is None:
+            tell(f"starting Spark ({master}; its output to spark.log), checking runs here meanwhile")
+            sc, done = check_while_starting(
+                lambda: spark_context(master, log=staging / "spark.log"),
+                dirs,
+                staging / "history.parquet",
+                time_limit,
+            )
+            own = True
+        timings["spark_start"] = time.monotonic() - t
         t = time.monotonic()
-        tell(
-            f"latency and throughput with Spark SQL (checking took {timings['check_and_write_on_executors']:.1f} s)"
-        )
-        df = read_ops_parquet(spark, parquet_dir)
-        calls = read_ops_parquet(spark, out / CALLS_DIR)
-        perf_rows = perf(df, verdicts, windows_frame(spark, driver), calls)
-        timings["perf"] = time.monotonic() - t
-        summary = summarize(dirs, tests, verdicts, perf_rows, driver)
-        summary["timings"] = timings
-        summary["master"] = master
-        write_summary_parquet(spark, summary["runs"], out / "summary.parquet")
+        tell(f"checking {len(dirs) - len(done)} run(s) on the executors (ops to history.parquet)")
+        driver = check_on_executors(sc, dirs, staging / "history.parquet", time_limit=time_limit, done=done)
+        timings["check_and_write_on_executors"] = time.monotonic() - t
+        timings["runs_checked_while_spark_started"] = len(done)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        for d in reversed(created):  # parents made for the staging directory, if left empty
+            if d.exists() and not any(d.iterdir()):
+                d.rmdir()
+        raise
     finally:
         if own:
-            spark.stop()
+            sc.stop()
+    t = time.monotonic()
+    tell(f"merging the executors' rows (checking took {timings['check_and_write_on_executors']:.1f} s)")
+    tests = {rid: d["test"] for rid, d in driver.items()}
+    verdicts = {rid: {"valid": d["valid"], "checkers": d["checkers"]} for rid, d in driver.items()}
+    summary = summarize(dirs, tests, verdicts, stats_rows(driver, verdicts), driver)
+    _publish(staging, out)
+    write_summary_parquet(summary["runs"], out / "summary.parquet")
+    timings["summary"] = time.monotonic() - t
+    summary["timings"] = timings
+    summary["master"] = master
     with open(out / "summary.json", "w") as f:
         json.dump(summary, f, indent=1, default=str)
     write_summary_html(summary, out / "index.html")
     summary["out"] = str(out)
     return summary
+
+
+def _publish(staging: Path, out: Path) -> None:
+    """Move what the run wrote to ``staging`` into ``out`` (replacing an earlier analysis' files
+    of the same names) and remove ``staging``."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("history.parquet", "spark.log", "calls.parquet"):
+        old = out / name
+        if old.is_dir():
+            shutil.rmtree(old)
+        elif old.exists():
+            old.unlink()
+        if (staging / name).exists():
+            (staging / name).rename(old)
+    shutil.rmtree(staging, ignore_errors=True)
 
 
 _SUMMARY_COLUMNS = (
@@ -700,32 +881,33 @@ _SUMMARY_COLUMNS = (
 )
 
 
-def write_summary_parquet(spark: Any, runs: list[dict[str, Any]], path: Path) -> None:
-    """The per-run rows as Parquet with a fixed schema; ``valid``, ``failures`` and ``faults`` as
-    JSON text (``valid`` is true, false or "unknown")."""
-    from pyspark.sql import types as T
+def write_summary_parquet(runs: list[dict[str, Any]], path: Path) -> None:
+    """The per-run rows as a Parquet dataset (one file in directory ``path``, written by pyarrow
+    in the driver) with a fixed schema; ``valid``, ``failures`` and ``faults`` as JSON text
+    (``valid`` is true, false or "unknown")."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    spark_type = {
-        "string": T.StringType(),
-        "json": T.StringType(),
-        "long": T.LongType(),
-        "double": T.DoubleType(),
-    }
-    schema = T.StructType([T.StructField(n, spark_type[t]) for n, t in _SUMMARY_COLUMNS])
+    arrow_type = {"string": pa.string(), "json": pa.string(), "long": pa.int64(), "double": pa.float64()}
     conv: dict[str, Callable[[Any], Any]] = {"string": str, "json": json.dumps, "long": int, "double": float}
-    rows = [
-        tuple(None if (r.get(n) is None and t != "json") else conv[t](r.get(n)) for n, t in _SUMMARY_COLUMNS)
-        for r in runs
-    ]
-    spark.createDataFrame(rows, schema).write.mode("overwrite").parquet(str(path))
+    columns = {
+        n: pa.array(
+            [None if (r.get(n) is None and t != "json") else conv[t](r.get(n)) for r in runs], arrow_type[t]
+        )
+        for n, t in _SUMMARY_COLUMNS
+    }
+    if path.is_dir():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    pq.write_table(pa.table(columns), str(path / "part-00000.parquet"))
 
 
-def _active_session() -> Any:
+def _active_context() -> Any:
     try:
-        from pyspark.sql import SparkSession
+        from pyspark import SparkContext
     except ImportError:  # pragma: no cover - depends on the install
         return None
-    return SparkSession.getActiveSession()
+    return SparkContext._active_spark_context
 
 
 def write_summary_html(summary: dict[str, Any], path: Path) -> Path:
