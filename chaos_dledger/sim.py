@@ -112,6 +112,10 @@ _NOT_DRAWN = ("none", "network", "slow-network", "bitflip", "figure8")
 SWARM_FAULTS = tuple(k for k in NEMESES if k != "none")
 SWARM_TIME_LIMITS = (3.0, 5.0, 10.0)
 _CLOCK_FAULTS = ("clock-skew", "clock-slow-leader")
+# the messages slow-network may hold across term changes -> where their receiver must stand for the
+# release: any protocol point, or inside a round of the same RPC (a candidate's open vote round, a
+# leader's open heartbeat round, a follower holding acknowledgements)
+_TERM_LATE_AT = {"all": "any", "vote": "vote-round", "heartbeat": "heartbeat-round", "push": "follower-ack"}
 ELECTION_MS = 480  # a follower's timeout plus the longest vote interval (dledger.core.CoreConfig)
 
 
@@ -278,8 +282,16 @@ class SimRun:
             self.slow = rng.choice([0.005, 0.02, 0.05])
             self.late_dup = rng.choice([0.0, 0.01, 0.05])
             sim.hold_partitions = rng.random() < 0.5
+            # swarm testing within the fault: every message kind at a low rate, or one RPC's
+            # messages (both directions) at a high one
+            from dledger.sim import RPC_MESSAGES
+
+            rpc = rng.choice(list(_TERM_LATE_AT))
+            sim.term_late_kinds = RPC_MESSAGES.get(rpc, ())
+            sim.term_late_point = _TERM_LATE_AT[rpc]
+            self.term_late = rng.choice([0.005, 0.02, 0.05] if rpc == "all" else [0.05, 0.2, 0.5])
         else:
-            self.slow = self.late_dup = 0.0
+            self.slow = self.late_dup = self.term_late = 0.0
         sim.on_sync_start = self._on_sync_start
 
     # ------------------------------------------------------------ history
@@ -766,7 +778,7 @@ class SimRun:
     def run(self) -> None:
         sim, opts = self.sim, self.opts
         sim.loss, sim.duplicate = self.loss, self.dup
-        sim.slow, sim.late_duplicate = self.slow, self.late_dup
+        sim.slow, sim.late_duplicate, sim.term_late = self.slow, self.late_dup, self.term_late
         end = int(opts.time_limit * 1000)
         interval = max(1, int(opts.nemesis_interval * 1000))
 
@@ -804,7 +816,7 @@ class SimRun:
         self.accepting = False
         for kind in sorted(self.faults):
             self._stop_fault(kind)
-        sim.loss = sim.duplicate = sim.slow = sim.late_duplicate = 0.0
+        sim.loss = sim.duplicate = sim.slow = sim.late_duplicate = sim.term_late = 0.0
         sim.heal()  # and deliver what a holding partition kept
         settle_end = sim.now + 10_000
         while sim.now < settle_end:
