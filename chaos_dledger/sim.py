@@ -69,9 +69,9 @@ from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
 from chaos.history.store import HistoryWriter, RunDir
 
 WORKLOADS = ("register", "log", "list-append")
-# the swarm's draw: the workloads its 10,000-seed correct-server campaign covered (list-append
-# runs when named, until a campaign of its own has been run under the swarm's faults)
-SWARM_WORKLOADS = ("register", "log")
+# the swarm's draw: every workload (a list-append seed costs about a quarter more CPU than a
+# register or log seed: bench/sim_power.py --swarm prints the campaign's seeds/s)
+SWARM_WORKLOADS = WORKLOADS
 NEMESES = (
     "none",
     "partition",
@@ -121,13 +121,14 @@ ELECTION_MS = 480  # a follower's timeout plus the longest vote interval (dledge
 
 def draw_mix(seed: int) -> dict[str, Any]:
     """The swarm's per-seed choices (``chaos sim`` without ``--nemesis``), from the seed alone: the
-    workload, read mode, fault kinds (each present with probability 0.35, at least one), time
+    workload (any of :data:`SWARM_WORKLOADS`), read mode (of register reads and read-only
+    transactions; the log workload reads entries), fault kinds (each present with probability 0.35, at least one), time
     limit, client rate and concurrency, and the interval between faults. Lease reads leave clock
     faults out (a lease is safe only while clocks run at one rate), and so the swarm never draws
     the known-bad ``unsafe`` read mode."""
     r = random.Random(f"mix-{seed}")
     workload = r.choice(SWARM_WORKLOADS)
-    read_mode = r.choice(("raft-log", "read-index", "lease")) if workload == "register" else "raft-log"
+    read_mode = r.choice(("raft-log", "read-index", "lease")) if workload != "log" else "raft-log"
     pool = [k for k in SWARM_FAULTS if not (read_mode == "lease" and k in _CLOCK_FAULTS)]
     faults = [k for k in pool if r.random() < 0.35] or [r.choice(pool)]
     time_limit = r.choice(SWARM_TIME_LIMITS)
@@ -336,10 +337,15 @@ class SimRun:
             value = [rng.randrange(5), rng.randrange(5)]
         return Op(INVOKE, c.process, f, value, key=self._key)
 
-    def _invoke(self, c: _Client) -> None:
+    def _invoke(self, c: _Client, final: str | None = None) -> None:
+        """Start client ``c``'s next op (``final`` "read-all": a transaction reading every active
+        key of the list-append workload)."""
         from dledger.statemachine import encode_kv
 
-        op = self._new_op(c)
+        if final is not None and self._txn_state is not None:
+            op = Op(INVOKE, c.process, "txn", [["r", k, None] for k in self._txn_state[0]])
+        else:
+            op = self._new_op(c)
         # the register workload's sticky processes: odd ones read from their own member only
         c.sticky_op = self.opts.sticky and op.f == "read" and c.process % 2 == 1
         op.node = c.home if c.sticky_op or op.f == READ_RANGE else c.target
@@ -828,6 +834,8 @@ class SimRun:
                 self._complete(c, c.op.completion(INFO, c.op.value, error="simulation ended"))
         if opts.workload == "log":
             self._final_reads()
+        elif opts.workload == "list-append":
+            self._final_txns()
         sim.check_all()
 
     def _settled(self) -> bool:
@@ -836,6 +844,22 @@ class SimRun:
             return False
         end = self.sim.stores[ld].end_index
         return all(c.commit_index == end for c in self.sim.nodes.values())
+
+    def _final_txns(self) -> None:
+        """After the heal, one more transaction per client at the leader, then one that reads every
+        active key (a fault-free end, as a final generator's: a seed whose faults let no
+        transaction commit still leaves Elle dependencies to check). At most 5 simulated s."""
+        sim = self.sim
+        clients = [c for c in self.clients if c.op is None]
+        for final in (None, "read-all"):
+            ld = sim.leader()
+            for c in clients[:1] if final else clients:
+                c.target = ld if ld is not None else c.home
+                c.sticky_op = False
+                self._invoke(c, final)
+            end = sim.now + 5_000
+            while sim.now < end and any(c.op is not None for c in clients):
+                sim.run_to(sim.now + 10)
 
     def _final_reads(self) -> None:
         """One final ``read`` per member: its committed log, workload values (None for others)."""
