@@ -239,8 +239,7 @@ MUTANTS: dict[str, dict[str, object]] = {
                 "            return\n"
                 "        if resp.result == VoteResult.ACCEPT and resp.term != self._vote_term:\n"
                 "            return  # a grant in another term: round numbers start again at a restart, terms do not\n",
-                "        if self._votes is None or self.role != _CANDIDATE:\n"
-                "            return\n",
+                "        if self._votes is None or self.role != _CANDIDATE:\n            return\n",
             )
         ],
     },
