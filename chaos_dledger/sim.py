@@ -28,13 +28,17 @@ at once, back one by one), and play Raft's Figure 8 (``figure8``: each leader cu
 follower or killed, within a few round trips of its election or after leading a while, and back
 after a short window). A partition drops the messages in flight on a cut link.
 
-Without ``--nemesis`` each seed draws its own fault mix, rates, workload, read mode and time
-limit (:func:`draw_mix`; Groce et al., Swarm Testing, ISSTA 2012), printed for a failing seed and
-replayed by ``--seed``. The world under every seed also draws an fsync latency (a crash lands
+Without ``--nemesis`` each seed draws its own fault mix, rates, workload (register, log or
+list-append), read mode and time limit (:func:`draw_mix`; Groce et al., Swarm Testing, ISSTA
+2012), printed for a failing seed and replayed by ``--seed``. A list-append seed ends, after the
+heal, with one transaction per client and a read of every active key, so that a seed whose faults
+let nothing commit still gives Elle dependencies to check. The world under every seed also draws an fsync latency (a crash lands
 between a write, its fsync's issue and its completion; the held acknowledgements wait for it) and
 whether a crash keeps an out-of-order subset of unsynced pages. ``slow-network`` holds messages on
-live links for up to several election timeouts, delivers late duplicates and makes partitions hold
-what crosses them until the heal; ``kill-in-sync``/``power-in-sync`` crash a member (or all) while
+live links for up to several election timeouts, delivers late duplicates, holds messages (of
+one RPC, both directions, at a high rate, or of all at a low one) until their receiver has moved on
+a term or two and stands inside a round of that RPC, and makes partitions hold what crosses them
+until the heal; ``kill-in-sync``/``power-in-sync`` crash a member (or all) while
 an fsync is in flight; ``pause-round`` pauses a member inside a protocol round (an open heartbeat or
 vote round, a follower holding acknowledgements) and releases its queue in a seeded order;
 ``storage`` and ``bitflip`` damage a down member's committed records (header or body bit flips,
@@ -273,8 +277,8 @@ class SimRun:
 
     def _world(self, rng: random.Random) -> None:
         """The simulated world's per-seed rates: fsync latency (0.1-20 ms disks, rounded to the
-        simulator's 1 ms) and crash reordering always; slow links, late duplicates and partitions
-        that hold messages with ``slow-network``."""
+        simulator's 1 ms) and crash reordering always; slow links, late duplicates, delivery across
+        term changes and partitions that hold messages with ``slow-network``."""
         sim = self.sim
         sim.sync_latency = rng.choice([(0, 0), (1, 2), (1, 5), (2, 20)])
         sim.reorder_probability = rng.choice([0.0, 0.5, 1.0])
@@ -1005,6 +1009,7 @@ COVERAGE = (
     ("crashes in an fsync", ("crashes_in_sync",)),
     ("pauses in a round", ("pauses_in_round",)),
     ("held/slow messages", ("held_messages", "slow_messages")),
+    ("messages held across terms", ("term_late_messages",)),
 )
 
 

@@ -14,7 +14,9 @@ World faults beyond that (all off by default, so the core tests' seeds keep thei
 ``sync_latency`` makes each fsync a timed event (a crash before it completes loses the writes it
 covered, and the held acknowledgements never leave); ``reorder_probability`` lets a crash keep an
 out-of-order subset of unsynced pages; ``slow``/``slow_ms`` hold some messages on live links for up
-to several election timeouts, ``late_duplicate`` delivers a copy again that late, and
+to several election timeouts, ``late_duplicate`` delivers a copy again that late, ``term_late`` holds a share of messages (of
+the RPCs in ``term_late_kinds``, or all), or copies of them, until their receiver has moved on one
+or two terms and stands at ``term_late_point`` (say, a candidate with a vote round open), and
 ``hold_partitions`` makes a partition hold what crosses it until the heal instead of dropping it;
 :meth:`Sim.pause_at` pauses a member at a protocol point (a leader with a heartbeat round open, a
 candidate with a vote round open, a follower holding acknowledgements for an fsync) and
@@ -24,7 +26,8 @@ committed data. ``stats`` counts what a run exercised (the coverage line of ``ch
 
 While running, the simulation checks Raft's safety properties (paper figure 3) and raises
 :class:`SafetyViolation` at the first breach: election safety (one leader per term, and no member
-leading twice in a term; one vote per member per term), leader completeness (a new leader holds
+leading twice in a term; one vote per member per term; a new leader holds the persisted votes of
+a majority in its term, Raft 5.2), leader completeness (a new leader holds
 every committed entry), log matching (at each election and in :meth:`Sim.check_all`) and state
 machine safety (one entry committed per index); a follower's (term, leader) names the leader
 elected in that term; and a member whose store had to repair its committed prefix at a restart
@@ -198,7 +201,8 @@ class LogStateMachine:
 
 class SafetyViolation(AssertionError):
     """A breach of Raft's safety properties: two leaders in one term (or one member leading twice
-    in a term), two votes by one member in one term, a new leader without a committed entry, two
+    in a term), two votes by one member in one term, a leader without a majority of that term's
+    votes, a new leader without a committed entry, two
     logs that share an entry but not the prefix before it, or two entries committed at one index."""
 
 
