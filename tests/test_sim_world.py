@@ -13,7 +13,16 @@ from pathlib import Path
 import pytest
 
 from dledger.core import Role
-from dledger.protocol import Code, HeartbeatResponse, Message, VoteRequest, VoteResponse, VoteResult
+from dledger.protocol import (
+    Code,
+    HeartbeatResponse,
+    Message,
+    PushRequest,
+    PushResponse,
+    VoteRequest,
+    VoteResponse,
+    VoteResult,
+)
 from dledger.sim import RPC_MESSAGES, SafetyViolation, Sim
 from dledger.simdisk import SimDisk
 from dledger.store import CorruptionError, Entry
@@ -75,6 +84,39 @@ def test_a_follower_acknowledges_only_after_its_fsync_completes() -> None:
     assert sim.nodes[ld].commit_index < e.index  # the acks wait for the 50 ms fsyncs
     sim.run(100)
     assert sim.nodes[ld].commit_index >= e.index
+
+
+def test_the_answer_to_a_repeated_push_waits_for_the_fsync_in_flight() -> None:
+    # a duplicated (or resent) push of entries already in the log: its answer acknowledges them
+    sim = Sim(3, seed=5, disk="file")
+    sim.sync_latency = (50, 50)
+    ld = _leader(sim)
+    sim.run(500)
+    f = next(i for i in sim.ids if i != ld)
+    pushes: list[Message] = []
+    acks: list[tuple[int, int]] = []  # (when, index) of f's successful push answers
+    syncs: list[int] = []  # when f's fsyncs complete
+    deliver, send = sim._deliver, sim._send
+
+    def recording_deliver(msg: Message) -> None:
+        if isinstance(msg, PushRequest) and msg.dst == f and msg.entries:
+            pushes.append(msg)
+        deliver(msg)
+
+    def recording_send(msg: Message) -> None:
+        if isinstance(msg, PushResponse) and msg.src == f and msg.code == Code.SUCCESS:
+            acks.append((sim.now, msg.index))
+        send(msg)
+
+    sim._deliver = recording_deliver  # type: ignore[method-assign]
+    sim._send = recording_send  # type: ignore[method-assign]
+    sim.on_sync_start = lambda node, at: syncs.append(at) if node == f else None
+    e = sim.propose(b"x")
+    assert e is not None
+    assert sim.run(30, until=lambda: bool(pushes) and bool(syncs))
+    sim._deliver(pushes[-1])  # the same push again
+    sim.run(100)
+    assert [t for t, i in acks if i >= e.index] and all(t >= syncs[0] for t, i in acks if i >= e.index)
 
 
 def test_a_crash_can_keep_later_unsynced_pages_and_lose_earlier_ones() -> None:
