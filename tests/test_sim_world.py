@@ -109,7 +109,7 @@ def test_the_answer_to_a_repeated_push_waits_for_the_fsync_in_flight() -> None:
         send(msg)
 
     sim._deliver = recording_deliver  # type: ignore[method-assign]
-    sim._send = recording_send  # type: ignore[method-assign]
+    sim._send = recording_send  # type: ignore[method-assign, assignment]
     sim.on_sync_start = lambda node, at: syncs.append(at) if node == f else None
     e = sim.propose(b"x")
     assert e is not None
