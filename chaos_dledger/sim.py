@@ -28,13 +28,17 @@ at once, back one by one), and play Raft's Figure 8 (``figure8``: each leader cu
 follower or killed, within a few round trips of its election or after leading a while, and back
 after a short window). A partition drops the messages in flight on a cut link.
 
-Without ``--nemesis`` each seed draws its own fault mix, rates, workload, read mode and time
-limit (:func:`draw_mix`; Groce et al., Swarm Testing, ISSTA 2012), printed for a failing seed and
-replayed by ``--seed``. The world under every seed also draws an fsync latency (a crash lands
+Without ``--nemesis`` each seed draws its own fault mix, rates, workload (register, log or
+list-append), read mode and time limit (:func:`draw_mix`; Groce et al., Swarm Testing, ISSTA
+2012), printed for a failing seed and replayed by ``--seed``. A list-append seed ends, after the
+heal, with one transaction per client and a read of every active key, so that a seed whose faults
+let nothing commit still gives Elle dependencies to check. The world under every seed also draws an fsync latency (a crash lands
 between a write, its fsync's issue and its completion; the held acknowledgements wait for it) and
 whether a crash keeps an out-of-order subset of unsynced pages. ``slow-network`` holds messages on
-live links for up to several election timeouts, delivers late duplicates and makes partitions hold
-what crosses them until the heal; ``kill-in-sync``/``power-in-sync`` crash a member (or all) while
+live links for up to several election timeouts, delivers late duplicates, holds messages (of
+one RPC, both directions, at a high rate, or of all at a low one) until their receiver has moved on
+a term or two and stands inside a round of that RPC, and makes partitions hold what crosses them
+until the heal; ``kill-in-sync``/``power-in-sync`` crash a member (or all) while
 an fsync is in flight; ``pause-round`` pauses a member inside a protocol round (an open heartbeat or
 vote round, a follower holding acknowledgements) and releases its queue in a seeded order;
 ``storage`` and ``bitflip`` damage a down member's committed records (header or body bit flips,
@@ -71,9 +75,9 @@ from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
 from chaos.history.store import HistoryWriter, RunDir
 
 WORKLOADS = ("register", "log", "list-append")
-# the swarm's draw: the workloads its 10,000-seed correct-server campaign covered (list-append
-# runs when named, until a campaign of its own has been run under the swarm's faults)
-SWARM_WORKLOADS = ("register", "log")
+# the swarm's draw: every workload (a list-append seed costs about a quarter more CPU than a
+# register or log seed: bench/sim_power.py --swarm prints the campaign's seeds/s)
+SWARM_WORKLOADS = WORKLOADS
 NEMESES = (
     "none",
     "partition",
@@ -114,18 +118,23 @@ _NOT_DRAWN = ("none", "network", "slow-network", "bitflip", "figure8")
 SWARM_FAULTS = tuple(k for k in NEMESES if k != "none")
 SWARM_TIME_LIMITS = (3.0, 5.0, 10.0)
 _CLOCK_FAULTS = ("clock-skew", "clock-slow-leader")
+# the messages slow-network may hold across term changes -> where their receiver must stand for the
+# release: any protocol point, or inside a round of the same RPC (a candidate's open vote round, a
+# leader's open heartbeat round, a follower holding acknowledgements)
+_TERM_LATE_AT = {"all": "any", "vote": "vote-round", "heartbeat": "heartbeat-round", "push": "follower-ack"}
 ELECTION_MS = 480  # a follower's timeout plus the longest vote interval (dledger.core.CoreConfig)
 
 
 def draw_mix(seed: int) -> dict[str, Any]:
     """The swarm's per-seed choices (``chaos sim`` without ``--nemesis``), from the seed alone: the
-    workload, read mode, fault kinds (each present with probability 0.35, at least one), time
+    workload (any of :data:`SWARM_WORKLOADS`), read mode (of register reads and read-only
+    transactions; the log workload reads entries), fault kinds (each present with probability 0.35, at least one), time
     limit, client rate and concurrency, and the interval between faults. Lease reads leave clock
     faults out (a lease is safe only while clocks run at one rate), and so the swarm never draws
     the known-bad ``unsafe`` read mode."""
     r = random.Random(f"mix-{seed}")
     workload = r.choice(SWARM_WORKLOADS)
-    read_mode = r.choice(("raft-log", "read-index", "lease")) if workload == "register" else "raft-log"
+    read_mode = r.choice(("raft-log", "read-index", "lease")) if workload != "log" else "raft-log"
     pool = [k for k in SWARM_FAULTS if not (read_mode == "lease" and k in _CLOCK_FAULTS)]
     faults = [k for k in pool if r.random() < 0.35] or [r.choice(pool)]
     time_limit = r.choice(SWARM_TIME_LIMITS)
@@ -270,8 +279,8 @@ class SimRun:
 
     def _world(self, rng: random.Random) -> None:
         """The simulated world's per-seed rates: fsync latency (0.1-20 ms disks, rounded to the
-        simulator's 1 ms) and crash reordering always; slow links, late duplicates and partitions
-        that hold messages with ``slow-network``."""
+        simulator's 1 ms) and crash reordering always; slow links, late duplicates, delivery across
+        term changes and partitions that hold messages with ``slow-network``."""
         sim = self.sim
         sim.sync_latency = rng.choice([(0, 0), (1, 2), (1, 5), (2, 20)])
         sim.reorder_probability = rng.choice([0.0, 0.5, 1.0])
@@ -280,8 +289,16 @@ class SimRun:
             self.slow = rng.choice([0.005, 0.02, 0.05])
             self.late_dup = rng.choice([0.0, 0.01, 0.05])
             sim.hold_partitions = rng.random() < 0.5
+            # swarm testing within the fault: every message kind at a low rate, or one RPC's
+            # messages (both directions) at a high one
+            from dledger.sim import RPC_MESSAGES
+
+            rpc = rng.choice(list(_TERM_LATE_AT))
+            sim.term_late_kinds = RPC_MESSAGES.get(rpc, ())
+            sim.term_late_point = _TERM_LATE_AT[rpc]
+            self.term_late = rng.choice([0.005, 0.02, 0.05] if rpc == "all" else [0.05, 0.2, 0.5])
         else:
-            self.slow = self.late_dup = 0.0
+            self.slow = self.late_dup = self.term_late = 0.0
         sim.on_sync_start = self._on_sync_start
 
     # ------------------------------------------------------------ history
@@ -326,10 +343,15 @@ class SimRun:
             value = [rng.randrange(5), rng.randrange(5)]
         return Op(INVOKE, c.process, f, value, key=self._key)
 
-    def _invoke(self, c: _Client) -> None:
+    def _invoke(self, c: _Client, final: str | None = None) -> None:
+        """Start client ``c``'s next op (``final`` "read-all": a transaction reading every active
+        key of the list-append workload)."""
         from dledger.statemachine import encode_kv
 
-        op = self._new_op(c)
+        if final is not None and self._txn_state is not None:
+            op = Op(INVOKE, c.process, "txn", [["r", k, None] for k in self._txn_state[0]])
+        else:
+            op = self._new_op(c)
         # the register workload's sticky processes: odd ones read from their own member only
         c.sticky_op = self.opts.sticky and op.f == "read" and c.process % 2 == 1
         op.node = c.home if c.sticky_op or op.f == READ_RANGE else c.target
@@ -768,7 +790,7 @@ class SimRun:
     def run(self) -> None:
         sim, opts = self.sim, self.opts
         sim.loss, sim.duplicate = self.loss, self.dup
-        sim.slow, sim.late_duplicate = self.slow, self.late_dup
+        sim.slow, sim.late_duplicate, sim.term_late = self.slow, self.late_dup, self.term_late
         end = int(opts.time_limit * 1000)
         interval = max(1, int(opts.nemesis_interval * 1000))
 
@@ -806,7 +828,7 @@ class SimRun:
         self.accepting = False
         for kind in sorted(self.faults):
             self._stop_fault(kind)
-        sim.loss = sim.duplicate = sim.slow = sim.late_duplicate = 0.0
+        sim.loss = sim.duplicate = sim.slow = sim.late_duplicate = sim.term_late = 0.0
         sim.heal()  # and deliver what a holding partition kept
         settle_end = sim.now + 10_000
         while sim.now < settle_end:
@@ -818,6 +840,8 @@ class SimRun:
                 self._complete(c, c.op.completion(INFO, c.op.value, error="simulation ended"))
         if opts.workload == "log":
             self._final_reads()
+        elif opts.workload == "list-append":
+            self._final_txns()
         sim.check_all()
 
     def _settled(self) -> bool:
@@ -826,6 +850,22 @@ class SimRun:
             return False
         end = self.sim.stores[ld].end_index
         return all(c.commit_index == end for c in self.sim.nodes.values())
+
+    def _final_txns(self) -> None:
+        """After the heal, one more transaction per client at the leader, then one that reads every
+        active key (a fault-free end, as a final generator's: a seed whose faults let no
+        transaction commit still leaves Elle dependencies to check). At most 5 simulated s."""
+        sim = self.sim
+        clients = [c for c in self.clients if c.op is None]
+        for final in (None, "read-all"):
+            ld = sim.leader()
+            for c in clients[:1] if final else clients:
+                c.target = ld if ld is not None else c.home
+                c.sticky_op = False
+                self._invoke(c, final)
+            end = sim.now + 5_000
+            while sim.now < end and any(c.op is not None for c in clients):
+                sim.run_to(sim.now + 10)
 
     def _final_reads(self) -> None:
         """One final ``read`` per member: its committed log, workload values (None for others)."""
@@ -971,6 +1011,7 @@ COVERAGE = (
     ("crashes in an fsync", ("crashes_in_sync",)),
     ("pauses in a round", ("pauses_in_round",)),
     ("held/slow messages", ("held_messages", "slow_messages")),
+    ("messages held across terms", ("term_late_messages",)),
 )
 
 

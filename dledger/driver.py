@@ -140,7 +140,8 @@ class Driver:
         self.stopped = False
         self._sync_running = False
         self._sync_wanted = False
-        self._held: list[Message] = []
+        self._held: list[Message] = []  # push answers for the next fsync
+        self._held_running: list[Message] = []  # and for the one in flight
         self._role = core.role
         self._next_read_id = 0
 
@@ -160,8 +161,12 @@ class Driver:
             if self.flush == "sync":
                 if rd.need_sync:
                     self._sync_wanted = True
+                if self._sync_wanted or self._sync_running:
+                    # the answer to a repeated push (its entries already in the log) waits too: for
+                    # the fsync due, or else for the one in flight (it covers what came before it)
+                    held = self._held if self._sync_wanted else self._held_running
                     for m in rd.messages:
-                        (self._held.append if isinstance(m, PushResponse) else self.host.send)(m)
+                        (held.append if isinstance(m, PushResponse) else self.host.send)(m)
                     self._kick_sync(now)
                 else:
                     for m in rd.messages:
@@ -342,6 +347,7 @@ class Driver:
             return
         self._sync_running, self._sync_wanted = True, False
         held, self._held = self._held, []
+        self._held_running = held
         self.host.start_sync(lambda index: self._sync_done(index, held))
 
     def _sync_done(self, index: int, held: list[Message]) -> None:

@@ -14,7 +14,9 @@ World faults beyond that (all off by default, so the core tests' seeds keep thei
 ``sync_latency`` makes each fsync a timed event (a crash before it completes loses the writes it
 covered, and the held acknowledgements never leave); ``reorder_probability`` lets a crash keep an
 out-of-order subset of unsynced pages; ``slow``/``slow_ms`` hold some messages on live links for up
-to several election timeouts, ``late_duplicate`` delivers a copy again that late, and
+to several election timeouts, ``late_duplicate`` delivers a copy again that late, ``term_late`` holds a share of messages (of
+the RPCs in ``term_late_kinds``, or all), or copies of them, until their receiver has moved on one
+or two terms and stands at ``term_late_point`` (say, a candidate with a vote round open), and
 ``hold_partitions`` makes a partition hold what crosses it until the heal instead of dropping it;
 :meth:`Sim.pause_at` pauses a member at a protocol point (a leader with a heartbeat round open, a
 candidate with a vote round open, a follower holding acknowledgements for an fsync) and
@@ -24,7 +26,8 @@ committed data. ``stats`` counts what a run exercised (the coverage line of ``ch
 
 While running, the simulation checks Raft's safety properties (paper figure 3) and raises
 :class:`SafetyViolation` at the first breach: election safety (one leader per term, and no member
-leading twice in a term; one vote per member per term), leader completeness (a new leader holds
+leading twice in a term; one vote per member per term; a new leader holds the persisted votes of
+a majority in its term, Raft 5.2), leader completeness (a new leader holds
 every committed entry), log matching (at each election and in :meth:`Sim.check_all`) and state
 machine safety (one entry committed per index); a follower's (term, leader) names the leader
 elected in that term; and a member whose store had to repair its committed prefix at a restart
@@ -46,7 +49,18 @@ import msgpack
 
 from dledger.core import Core, CoreConfig, Role
 from dledger.driver import Driver
-from dledger.protocol import Code, Message
+from dledger.protocol import (
+    Code,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    Message,
+    PushRequest,
+    PushResponse,
+    TakeLeadershipRequest,
+    TakeLeadershipResponse,
+    VoteRequest,
+    VoteResponse,
+)
 from dledger.simdisk import SimDisk
 from dledger.statemachine import StateMachine, decode_kv
 from dledger.store import CorruptionError, Entry, MemoryLogStore, StoreError, codec
@@ -55,6 +69,14 @@ from dledger.store.hardstate import HardState
 
 FILE_DATA_SIZE, FILE_INDEX_SIZE = 1 << 20, 1 << 16  # segment sizes on the simulated disk
 _LEADER = Role.LEADER  # a module global: compared on every step
+# each RPC's messages, both directions (a fault may hold one RPC's messages only)
+RPC_MESSAGES: dict[str, tuple[type[Message], ...]] = {
+    "vote": (VoteRequest, VoteResponse),
+    "heartbeat": (HeartbeatRequest, HeartbeatResponse),
+    "push": (PushRequest, PushResponse),
+    "take-leadership": (TakeLeadershipRequest, TakeLeadershipResponse),
+}
+TERM_LATE_CAP = 32  # messages held per receiver for delivery across term changes
 PAUSE_POINTS = ("heartbeat-round", "vote-round", "follower-ack", "any")
 RELEASE_ORDERS = ("fifo", "reverse", "shuffle", "newest-first-per-sender")
 DAMAGE_KINDS = ("flip-header", "flip-body", "lost-write", "misdirected-write")
@@ -73,6 +95,7 @@ STATS = (
     "pauses_in_round",
     "held_messages",
     "slow_messages",
+    "term_late_messages",
 )
 
 
@@ -178,7 +201,8 @@ class LogStateMachine:
 
 class SafetyViolation(AssertionError):
     """A breach of Raft's safety properties: two leaders in one term (or one member leading twice
-    in a term), two votes by one member in one term, a new leader without a committed entry, two
+    in a term), two votes by one member in one term, a leader without a majority of that term's
+    votes, a new leader without a committed entry, two
     logs that share an entry but not the prefix before it, or two entries committed at one index."""
 
 
@@ -310,6 +334,13 @@ class Sim:
         self.late_duplicate = 0.0
         self.hold_partitions = False
         self._held_links: list[Message] = []
+        # delivery across term changes: a share of messages (or of copies) held until their receiver
+        # has moved on one or two terms and stands at a protocol point (a round open, an answer
+        # pending), then delivered after the usual latency
+        self.term_late = 0.0
+        self.term_late_kinds: tuple[type[Message], ...] = ()  # the message classes it holds (): all
+        self.term_late_point = "any"  # where the receiver must stand for the release (PAUSE_POINTS)
+        self._term_late: dict[str, list[tuple[int, Message]]] = {}
         self.pause_triggers: dict[str, tuple[str, Callable[[str], None] | None]] = {}
         self.disk_faulted: set[str] = set()  # members with an injected storage fault
         self.repairing: dict[str, int] = {}  # member -> repair_to of its store, while repairing
@@ -724,6 +755,8 @@ class Sim:
         local clock when the caller knows it."""
         core = self.nodes[node]
         drv = self.drivers[node]
+        if self._term_late and node in self._term_late:
+            self._release_term_late(node, core)
         if core.role != _LEADER and core.commit_index <= drv.last_applied and not core.has_ready():
             # nothing for the driver to do (a leader always drains: it replicates from ready())
             if core.commit_index > self._checked[node] or self._leading[node]:
@@ -736,6 +769,22 @@ class Sim:
         self._check(node)
         if self.pause_triggers:
             self._pause_trigger(node)
+
+    def _release_term_late(self, node: str, core: Core) -> None:
+        """Deliver the messages held for ``node`` whose release term it has reached, if it stands
+        at a protocol point now (see :meth:`at_point`)."""
+        held = self._term_late[node]
+        term = core.term
+        if all(t > term for t, _ in held) or not self.at_point(node, self.term_late_point):
+            return
+        keep = [(t, m) for t, m in held if t > term]
+        for t, m in held:
+            if t <= term:
+                self._enqueue(m, self.now + self.net_rng.randint(*self.latency))
+        if keep:
+            self._term_late[node] = keep
+        else:
+            del self._term_late[node]
 
     def _enqueue(self, m: Message, at: int) -> None:
         self._seq += 1
@@ -757,6 +806,17 @@ class Sim:
             return
         if self.late_duplicate and rng.random() < self.late_duplicate:
             self._enqueue(m, self.now + rng.randint(1, self.slow_ms))  # a late copy, then the usual one
+        if (
+            self.term_late
+            and (not self.term_late_kinds or isinstance(m, self.term_late_kinds))
+            and rng.random() < self.term_late
+        ):
+            held = self._term_late.setdefault(m.dst, [])
+            if len(held) < TERM_LATE_CAP:
+                held.append((m.term + rng.randint(1, 2), m))
+                self.stats["term_late_messages"] += 1
+                if rng.random() < 0.5:
+                    return  # held; otherwise a copy is held and the message goes on
         if self.loss and rng.random() < self.loss:
             return
         copies = 2 if self.duplicate and rng.random() < self.duplicate else 1
@@ -896,6 +956,7 @@ class Sim:
                     raise SafetyViolation(f"{node} became leader twice in term {term}")
                 self._stints.add((node, term))
                 self.stats["elections"] += 1
+                self._check_elected(node, term)
                 self._check_new_leader(node)
         self._leading[node] = leading
         commit = core.commit_index
@@ -914,6 +975,17 @@ class Sim:
                 raise SafetyViolation(
                     f"{node} committed ({e.term}, {e.body!r}) at {i}, but ({seen[0]}, {seen[1]!r}) was committed there"
                 )
+
+    def _check_elected(self, node: str, term: int) -> None:
+        """Election by majority (Raft 5.2: a candidate wins with the votes of a majority of the
+        servers for the same term): a new leader of ``term`` holds the persisted votes of a
+        majority of the members in that term (its own included)."""
+        voters = [m for m in self.ids if self.votes.get((m, term)) == node]
+        if 2 * len(voters) <= len(self.ids):
+            raise SafetyViolation(
+                f"{node} became leader in term {term} with the votes of {', '.join(voters) or 'nobody'} "
+                f"in that term, not a majority of {len(self.ids)}"
+            )
 
     def _check_new_leader(self, node: str) -> None:
         """Leader completeness (Raft 5.4): the new leader holds every entry committed in an earlier

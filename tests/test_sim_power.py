@@ -138,6 +138,17 @@ def test_read_path_mutants_are_caught_by_chaos_sim(
     assert checker in line
 
 
+def test_the_default_swarm_catches_a_vote_counted_from_an_earlier_term(tmp_path: Path) -> None:
+    """stale-vote-response under plain ``chaos sim`` (seed 57 of the swarm: slow-network holds vote
+    answers until their candidate has moved on a term and has a vote round open): the candidate
+    counts a grant of an earlier term and leads without a majority of that term's votes."""
+    p = _mutant_sim("stale-vote-response", tmp_path, "--first-seed", "57", "--seeds", "1")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert re.search(r"^seed 57: valid = False: .*safety \(.* not a majority of 5\)", p.stdout, re.M), (
+        p.stdout
+    )
+
+
 def test_the_figure8_nemesis_finds_raft_figure_8(tmp_path: Path) -> None:
     """The old-term commit mutant (Raft paper section 5.4.2, Figure 8) is found by the figure8
     fault pattern: a leader of a later term commits an old-term entry by counting replicas, is

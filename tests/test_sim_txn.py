@@ -56,3 +56,33 @@ def test_the_txn_mutant_is_caught_by_the_simulator(tmp_path: Path) -> None:
     where, valid, types = json.loads(out.stdout.strip().splitlines()[-1])
     assert where.startswith(str(tmp_path / "m"))  # the patched copy ran
     assert valid is False and types, out.stderr[-2000:]
+
+
+def test_the_swarm_draws_list_append_with_a_read_mode() -> None:
+    from chaos_dledger.sim import WORKLOADS, draw_mix
+
+    mixes = [draw_mix(s) for s in range(60)]
+    assert {m["workload"] for m in mixes} == set(WORKLOADS)
+    modes = {m["read_mode"] for m in mixes if m["workload"] == "list-append"}
+    assert modes == {"raft-log", "read-index", "lease"}
+
+
+def test_a_seed_whose_faults_let_nothing_commit_still_leaves_transactions_to_check() -> None:
+    # figure8 and leader pauses for 3 s: no transaction of the run commits; the fault-free end
+    # (one transaction per client, then a read of every active key) gives Elle its dependencies
+    opts = SimOptions(
+        "list-append",
+        ["pause", "pause-leader", "figure8", "slow-network", "storage"],
+        seed=28,
+        time_limit=3.0,
+        clients=10,
+        rate=100.0,
+        nemesis_interval=0.75,
+    )
+    r = run_seed(opts)
+    assert r.valid is True, r.results["checkers"]["elle"]["summary"]
+    ops = [json.loads(line) for line in r.history.splitlines()]
+    end = int(opts.time_limit * 1e9)
+    assert not any(op["type"] == "ok" and op["time"] < end for op in ops if op.get("f") == "txn")
+    last = [op for op in ops if op.get("f") == "txn" and op["type"] == "ok"][-1]
+    assert all(m[0] == "r" for m in last["value"]) and any(m[2] for m in last["value"])

@@ -1,6 +1,7 @@
 """The simulated world's harder faults (issue 23), each shown directly: an fsync in flight at a
 crash, unsynced pages surviving out of order, messages held on live links and delivered terms
-late, partitions that hold, pauses inside a protocol round released in a chosen order, storage
+late (or held until their receiver has moved on a term or two and stands inside a round), partitions
+that hold, pauses inside a protocol round released in a chosen order, storage
 faults on committed records (bit flips, lost and misdirected writes) and the store's repair from
 the leader, and the invariants that go with them."""
 
@@ -12,8 +13,17 @@ from pathlib import Path
 import pytest
 
 from dledger.core import Role
-from dledger.protocol import Message, VoteRequest, VoteResult
-from dledger.sim import SafetyViolation, Sim
+from dledger.protocol import (
+    Code,
+    HeartbeatResponse,
+    Message,
+    PushRequest,
+    PushResponse,
+    VoteRequest,
+    VoteResponse,
+    VoteResult,
+)
+from dledger.sim import RPC_MESSAGES, SafetyViolation, Sim
 from dledger.simdisk import SimDisk
 from dledger.store import CorruptionError, Entry
 from dledger.store.file import FileLogStore
@@ -76,6 +86,39 @@ def test_a_follower_acknowledges_only_after_its_fsync_completes() -> None:
     assert sim.nodes[ld].commit_index >= e.index
 
 
+def test_the_answer_to_a_repeated_push_waits_for_the_fsync_in_flight() -> None:
+    # a duplicated (or resent) push of entries already in the log: its answer acknowledges them
+    sim = Sim(3, seed=5, disk="file")
+    sim.sync_latency = (50, 50)
+    ld = _leader(sim)
+    sim.run(500)
+    f = next(i for i in sim.ids if i != ld)
+    pushes: list[Message] = []
+    acks: list[tuple[int, int]] = []  # (when, index) of f's successful push answers
+    syncs: list[int] = []  # when f's fsyncs complete
+    deliver, send = sim._deliver, sim._send
+
+    def recording_deliver(msg: Message) -> None:
+        if isinstance(msg, PushRequest) and msg.dst == f and msg.entries:
+            pushes.append(msg)
+        deliver(msg)
+
+    def recording_send(msg: Message) -> None:
+        if isinstance(msg, PushResponse) and msg.src == f and msg.code == Code.SUCCESS:
+            acks.append((sim.now, msg.index))
+        send(msg)
+
+    sim._deliver = recording_deliver  # type: ignore[method-assign]
+    sim._send = recording_send  # type: ignore[method-assign, assignment]
+    sim.on_sync_start = lambda node, at: syncs.append(at) if node == f else None
+    e = sim.propose(b"x")
+    assert e is not None
+    assert sim.run(30, until=lambda: bool(pushes) and bool(syncs))
+    sim._deliver(pushes[-1])  # the same push again
+    sim.run(100)
+    assert [t for t, i in acks if i >= e.index] and all(t >= syncs[0] for t, i in acks if i >= e.index)
+
+
 def test_a_crash_can_keep_later_unsynced_pages_and_lose_earlier_ones() -> None:
     reordered = 0
     for seed in range(30):
@@ -113,6 +156,91 @@ def test_slow_links_deliver_messages_two_terms_late_and_safety_holds() -> None:
     sim.check_all()
     assert sim.stats["slow_messages"] > 0
     assert sim.stats["two_terms_late"] > 0  # delivered to members two or more terms on
+
+
+def test_vote_messages_held_across_term_changes_arrive_inside_a_later_vote_round() -> None:
+    sim = Sim(5, seed=5, disk="memory")
+    sim.term_late, sim.term_late_kinds, sim.term_late_point = 0.5, RPC_MESSAGES["vote"], "vote-round"
+    late: list[tuple[int, int, bool]] = []  # (message term, receiver term, its vote round open)
+    orig = sim._deliver
+
+    def recording(msg: Message) -> None:
+        core = sim.nodes.get(msg.dst)
+        if isinstance(msg, VoteResponse) and core is not None and msg.term < core.term:
+            late.append((msg.term, core.term, core._votes is not None))
+        orig(msg)
+
+    sim._deliver = recording  # type: ignore[method-assign]
+    for _ in range(10):
+        ld = _leader(sim)
+        sim.run(300)
+        sim.crash(ld)
+        sim.run(300)
+        sim.start(ld)
+    sim.term_late = 0.0
+    sim.run(3_000)
+    sim.check_all()  # the correct core counts none of them
+    assert sim.stats["term_late_messages"] > 0
+    assert any(open_round for _, _, open_round in late)  # released into a later term's open round
+
+
+def _open_vote_round(sim: Sim) -> str:
+    """A leader elected at a term above 0 is killed while vote answers are dropped, until a member
+    has a vote round open at a term above 0: that candidate."""
+    ld = _leader(sim)
+    for _ in range(10):
+        if sim.nodes[ld].term > 0:
+            break
+        sim.crash(ld)
+        sim.run(300)
+        sim.start(ld)
+        ld = _leader(sim)
+    sim.drop = lambda m: isinstance(m, VoteResponse)
+    sim.crash(ld)
+    assert sim.run(3_000, until=lambda: any(c._votes is not None and c.term > 0 for c in sim.nodes.values()))
+    sim.drop = None
+    return next(i for i, c in sim.nodes.items() if c._votes is not None and c.term > 0)
+
+
+def test_a_grant_of_an_earlier_term_with_the_current_round_number_is_not_counted() -> None:
+    # round numbers start again at a restart: an answer to the previous incarnation's round can
+    # meet the new incarnation's round of the same number, terms on
+    sim = Sim(3, seed=7, disk="memory")
+    cand = _open_vote_round(sim)
+    core = sim.nodes[cand]
+    for voter in (i for i in sim.ids if i != cand):
+        grant = VoteResponse(
+            "default", voter, cand, core.term - 1, result=VoteResult.ACCEPT, round=core._vote_round
+        )
+        sim._deliver(grant)
+    assert core.role == Role.CANDIDATE
+
+
+def test_a_leader_without_a_majority_of_votes_in_its_term_is_a_violation() -> None:
+    sim = Sim(3, seed=7, disk="memory")
+    ld = _leader(sim)
+    term = sim.nodes[ld].term
+    voters = [i for i in sim.ids if sim.votes.get((i, term)) == ld]
+    assert len(voters) >= 2
+    # as if the grants it counted were of another term: only its own vote persisted in this one
+    for i in voters:
+        if i != ld:
+            del sim.votes[(i, term)]
+    sim._leading[ld] = False
+    sim._stints.discard((ld, term))
+    with pytest.raises(SafetyViolation, match=f"{ld} became leader in term {term} with the votes of {ld} in"):
+        sim._check(ld)
+
+
+def test_a_heartbeat_acknowledgement_of_another_term_does_not_count() -> None:
+    sim = Sim(3, seed=1, disk="memory")
+    ld = _leader(sim)
+    core = sim.nodes[ld]
+    assert sim.run(1_000, until=lambda: core._hb_open and not core._hb_resp)
+    f = next(i for i in sim.ids if i != ld)
+    stale = HeartbeatResponse("default", f, ld, core.term - 1, code=Code.SUCCESS, round=core._hb_round)
+    core.step(stale, sim.local(ld))
+    assert f not in core._hb_resp
 
 
 def test_a_holding_partition_delivers_what_it_held_at_the_heal() -> None:

@@ -235,8 +235,11 @@ MUTANTS: dict[str, dict[str, object]] = {
         "edits": [
             (
                 "dledger/core/node.py",
-                "        if self._votes is None or resp.round != self._vote_round or self.role != _CANDIDATE:\n",
-                "        if self._votes is None or self.role != _CANDIDATE:\n",
+                "        if self._votes is None or resp.round != self._vote_round or self.role != _CANDIDATE:\n"
+                "            return\n"
+                "        if resp.result == VoteResult.ACCEPT and resp.term != self._vote_term:\n"
+                "            return  # a grant in another term: round numbers start again at a restart, terms do not\n",
+                "        if self._votes is None or self.role != _CANDIDATE:\n            return\n",
             )
         ],
     },
@@ -304,8 +307,11 @@ MUTANTS: dict[str, dict[str, object]] = {
         "edits": [
             (
                 "dledger/core/node.py",
-                "        if self.role != _LEADER or not self._hb_open or resp.round != self._hb_round:\n",
-                "        if self.role != _LEADER or not self._hb_open:\n",
+                "        if self.role != _LEADER or not self._hb_open or resp.round != self._hb_round:\n"
+                "            return\n"
+                "        if resp.code == _SUCCESS and resp.term != self.term:\n"
+                "            return  # a leader of another term acknowledged (rounds start again at a restart)\n",
+                "        if self.role != _LEADER or not self._hb_open:\n            return\n",
             )
         ],
     },

@@ -718,6 +718,8 @@ class Core:
     def _on_vote_response(self, resp: VoteResponse, now: int) -> None:
         if self._votes is None or resp.round != self._vote_round or self.role != _CANDIDATE:
             return
+        if resp.result == VoteResult.ACCEPT and resp.term != self._vote_term:
+            return  # a grant in another term: round numbers start again at a restart, terms do not
         self._votes[resp.src] = resp
         self._maybe_decide_early(now)
 
@@ -839,6 +841,8 @@ class Core:
     def _on_heartbeat_response(self, resp: HeartbeatResponse, now: int) -> None:
         if self.role != _LEADER or not self._hb_open or resp.round != self._hb_round:
             return
+        if resp.code == _SUCCESS and resp.term != self.term:
+            return  # a leader of another term acknowledged (rounds start again at a restart)
         self._hb_resp[resp.src] = resp
         if resp.code == _SUCCESS:
             if resp.src not in self.live_peers:
