@@ -1054,8 +1054,13 @@ def write_run_dir(opts: SimOptions, store: Path) -> RunDir:
     return run
 
 
+# a partition's params are its sides, a pause's its members; every other kind's an object
+_LIST_PARAMS = ("partition", "partition-leader", "pause", "pause-leader")
+
+
 def _load_schedule(path: Path, bad: type[Exception]) -> list[dict[str, Any]]:
-    """A fault schedule file: a JSON list of ``{"at": ms, "op": "start"|"stop", "kind", "params"}``."""
+    """A fault schedule file: a JSON list of ``{"at": ms, "op": "start"|"stop", "kind", "params"}``
+    (``params`` an object, or a list for a partition's sides and a pause's members)."""
     try:
         events = json.loads(path.read_text())
     except (OSError, ValueError) as e:
@@ -1071,13 +1076,13 @@ def _load_schedule(path: Path, bad: type[Exception]) -> list[dict[str, Any]]:
             and at >= 0
             and event.get("op") in ("start", "stop")
             and event.get("kind") in NEMESES
-            and isinstance(event.get("params", {}), dict)
+            and isinstance(event.get("params", {}), list if event.get("kind") in _LIST_PARAMS else dict)
         )
         if not ok:
             shown = json.dumps(event)[:120]
             raise bad(
                 f"--schedule {path}: event {i} {shown} is not {{'at': ms >= 0, 'op': 'start'|'stop', "
-                f"'kind': one of {', '.join(NEMESES)}, 'params': {{...}}}}"
+                f"'kind': one of {', '.join(NEMESES)}, 'params': [...] for {', '.join(_LIST_PARAMS)}, else {{...}}}}"
             )
     return events
 
