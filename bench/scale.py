@@ -267,24 +267,18 @@ def run_tree(argv: list[str], cwd: Path, log: Path) -> tuple[float, float, int]:
     return wall, sum(seen.values()), p.returncode
 
 
+def analyze_argv(master: str, out: Path, dirs: list[str]) -> list[str]:
+    """The whole `chaos analyze` command, as a user runs it, on ``master`` into ``out``."""
+    return [sys.executable, "-c", CHECK, "analyze", "--master", master, "--out", str(out), *dirs]
+
+
 def warm_spark(tmp: Path) -> None:
     """Two `chaos analyze` of one small run, 12 s apart: the first writes the JVM's class-data
     archive as it exits (``chaos.history.spark._cds_option``), the second adopts it, so every
     timed command starts as a user's second and later analyses do."""
     run = make_runs(tmp / "warm", 1, 100)[0]
     for n in range(2):
-        argv = [
-            sys.executable,
-            "-c",
-            CHECK,
-            "analyze",
-            "--master",
-            "local[1]",
-            "--out",
-            str(tmp / "warm-out"),
-            str(run),
-        ]
-        run_tree(argv, ROOT, tmp / "warm.log")
+        run_tree(analyze_argv("local[1]", tmp / "warm-out", [str(run)]), ROOT, tmp / "warm.log")
         if n == 0:
             time.sleep(12)
 
@@ -312,18 +306,7 @@ def bench_analyze(run_counts: list[int], ops_per_run: int, repeat: int, tmp: Pat
                     loop = json.loads(log.read_text().splitlines()[-1])
                 else:
                     out = tmp / f"analysis{n}{name[-2]}"
-                    argv = [
-                        sys.executable,
-                        "-c",
-                        CHECK,
-                        "analyze",
-                        "--master",
-                        name,
-                        "--out",
-                        str(out),
-                        *dirs,
-                    ]
-                    wall, cpu, code = run_tree(argv, ROOT, log)
+                    wall, cpu, code = run_tree(analyze_argv(name, out, dirs), ROOT, log)
                     summary = json.loads((out / "summary.json").read_text())
                     same = same and {r["run"]: r["valid"] for r in summary["runs"]} == loop
                     tm = summary["timings"]
