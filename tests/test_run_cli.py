@@ -236,3 +236,38 @@ def test_run_options_are_typed_frozen_and_keep_plugin_options() -> None:
         o.time_limit = 1.0  # type: ignore[misc]
     with pytest.raises(ConfigError, match="--time-limit nan"):
         RunOptions.parse({"time_limit": "nan"})
+
+
+def test_sigterm_is_not_swallowed_by_code_catching_exception() -> None:
+    """A SIGTERM that lands inside ``except Exception`` (here logging's ``emit``, which turns any
+    Exception into a "Logging error" and goes on) still ends the run; and a raise swallowed anyway
+    is raised again at the next phase boundary."""
+    import io
+    import logging
+    import os
+    import signal
+
+    from chaos.runner import runner
+
+    class SignalOnWrite(io.StringIO):
+        def write(self, s: str) -> int:
+            os.kill(os.getpid(), signal.SIGTERM)
+            return super().write(s)
+
+    log = logging.getLogger("test-sigterm")
+    log.propagate = False
+    handler = logging.StreamHandler(SignalOnWrite())
+    log.addHandler(handler)
+    old = signal.signal(signal.SIGTERM, runner._sigterm)
+    runner._TERMINATED.clear()
+    try:
+        with pytest.raises(runner.RunAborted, match="signal 15"):
+            log.warning("a line the scheduler writes")
+            for _ in range(1000):  # the handler runs between bytecodes, soon after the write
+                pass
+        with pytest.raises(runner.RunAborted, match="signal 15"):
+            runner._raise_if_terminated()
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        runner._TERMINATED.clear()
+        log.removeHandler(handler)

@@ -58,8 +58,9 @@ from chaos.errors import (
 )
 
 
-class RunAborted(Exception):
-    """The run was interrupted (Ctrl-C or SIGTERM)."""
+class RunAborted(BaseException):
+    """The run was interrupted (Ctrl-C or SIGTERM). A BaseException, as KeyboardInterrupt: an
+    ``except Exception`` on the way (a client call, logging's ``emit``) must not swallow it."""
 
 
 class AbortedBeforeStart(RunAborted):
@@ -194,8 +195,19 @@ def plugins_default_db() -> str:
     return default_db()
 
 
+_TERMINATED: list[int] = []  # SIGTERMs received while a run's signal phase was on
+
+
 def _sigterm(signum: int, frame: Any) -> None:
+    _TERMINATED.append(signum)
     raise RunAborted(f"signal {signum}")
+
+
+def _raise_if_terminated() -> None:
+    """Raise RunAborted when a SIGTERM came but its raise was swallowed on the way (a C extension
+    or third-party code catching BaseException): the run must not go on to a verdict."""
+    if _TERMINATED:
+        raise RunAborted(f"signal {_TERMINATED[0]}")
 
 
 @dataclass
@@ -397,6 +409,7 @@ class Runner:
         if not _in_main_thread():
             return
         old_term = signal.getsignal(signal.SIGTERM)
+        _TERMINATED.clear()
         signal.signal(signal.SIGTERM, _sigterm)
         stack.callback(signal.signal, signal.SIGTERM, old_term)
 
@@ -497,15 +510,18 @@ class Runner:
         self._phase(state, "main")
         with self._observer(state):
             state.interp.run(gen.time_limit(o["time_limit"], main))
+            _raise_if_terminated()
             self._phase(state, "heal")
             self._heal(test, state.interp)  # the observer sees the heal's stop ops too
         self._recover(test)
+        _raise_if_terminated()
         if workload.final_generator is not None:
             self._phase(state, "final")
             self.say("final phase")
             state.interp.run(
                 gen.time_limit(float(o["final_time_limit"]), gen.clients(workload.final_generator))
             )
+            _raise_if_terminated()
 
     @staticmethod
     def _phase(state: _RunState, name: str) -> None:
