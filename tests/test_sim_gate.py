@@ -56,3 +56,43 @@ def test_damage_beyond_repair_is_unknown_with_its_cause_not_a_liveness_failure(t
     why = "n1, n2, n3 repair damaged committed prefixes and may not vote; 2 of 5 members can vote"
     beyond = LivenessChecker().check({"recovery": {**base, "beyond_repair": why}}, hist, {})
     assert beyond["valid"] == "unknown" and beyond["cause"] == f"damage beyond repair: {why}"
+
+
+def test_the_summary_files_say_what_the_gate_table_says(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The campaign row joins summary.json and index.html, counted as a campaign, not a run, and
+    its verdict joins the overall one (a failing campaign makes the summary invalid)."""
+    import json
+
+    from chaos.history.spark import add_runs, write_summary
+
+    run = {
+        "run": "r1",
+        "dir": str(tmp_path / "r1"),
+        "workload": "register",
+        "nemesis": "kill",
+        "valid": True,
+        "failures": [],
+        "ops": 10,
+        "ok_rate": 1.0,
+        "p99_ms": 2.0,
+        "max_unavailable_s": 0.5,
+        "faults": None,
+    }
+    summary = {"valid": True, "runs": [run], "matrix": [], "timings": {}, "master": "local[2]"}
+    write_summary(summary, tmp_path)
+    summary["out"] = str(tmp_path)
+    sim_row = dict(
+        run,
+        run="chaos sim --seeds 300 (simulation, swarm)",
+        dir=None,
+        valid=False,
+        failures=["seed 7: replay with chaos sim --seed 7"],
+        simulated=True,
+    )
+    add_runs(summary, [sim_row])
+    assert summary["valid"] is False
+    doc = json.loads((tmp_path / "summary.json").read_text())
+    assert doc["valid"] is False and [r["run"] for r in doc["runs"]] == ["r1", sim_row["run"]]
+    page = (tmp_path / "index.html").read_text()
+    assert "INVALID: 1 run and 1 simulation campaign" in page
+    assert "seed 7: replay with chaos sim --seed 7" in page and 'href="None' not in page

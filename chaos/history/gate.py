@@ -576,7 +576,9 @@ def gate_cmd(
             raise click.ClickException("gate: no run produced a run directory")
     summary = _analyze(dirs, master, out, time_limit)
     if not run_dirs and workload is None and nemesis is None:
-        summary["runs"] += db_campaign_rows(args, store)  # e.g. a DB's simulation campaign
+        from chaos.history.spark import add_runs
+
+        add_runs(summary, db_campaign_rows(args, store))  # e.g. a DB's simulation campaign
     print_table(summary)
     failures = threshold_failures(
         summary,

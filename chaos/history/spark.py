@@ -844,11 +844,33 @@ def analyze(
     timings["summary"] = time.monotonic() - t
     summary["timings"] = timings
     summary["master"] = master
-    with open(out / "summary.json", "w") as f:
-        json.dump(summary, f, indent=1, default=str)
-    write_summary_html(summary, out / "index.html")
+    write_summary(summary, out)
     summary["out"] = str(out)
     return summary
+
+
+def write_summary(summary: dict[str, Any], out: Path) -> None:
+    """``summary.json`` and ``index.html`` of ``summary`` in ``out`` (again after the gate adds a
+    DB's simulation campaign rows: :func:`add_runs`)."""
+    doc = {k: v for k, v in summary.items() if k != "out"}
+    with open(out / "summary.json", "w") as f:
+        json.dump(doc, f, indent=1, default=str)
+    write_summary_html(doc, out / "index.html")
+
+
+def add_runs(summary: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    """Add rows that are not run directories (a DB's simulation campaign, ``"simulated": True``)
+    to ``summary``: the overall verdict merges theirs (a failing campaign makes the summary
+    invalid, an undecided one unknown), and ``summary.json`` / ``index.html`` in ``summary["out"]``
+    are written again so that the files say what the gate's table says."""
+    from chaos.history.analysis import merge_valid
+
+    if not rows:
+        return
+    summary["runs"] = [*summary["runs"], *rows]
+    summary["valid"] = merge_valid(r["valid"] for r in summary["runs"])
+    if summary.get("out"):
+        write_summary(summary, Path(summary["out"]))
 
 
 def _publish(staging: Path, out: Path) -> None:
@@ -958,8 +980,9 @@ table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:
 .valid{background:#d4f4d4}.invalid{background:#f8d0d0}.unknown{background:#fff0c0}
 .banner{padding:1em;font-size:1.4em;font-weight:bold}
 </style></head><body>
-<div class="banner {{ verdict(s.valid) }}">{{ verdict(s.valid) | upper }}: {{ s.runs|length }} runs
- ({{ s.master }})</div>
+{% set real = s.runs | rejectattr("simulated") | list %}{% set sims = s.runs | selectattr("simulated") | list %}
+<div class="banner {{ verdict(s.valid) }}">{{ verdict(s.valid) | upper }}: {{ real|length }} run{{ '' if real|length == 1 else 's' }}
+{%- if sims %} and {{ sims|length }} simulation campaign{{ '' if sims|length == 1 else 's' }}{% endif %} ({{ s.master }})</div>
 <h2>Pass rate per workload and nemesis</h2>
 <table><tr><th>workload</th><th>nemesis</th><th>runs</th><th>pass rate</th><th>worst p99 (ms)</th>
 <th>longest unavailable (s)</th></tr>
@@ -970,7 +993,7 @@ table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:
 <h2>Runs</h2>
 <table><tr><th>run</th><th>workload</th><th>nemesis</th><th>verdict</th><th>failures</th><th>ops</th>
 <th>ok rate</th><th>p99 (ms)</th><th>longest unavailable (s)</th></tr>
-{% for r in s.runs %}<tr class="{{ verdict(r.valid) }}"><td><a href="{{ r.dir }}/index.html">{{ r.run }}</a></td>
+{% for r in s.runs %}<tr class="{{ verdict(r.valid) }}"><td>{% if r.dir %}<a href="{{ r.dir }}/index.html">{{ r.run }}</a>{% else %}{{ r.run }}{% endif %}</td>
 <td>{{ r.workload }}</td><td>{{ r.nemesis }}</td><td>{{ verdict(r.valid) }}</td>
 <td>{{ r.failures|join('; ') }}</td><td>{{ r.ops }}</td>
 <td>{{ '-' if r.ok_rate is none else '%.1f%%' % (r.ok_rate * 100) }}</td>
