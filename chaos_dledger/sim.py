@@ -131,7 +131,8 @@ ELECTION_MS = 480  # a follower's timeout plus the longest vote interval (dledge
 def draw_mix(seed: int) -> dict[str, Any]:
     """The swarm's per-seed choices (``chaos sim`` without ``--nemesis``), from the seed alone: the
     workload (any of :data:`SWARM_WORKLOADS`), read mode (of register reads and read-only
-    transactions; the log workload reads entries), fault kinds (each present with probability 0.35, at least one), time
+    transactions; the log workload reads entries), fault kinds (each present with probability 0.35,
+    at least one; ``bitflip`` brings ``kill``, :func:`with_bitflip_kills`), time
     limit, client rate and concurrency, and the interval between faults. Lease reads leave clock
     faults out (a lease is safe only while clocks run at one rate), and so the swarm never draws
     the known-bad ``unsafe`` read mode."""
@@ -139,7 +140,7 @@ def draw_mix(seed: int) -> dict[str, Any]:
     workload = r.choice(SWARM_WORKLOADS)
     read_mode = r.choice(("raft-log", "read-index", "lease")) if workload != "log" else "raft-log"
     pool = [k for k in SWARM_FAULTS if not (read_mode == "lease" and k in _CLOCK_FAULTS)]
-    faults = [k for k in pool if r.random() < 0.35] or [r.choice(pool)]
+    faults = with_bitflip_kills([k for k in pool if r.random() < 0.35] or [r.choice(pool)])
     time_limit = r.choice(SWARM_TIME_LIMITS)
     return {
         "workload": workload,

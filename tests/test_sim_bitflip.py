@@ -31,3 +31,13 @@ def test_a_bitflip_campaign_damages_and_repairs_every_seed(tmp_path: Path) -> No
     assert re.search(r"storage faults 3\b", coverage), coverage
     done = re.search(r"repairs (\d+) of (\d+) completed", coverage)
     assert done and int(done.group(2)) > 0, coverage
+
+
+def test_the_swarm_never_draws_a_bitflip_that_cannot_fire() -> None:
+    """bitflip damages a member a kill stopped: every swarm mix with it has a kill too."""
+    from chaos_dledger.sim import draw_mix
+
+    mixes = [draw_mix(seed)["nemesis"] for seed in range(3000)]
+    with_bitflip = [m for m in mixes if "bitflip" in m]
+    assert len(with_bitflip) > 500
+    assert all({"kill", "kill-leader"} & set(m) for m in with_bitflip)
