@@ -95,6 +95,7 @@ DEFAULT_RESULTS = ROOT / "store" / "sim-power" / "results.jsonl"
 _FAILING = re.compile(r"^seed (\d+): valid = (\S+): (.*)$", re.M)
 _TOTAL = re.compile(r"^(\d+) seeds, (\d+) not valid", re.M)
 _RATE = re.compile(r"^([\d.]+) seeds/s", re.M)
+_COVERAGE = re.compile(r"^coverage \(.*$", re.M)
 
 
 def run_sim(sim_args: list[str], seeds: int, args: argparse.Namespace, source: Path | None) -> dict[str, Any]:
@@ -124,6 +125,7 @@ def run_sim(sim_args: list[str], seeds: int, args: argparse.Namespace, source: P
     failing = [(int(s), v, why) for s, v, why in _FAILING.findall(p.stdout)]
     total = _TOTAL.search(p.stdout)
     rate = _RATE.search(p.stdout)
+    coverage = _COVERAGE.search(p.stdout)
     return {
         "command": "chaos sim " + (" ".join(sim_args) or "(default swarm)"),
         "seeds_per_s": float(rate[1]) if rate else None,
@@ -135,6 +137,7 @@ def run_sim(sim_args: list[str], seeds: int, args: argparse.Namespace, source: P
         "wall_s": round(time.monotonic() - t0, 1),
         "cpu_s": round(c1.children_user + c1.children_system - c0.children_user - c0.children_system, 1),
         "stderr": p.stderr.strip().splitlines()[-3:] if p.returncode not in (0, 1) else [],
+        "coverage": coverage[0] if coverage else None,
     }
 
 
