@@ -64,7 +64,7 @@ class MinimalDB:
         pass
 
     def describe(self):
-        return "in-process registers"
+        return "in-process registers [/v1] [bold]"  # printed as written, never read as markup
 
     def open_client(self, protocol, test, node, process):
         if protocol != "register":
@@ -91,6 +91,7 @@ def test_a_db_with_only_clients_runs_to_a_verdict(tmp_path: Path) -> None:
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
         )  # fmt: skip
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        assert "minimal setup on 3 nodes (in-process registers [/v1] [bold])" in r.stdout, r.stdout[-3000:]
         (test_json,) = {p.resolve() for p in store.glob("*/*/test.json")}
         test = json.loads(test_json.read_text())
         assert test["db_capabilities"] == ["clients"]

@@ -231,10 +231,12 @@ def run(**kw: Any) -> int:
     except (KeyboardInterrupt, RunAborted) as e:
         if not from_signal(e):
             raise  # plug-in code raised KeyboardInterrupt: chaos.cli names it and exits 255
+        from rich.markup import escape
+
         if isinstance(e, AbortedBeforeStart):
-            console.print(f"aborted ({e}); nothing ran", highlight=False)
+            console.print(f"aborted ({escape(str(e))}); nothing ran", highlight=False)
         else:
-            console.print(f"aborted ({e}); faults healed, history kept", highlight=False)
+            console.print(f"aborted ({escape(str(e))}); faults healed, history kept", highlight=False)
         return EXIT_SIGTERM if str(e) == f"signal {int(signal.SIGTERM)}" else EXIT_SIGINT
     except ValueError as e:  # ConfigError and the providers' bad node entries
         raise BadArguments(str(e)) from None

@@ -314,7 +314,7 @@ class Runner:
         concurrency = parse_concurrency(o["concurrency"], len(nodes))
         workload, (nemesis, nem_gen) = self.prepare()  # again, now knowing the nodes
         probe = Control(nodes)
-        self.say(f"connecting to {len(nodes)} nodes over SSH: {', '.join(n.name for n in nodes)}")
+        self.say(f"connecting to {len(nodes)} nodes over SSH: {escape(', '.join(n.name for n in nodes))}")
         try:
             probe.connect_all()  # a run that cannot reach its nodes leaves no run directory behind
         finally:
@@ -398,8 +398,8 @@ class Runner:
         state.doc = self._test_doc(state)
         state.run.write_test(state.doc)  # completed by run() once the phases are torn down
         self._signals_phase(stack)
-        self.say(f"run directory {state.run.path}")
-        self.say(f"nodes {', '.join(f'{n.name}={n.host}' for n in state.nodes)}; seed {o['seed']}")
+        self.say(f"run directory {escape(str(state.run.path))}")
+        self.say(f"nodes {escape(', '.join(f'{n.name}={n.host}' for n in state.nodes))}; seed {o['seed']}")
         self._os_phase(state.test)
         self._db_phase(stack, state.test)
         self._nemesis_phase(stack, state.test)
@@ -425,14 +425,14 @@ class Runner:
         from chaos.cluster.db import Primary, db_name, has
 
         db = test.db
-        self.say(f"{db_name(db)} setup on {len(test.nodes)} nodes ({_describe(db)})")
+        self.say(f"{escape(db_name(db))} setup on {len(test.nodes)} nodes ({escape(_describe(db))})")
         if not self.opts.get("leave_db_running"):
             stack.callback(self._safe, "DB teardown", lambda: db.teardown(test.control))
         stack.callback(self._safe, "download node logs", lambda: self._download_logs(test))
         db.setup(test.control)
         if has(db, Primary):
             leader = db.await_leader(test.control, max(30.0, float(self.opts["recovery_time"])))
-            self.say(f"{db_name(db)} leader: {leader}")
+            self.say(f"{escape(db_name(db))} leader: {escape(str(leader))}")
 
     def _nemesis_phase(self, stack: contextlib.ExitStack, test: Test) -> None:
         """Nemesis setup; teardown: every fault healed (on every exit path), then the nemesis's own."""
@@ -504,7 +504,7 @@ class Runner:
             gen.clients(client_gen, state.nem_gen) if state.nem_gen is not None else gen.clients(client_gen)
         )
         self.say(
-            f"generator phase: {workload.name}, nemesis {o['nemesis']}, {o['time_limit']:g} s, "
+            f"generator phase: {escape(str(workload.name))}, nemesis {escape(str(o['nemesis']))}, {o['time_limit']:g} s, "
             f"{state.concurrency} clients, {o['rate']:g} ops/s"
         )
         self._phase(state, "main")
@@ -579,7 +579,9 @@ class Runner:
         except BaseException as e:  # cleanup must go on (even after a second Ctrl-C)
             self.log.warning("%s failed: %s", what, e)
             if self.console is not None:
-                self.console.print(f"[yellow]warning:[/yellow] {what} failed: {e}", highlight=False)
+                self.console.print(
+                    f"[yellow]warning:[/yellow] {what} failed: {escape(str(e))}", highlight=False
+                )
 
     def _heal_leftovers(self, test: Test) -> None:
         """Clear faults a killed earlier run may have left (iptables chains, qdiscs, clocks, SIGSTOP,
@@ -601,7 +603,7 @@ class Runner:
         nem = test.nemesis
         stops = list(getattr(nem, "final_ops", []) or [])
         if stops:
-            self.say(f"healing: {', '.join(s['f'] for s in stops)}")
+            self.say(f"healing: {escape(', '.join(str(s['f']) for s in stops))}")
             interp.run(gen.nemesis(stops))
         try:
             nem.heal(test)
@@ -716,10 +718,10 @@ class Runner:
         else:
             try:
                 path = write_report(run.path)
-                self.say(f"report {path}")
+                self.say(f"report {escape(str(path))}")
             except Exception as e:
                 self.log.exception("report failed")
-                self.say(f"[yellow]report failed:[/yellow] {e}")
+                self.say(f"[yellow]report failed:[/yellow] {escape(str(e))}")
         if self.console is not None:
             from chaos.history.summary import print_run_summary
 
@@ -746,7 +748,7 @@ def run_tests(opts: dict[str, Any], *, console: Any = None, live: bool = True) -
         r = Runner(dict(opts), console=console, live=live)
         codes.append(r.run())
         if console is not None and r.run_dir is not None:
-            console.print(f"run directory: {r.run_dir.path}", highlight=False)
+            console.print(f"run directory: {escape(str(r.run_dir.path))}", highlight=False)
     return worst(codes)
 
 
