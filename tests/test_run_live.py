@@ -79,3 +79,33 @@ def test_fails_are_shown_apart_and_faults_as_short_phrases_with_their_age() -> N
     stats.completed(Op(type="info", process="nemesis", f="stop-kill", value={}, time=2))
     assert view.faults_text(now=101.0) == "partition majorities-ring 1 s"
     assert "{" not in view.line()
+
+
+@pytest.mark.timeout(120)
+def test_plugin_text_is_shown_as_written_never_as_markup() -> None:
+    """A leader name (from the DB plug-in) that looks like rich markup is printed verbatim, in the
+    plain status lines of --no-live and in the live table."""
+
+    class OddDB(_DB):
+        def primaries(self, control: Any) -> list[str]:
+            self.asked.set()
+            return ["[/n2] [bold]"]
+
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=False, width=200)
+    test = _Test()
+    test.db = OddDB()
+    view = LiveView(console, test, _Interp(), 60.0, every_s=0.05)
+    view.start()
+    try:
+        test.db.asked.wait()
+        for _ in range(500):  # up to 10 s: a status line names the leader soon after the poll
+            if "leader=[/n2]" in out.getvalue():
+                break
+            threading.Event().wait(0.02)
+    finally:
+        view.stop()
+    assert "leader=[/n2] [bold]" in out.getvalue(), out.getvalue()
+    table = io.StringIO()
+    Console(file=table, force_terminal=False, width=200).print(view.render())
+    assert "[/n2] [bold]" in table.getvalue(), table.getvalue()

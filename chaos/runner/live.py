@@ -12,6 +12,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -39,11 +40,12 @@ class LiveView:
         t = Table.grid(padding=(0, 2))
         t.add_column(style="bold")
         t.add_column()
-        t.add_row("test", f"{self.test.name}  [dim]({self.phase})[/dim]")
+        t.add_row("test", f"{escape(str(self.test.name))}  [dim]({self.phase})[/dim]")
         t.add_row("elapsed", f"{el:5.1f} s / {self.time_limit:g} s")
         t.add_row("ops", f"{ops_text(s, markup=True)}  ({s.rate():.0f} ops/s)")
-        t.add_row("faults", self.faults_text())
-        t.add_row("leader", self.leader)
+        # the fault phrases and the leader come from plug-ins: text, never markup
+        t.add_row("faults", escape(self.faults_text()))
+        t.add_row("leader", escape(self.leader))
         return t
 
     def line(self) -> str:
@@ -90,7 +92,7 @@ class LiveView:
                     live.update(self.render())
         else:
             while not self._stop.wait(self.every_s):
-                self.console.print(self.line(), highlight=False)
+                self.console.print(self.line(), highlight=False, markup=False)
 
     def start(self) -> None:
         self.t0 = time.monotonic()
