@@ -19,10 +19,15 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends $missing
 fi
 
+# an editable install leaves the tool uncompiled, and with PYTHONDONTWRITEBYTECODE set no command
+# would ever write its bytecode: compile it once (every chaos command then starts ~50 ms sooner)
+compile_tool() { "$PY" -m compileall -q chaos chaos_dledger dledger >/dev/null; }
 if [ "$TEST" = 1 ]; then
   "$PY" -m pip install -q --disable-pip-version-check -e '.[test]'
+  compile_tool
   # the node image: built once from a debootstrap rootfs and cached in the local Docker engine
   chaos cluster image
 else
   "$PY" -m pip install -q --disable-pip-version-check -e .
+  compile_tool
 fi
