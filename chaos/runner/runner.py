@@ -247,7 +247,10 @@ class Runner:
         self.db_kwargs: dict[str, Any] = {}
         self.log = logging.getLogger("chaos.run")
 
-    def say(self, msg: str) -> None:
+    def say(self, text: str, *, lead: str = "") -> None:
+        """A status line: ``text`` as written (node names, paths, plug-in text: never read as rich
+        markup), after ``lead``, a styled label in rich markup such as ``[red]crashed:[/red]``."""
+        msg = f"{lead} {escape(text)}" if lead else escape(text)
         self.log.info("%s", msg)
         if self.console is not None:
             self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {msg}", highlight=False)
@@ -314,7 +317,7 @@ class Runner:
         concurrency = parse_concurrency(o["concurrency"], len(nodes))
         workload, (nemesis, nem_gen) = self.prepare()  # again, now knowing the nodes
         probe = Control(nodes)
-        self.say(f"connecting to {len(nodes)} nodes over SSH: {escape(', '.join(n.name for n in nodes))}")
+        self.say(f"connecting to {len(nodes)} nodes over SSH: {', '.join(n.name for n in nodes)}")
         try:
             probe.connect_all()  # a run that cannot reach its nodes leaves no run directory behind
         finally:
@@ -349,7 +352,7 @@ class Runner:
             what = f"{type(state.crashed).__name__}: {state.crashed}"
             if not isinstance(state.crashed, Exception):  # SystemExit & co. come from plug-in code
                 what += f" raised in {raised_in(state.crashed)}"
-            self.say(f"[red]crashed:[/red] {escape(what)}")
+            self.say(what, lead="[red]crashed:[/red]")
             return EXIT_CRASH
         try:
             return self._check_and_report(state.run)
@@ -398,8 +401,8 @@ class Runner:
         state.doc = self._test_doc(state)
         state.run.write_test(state.doc)  # completed by run() once the phases are torn down
         self._signals_phase(stack)
-        self.say(f"run directory {escape(str(state.run.path))}")
-        self.say(f"nodes {escape(', '.join(f'{n.name}={n.host}' for n in state.nodes))}; seed {o['seed']}")
+        self.say(f"run directory {state.run.path}")
+        self.say(f"nodes {', '.join(f'{n.name}={n.host}' for n in state.nodes)}; seed {o['seed']}")
         self._os_phase(state.test)
         self._db_phase(stack, state.test)
         self._nemesis_phase(stack, state.test)
@@ -425,14 +428,14 @@ class Runner:
         from chaos.cluster.db import Primary, db_name, has
 
         db = test.db
-        self.say(f"{escape(db_name(db))} setup on {len(test.nodes)} nodes ({escape(_describe(db))})")
+        self.say(f"{db_name(db)} setup on {len(test.nodes)} nodes ({_describe(db)})")
         if not self.opts.get("leave_db_running"):
             stack.callback(self._safe, "DB teardown", lambda: db.teardown(test.control))
         stack.callback(self._safe, "download node logs", lambda: self._download_logs(test))
         db.setup(test.control)
         if has(db, Primary):
             leader = db.await_leader(test.control, max(30.0, float(self.opts["recovery_time"])))
-            self.say(f"{escape(db_name(db))} leader: {escape(str(leader))}")
+            self.say(f"{db_name(db)} leader: {leader}")
 
     def _nemesis_phase(self, stack: contextlib.ExitStack, test: Test) -> None:
         """Nemesis setup; teardown: every fault healed (on every exit path), then the nemesis's own."""
@@ -504,7 +507,7 @@ class Runner:
             gen.clients(client_gen, state.nem_gen) if state.nem_gen is not None else gen.clients(client_gen)
         )
         self.say(
-            f"generator phase: {escape(str(workload.name))}, nemesis {escape(str(o['nemesis']))}, {o['time_limit']:g} s, "
+            f"generator phase: {workload.name}, nemesis {o['nemesis']}, {o['time_limit']:g} s, "
             f"{state.concurrency} clients, {o['rate']:g} ops/s"
         )
         self._phase(state, "main")
@@ -597,19 +600,19 @@ class Runner:
         for node in sorted(before):
             for line in before[node]:
                 state = "still present" if line in after.get(node, []) else "removed"
-                self.say(f"leftover of an earlier run on {node}: {escape(line)} ({state})")
+                self.say(f"leftover of an earlier run on {node}: {line} ({state})")
 
     def _heal(self, test: Test, interp: Any) -> None:
         nem = test.nemesis
         stops = list(getattr(nem, "final_ops", []) or [])
         if stops:
-            self.say(f"healing: {escape(', '.join(str(s['f']) for s in stops))}")
+            self.say(f"healing: {', '.join(str(s['f']) for s in stops)}")
             interp.run(gen.nemesis(stops))
         try:
             nem.heal(test)
         except Exception as e:  # e.g. a killed node that cannot start: the recovery wait judges it
             self.log.exception("heal failed")
-            self.say(f"[yellow]heal failed:[/yellow] {escape(f'{type(e).__name__}: {e}')}")
+            self.say(f"{type(e).__name__}: {e}", lead="[yellow]heal failed:[/yellow]")
 
     def _final_heal(self, test: Test) -> None:
         if test.nemesis is not None:
@@ -645,17 +648,17 @@ class Runner:
             rec = test.db.await_recovery(test.control, bound)
         except Exception as e:  # the wait itself broke (e.g. SSH): nothing was decided
             self.log.exception("recovery wait failed")
-            self.say(f"[yellow]recovery wait failed:[/yellow] {escape(f'{type(e).__name__}: {e}')}")
+            self.say(f"{type(e).__name__}: {e}", lead="[yellow]recovery wait failed:[/yellow]")
             return
         self.recovery = rec
         if rec.get("recovered"):
             from chaos.history.liveness import recovered_line
 
-            self.say(escape(recovered_line(rec)))
+            self.say(recovered_line(rec))
         else:
             self.say(
-                f"[red]liveness failure:[/red] not recovered within {bound:g} s: "
-                + escape("; ".join(rec.get("problems") or ["?"]))
+                f"not recovered within {bound:g} s: " + "; ".join(rec.get("problems") or ["?"]),
+                lead="[red]liveness failure:[/red]",
             )
             self._probe_environment(test, rec)
 
@@ -674,7 +677,7 @@ class Runner:
             rec["environment"] = found
             for node, items in sorted(found.items()):
                 for item in items:
-                    self.say(f"[yellow]environment on {node}:[/yellow] {escape(item['evidence'])}")
+                    self.say(item["evidence"], lead=f"[yellow]environment on {escape(node)}:[/yellow]")
 
     def _download_logs(self, test: Test) -> None:
         from chaos.cluster.db import capabilities
@@ -718,10 +721,10 @@ class Runner:
         else:
             try:
                 path = write_report(run.path)
-                self.say(f"report {escape(str(path))}")
+                self.say(f"report {path}")
             except Exception as e:
                 self.log.exception("report failed")
-                self.say(f"[yellow]report failed:[/yellow] {escape(str(e))}")
+                self.say(str(e), lead="[yellow]report failed:[/yellow]")
         if self.console is not None:
             from chaos.history.summary import print_run_summary
 
