@@ -124,3 +124,21 @@ def test_a_mutants_failing_seed_found_on_spark_replays_locally(tmp_path: Path) -
     breach = re.search(r"safety \((.*)\)$", why)  # the invariant this mutant breaks, at the same step
     assert breach, why
     assert f"safety: {breach[1]}" in replay.stdout
+
+
+def test_the_first_spark_start_on_a_machine_prints_nothing_of_the_jvms_own(tmp_path: Path) -> None:
+    """A fresh cache: the driver JVM writes its class-data archive as it exits and logs the classes
+    it leaves out (CDS warnings) to its stdout, the command's own. The command prints only its own
+    lines, the same as the local run's."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "chaos.cli", "sim", "--store", str(tmp_path / "store"),
+                               "--seeds", "4", *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              check=False)  # fmt: skip
+
+    on_spark = run("--master", "local[1]")
+    assert on_spark.returncode == 0, on_spark.stdout + on_spark.stderr
+    assert list((tmp_path / "cache" / "chaos").glob("spark-*.jsa.*"))  # it did write an archive
+    assert _lines(on_spark.stdout) == _lines(run("--jobs", "1").stdout)
+    assert "[cds]" not in on_spark.stdout + on_spark.stderr

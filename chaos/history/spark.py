@@ -65,7 +65,7 @@ def _cds_option() -> str:
     ``$XDG_CACHE_HOME/chaos`` (``~/.cache/chaos``): with it the driver JVM starts on about a third
     less CPU (issue 27). The first start writes the archive as its JVM exits (some 70 MB, a name
     per process; the JVM may write it after the command returned), and a later start adopts it
-    once 10 s unchanged; a JVM that cannot use it says so in ``spark.log`` and starts without.
+    once 10 s unchanged; a JVM that cannot use it starts without (its CDS log lines are off).
     ``CHAOS_SPARK_CDS=0``: no archive. Keyed by the pyspark install and the java binary, so an
     upgrade of either makes a new one."""
     if os.environ.get("CHAOS_SPARK_CDS", "1") == "0":
@@ -93,13 +93,16 @@ def _cds_option() -> str:
                     p.unlink()
         except OSError:
             pass
+    # the JVM logs CDS warnings (classes it leaves out of the archive) to its stdout, which is the
+    # tool's own stdout when no log file is given: the archive is an optimisation, not news
+    quiet = "-Xlog:cds*=off"
     if archive.is_file():
-        return f"-XX:SharedArchiveFile={archive}"
+        return f"-XX:SharedArchiveFile={archive} {quiet}"
     try:
         cache.mkdir(parents=True, exist_ok=True)
     except OSError:
         return ""
-    return f"-XX:ArchiveClassesAtExit={archive}.{os.getpid()}"
+    return f"-XX:ArchiveClassesAtExit={archive}.{os.getpid()} {quiet}"
 
 
 def spark_context(master: str = "local[*]", app: str = "chaos-analyze", log: Path | None = None) -> Any:
