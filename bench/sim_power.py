@@ -81,13 +81,18 @@ CONFIGS: dict[str, list[str]] = {
         "power-in-sync,kill-in-sync,partition",
     ],
     "repair-votes-while-damaged": ["--workload", "log", "--nemesis", "storage,partition,kill"],
+    # harmful only under a partial failure: the leader's inbound slowed, then its outbound stalled
     "heartbeat-stale-round": [
         "--workload",
         "register",
         "--nemesis",
-        "slow-network,partition-leader,pause-leader",
+        "link-delay",
         "--read-mode",
         "read-index",
+        "--time-limit",
+        "10",
+        "--rate",
+        "100",
     ],
 }
 DEFAULT_RESULTS = ROOT / "store" / "sim-power" / "results.jsonl"

@@ -41,6 +41,10 @@ a term or two and stands inside a round of that RPC, and makes partitions hold w
 until the heal; ``kill-in-sync``/``power-in-sync`` crash a member (or all) while
 an fsync is in flight; ``pause-round`` pauses a member inside a protocol round (an open heartbeat or
 vote round, a follower holding acknowledgements) and releases its queue in a seeded order;
+``clog`` holds one member's sending side, receiving side or both (FoundationDB's
+``clogInterface``) and delivers what it held in order at the end; ``link-delay`` slows one side
+or both of a member's links, the delay growing step by step as a filling queue's does, and may
+then stall the other side (a partial failure: the member hears late what it can no longer answer);
 ``storage`` and ``bitflip`` damage a down member's committed records (header or body bit flips,
 lost or misdirected page writes), on a minority of members, which the server repairs from the
 leader. Each campaign ends with seeds/s and a coverage line (how many seeds saw elections,
@@ -97,6 +101,8 @@ NEMESES = (
     "kill-in-sync",
     "power-in-sync",
     "pause-round",
+    "clog",
+    "link-delay",
 )
 # the fault id a kind starts under: one partition at a time (any shape), one clock fault at a time
 _SLOT = {"partition-leader": "partition", "clock-slow-leader": "clock-skew"}
@@ -112,13 +118,21 @@ F8_POLL_MS = 5  # the figure8 nemesis looks for a new leader this often
 # its share of kills among cut-offs: a killed leader's messages in flight still arrive (a cut drops
 # them) and its restart takes a recovery, so mostly cuts
 F8_KILL = 0.1
+# how long a clog holds one side of a member's links (ms): a round, a lease, past an election, seconds
+CLOG_MS = (50, 150, 300, 450, 700, 1000, 2000)
+# link-delay: the delay one side of a member's links reaches (ms), and how it gets there: this many
+# ms more every LINK_DELAY_STEP_EVERY_MS (a queue filling up), or 0: at once
+LINK_DELAY_MS = (100, 250, 500, 1000, 2000)
+LINK_DELAY_STEPS = (0, 50, 100, 200)
+LINK_DELAY_STEP_EVERY_MS = 100
 
 
 # kinds the random fault stream does not draw: swarm settings (network, slow-network, bitflip) and
 # figure8's own loop
 _NOT_DRAWN = ("none", "network", "slow-network", "bitflip", "figure8")
 # what the swarm draws its per-seed fault mix from (Groce et al., Swarm Testing, ISSTA 2012)
-SWARM_FAULTS = tuple(k for k in NEMESES if k != "none")
+SWARM_LATER = ("clog", "link-delay")
+SWARM_FAULTS = tuple(k for k in NEMESES if k not in ("none", *SWARM_LATER))
 SWARM_TIME_LIMITS = (3.0, 5.0, 10.0)
 _CLOCK_FAULTS = ("clock-skew", "clock-slow-leader")
 # the messages slow-network may hold across term changes -> where their receiver must stand for the
@@ -142,7 +156,7 @@ def draw_mix(seed: int) -> dict[str, Any]:
     pool = [k for k in SWARM_FAULTS if not (read_mode == "lease" and k in _CLOCK_FAULTS)]
     faults = with_bitflip_kills([k for k in pool if r.random() < 0.35] or [r.choice(pool)])
     time_limit = r.choice(SWARM_TIME_LIMITS)
-    return {
+    mix = {
         "workload": workload,
         "read_mode": read_mode,
         "nemesis": faults,
@@ -151,6 +165,9 @@ def draw_mix(seed: int) -> dict[str, Any]:
         "clients": r.choice((5, 10)),
         "nemesis_interval": min(r.choice((0.5, 1.0, 2.0, 5.0)), time_limit / 4),
     }
+    # kinds added since are drawn last, so every earlier seed keeps its mix
+    mix["nemesis"] = faults + [k for k in SWARM_LATER if r.random() < 0.35]
+    return mix
 
 
 def mix_args(mix: dict[str, Any]) -> str:
@@ -564,7 +581,45 @@ class SimRun:
             return kind, {"node": who, "point": rng.choice(PAUSE_POINTS), "order": rng.choice(RELEASE_ORDERS)}
         if kind == "pause":
             return kind, rng.sample(sim.ids, rng.randint(1, NODES // 2))
+        if kind in ("clog", "link-delay"):  # one member's sending side, receiving side or both
+            who = self._gray_target(leader)
+            side = rng.choice(["send", "recv", "both"])
+            choices = CLOG_MS if kind == "clog" else LINK_DELAY_MS
+            send, recv = (rng.choice(choices) if side in (s, "both") else 0 for s in ("send", "recv"))
+            params: dict[str, Any] = {"node": who, "send_ms": send, "recv_ms": recv}
+            if kind == "link-delay":
+                params["step_ms"] = rng.choice(LINK_DELAY_STEPS)
+                # a partial failure: once one side is at its delay, the other side may stall too
+                # (held until the fault stops), so the member hears late what it can no longer answer
+                params["stall_other"] = side != "both" and rng.random() < 0.5
+            return kind, params
         return kind, {v: rng.choice([0.5, 0.8, 1.25, 2.0]) for v in rng.sample(sim.ids, 2)}  # clock-skew
+
+    def _gray_target(self, leader: str | None) -> str:
+        """The member a clog or link delay hits: half the time the member whose links are already
+        clogged or slow (a failing NIC or switch port degrades in stages), else half the time the
+        leader, else any member."""
+        rng = self.nem_rng
+        gray = sorted({f["node"] for k, f in self.faults.items() if k in ("clog", "link-delay")})
+        if gray and rng.random() < 0.5:
+            return rng.choice(gray)
+        return leader if leader is not None and rng.random() < 0.5 else rng.choice(self.sim.ids)
+
+    def _delay_step(self, params: dict[str, Any], k: int) -> None:
+        """Step ``k`` of a link delay: each side ``k * step_ms`` (at most its ``*_ms``), until both
+        are reached or the fault stopped."""
+        if self.faults.get("link-delay") is not params:
+            return
+        step = params["step_ms"]
+        send, recv = (min(ms, k * step) if step else ms for ms in (params["send_ms"], params["recv_ms"]))
+        self.sim.delay_links(params["node"], send, recv)
+        if (send, recv) != (params["send_ms"], params["recv_ms"]):
+            self.sim.call_at(
+                self.sim.now + LINK_DELAY_STEP_EVERY_MS, functools.partial(self._delay_step, params, k + 1)
+            )
+        elif params.get("stall_other"):
+            forever = 10**9  # until the fault stops (unclog)
+            self.sim.clog(params["node"], 0 if send else forever, 0 if recv else forever)
 
     def _start(self, kind: str, params: Any, fid: str | None = None) -> None:
         """Start fault ``kind`` with explicit ``params`` (as drawn, or from a schedule) under the
@@ -615,6 +670,14 @@ class SimRun:
                 sim.pause(v)
             self.faults[fid] = params
             self._nemesis("pause", sorted(params))
+        elif kind == "clog":
+            sim.clog(params["node"], params["send_ms"], params["recv_ms"])
+            self.faults[fid] = params
+            self._nemesis("clog", params)
+        elif kind == "link-delay":
+            self.faults[fid] = params
+            self._nemesis("link-delay", params)
+            self._delay_step(params, 1)
         elif kind in ("clock-skew", "clock-slow-leader"):
             for v, r in params.items():
                 sim.set_clock_rate(v, r)
@@ -716,6 +779,14 @@ class SimRun:
             for v in what:
                 sim.set_clock_rate(v, 1.0)
             self._nemesis("reset-clock", sorted(what))
+        elif kind == "clog":
+            sim.unclog(what["node"])  # if its clogs have not ended by themselves
+            self._nemesis("unclog", [what["node"]])
+        elif kind == "link-delay":
+            sim.undelay_links(what["node"])
+            if what.get("stall_other"):
+                sim.unclog(what["node"])
+            self._nemesis("stop-link-delay", [what["node"]])
 
     def _power_back(self, node: str) -> None:
         """One member back after a power failure (unless a kill holds it down)."""
@@ -1021,6 +1092,7 @@ COVERAGE = (
     ("pauses in a round", ("pauses_in_round",)),
     ("held/slow messages", ("held_messages", "slow_messages")),
     ("messages held across terms", ("term_late_messages",)),
+    ("clogged or slowed links", ("clogged_messages", "delayed_messages")),
 )
 
 
@@ -1118,7 +1190,8 @@ _SIM_OPTIONS = [
         "slow-network = messages held for up to several election timeouts, late duplicates, partitions "
         "that hold; bitflip, storage = damage to a killed member's committed records, on a minority; "
         "kill-in-sync, power-in-sync = a crash while an fsync is in flight; pause-round = a pause at a "
-        "protocol point). Default: swarm testing, each seed draws its own fault mix, rates, workload "
+        "protocol point; clog = one member's sending side, receiving side or both held, then delivered in "
+        "order; link-delay = one side or both of a member's links slowed, the delay growing). Default: swarm testing, each seed draws its own fault mix, rates, workload "
         "and read mode (printed for a failing seed; replay it with --seed)",
     ),
     click.option(

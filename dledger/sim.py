@@ -38,6 +38,7 @@ simulator (see ../shared/reference/simulation.md), etcd-io/raft's Ready loop.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import random
 from collections.abc import Callable
@@ -96,6 +97,8 @@ STATS = (
     "held_messages",
     "slow_messages",
     "term_late_messages",
+    "clogged_messages",
+    "delayed_messages",
 )
 
 
@@ -341,6 +344,13 @@ class Sim:
         self.term_late_kinds: tuple[type[Message], ...] = ()  # the message classes it holds (): all
         self.term_late_point = "any"  # where the receiver must stand for the release (PAUSE_POINTS)
         self._term_late: dict[str, list[tuple[int, Message]]] = {}
+        # clogged links (FoundationDB's clogInterface, send or receive side): a directed link holds
+        # what arrives on it, in order, until the clog ends; (src, dst) -> until ms, held messages
+        self._clog_until: dict[tuple[str, str], int] = {}
+        self._clog_held: dict[tuple[str, str], list[Message]] = {}
+        # slow links (a gray failure, netem delay on one side of a member): (src, dst) -> extra ms
+        # added to every message sent on that link while it is set
+        self.link_delay: dict[tuple[str, str], int] = {}
         self.pause_triggers: dict[str, tuple[str, Callable[[str], None] | None]] = {}
         self.disk_faulted: set[str] = set()  # members with an injected storage fault
         self.repairing: dict[str, int] = {}  # member -> repair_to of its store, while repairing
@@ -563,6 +573,47 @@ class Sim:
         for m in held:
             self._enqueue(m, self.now + self.net_rng.randint(*self.latency))
 
+    def clog(self, node: str, send_ms: int, recv_ms: int) -> None:
+        """Clog ``node``'s outgoing links for ``send_ms`` and its incoming links for ``recv_ms``
+        (0: that side flows): what arrives on a clogged link, in flight before the clog too, is held
+        and delivered in order when the clog ends (FoundationDB's ``clogInterface`` with
+        ``ClogSend``/``ClogReceive``: a stalled queue, late rather than lost). A longer clog of a
+        link extends it; :meth:`unclog` ends them early."""
+        for other in self.ids:
+            if other == node:
+                continue
+            for link, ms in (((node, other), send_ms), ((other, node), recv_ms)):
+                if ms > 0 and self.now + ms > self._clog_until.get(link, 0):
+                    until = self.now + ms
+                    self._clog_until[link] = until
+                    self.call_at(until, functools.partial(self._unclog_link, link, until))
+
+    def delay_links(self, node: str, send_ms: int, recv_ms: int) -> None:
+        """Add ``send_ms`` to every message ``node`` sends and ``recv_ms`` to every message sent to
+        it (0: that side as usual), until :meth:`undelay_links`; the order of a link's messages is
+        kept (the extra delay is the same for each)."""
+        for other in self.ids:
+            if other != node:
+                for link, ms in (((node, other), send_ms), ((other, node), recv_ms)):
+                    if ms > 0:
+                        self.link_delay[link] = ms
+
+    def undelay_links(self, node: str) -> None:
+        """``node``'s links at the usual latency again (what is on its way keeps its delay)."""
+        self.link_delay = {k: v for k, v in self.link_delay.items() if node not in k}
+
+    def unclog(self, node: str) -> None:
+        """End every clog on ``node``'s links now; what they held is delivered in order."""
+        for link in [k for k in self._clog_until if node in k]:
+            self._unclog_link(link, self._clog_until[link])
+
+    def _unclog_link(self, link: tuple[str, str], until: int) -> None:
+        if self._clog_until.get(link) != until:
+            return  # extended, or ended already
+        del self._clog_until[link]
+        for m in self._clog_held.pop(link, []):
+            self._enqueue(m, self.now + self.latency[0])  # in order: the queue breaks ties by seq
+
     # ------------------------------------------------------------ running
 
     def leader(self) -> str | None:
@@ -640,6 +691,10 @@ class Sim:
             if self.hold_partitions:
                 self._held_links.append(msg)
                 self.stats["held_messages"] += 1
+            return
+        if self._clog_until and self._clog_until.get((msg.src, msg.dst), 0) > self.now:
+            self._clog_held.setdefault((msg.src, msg.dst), []).append(msg)
+            self.stats["clogged_messages"] += 1
             return
         if msg.dst in self.paused:
             self._inbox[msg.dst].append(msg)
@@ -825,6 +880,11 @@ class Sim:
         bits = width.bit_length()
         getrandbits = rng.getrandbits
         queue, at = self._queue, self.now + lo
+        if self.link_delay:
+            extra = self.link_delay.get((m.src, m.dst), 0)
+            if extra:
+                at += extra
+                self.stats["delayed_messages"] += 1
         for _ in range(copies):
             # rng.randint(lo, hi) as CPython draws it (randrange -> _randbelow), without its
             # argument checks: the same stream, so every seed keeps its schedule

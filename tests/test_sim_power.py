@@ -149,6 +149,40 @@ def test_the_default_swarm_catches_a_vote_counted_from_an_earlier_term(tmp_path:
     )
 
 
+def test_a_slow_inbound_link_that_stalls_outbound_shows_heartbeat_answers_of_an_earlier_round(
+    tmp_path: Path,
+) -> None:
+    """heartbeat-stale-round under ``--nemesis link-delay`` (seed 19): the leader s5's inbound
+    links slow to 2 s, then its outbound side stalls. The majority elects a new leader and writes;
+    the mutant leader keeps counting the late answers of its earlier heartbeat rounds, so it stays
+    leader and confirms reads of the old value. The correct server steps down (no round of its own
+    is answered within the lease) and the same seed is valid."""
+    args = ["--workload", "register", "--nemesis", "link-delay", "--read-mode", "read-index"]
+    args += ["--time-limit", "10", "--rate", "100", "--first-seed", "19", "--seeds", "1"]
+    p = _mutant_sim("heartbeat-stale-round", tmp_path, *args)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert re.search(r"^seed 19: valid = False: linear", p.stdout, re.M), p.stdout
+    opts = SimOptions(
+        "register",
+        ["link-delay"],
+        seed=19,
+        time_limit=10,
+        rate=100,
+        nemesis_interval=2.5,
+        read_mode="read-index",
+    )
+    correct = run_seed(opts)
+    assert correct.valid is True, correct.results
+    starts = [ev for ev in correct.schedule if ev["op"] == "start"]
+    assert starts[0]["params"] == {
+        "node": "s5",
+        "send_ms": 0,
+        "recv_ms": 2000,
+        "step_ms": 200,
+        "stall_other": True,
+    }
+
+
 def test_the_figure8_nemesis_finds_raft_figure_8(tmp_path: Path) -> None:
     """The old-term commit mutant (Raft paper section 5.4.2, Figure 8) is found by the figure8
     fault pattern: a leader of a later term commits an old-term entry by counting replicas, is

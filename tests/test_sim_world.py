@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -265,6 +266,73 @@ def test_a_holding_partition_delivers_what_it_held_at_the_heal() -> None:
     sim.run(50)
     assert any(m.src == ld and m.dst in others for m in seen)  # the old leader's held messages arrive
     assert not sim._held_links
+
+
+def _recording(sim: Sim) -> list[tuple[int, Message]]:
+    """(delivery time, message) of every message delivered from now on."""
+    seen: list[tuple[int, Message]] = []
+    orig = sim._deliver
+
+    def recording(msg: Message) -> None:
+        seen.append((sim.now, msg))
+        orig(msg)
+
+    sim._deliver = recording  # type: ignore[method-assign]
+    return seen
+
+
+def test_a_clogged_receiving_side_holds_messages_and_delivers_them_in_order_at_the_end() -> None:
+    sim = Sim(3, seed=2, disk="memory")
+    ld = _leader(sim)
+    sim.run(300)
+    start = sim.now
+    sim.clog(ld, 0, 400)  # its receiving side only
+    stepped: dict[str, list[tuple[int, Message]]] = {i: [] for i in sim.ids}  # what each member took
+    for i, drv in sim.drivers.items():
+        orig = drv.step
+
+        def step(msg: Message, now: int, _i: str = i, _orig: Any = orig) -> None:
+            stepped[_i].append((sim.now, msg))
+            _orig(msg, now)
+
+        drv.step = step  # type: ignore[method-assign]
+    sim.run(399)
+    assert not stepped[ld]  # nothing reached it
+    assert any(m.src == ld for i in sim.ids for _, m in stepped[i])  # while its own messages flowed
+    peer = next(i for i in sim.ids if i != ld)
+    held = list(sim._clog_held[(peer, ld)])
+    assert held and sim.stats["clogged_messages"] >= len(held)
+    sim.run(10)
+    arrived = [(t, m) for t, m in stepped[ld] if m.src == peer]
+    assert [m for _, m in arrived[: len(held)]] == held  # in the order they were sent
+    assert all(t >= start + 400 for t, _ in arrived)
+
+
+def test_a_link_delay_adds_its_delay_to_one_side_and_keeps_each_links_order() -> None:
+    sim = Sim(3, seed=5, disk="memory")
+    ld = _leader(sim)
+    sim.run(300)
+    sim.delay_links(ld, 250, 0)  # what the leader sends arrives 250 ms late
+    seen = _recording(sim)
+    sent_at: dict[int, int] = {}
+    orig_send = sim._send
+
+    def stamping(m: Message) -> None:
+        sent_at[id(m)] = sim.now
+        orig_send(m)
+
+    sim._send = stamping  # type: ignore[method-assign]
+    sim.run(600)
+    out = [(t, m) for t, m in seen if m.src == ld and id(m) in sent_at]
+    back = [(t, m) for t, m in seen if m.dst == ld and id(m) in sent_at]
+    assert out and back
+    assert all(t - sent_at[id(m)] >= 250 for t, m in out)
+    assert all(t - sent_at[id(m)] < 250 for t, m in back)  # the other side as usual
+    for dst in {m.dst for _, m in out}:
+        order = [sent_at[id(m)] for _, m in out if m.dst == dst]
+        assert order == sorted(order)
+    sim.undelay_links(ld)
+    assert not sim.link_delay
 
 
 # ------------------------------------------------------------ pauses inside a round
