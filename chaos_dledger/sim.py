@@ -44,8 +44,8 @@ vote round, a follower holding acknowledgements) and releases its queue in a see
 ``clog`` holds one member's sending side, receiving side or both (FoundationDB's
 ``clogInterface``) and delivers what it held in order at the end; ``link-delay`` slows one side
 or both of a member's links, the delay growing step by step as a filling queue's does, and may
-then stall the other side (a partial failure: the member hears late what it can no longer answer);
-``storage`` and ``bitflip`` damage a down member's committed records (header or body bit flips,
+then stall the other side (a partial failure: the member hears late what it can no longer answer;
+both named with ``--nemesis``, the swarm does not draw them); ``storage`` and ``bitflip`` damage a down member's committed records (header or body bit flips,
 lost or misdirected page writes), on a minority of members, which the server repairs from the
 leader. Each campaign ends with seeds/s and a coverage line (how many seeds saw elections,
 truncations, stale-term messages, lease extensions, recovery cuts, storage faults, repairs, ...);
@@ -131,8 +131,11 @@ LINK_DELAY_STEP_EVERY_MS = 100
 # figure8's own loop
 _NOT_DRAWN = ("none", "network", "slow-network", "bitflip", "figure8")
 # what the swarm draws its per-seed fault mix from (Groce et al., Swarm Testing, ISSTA 2012)
-SWARM_LATER = ("clog", "link-delay")
-SWARM_FAULTS = tuple(k for k in NEMESES if k not in ("none", *SWARM_LATER))
+# not drawn yet: with them (at 0.35 each) the swarm caught one catalogue class fewer within 2,000
+# seeds (the other kinds run less often in effect) and heartbeat-stale-round, which needs
+# link-delay's partial failure, still not (README "Simulator power"); named with --nemesis
+SWARM_EXPLICIT_ONLY = ("clog", "link-delay")
+SWARM_FAULTS = tuple(k for k in NEMESES if k not in ("none", *SWARM_EXPLICIT_ONLY))
 SWARM_TIME_LIMITS = (3.0, 5.0, 10.0)
 _CLOCK_FAULTS = ("clock-skew", "clock-slow-leader")
 # the messages slow-network may hold across term changes -> where their receiver must stand for the
@@ -156,7 +159,7 @@ def draw_mix(seed: int) -> dict[str, Any]:
     pool = [k for k in SWARM_FAULTS if not (read_mode == "lease" and k in _CLOCK_FAULTS)]
     faults = with_bitflip_kills([k for k in pool if r.random() < 0.35] or [r.choice(pool)])
     time_limit = r.choice(SWARM_TIME_LIMITS)
-    mix = {
+    return {
         "workload": workload,
         "read_mode": read_mode,
         "nemesis": faults,
@@ -165,9 +168,6 @@ def draw_mix(seed: int) -> dict[str, Any]:
         "clients": r.choice((5, 10)),
         "nemesis_interval": min(r.choice((0.5, 1.0, 2.0, 5.0)), time_limit / 4),
     }
-    # kinds added since are drawn last, so every earlier seed keeps its mix
-    mix["nemesis"] = faults + [k for k in SWARM_LATER if r.random() < 0.35]
-    return mix
 
 
 def mix_args(mix: dict[str, Any]) -> str:

@@ -487,3 +487,17 @@ def test_a_follower_of_a_member_not_elected_in_its_term_is_a_violation() -> None
     sim.nodes[f].leader_id = other
     with pytest.raises(SafetyViolation, match=f"{f} follows {other} in term"):
         sim._check(f)
+
+
+def test_the_swarm_draws_every_kind_but_the_explicit_only_link_faults() -> None:
+    """clog and link-delay run when named (README "Simulator power": drawn, they cost the swarm a
+    catalogue class); every other kind is drawn, and a chaos sim seed that names them runs them."""
+    from chaos_dledger.sim import NEMESES, SWARM_EXPLICIT_ONLY, SimOptions, draw_mix, run_seed
+
+    drawn = {k for seed in range(500) for k in draw_mix(seed)["nemesis"]}
+    assert drawn == set(NEMESES) - {"none", *SWARM_EXPLICIT_ONLY}
+    r = run_seed(
+        SimOptions("register", list(SWARM_EXPLICIT_ONLY), seed=3, time_limit=5, nemesis_interval=0.5)
+    )
+    assert {ev["kind"] for ev in r.schedule if ev["op"] == "start"} == set(SWARM_EXPLICIT_ONLY)
+    assert r.stats["clogged_messages"] > 0 and r.stats["delayed_messages"] > 0
