@@ -198,12 +198,13 @@ class DLedgerDB:
     secret_file = "/opt/dledger/peer.secret"
 
     @staticmethod
-    def gate_campaign(store: str) -> list[dict[str, Any]]:
+    def gate_campaign(store: str, master: str | None = None) -> list[dict[str, Any]]:
         """The simulation row of a default ``chaos gate`` (``chaos.history.gate.db_campaign_rows``):
-        the default swarm ``chaos sim`` over :data:`chaos_dledger.sim.GATE_SEEDS` seeds."""
+        the default swarm ``chaos sim`` over :data:`chaos_dledger.sim.GATE_SEEDS` seeds, as Spark
+        tasks at ``master`` when the gate was given one."""
         from chaos_dledger.sim import gate_campaign
 
-        return gate_campaign(store)
+        return gate_campaign(store, master=master)
 
     def __init__(
         self,

@@ -1336,15 +1336,20 @@ def _campaign(
 GATE_SEEDS = 300  # about a minute on two cores: beside the gate's real-cluster runs of a minute each
 
 
-def gate_campaign(store: str, seeds: int = GATE_SEEDS, jobs: int | None = None) -> list[dict[str, Any]]:
+def gate_campaign(
+    store: str, seeds: int = GATE_SEEDS, jobs: int | None = None, master: str | None = None
+) -> list[dict[str, Any]]:
     """``chaos gate``'s simulation row: the default swarm over seeds 0 .. ``seeds`` - 1 (the same
     seeds every gate, so a gate is reproducible), as one summary row of
-    :func:`chaos.history.gate.db_campaign_rows` (``store`` is unused: seeds replay with --seed)."""
+    :func:`chaos.history.gate.db_campaign_rows` (``store`` is unused: seeds replay with --seed).
+    The seeds run in ``jobs`` local processes (default: one per CPU), or as Spark tasks at
+    ``master`` (:mod:`chaos_dledger.sim_spark`; the same verdicts seed by seed)."""
     todo = [(SimOptions.swarm_for(s),) for s in range(seeds)]
     t0 = time.monotonic()
-    valids, failing, stats = _campaign(todo, jobs or multiprocessing.cpu_count(), False)
+    valids, failing, stats = _campaign(todo, jobs or multiprocessing.cpu_count(), False, master)
     click.echo(
-        f"gate: chaos sim: {len(valids)} seeds in {time.monotonic() - t0:.0f} s, {len(failing)} not valid",
+        f"gate: chaos sim: {len(valids)} seeds in {time.monotonic() - t0:.0f} s"
+        f"{f' on {master}' if master else ''}, {len(failing)} not valid",
         err=True,
     )
     click.echo(coverage_line(stats), err=True)

@@ -29,15 +29,25 @@ def test_dledger_adds_a_simulation_row_with_its_verdict() -> None:
 def test_the_gate_finds_dledgers_campaign_through_its_db_plugin(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import chaos_dledger.sim as sim
 
-    seen: list[str] = []
+    seen: list[tuple[str, str | None]] = []
 
-    def campaign(store: str) -> list[dict[str, str]]:
-        seen.append(store)
+    def campaign(store: str, master: str | None = None) -> list[dict[str, str]]:
+        seen.append((store, master))
         return [{"run": "sim row"}]
 
     monkeypatch.setattr(sim, "gate_campaign", campaign)
-    rows = db_campaign_rows(["--time-limit", "5", "--db", "chaos_dledger.db:DLedgerDB"], "my-store")
-    assert rows == [{"run": "sim row"}] and seen == ["my-store"]
+    run_args = ["--time-limit", "5", "--db", "chaos_dledger.db:DLedgerDB"]
+    rows = db_campaign_rows(run_args, "my-store")
+    assert rows == [{"run": "sim row"}] and seen == [("my-store", None)]
+    db_campaign_rows(run_args, "my-store", "spark://m:7077")  # a master the gate was given
+    assert seen[-1] == ("my-store", "spark://m:7077")
+
+
+def test_a_plugin_campaign_without_a_master_parameter_still_runs_without_one(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from chaos.cluster.db import NoopDB
+
+    monkeypatch.setattr(NoopDB, "gate_campaign", staticmethod(lambda store: [{"run": store}]), raising=False)
+    assert db_campaign_rows(["--db", "chaos.cluster.db:NoopDB"], "s") == [{"run": "s"}]
 
 
 def test_damage_beyond_repair_is_unknown_with_its_cause_not_a_liveness_failure(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -142,3 +142,13 @@ def test_the_first_spark_start_on_a_machine_prints_nothing_of_the_jvms_own(tmp_p
     assert list((tmp_path / "cache" / "chaos").glob("spark-*.jsa.*"))  # it did write an archive
     assert _lines(on_spark.stdout) == _lines(run("--jobs", "1").stdout)
     assert "[cds]" not in on_spark.stdout + on_spark.stderr
+
+
+def test_the_gates_campaign_on_a_spark_master_is_the_local_one(spark: Any) -> None:
+    """``chaos gate --master URL``: DLedger's simulation row computed as Spark tasks has the local
+    pool's verdict, ops and failing seeds."""
+    from chaos_dledger.sim import gate_campaign
+
+    (local,) = gate_campaign("store", seeds=6, jobs=1)
+    (on_spark,) = gate_campaign("store", seeds=6, master="local[2]")
+    assert on_spark == local and local["ops"] > 0

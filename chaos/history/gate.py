@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from chaos.errors import (
     EXIT_BAD_ARGS,
@@ -142,17 +143,20 @@ def notes(summary: dict[str, Any], *, require_faults_applied: bool = False) -> l
     return out
 
 
-def db_campaign_rows(run_args: list[str], store: str) -> list[dict[str, Any]]:
+def db_campaign_rows(run_args: list[str], store: str, master: str | None = None) -> list[dict[str, Any]]:
     """The rows a DB plug-in adds to a default gate: its ``gate_campaign(store)`` (a callable
     attribute of the DB factory, e.g. a deterministic simulation campaign sized to the gate's
     time) returns summary rows (``run``, ``workload``, ``nemesis``, ``valid``, ``ops``, ``failures``
     and ``simulated: True``); none when the DB has no such attribute. The DB is the ``--db`` of the
-    gate's ``--run-arg`` words, else the default DB."""
+    gate's ``--run-arg`` words, else the default DB. ``master``: a Spark master URL the gate was
+    given explicitly, passed as ``gate_campaign(store, master=URL)`` so the campaign runs there."""
     from chaos import plugins
 
     name = next((b for a, b in zip(run_args, run_args[1:], strict=False) if a == "--db"), None)
     campaign = getattr(plugins.resolve("db", name or plugins.default_db()), "gate_campaign", None)
-    return list(campaign(store)) if callable(campaign) else []
+    if not callable(campaign):
+        return []
+    return list(campaign(store, master=master) if master is not None else campaign(store))
 
 
 def print_table(summary: dict[str, Any], file: Any = None) -> None:
@@ -578,7 +582,9 @@ def gate_cmd(
     if not run_dirs and workload is None and nemesis is None:
         from chaos.history.spark import add_runs
 
-        add_runs(summary, db_campaign_rows(args, store))  # e.g. a DB's simulation campaign
+        # e.g. a DB's simulation campaign; on the Spark master the gate was pointed at, if it was
+        given = click.get_current_context().get_parameter_source("master") == ParameterSource.COMMANDLINE
+        add_runs(summary, db_campaign_rows(args, store, master if given else None))
     print_table(summary)
     failures = threshold_failures(
         summary,
