@@ -673,10 +673,10 @@ class SimRun:
         elif kind == "clog":
             sim.clog(params["node"], params["send_ms"], params["recv_ms"])
             self.faults[fid] = params
-            self._nemesis("clog", params)
+            self._nemesis("start-clog", params)
         elif kind == "link-delay":
             self.faults[fid] = params
-            self._nemesis("link-delay", params)
+            self._nemesis("start-link-delay", params)
             self._delay_step(params, 1)
         elif kind in ("clock-skew", "clock-slow-leader"):
             for v, r in params.items():
@@ -781,7 +781,7 @@ class SimRun:
             self._nemesis("reset-clock", sorted(what))
         elif kind == "clog":
             sim.unclog(what["node"])  # if its clogs have not ended by themselves
-            self._nemesis("unclog", [what["node"]])
+            self._nemesis("stop-clog", [what["node"]])
         elif kind == "link-delay":
             sim.undelay_links(what["node"])
             if what.get("stall_other"):

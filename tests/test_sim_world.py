@@ -491,7 +491,8 @@ def test_a_follower_of_a_member_not_elected_in_its_term_is_a_violation() -> None
 
 def test_the_swarm_draws_every_kind_but_the_explicit_only_link_faults() -> None:
     """clog and link-delay run when named (README "Simulator power": drawn, they cost the swarm a
-    catalogue class); every other kind is drawn, and a chaos sim seed that names them runs them."""
+    catalogue class); every other kind is drawn, and a chaos sim seed that names them runs them,
+    each a fault window (start-/stop-<kind>) the faults checker and the report count."""
     from chaos_dledger.sim import NEMESES, SWARM_EXPLICIT_ONLY, SimOptions, draw_mix, run_seed
 
     drawn = {k for seed in range(500) for k in draw_mix(seed)["nemesis"]}
@@ -501,3 +502,8 @@ def test_the_swarm_draws_every_kind_but_the_explicit_only_link_faults() -> None:
     )
     assert {ev["kind"] for ev in r.schedule if ev["op"] == "start"} == set(SWARM_EXPLICIT_ONLY)
     assert r.stats["clogged_messages"] > 0 and r.stats["delayed_messages"] > 0
+    kinds = r.results["checkers"]["faults"]["kinds"]  # fault windows the report counts
+    assert {k: (v["requested"], v["applied"]) for k, v in kinds.items()} == {
+        "clog": (1, 1),
+        "link-delay": (1, 1),
+    }
