@@ -642,7 +642,7 @@ class SimRun:
                 sim.crash(v)
                 self.queued.pop(v, None)  # requests waiting at a killed member are gone
             self.faults[fid] = params["victims"]
-            self._nemesis("kill" if kind == "storage" else kind, sorted(params["victims"]))
+            self._nemesis("start-kill", sorted(params["victims"]))
             if damage:
                 done = sim.damage(damage["node"], damage["kind"], below)
                 if done is not None:
@@ -664,12 +664,12 @@ class SimRun:
                 sim.crash(v)
                 self.queued.pop(v, None)
             self.faults[fid] = params
-            self._nemesis("power-failure", sim.ids)
+            self._nemesis("start-power-failure", sim.ids)
         elif kind in ("pause", "pause-leader"):
             for v in params:
                 sim.pause(v)
             self.faults[fid] = params
-            self._nemesis("pause", sorted(params))
+            self._nemesis("start-pause", sorted(params))
         elif kind == "clog":
             sim.clog(params["node"], params["send_ms"], params["recv_ms"])
             self.faults[fid] = params
@@ -682,7 +682,7 @@ class SimRun:
             for v, r in params.items():
                 sim.set_clock_rate(v, r)
             self.faults[fid] = params
-            self._nemesis("clock-skew", params)
+            self._nemesis("start-clock", params)
 
     def _may_damage(self, node: str) -> bool:
         """Storage faults stay on a minority of members (TigerBeetle's ClusterFaultAtlas), so a
@@ -710,13 +710,14 @@ class SimRun:
             self.queued.pop(v, None)
         self.faults[fid]["victims"] = victims
         self._nemesis(
-            "power-failure" if armed["power"] else "kill", {"nodes": victims, "fsync_in_flight_at": node}
+            "start-power-failure" if armed["power"] else "start-kill",
+            {"nodes": victims, "fsync_in_flight_at": node},
         )
 
     def _paused_in_round(self, fid: str, node: str) -> None:
         if fid in self.faults:
             self.faults[fid]["victims"] = [node]
-            self._nemesis("pause", {"nodes": [node], "at": self.faults[fid]["armed"]["point"]})
+            self._nemesis("start-pause", {"nodes": [node], "at": self.faults[fid]["armed"]["point"]})
 
     def _stop_fault(self, fid: str) -> None:
         if fid not in self.faults:
@@ -747,7 +748,7 @@ class SimRun:
                 rng=self.nem_rng,
             )
             self._send_queued(v)
-            self._nemesis("resume", {"nodes": [v], "order": what["armed"]["order"]})
+            self._nemesis("stop-pause", {"nodes": [v], "order": what["armed"]["order"]})
             return
         if kind == "partition":
             sim.heal()
@@ -762,7 +763,10 @@ class SimRun:
                         sim.start(v)
                     except StoreError as e:  # recovery refused a damaged committed prefix
                         refused[v] = str(e)
-            self._nemesis("start", {"nodes": sorted(what), "refused": refused} if refused else sorted(what))
+            if what:  # (a kill-in-sync that never fired opened no window)
+                self._nemesis(
+                    "stop-kill", {"nodes": sorted(what), "refused": refused} if refused else sorted(what)
+                )
         elif kind == "power-failure":
             at = sim.now
             for v, gap in zip(what["order"], what["gaps"], strict=True):
@@ -774,11 +778,11 @@ class SimRun:
                 first = self.nem_rng.random() < 0.5
                 sim.resume(v, first=functools.partial(self._send_queued, v) if first else None)
                 self._send_queued(v)
-            self._nemesis("resume", sorted(what))
+            self._nemesis("stop-pause", sorted(what))
         elif kind == "clock-skew":
             for v in what:
                 sim.set_clock_rate(v, 1.0)
-            self._nemesis("reset-clock", sorted(what))
+            self._nemesis("stop-clock", sorted(what))
         elif kind == "clog":
             sim.unclog(what["node"])  # if its clogs have not ended by themselves
             self._nemesis("stop-clog", [what["node"]])
@@ -798,9 +802,11 @@ class SimRun:
             if f.startswith(("kill", "storage"))
         ):
             return
+        # the power failure's window ends when every member is up again
+        done = "stop-power-failure" if len(self.sim.nodes) + 1 == len(self.sim.ids) else "start"
         try:
             self.sim.start(node)
-            self._nemesis("start", [node])
+            self._nemesis(done, [node])
         except StoreError as e:  # recovery refused a damaged committed prefix
             self._nemesis("start", {"nodes": [node], "refused": {node: str(e)}})
 

@@ -89,7 +89,7 @@ def test_log_reads_during_the_run_go_through_get() -> None:
     reads = [o for o in ops if o["f"] == "read-range" and o["type"] == "ok"]
     assert reads and any(any(isinstance(v, int) for v in o["value"]) for o in reads)
     assert all(o["from_index"] + len(o["value"]) - 1 <= o["commit_index"] or not o["to_end"] for o in reads)
-    assert any(o["f"] == "power-failure" for o in ops)
+    assert any(o["f"] == "start-power-failure" for o in ops)
 
 
 def test_new_fault_kinds_are_deterministic_and_replay_from_their_schedule(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ the leader, and the invariants that go with them."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 from typing import Any
@@ -508,3 +509,33 @@ def test_the_swarm_draws_every_kind_but_the_explicit_only_link_faults() -> None:
         k: (n, n) for k, n in started.items()
     }
     assert set(kinds) == set(SWARM_EXPLICIT_ONLY)
+
+
+def test_a_seeds_kills_pauses_clock_faults_and_power_failures_are_the_fault_windows_it_reports() -> None:
+    """Every crash, pause and clock fault of a seed is a start-/stop-<kind> window, as a real run's
+    nemesis records it, so the faults checker (and the report's fault table) counts each one
+    started; a power failure's window ends when its last member is back."""
+    from collections import Counter
+
+    from chaos_dledger.sim import SimOptions, run_seed
+
+    window_kind = {"kill": "kill", "pause": "pause", "clock-skew": "clock", "power-failure": "power-failure"}
+    r = run_seed(SimOptions("register", list(window_kind), seed=3, time_limit=10, nemesis_interval=1))
+    assert r.valid is True, r.results
+    started = Counter(window_kind[ev["kind"]] for ev in r.schedule if ev["op"] == "start")
+    faults = r.results["checkers"]["faults"]
+    assert (
+        {k: v["requested"] for k, v in faults["kinds"].items()}
+        == started
+        == {
+            "kill": 1,
+            "power-failure": 1,
+            "pause": 2,
+            "clock": 2,
+        }
+    )
+    assert Counter(w["kind"] for w in faults["windows"]) == started
+    power = next(w for w in faults["windows"] if w["kind"] == "power-failure")
+    ops = [json.loads(line) for line in r.history.splitlines()]
+    back = [o for o in ops if o["process"] == "nemesis" and o["f"] in ("start", "stop-power-failure")]
+    assert back and back[-1]["f"] == "stop-power-failure" and power["end_s"] == back[-1]["time"] / 1e9
