@@ -778,3 +778,23 @@ def test_guard_wording_matches_the_chaos_log_pattern() -> None:
     for fmt in guards.ALL:
         line = fmt % ("n0", *([7] * (fmt.count("%d"))))
         assert re.search(guard.regex, line), line
+
+
+@pytest.mark.parametrize("seed", [24, 29])
+def test_a_follower_that_lost_an_election_first_sounds_out_the_peers_when_it_times_out(seed: int) -> None:
+    """s3 lost the first election (WAIT_TO_VOTE_NEXT), then followed the winner. Cut off for longer
+    than its timeout, its first rounds sound the peers out at its own term, as any follower's do
+    (DLedgerLeaderElector.changeRoleToFollower resets the parse result): it comes back at the same
+    term and the leader stays. It used to raise its term at once and depose the leader on its
+    return (a follower that missed 300 ms of heartbeats on a loaded machine did the same)."""
+    sim = Sim(3, seed=seed)
+    assert sim.run(5_000, until=lambda: sim.leader() is not None)
+    sim.run(300)
+    ld, term = sim.leader(), sim.nodes["s3"].term
+    assert ld != "s3" and sim.nodes["s3"].role == Role.FOLLOWER
+    sim.isolate("s3")
+    sim.run(450)
+    assert sim.nodes["s3"].role == Role.CANDIDATE and sim.nodes["s3"].term == term  # timed out, same term
+    sim.heal()
+    sim.run(1_000)
+    assert sim.leader() == ld and {c.term for c in sim.nodes.values()} == {term}

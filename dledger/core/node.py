@@ -461,6 +461,9 @@ class Core:
         self.leader_id = leader
         self.last_leader_seen = now
         self._votes = None
+        # DLedgerLeaderElector.changeRoleToFollower: a lost election's WAIT_TO_VOTE_NEXT must not
+        # survive into the next timeout, whose first round sounds the peers out at this term
+        self.last_parse_result = ParseResult.WAIT_TO_REVOTE
         if self.term_to_take_leadership != -1:
             self._finish_take(Code.TAKE_LEADERSHIP_FAILED)
 
