@@ -45,9 +45,9 @@ vote round, a follower holding acknowledgements) and releases its queue in a see
 ``clogInterface``) and delivers what it held in order at the end; ``link-delay`` slows one side
 or both of a member's links, the delay growing step by step as a filling queue's does, and may
 then stall the other side (a partial failure: the member hears late what it can no longer answer;
-both named with ``--nemesis``, the swarm does not draw them); ``storage`` and ``bitflip`` damage a down member's committed records (header or body bit flips,
-lost or misdirected page writes), on a minority of members, which the server repairs from the
-leader. Each campaign ends with seeds/s and a coverage line (how many seeds saw elections,
+both named with ``--nemesis``, the swarm does not draw them); ``storage`` and ``bitflip`` damage
+a down member's committed records (header or body bit flips, lost or misdirected page writes), on a
+minority of members, which the server repairs from the leader. Each campaign ends with seeds/s and a coverage line (how many seeds saw elections,
 truncations, stale-term messages, lease extensions, recovery cuts, storage faults, repairs, ...);
 a progress bar shows on the terminal meanwhile.
 
@@ -286,6 +286,7 @@ class SimRun:
         self._key = 0
         self._txn_state: tuple[tuple[int, ...], dict[int, int], int] | None = None
         self.faults: dict[str, Any] = {}  # fault id (its kind, or "kill:<member>") -> what it holds
+        self.clogs: dict[str, dict[tuple[str, str], int]] = {}  # fault id -> the clogs it set (Sim.clog)
         self.queued: dict[str, list[tuple[Any, ...]]] = {}  # requests waiting at a paused member
         # figure8 nemesis: its own stream; cuts each new leader off within a round trip (ms)
         self.f8_rng = random.Random(f"figure8-{opts.seed}")
@@ -619,7 +620,9 @@ class SimRun:
             )
         elif params.get("stall_other"):
             forever = 10**9  # until the fault stops (unclog)
-            self.sim.clog(params["node"], 0 if send else forever, 0 if recv else forever)
+            self.clogs["link-delay"] = self.sim.clog(
+                params["node"], 0 if send else forever, 0 if recv else forever
+            )
 
     def _start(self, kind: str, params: Any, fid: str | None = None) -> None:
         """Start fault ``kind`` with explicit ``params`` (as drawn, or from a schedule) under the
@@ -671,7 +674,7 @@ class SimRun:
             self.faults[fid] = params
             self._nemesis("start-pause", sorted(params))
         elif kind == "clog":
-            sim.clog(params["node"], params["send_ms"], params["recv_ms"])
+            self.clogs[fid] = sim.clog(params["node"], params["send_ms"], params["recv_ms"])
             self.faults[fid] = params
             self._nemesis("start-clog", params)
         elif kind == "link-delay":
@@ -784,12 +787,11 @@ class SimRun:
                 sim.set_clock_rate(v, 1.0)
             self._nemesis("stop-clock", sorted(what))
         elif kind == "clog":
-            sim.unclog(what["node"])  # if its clogs have not ended by themselves
+            sim.unclog(self.clogs.pop(fid, {}))  # if its clogs have not ended by themselves
             self._nemesis("stop-clog", [what["node"]])
         elif kind == "link-delay":
             sim.undelay_links(what["node"])
-            if what.get("stall_other"):
-                sim.unclog(what["node"])
+            sim.unclog(self.clogs.pop(fid, {}))  # its stall, if it began
             self._nemesis("stop-link-delay", [what["node"]])
 
     def _power_back(self, node: str) -> None:
@@ -1197,8 +1199,8 @@ _SIM_OPTIONS = [
         "that hold; bitflip, storage = damage to a killed member's committed records, on a minority; "
         "kill-in-sync, power-in-sync = a crash while an fsync is in flight; pause-round = a pause at a "
         "protocol point; clog = one member's sending side, receiving side or both held, then delivered in "
-        "order; link-delay = one side or both of a member's links slowed, the delay growing). Default: swarm testing, each seed draws its own fault mix, rates, workload "
-        "and read mode (printed for a failing seed; replay it with --seed)",
+        "order; link-delay = one side or both of a member's links slowed, the delay growing). Default: "
+        "swarm testing, each seed draws its own fault mix, rates, workload and read mode (printed for a failing seed; replay it with --seed)",
     ),
     click.option(
         "--disk",

@@ -573,39 +573,42 @@ class Sim:
         for m in held:
             self._enqueue(m, self.now + self.net_rng.randint(*self.latency))
 
-    def clog(self, node: str, send_ms: int, recv_ms: int) -> None:
+    def _member_links(self, node: str, send_ms: int, recv_ms: int) -> list[tuple[tuple[str, str], int]]:
+        """``(link, ms)`` for each of ``node``'s outgoing links (``send_ms``) and incoming links
+        (``recv_ms``) whose ms is above 0; a link is ``(src, dst)``."""
+        out = [((node, o), send_ms) for o in self.ids if o != node] + [
+            ((o, node), recv_ms) for o in self.ids if o != node
+        ]
+        return [(link, ms) for link, ms in out if ms > 0]
+
+    def clog(self, node: str, send_ms: int, recv_ms: int) -> dict[tuple[str, str], int]:
         """Clog ``node``'s outgoing links for ``send_ms`` and its incoming links for ``recv_ms``
         (0: that side flows): what arrives on a clogged link, in flight before the clog too, is held
         and delivered in order when the clog ends (FoundationDB's ``clogInterface`` with
         ``ClogSend``/``ClogReceive``: a stalled queue, late rather than lost). A longer clog of a
-        link extends it; :meth:`unclog` ends them early."""
-        for other in self.ids:
-            if other == node:
-                continue
-            for link, ms in (((node, other), send_ms), ((other, node), recv_ms)):
-                if ms > 0 and self.now + ms > self._clog_until.get(link, 0):
-                    until = self.now + ms
-                    self._clog_until[link] = until
-                    self.call_at(until, functools.partial(self._unclog_link, link, until))
+        link extends it. Returns the clogs it set (link -> until ms), for :meth:`unclog`."""
+        mine = {}
+        for link, ms in self._member_links(node, send_ms, recv_ms):
+            if self.now + ms > self._clog_until.get(link, 0):
+                until = mine[link] = self._clog_until[link] = self.now + ms
+                self.call_at(until, functools.partial(self._unclog_link, link, until))
+        return mine
 
     def delay_links(self, node: str, send_ms: int, recv_ms: int) -> None:
         """Add ``send_ms`` to every message ``node`` sends and ``recv_ms`` to every message sent to
         it (0: that side as usual), until :meth:`undelay_links`; the order of a link's messages is
         kept (the extra delay is the same for each)."""
-        for other in self.ids:
-            if other != node:
-                for link, ms in (((node, other), send_ms), ((other, node), recv_ms)):
-                    if ms > 0:
-                        self.link_delay[link] = ms
+        self.link_delay.update(self._member_links(node, send_ms, recv_ms))
 
     def undelay_links(self, node: str) -> None:
         """``node``'s links at the usual latency again (what is on its way keeps its delay)."""
         self.link_delay = {k: v for k, v in self.link_delay.items() if node not in k}
 
-    def unclog(self, node: str) -> None:
-        """End every clog on ``node``'s links now; what they held is delivered in order."""
-        for link in [k for k in self._clog_until if node in k]:
-            self._unclog_link(link, self._clog_until[link])
+    def unclog(self, clogs: dict[tuple[str, str], int]) -> None:
+        """End now the clogs one :meth:`clog` call set (what they held is delivered in order); a
+        link another clog has extended since stays clogged."""
+        for link, until in clogs.items():
+            self._unclog_link(link, until)
 
     def _unclog_link(self, link: tuple[str, str], until: int) -> None:
         if self._clog_until.get(link) != until:

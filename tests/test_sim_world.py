@@ -309,6 +309,24 @@ def test_a_clogged_receiving_side_holds_messages_and_delivers_them_in_order_at_t
     assert all(t >= start + 400 for t, _ in arrived)
 
 
+def test_ending_one_clog_leaves_a_link_another_clog_extended_clogged() -> None:
+    """A clog fault and a link delay's stall on the same member: stopping the clog releases only
+    what it still holds alone; the stall's links stay clogged until the stall ends."""
+    sim = Sim(3, seed=2, disk="memory")
+    ld = _leader(sim)
+    peer = next(i for i in sim.ids if i != ld)
+    fault = sim.clog(ld, 200, 500)  # both sides
+    stall = sim.clog(ld, 0, 10**9)  # the receiving side, until its fault stops
+    assert set(stall) == {(o, ld) for o in sim.ids if o != ld}
+    sim.run(100)
+    sim.unclog(fault)
+    sim.run(600)
+    assert (ld, peer) not in sim._clog_until  # the clog's own side flows again
+    assert sim._clog_until[(peer, ld)] > sim.now and sim._clog_held[(peer, ld)]  # the stall holds
+    sim.unclog(stall)
+    assert not sim._clog_until and not sim._clog_held
+
+
 def test_a_link_delay_adds_its_delay_to_one_side_and_keeps_each_links_order() -> None:
     sim = Sim(3, seed=5, disk="memory")
     ld = _leader(sim)
