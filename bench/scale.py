@@ -307,6 +307,8 @@ def bench_analyze(run_counts: list[int], ops_per_run: int, repeat: int, tmp: Pat
                 else:
                     out = tmp / f"analysis{n}{name[-2]}"
                     wall, cpu, code = run_tree(analyze_argv(name, out, dirs), ROOT, log)
+                    if code not in (0, 1, 2):
+                        raise SystemExit(f"{name} on {n} runs failed ({code}): {log.read_text()[-600:]}")
                     summary = json.loads((out / "summary.json").read_text())
                     same = same and {r["run"]: r["valid"] for r in summary["runs"]} == loop
                     tm = summary["timings"]

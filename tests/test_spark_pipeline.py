@@ -380,6 +380,16 @@ def test_bad_input_found_by_a_worker_leaves_no_output(spark, runs, tmp_path):
     assert not out.exists() and not out.parent.exists()
 
 
+def test_workers_import_the_installed_pyspark_compiled(spark):
+    """The executors' Python daemon is chaos's (``spark.python.daemon.module``): the workers import
+    the installed pyspark package, not the copy of its source in Spark's ``pyspark.zip``, which
+    Python compiles at every daemon start (a second or more)."""
+    sc = spark.sparkContext
+    assert sc.getConf().get("spark.python.daemon.module") == "chaos.history.spark_daemon"
+    files = sc.parallelize(range(2), 2).map(lambda _: __import__("pyspark").__file__).collect()
+    assert files and all(".zip" not in f for f in files), files
+
+
 def test_analyze_command_keeps_spark_output_in_its_log(runs, tmp_path):
     """`chaos analyze` that starts its own Spark: the terminal shows the table and the summary
     line, not Spark's start-up lines, which are in ``spark.log`` beside the summary."""

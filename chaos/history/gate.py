@@ -177,7 +177,9 @@ def print_table(summary: dict[str, Any], file: Any = None) -> None:
     console(file).print(table)
 
 
-def _analyze(dirs: list[Path], master: str, out: str | None, time_limit: float | None) -> dict[str, Any]:
+def _analyze(
+    dirs: list[Path], master: str, out: str | None, time_limit: float | None, stop: bool = True
+) -> dict[str, Any]:
     from chaos.history.spark import analyze
     from chaos.history.store import HistoryError
 
@@ -187,6 +189,7 @@ def _analyze(dirs: list[Path], master: str, out: str | None, time_limit: float |
             master=master,
             out=Path(out) if out else None,
             time_limit=time_limit,
+            stop=stop,
             # what Spark is doing, stage by stage, for a person at a terminal (bad input stays one line)
             say=(lambda m: click.echo(printable(m), err=True)) if sys.stderr.isatty() else None,
         )
@@ -224,7 +227,7 @@ def analyze_cmd(run_dirs: tuple[str, ...], master: str, out: str | None, time_li
     1 invalid, 2 unknown); 254 for a bad argument or a malformed history.
     """
     _check_time_limit(time_limit)
-    summary = _analyze(_run_dirs(run_dirs), master, out, time_limit)
+    summary = _analyze(_run_dirs(run_dirs), master, out, time_limit, stop=False)  # the process ends next
     print_table(summary)
     click.echo(f"summary: {summary['out']}/index.html")
     return _exit_for(threshold_failures(summary))

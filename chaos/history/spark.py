@@ -54,6 +54,8 @@ _CONF = (
     ("spark.sql.shuffle.partitions", "8"),
     ("spark.sql.session.timeZone", "UTC"),
     ("spark.python.worker.reuse", "true"),
+    # the workers' daemon imports the installed pyspark, compiled, not Spark's zip of its source
+    ("spark.python.daemon.module", "chaos.history.spark_daemon"),
     # the driver JVM only schedules tasks and moves small rows: the client compiler alone and one
     # GC thread take half the CPU of its start-up (issue 27); a user's extraJavaOptions still win
     ("spark.driver.defaultJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"),
@@ -421,6 +423,32 @@ def check_on_executors(
     return out
 
 
+def _import_task_modules(_: object) -> None:
+    """Import what a first :func:`check_run_task` would: the checkers' modules, and pyarrow with
+    the pandas its first ``pa.array`` imports when pandas is installed (half a second)."""
+    import pyarrow as pa
+    import pyarrow.parquet  # noqa: F401
+
+    import chaos.history.analysis  # noqa: F401
+    import chaos.history.checkers  # noqa: F401
+    import chaos.history.faults  # noqa: F401
+    import chaos.history.linear  # noqa: F401
+    import chaos.history.perf  # noqa: F401
+    import chaos.history.store  # noqa: F401
+
+    pa.array([0], pa.int64())
+
+
+def warm_workers(sc: Any) -> Any:
+    """``sc`` after one task per slot has imported what :func:`check_run_task` needs: the first
+    Python job starts the executors' Python daemon and forks their workers (about a second), so
+    this runs while the driver still checks runs (:func:`check_while_starting`), and the reused
+    workers (``spark.python.worker.reuse``) start the real tasks ready."""
+    n = sc.defaultParallelism
+    sc.parallelize(range(n), n).foreach(_import_task_modules)
+    return sc
+
+
 def check_while_starting(
     start: Callable[[], Any], run_dirs: list[Path], parquet_dir: Path, time_limit: float | None
 ) -> tuple[Any, dict[str, str]]:
@@ -770,6 +798,7 @@ def analyze(
     time_limit: float | None = None,
     spark: Any = None,
     say: Callable[[str], None] | None = None,
+    stop: bool = True,
 ) -> dict[str, Any]:
     """Run the pipeline over ``run_dirs``; write Parquet, ``summary.json`` and ``index.html`` to
     ``out``; return the summary (with ``timings`` in seconds per stage). ``say`` is told, in one
@@ -783,7 +812,10 @@ def analyze(
     Bad input found by a worker is raised here, and then nothing is written to ``out``.
     ``spark``: a SparkSession or SparkContext to use (left running); without one, the running
     context is used or one is started for ``master`` (:func:`spark_context`, its output to
-    ``spark.log``) and stopped at the end.
+    ``spark.log``) and stopped at the end, unless ``stop`` is False: a command that exits right
+    after leaves the context it started running, and its JVM stops itself when this process
+    exits (pyspark's gateway ends at its stdin's end, and Spark's shutdown hook stops the context
+    and deletes its files), which spares the command about a second of waiting.
 
     Raises:
         FileNotFoundError: a directory without a history.
@@ -816,7 +848,7 @@ def analyze(
         if sc is None:
             tell(f"starting Spark ({master}; its output to spark.log), checking runs here meanwhile")
             sc, done = check_while_starting(
-                lambda: spark_context(master, log=staging / "spark.log"),
+                lambda: warm_workers(spark_context(master, log=staging / "spark.log")),
                 dirs,
                 staging / "history.parquet",
                 time_limit,
@@ -835,7 +867,7 @@ def analyze(
                 d.rmdir()
         raise
     finally:
-        if own:
+        if own and stop:
             sc.stop()
     t = time.monotonic()
     tell(f"merging the executors' rows (checking took {timings['check_and_write_on_executors']:.1f} s)")
