@@ -203,6 +203,22 @@ def _key_text(key: Any) -> str | None:
     return json.dumps(key, default=str)
 
 
+def _texts(values: Iterable[Any], text: Callable[[Any], str | None]) -> list[str | None]:
+    """``[text(v) for v in values]``, each distinct hashable value converted once: a run has a
+    few processes and keys over thousands of ops."""
+    seen: dict[Any, str | None] = {}
+    out = []
+    for v in values:
+        try:
+            t = seen[v]
+        except KeyError:
+            t = seen[v] = text(v)
+        except TypeError:  # a list or dict key
+            t = text(v)
+        out.append(t)
+    return out
+
+
 def write_ops_parquet(ops: list[Any], path: Path) -> None:
     """One run's ops as a Parquet file (pyarrow, in the worker that parsed them).
 
@@ -223,12 +239,12 @@ def write_ops_parquet(ops: list[Any], path: Path) -> None:
         {
             "index": pa.array([op.index for op in ops], pa.int64()),
             "type": pa.array([op.type for op in ops], pa.string()),
-            "process": pa.array([str(op.process) for op in ops], pa.string()),
+            "process": pa.array(_texts((op.process for op in ops), str), pa.string()),
             "f": pa.array([op.f for op in ops], pa.string()),
             "time": pa.array([op.time for op in ops], pa.int64()),
             "node": pa.array([op.node if isinstance(op.node, str) else None for op in ops], pa.string()),
             "error": pa.array([op.error if isinstance(op.error, str) else None for op in ops], pa.string()),
-            "key": pa.array([_key_text(op.key) for op in ops], pa.string()),
+            "key": pa.array(_texts((op.key for op in ops), _key_text), pa.string()),
             "log_index": pa.array(log_index, pa.int64()),
             "raw": pa.array([op.to_json() if op.process == NEMESIS else None for op in ops], pa.string()),
         }
