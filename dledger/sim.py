@@ -30,7 +30,9 @@ leading twice in a term; one vote per member per term; a new leader holds the pe
 a majority in its term, Raft 5.2), leader completeness (a new leader holds
 every committed entry), log matching (at each election and in :meth:`Sim.check_all`) and state
 machine safety (one entry committed per index); a follower's (term, leader) names the leader
-elected in that term; and a member whose store had to repair its committed prefix at a restart
+elected in that term; a read-index read is answered only after heartbeat acknowledgements of a
+majority in the read's term, to rounds the leader began after the read arrived (Raft thesis 6.4,
+judged from the messages on the simulated wire); and a member whose store had to repair its committed prefix at a restart
 (or refused to start for it) must have had a storage fault injected: otherwise the durability of
 committed entries was violated. Sources: TigerBeetle's VOPR and FoundationDB's
 simulator (see ../shared/reference/simulation.md), etcd-io/raft's Ready loop.
@@ -206,7 +208,8 @@ class SafetyViolation(AssertionError):
     """A breach of Raft's safety properties: two leaders in one term (or one member leading twice
     in a term), two votes by one member in one term, a leader without a majority of that term's
     votes, a new leader without a committed entry, two
-    logs that share an entry but not the prefix before it, or two entries committed at one index."""
+    logs that share an entry but not the prefix before it, two entries committed at one index, or
+    a read-index read answered without a majority's acknowledgement of a round begun after it."""
 
 
 @dataclass
@@ -218,6 +221,10 @@ class SimWaiter:
     token: Any
     key: str | None = None
     deadline: float = float("inf")
+    # a read-index read: when it reached the leader (simulated ms), and the (term, member) of every
+    # heartbeat acknowledgement delivered since to a round the leader began at or after that
+    since: int | None = None
+    acks: set[tuple[int, str]] | None = None
 
 
 class _Hard:
@@ -321,6 +328,11 @@ class Sim:
         self.now = 0
         self._clock: dict[str, tuple[int, int, float]] = {}  # node -> (since, local then, rate)
         self.reads: dict[str, list[tuple[int, int]]] = {i: [] for i in self.ids}  # answered reads
+        # read confirmation (Raft thesis 6.4): when each heartbeat round went out, (leader, term,
+        # round) -> ms (rounds restart with the process, but a member leads a term once), and the
+        # read-index reads waiting at each member
+        self._hb_sent: dict[tuple[str, int, int], int] = {}
+        self._read_waiters: dict[str, list[SimWaiter]] = {i: [] for i in self.ids}
         self.disk = disk
         self.repair = True  # file disk: stores cut a damaged committed prefix and repair it
         self.tear_probability = 0.0  # file disk: chance that a crash tears a file's last write
@@ -468,6 +480,7 @@ class Sim:
         self.sms.pop(node, None)
         self.paused.discard(node)
         self._inbox[node] = []
+        self._read_waiters[node] = []  # lost with the process
         self.lives[node] = self.lives.get(node, 0) + 1
         self.pause_triggers.pop(node, None)
         if core is None:
@@ -706,6 +719,8 @@ class Sim:
             self.stats["stale_term_messages"] += 1
             if msg.term + 2 <= drv.core.term:
                 self.stats["two_terms_late"] += 1
+        if type(msg) is HeartbeatResponse and self._read_waiters.get(msg.dst):
+            self._heartbeat_ack(msg)
         now = self.local(msg.dst)
         drv.step(msg, now)  # as the server: a damaged record read under the core is answered
         self._process(msg.dst, now)
@@ -774,12 +789,18 @@ class Sim:
             rid = self._seq
             code = core.read_index(rid, now)
             if code == Code.SUCCESS:
-                drv.reads[rid] = SimWaiter("read", core.term, token, key)
+                drv.reads[rid] = self._confirming(node, SimWaiter("read", core.term, token, key))
         elif kind == "kv:get":
-            code = drv.kv_get(key or "", read_mode, SimWaiter(kind, core.term, token, key), now)
+            waiter = SimWaiter(kind, core.term, token, key)
+            code = drv.kv_get(key or "", read_mode, waiter, now)
+            if code == Code.SUCCESS and read_mode == "read-index":
+                self._confirming(node, waiter)
         elif kind == "kv:txn":  # body: a txn entry's body; read-only ones go through read_mode
             mops = (decode_kv(body) or ["txn", "", []])[2]
-            code = drv.kv_txn(mops, read_mode, SimWaiter(kind, core.term, token, key), now)
+            waiter = SimWaiter(kind, core.term, token, key)
+            code = drv.kv_txn(mops, read_mode, waiter, now)
+            if code == Code.SUCCESS and read_mode == "read-index" and getattr(waiter, "txn", None) is not None:
+                self._confirming(node, waiter)  # read-only: it went through the read index
         else:
             code = drv.propose(body, SimWaiter(kind, core.term, token, key), now)
         self._process(node)
@@ -799,7 +820,51 @@ class Sim:
             return None
         return self.drivers[node].metadata()
 
+    def _confirming(self, node: str, waiter: SimWaiter) -> SimWaiter:
+        """Watch ``waiter``, a read-index read that just reached ``node``, for its confirmation."""
+        waiter.since, waiter.acks = self.now, set()
+        self._read_waiters.setdefault(node, []).append(waiter)
+        return waiter
+
+    def _forget_read(self, node: str, waiter: SimWaiter) -> None:
+        waiting = self._read_waiters.get(node, [])
+        for i, w in enumerate(waiting):
+            if w is waiter:
+                del waiting[i]
+                return
+
+    def _heartbeat_ack(self, resp: HeartbeatResponse) -> None:
+        """A heartbeat answer reaches its leader: an acknowledgement (SUCCESS) of a round begun at or
+        after a waiting read's arrival counts toward that read's confirmation."""
+        if resp.code != Code.SUCCESS:
+            return
+        began = self._hb_sent.get((resp.dst, resp.term, resp.round))
+        if began is None:
+            return
+        for w in self._read_waiters[resp.dst]:
+            if w.since is not None and w.acks is not None and began >= w.since:
+                w.acks.add((resp.term, resp.src))
+
+    def _check_read_confirmed(self, node: str, waiter: SimWaiter) -> None:
+        """Read confirmation (Raft thesis 6.4, etcd-raft read_only.go): a leader answers a read-index
+        read only once a majority, itself included, acknowledged in the read's term a heartbeat
+        round begun after the read arrived; acknowledgements of earlier rounds prove nothing about
+        when the read came."""
+        self._forget_read(node, waiter)
+        acks = sorted(m for t, m in waiter.acks or () if t == waiter.term)
+        if 2 * (len(acks) + 1) <= len(self.ids):
+            raise SafetyViolation(
+                f"{node} answered a read-index read that arrived at {waiter.since} ms in term {waiter.term} "
+                f"with acknowledgements from {', '.join(acks) or 'nobody'} of heartbeat rounds begun after "
+                f"it, not a majority of {len(self.ids)}"
+            )
+
     def _answered(self, node: str, waiter: Any, code: int, fields: dict[str, Any]) -> None:
+        if getattr(waiter, "since", None) is not None:
+            if code == Code.SUCCESS:
+                self._check_read_confirmed(node, waiter)
+            else:
+                self._forget_read(node, waiter)
         token = waiter.token
         if isinstance(token, tuple) and len(token) == 2 and token[0] == "read":
             if code == Code.SUCCESS:
@@ -849,6 +914,8 @@ class Sim:
         heapq.heappush(self._queue, (max(at, self.now + 1), self._seq, m))
 
     def _send(self, m: Message) -> None:
+        if type(m) is HeartbeatRequest:
+            self._hb_sent.setdefault((m.src, m.term, m.round), self.now)
         if self.blocked and (m.src, m.dst) in self.blocked:
             if self.hold_partitions:
                 self._held_links.append(m)
