@@ -799,7 +799,11 @@ class Sim:
             mops = (decode_kv(body) or ["txn", "", []])[2]
             waiter = SimWaiter(kind, core.term, token, key)
             code = drv.kv_txn(mops, read_mode, waiter, now)
-            if code == Code.SUCCESS and read_mode == "read-index" and getattr(waiter, "txn", None) is not None:
+            if (
+                code == Code.SUCCESS
+                and read_mode == "read-index"
+                and getattr(waiter, "txn", None) is not None
+            ):
                 self._confirming(node, waiter)  # read-only: it went through the read index
         else:
             code = drv.propose(body, SimWaiter(kind, core.term, token, key), now)

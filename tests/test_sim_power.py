@@ -163,7 +163,9 @@ def test_a_slow_inbound_link_that_stalls_outbound_shows_heartbeat_answers_of_an_
     p = _mutant_sim("heartbeat-stale-round", tmp_path, *args)
     assert p.returncode == 1, p.stdout + p.stderr
     assert re.search(
-        r"^seed 19: valid = False: safety \(s5 answered a read-index read .* not a majority of 5\)", p.stdout, re.M
+        r"^seed 19: valid = False: safety \(s5 answered a read-index read .* not a majority of 5\)",
+        p.stdout,
+        re.M,
     ), p.stdout
     opts = SimOptions(
         "register",
@@ -197,7 +199,7 @@ def test_reads_confirmed_by_late_answers_of_a_fresh_round_pass_the_read_confirma
     sim.delay_links(ld, 0, 80)
     for n in range(20):
         assert sim.submit(ld, "kv:get", b"", ("get", n), key="k", read_mode="read-index") == Code.SUCCESS
-        assert sim.run(1000, until=lambda: ("get", n) in answers)
+        assert sim.run(1000, until=lambda n=n: ("get", n) in answers)
         assert answers[("get", n)][0] == Code.SUCCESS
         sim.run(37)  # the next read lands at another point of the heartbeat rhythm
     assert sim.leader() == ld and sim._read_waiters[ld] == []
