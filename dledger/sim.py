@@ -328,11 +328,7 @@ class Sim:
         self.now = 0
         self._clock: dict[str, tuple[int, int, float]] = {}  # node -> (since, local then, rate)
         self.reads: dict[str, list[tuple[int, int]]] = {i: [] for i in self.ids}  # answered reads
-        # read confirmation (Raft thesis 6.4): when each heartbeat round went out, (leader, term,
-        # round) -> ms (rounds restart with the process, but a member leads a term once), and the
-        # read-index reads waiting at each member
-        self._hb_sent: dict[tuple[str, int, int], int] = {}
-        self._read_waiters: dict[str, list[SimWaiter]] = {i: [] for i in self.ids}
+        self._watch_reads()
         self.disk = disk
         self.repair = True  # file disk: stores cut a damaged committed prefix and repair it
         self.tear_probability = 0.0  # file disk: chance that a crash tears a file's last write
@@ -823,6 +819,13 @@ class Sim:
         if node not in self.nodes or node in self.paused:
             return None
         return self.drivers[node].metadata()
+
+    def _watch_reads(self) -> None:
+        """The read confirmation's state (Raft thesis 6.4): when each heartbeat round went out,
+        (leader, term, round) -> ms (rounds restart with the process, but a member leads a term
+        once), and the read-index reads waiting at each member."""
+        self._hb_sent: dict[tuple[str, int, int], int] = {}
+        self._read_waiters: dict[str, list[SimWaiter]] = {i: [] for i in self.ids}
 
     def _confirming(self, node: str, waiter: SimWaiter) -> SimWaiter:
         """Watch ``waiter``, a read-index read that just reached ``node``, for its confirmation."""
