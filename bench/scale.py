@@ -301,14 +301,16 @@ def bench_analyze(run_counts: list[int], ops_per_run: int, repeat: int, tmp: Pat
         for _ in range(repeat):
             for name in walls:
                 log = tmp / f"{n}-{name}.log"
+                out = tmp / f"analysis{n}{name[-2]}"
+                argv = (
+                    [sys.executable, "-c", LOOP, *dirs] if name == "loop" else analyze_argv(name, out, dirs)
+                )
+                wall, cpu, code = run_tree(argv, ROOT, log)
+                if code not in (0, 1, 2):  # before reading what a failed command did not write
+                    raise SystemExit(f"{name} on {n} runs failed ({code}): {log.read_text()[-600:]}")
                 if name == "loop":
-                    wall, cpu, code = run_tree([sys.executable, "-c", LOOP, *dirs], ROOT, log)
                     loop = json.loads(log.read_text().splitlines()[-1])
                 else:
-                    out = tmp / f"analysis{n}{name[-2]}"
-                    wall, cpu, code = run_tree(analyze_argv(name, out, dirs), ROOT, log)
-                    if code not in (0, 1, 2):
-                        raise SystemExit(f"{name} on {n} runs failed ({code}): {log.read_text()[-600:]}")
                     summary = json.loads((out / "summary.json").read_text())
                     same = same and {r["run"]: r["valid"] for r in summary["runs"]} == loop
                     tm = summary["timings"]
@@ -318,8 +320,6 @@ def bench_analyze(run_counts: list[int], ops_per_run: int, repeat: int, tmp: Pat
                         f" + merge and summary {tm['summary']:.1f} s + the rest (Python start, imports, exit);"
                         f" {tm.get('runs_checked_while_spark_started', 0)} runs checked in the driver while Spark started"
                     )
-                if code not in (0, 1, 2):
-                    raise SystemExit(f"{name} on {n} runs failed ({code}): {log.read_text()[-600:]}")
                 got[name].append((wall, cpu))
         for name in walls:
             walls[name][n] = statistics.median(w for w, _ in got[name])
