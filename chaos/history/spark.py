@@ -465,6 +465,17 @@ def warm_workers(sc: Any) -> Any:
     return sc
 
 
+def _start_warm(master: str, log: Path) -> Any:
+    """A new context for ``master`` (:func:`spark_context`) with its workers warm
+    (:func:`warm_workers`); stopped again, not left running, when the workers cannot start."""
+    sc = spark_context(master, log=log)
+    try:
+        return warm_workers(sc)
+    except BaseException:
+        sc.stop()
+        raise
+
+
 def check_while_starting(
     start: Callable[[], Any], run_dirs: list[Path], parquet_dir: Path, time_limit: float | None
 ) -> tuple[Any, dict[str, str]]:
@@ -864,7 +875,7 @@ def analyze(
         if sc is None:
             tell(f"starting Spark ({master}; its output to spark.log), checking runs here meanwhile")
             sc, done = check_while_starting(
-                lambda: warm_workers(spark_context(master, log=staging / "spark.log")),
+                lambda: _start_warm(master, staging / "spark.log"),
                 dirs,
                 staging / "history.parquet",
                 time_limit,
