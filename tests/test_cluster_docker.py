@@ -88,6 +88,30 @@ def test_up_noop_status_exec_down(tmp_path: Path) -> None:
     assert r.returncode == 0 and "no docker cluster" in r.stdout
 
 
+def test_up_under_another_home_replaces_containers_that_authorise_the_old_key(tmp_path: Path) -> None:
+    """Containers of the same name left by another CHAOS_HOME (a killed test session, a removed state
+    directory) authorise a key the new home does not hold: `up` replaces them instead of failing at
+    ssh authentication, and stopped ones are not merely restarted."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    try:
+        r = chaos("cluster", "up", "--nodes", "3", "--cluster-name", NAME, home=first)
+        assert r.returncode == 0, r.stderr
+        old_ids = {c: docker.from_env().containers.get(c).id for c in _leftovers()[0]}
+        docker.from_env().containers.get(f"chaos-{NAME}-n1").stop(timeout=1)
+
+        r = chaos("cluster", "up", "--nodes", "3", "--cluster-name", NAME, home=second)
+        assert r.returncode == 0, r.stderr
+        assert r.stderr.count("authorises another key") == 3, r.stderr
+        new_ids = {c: docker.from_env().containers.get(c).id for c in _leftovers()[0]}
+        assert set(new_ids) == set(old_ids) and not set(new_ids.values()) & set(old_ids.values())
+        r = chaos("cluster", "status", "--cluster-name", NAME, home=second)
+        assert r.returncode == 0 and r.stdout.count("ssh ok") == 3, r.stdout + r.stderr
+    finally:
+        chaos("cluster", "down", "--cluster-name", NAME, home=second)
+        chaos("cluster", "down", "--cluster-name", NAME, home=first)
+    assert _leftovers() == ([], [])
+
+
 def test_missing_docker_engine_is_one_clear_line(tmp_path: Path) -> None:
     r = chaos(
         "cluster",

@@ -233,6 +233,9 @@ class DockerProvider:
         existing = {self._node_of(c): c for c in self._containers()}
         replaced = [c for node, c in existing.items() if node not in wanted]
         replaced += [c for c in existing.values() if c.image.tags and image not in c.image.tags]
+        # containers left by a cluster of the same name under another CHAOS_HOME (or a state
+        # directory removed by hand) authorise a key this control node no longer holds
+        replaced += [c for c in existing.values() if _authorized_key(c) != pubkey]
         if replaced:  # --break-lock lets a dead run's containers go, never a live run's
             self._refuse_if_locked(list(existing.values()), breaking=self.break_lock)
         for node, c in existing.items():
@@ -245,6 +248,10 @@ class DockerProvider:
             c = existing.get(node)
             if c is not None and c.image.tags and image not in c.image.tags:
                 self.log(f"{c.name} runs an old image; replacing it")
+                c.remove(force=True)
+                c = None
+            elif c is not None and _authorized_key(c) != pubkey:
+                self.log(f"{c.name} authorises another key than {key}; replacing it")
                 c.remove(force=True)
                 c = None
             if c is None:
@@ -395,6 +402,15 @@ class DockerProvider:
             removed["files"] = sorted(str(p) for p in self.state_dir.iterdir())
             shutil.rmtree(self.state_dir)
         return removed
+
+
+def _authorized_key(c: Any) -> str | None:
+    """The public key a node container was created to authorise (its ``CHAOS_AUTHORIZED_KEY``)."""
+    for item in (c.attrs.get("Config") or {}).get("Env") or []:
+        k, _, v = item.partition("=")
+        if k == "CHAOS_AUTHORIZED_KEY":
+            return v.strip()
+    return None
 
 
 def _node_order(name: str) -> tuple[int, str]:
