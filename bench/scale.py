@@ -18,6 +18,9 @@ the median of the per-pair ratios), so a shared, loaded machine moves both sides
    wall and CPU seconds of each process tree, the ratios, whether every run's verdict is the
    loop's, and the marginal wall and CPU per run (slope between the smallest and the largest run
    count) with the fixed cost (intercept). CPU seconds vary less with the machine's load.
+   Beside them, "2 loops": the same loop over every other run in two processes at once, a perfect
+   two-way split with no Spark in it; loop / 2 loops is the most any two executors can gain on this
+   machine (two cores that share caches and memory bandwidth give two Python processes less than 2x).
 
     nice -n 10 python bench/scale.py [--sizes 100000:100,1000000:1000] [--runs 10,100] [--long]
         [--ops-per-run 10000] [--repeat 3] [--spark-repeat 1] [--baseline /work/main]
@@ -226,6 +229,16 @@ LOOP = (
 )
 
 
+# the same loop over every other run, in two processes at once: what a perfect two-way split of the
+# work would take on this machine (no Spark), the ceiling of any two-executor speedup
+LOOP2 = (
+    "import subprocess, sys\n"
+    f"code = {LOOP!r}\n"
+    "ps = [subprocess.Popen([sys.executable, '-c', code, *sys.argv[1 + i :: 2]]) for i in range(2)]\n"
+    "sys.exit(max(p.wait() for p in ps))"
+)
+
+
 def _session_cpu(sid: int, seen: dict[int, float]) -> int:
     """Record the CPU seconds (user + system) of every live process of session ``sid``; return
     how many there are."""
@@ -291,7 +304,7 @@ def bench_analyze(run_counts: list[int], ops_per_run: int, repeat: int, tmp: Pat
 
     warm_spark(tmp)
     rows, stages = [], []
-    walls: dict[str, dict[int, float]] = {"loop": {}, "local[1]": {}, "local[2]": {}}
+    walls: dict[str, dict[int, float]] = {"loop": {}, "2 loops": {}, "local[1]": {}, "local[2]": {}}
     cpus: dict[str, dict[int, float]] = {k: {} for k in walls}
     for n in run_counts:
         store = tmp / f"store{n}"
@@ -302,14 +315,20 @@ def bench_analyze(run_counts: list[int], ops_per_run: int, repeat: int, tmp: Pat
             for name in walls:
                 log = tmp / f"{n}-{name}.log"
                 out = tmp / f"analysis{n}{name[-2]}"
+                loops = {"loop": LOOP, "2 loops": LOOP2}
                 argv = (
-                    [sys.executable, "-c", LOOP, *dirs] if name == "loop" else analyze_argv(name, out, dirs)
+                    [sys.executable, "-c", loops[name], *dirs]
+                    if name in loops
+                    else analyze_argv(name, out, dirs)
                 )
                 wall, cpu, code = run_tree(argv, ROOT, log)
                 if code not in (0, 1, 2):  # before reading what a failed command did not write
                     raise SystemExit(f"{name} on {n} runs failed ({code}): {log.read_text()[-600:]}")
                 if name == "loop":
                     loop = json.loads(log.read_text().splitlines()[-1])
+                elif name == "2 loops":
+                    halves = [json.loads(ln) for ln in log.read_text().splitlines()[-2:]]
+                    same = same and {**halves[0], **halves[1]} == loop
                 else:
                     summary = json.loads((out / "summary.json").read_text())
                     same = same and {r["run"]: r["valid"] for r in summary["runs"]} == loop
@@ -324,15 +343,16 @@ def bench_analyze(run_counts: list[int], ops_per_run: int, repeat: int, tmp: Pat
         for name in walls:
             walls[name][n] = statistics.median(w for w, _ in got[name])
             cpus[name][n] = statistics.median(c for _, c in got[name])
-        lp, s1, s2 = walls["loop"][n], walls["local[1]"][n], walls["local[2]"][n]
+        lp, l2, s1, s2 = (walls[k][n] for k in ("loop", "2 loops", "local[1]", "local[2]"))
         rows.append(
             [
                 f"{n:,} / {n * ops_per_run:,}",
                 f"{lp / s2:.2f}x",
                 f"{s1 / s2:.2f}x",
+                f"{lp / l2:.2f}x",
                 f"{lp / s1:.2f}x",
                 "yes" if same else "NO",
-                f"{lp:.1f} / {s1:.1f} / {s2:.1f} s",
+                f"{lp:.1f} / {l2:.1f} / {s1:.1f} / {s2:.1f} s",
                 " / ".join(f"{cpus[k][n]:.1f}" for k in walls) + " s",
             ]
         )
@@ -342,10 +362,11 @@ def bench_analyze(run_counts: list[int], ops_per_run: int, repeat: int, tmp: Pat
             "runs / ops",
             "loop / local[2] (>1: Spark faster)",
             "local[1] / local[2]",
+            "loop / 2 loops (the machine's two-process ceiling)",
             "loop / local[1]",
             "verdicts equal",
-            "wall loop / local[1] / local[2]",
-            "CPU loop / local[1] / local[2] (process trees)",
+            "wall loop / 2 loops / local[1] / local[2]",
+            "CPU loop / 2 loops / local[1] / local[2] (process trees)",
         ],
         rows,
     )

@@ -203,9 +203,14 @@ def _key_text(key: Any) -> str | None:
     return json.dumps(key, default=str)
 
 
-def _texts(values: Iterable[Any], text: Callable[[Any], str | None]) -> list[str | None]:
+def _texts(values: list[Any], text: Callable[[Any], str | None]) -> list[str | None]:
     """``[text(v) for v in values]``, each distinct hashable value converted once: a run has a
-    few processes and keys over thousands of ops."""
+    few processes and keys over thousands of ops. Values that compare equal across types (``1``,
+    ``1.0``, ``true``) would share one entry, so a list holding floats or booleans is converted
+    one by one."""
+    kinds = set(map(type, values))
+    if float in kinds or bool in kinds:
+        return [text(v) for v in values]
     seen: dict[Any, str | None] = {}
     out = []
     for v in values:
@@ -239,12 +244,12 @@ def write_ops_parquet(ops: list[Any], path: Path) -> None:
         {
             "index": pa.array([op.index for op in ops], pa.int64()),
             "type": pa.array([op.type for op in ops], pa.string()),
-            "process": pa.array(_texts((op.process for op in ops), str), pa.string()),
+            "process": pa.array(_texts([op.process for op in ops], str), pa.string()),
             "f": pa.array([op.f for op in ops], pa.string()),
             "time": pa.array([op.time for op in ops], pa.int64()),
             "node": pa.array([op.node if isinstance(op.node, str) else None for op in ops], pa.string()),
             "error": pa.array([op.error if isinstance(op.error, str) else None for op in ops], pa.string()),
-            "key": pa.array(_texts((op.key for op in ops), _key_text), pa.string()),
+            "key": pa.array(_texts([op.key for op in ops], _key_text), pa.string()),
             "log_index": pa.array(log_index, pa.int64()),
             "raw": pa.array([op.to_json() if op.process == NEMESIS else None for op in ops], pa.string()),
         }
