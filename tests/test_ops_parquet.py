@@ -4,6 +4,7 @@ each op's process and key as text, exactly as JSON spells them."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 
@@ -11,7 +12,7 @@ from chaos.history.op import Op
 from chaos.history.spark import write_ops_parquet
 
 
-def _op(i: int, process: object, key: object) -> Op:
+def _op(i: int, process: int | str, key: Any) -> Op:
     return Op("invoke" if i % 2 == 0 else "ok", process, "read", None, i, i, None, None, key, {})
 
 
