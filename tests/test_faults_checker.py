@@ -179,6 +179,47 @@ def test_faulted_nodes_from_completion_values() -> None:
     assert faulted_nodes({"from": "n1", "to": "n4"}) == ["n1", "n4"]
     assert faulted_nodes({"nodes": {"n5": {"running": True}}}) == ["n5"]
     assert faulted_nodes(None) == []
+    # the simulator records a kill's and a pause's members as a plain list
+    assert faulted_nodes(["n3", "n1"]) == ["n1", "n3"]
+    assert faulted_nodes([["n1", "n2"], ["n3"]]) == []  # a partition's groups name no faulted node
+
+
+def _windows(*steps: tuple[str, float, Any]) -> list[tuple[str, tuple[str, ...], float, float | None]]:
+    from chaos.history.analysis import fault_windows
+    from chaos.history.op import Op
+
+    ops = [Op.from_dict(nem(f, t, v)) for f, t, v in steps for _ in range(2)]  # invocation, completion
+    return [(w.kind, w.nodes, w.start / S, None if w.end is None else w.end / S) for w in fault_windows(ops)]
+
+
+def test_overlapping_faults_of_one_kind_on_other_nodes_have_windows_of_their_own() -> None:
+    """The simulator kills the leader while another kill is in force, and stops each on its own:
+    two kill windows, each closed by the stop that names its nodes."""
+    assert _windows(
+        ("start-kill", 1, ["n1"]),
+        ("start-kill", 2, ["n4"]),
+        ("stop-kill", 3, ["n1"]),
+        ("stop-kill", 5, {"nodes": ["n4"], "refused": {}}),
+    ) == [("kill", ("n1",), 1, 3), ("kill", ("n4",), 2, 5)]
+
+
+def test_a_start_on_nodes_in_force_and_a_stop_naming_none_keep_the_one_window_rule() -> None:
+    """A start whose nodes are all under the kind already changes nothing; a stop that names no
+    node, or none of an open window's, ends every window of the kind (a heal ends every
+    partition); a stop with nothing open closes nothing."""
+    assert _windows(
+        ("start-kill", 1, ["n1", "n2"]),
+        ("start-kill", 2, ["n2"]),
+        ("start-partition", 2, {"grudge": {"n1": ["n3"], "n3": ["n1"]}}),
+        ("start-partition", 3, {"grudge": {"n2": ["n3"], "n3": ["n2"]}}),
+        ("stop-partition", 4, None),
+        ("stop-kill", 6, ["n5"]),
+        ("stop-kill", 7, ["n1"]),
+    ) == [
+        ("kill", ("n1", "n2"), 1, 6),
+        ("partition", ("n1", "n3"), 2, 4),
+        ("partition", ("n2", "n3"), 3, 4),
+    ]
 
 
 def test_leadership_samples_and_torn_last_line(tmp_path: Path) -> None:

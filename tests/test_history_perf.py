@@ -168,12 +168,17 @@ def test_perf_windows_and_availability_are_the_analysis_core(tmp_path: Path) -> 
     b = _kill_history()
     b.at(45.5)
     b.nemesis("start-kill", {"nodes": ["n2"]})  # opens a second kill window, never stopped
-    b.nemesis("start-kill", {"nodes": ["n3"]})  # already in force: no third window
+    b.nemesis("start-kill", {"nodes": ["n2"]})  # n2 is down already: in force, no third window
+    b.nemesis("start-kill", {"nodes": ["n3"]})  # another node: a kill of its own, a third window
     b.nemesis("stop-pause")  # nothing open: no window
     path = b.write(tmp_path / "history.jsonl")
     r = PerfChecker().check({}, path, {})
     core = fault_windows(read_history(path))
-    assert [(w.kind, w.end is None) for w in core] == [("kill", False), ("kill", True)]
+    assert [(w.kind, w.nodes, w.end is None) for w in core] == [
+        ("kill", ("n1",), False),
+        ("kill", ("n2",), True),
+        ("kill", ("n3",), True),
+    ]
     assert [(f["kind"], f["start_s"], f["end_s"]) for f in r["latency"]["faults"]] == [
         (w.kind, round(w.start / 1e9, 3), None if w.end is None else round(w.end / 1e9, 3)) for w in core
     ]

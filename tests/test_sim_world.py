@@ -557,3 +557,21 @@ def test_a_seeds_kills_pauses_clock_faults_and_power_failures_are_the_fault_wind
     ops = [json.loads(line) for line in r.history.splitlines()]
     back = [o for o in ops if o["process"] == "nemesis" and o["f"] in ("start", "stop-power-failure")]
     assert back and back[-1]["f"] == "stop-power-failure" and power["end_s"] == back[-1]["time"] / 1e9
+
+
+def test_a_kill_during_another_kill_is_a_fault_window_of_its_own() -> None:
+    """Seed 5 kills the leader while another kill is in force: each kill started is a window of
+    its own, with its own member, ended by the stop that restarted that member (before, the second
+    kill fell inside the first's window and the report counted one window fewer than it started)."""
+    from chaos_dledger.sim import SimOptions, run_seed
+
+    nemesis = ["kill", "kill-leader", "pause", "pause-leader"]
+    r = run_seed(SimOptions("register", nemesis, seed=5, time_limit=10, nemesis_interval=1))
+    faults = r.results["checkers"]["faults"]
+    kills = [w for w in faults["windows"] if w["kind"] == "kill"]
+    assert len(kills) == faults["kinds"]["kill"]["requested"] == 3
+    overlapping = [(a, b) for a in kills for b in kills if a["start_s"] < b["start_s"] < a["end_s"]]
+    assert overlapping, kills
+    for a, b in overlapping:
+        assert a["nodes"] and b["nodes"] and not set(a["nodes"]) & set(b["nodes"])
+        assert b["end_s"] is not None

@@ -10,10 +10,14 @@ pipeline (:mod:`chaos.history.spark`, whose SQL statistics join on the windows c
   ``info`` on both ends and pair per ``f`` (the first is the invocation, the next the completion),
   as :class:`chaos.history.store.Validator` and :func:`chaos.history.store.pair` do.
 - **Fault windows** (docs/design.md, "Ops and histories"): a window of kind ``<kind>`` lasts from
-  the completion of ``start-<kind>`` to the completion of ``stop-<kind>``. Windows of one kind do
-  not nest: a ``start-<kind>`` completing while that kind's window is open changes nothing (the
-  fault is already in force), a ``stop-<kind>`` with no open window closes nothing. A window not
-  closed by the end of the history has ``end = None`` (it lasts until the end).
+  the completion of ``start-<kind>`` to the completion of ``stop-<kind>``. A ``start-<kind>``
+  completing while that kind is in force changes nothing (the fault is already in force) unless
+  it names nodes the open windows of the kind do not hold (:func:`fault_nodes`): then it is a
+  fault of its own, with a window of its own (the simulator's kill of the leader while another
+  kill is in force). A ``stop-<kind>`` closes the open windows of the kind whose nodes it names
+  all of, and every open window of the kind when it names none of them or no nodes at all (a
+  heal ends every partition); with no open window it closes nothing. A window not closed by the
+  end of the history has ``end = None`` (it lasts until the end).
 - **Availability** (after ``jepsen.checker.perf``): the longest stretches with no ok client
   completion while clients were trying (an op was in flight or invoked), from the first invocation
   on; a stretch still open at the end of the history ends there.
@@ -47,6 +51,7 @@ __all__ = [
     "NemesisPairing",
     "Validator",
     "fail_class",
+    "fault_nodes",
     "fault_value",
     "fault_windows",
     "merge_valid",
@@ -105,11 +110,35 @@ def fault_value(invocation: Op, completion: Op) -> Any:
     return done if inv is None else inv
 
 
+def fault_nodes(value: Any) -> list[str]:
+    """The nodes a fault acted on, from a nemesis completion's value: ``killed``, ``restarted`` or
+    ``nodes`` (a list, or a ``{node: ...}`` object), a grudge's nodes that drop something, a
+    transfer's ``from``/``to``, or the value itself when it is a list of node names (sorted, as
+    text; ``[]`` when the value names none)."""
+    if isinstance(value, list):
+        if value and all(type(x) is str or type(x) is int for x in value):
+            return sorted({str(x) for x in value})
+        return []
+    if not isinstance(value, dict):
+        return []
+    for key in ("killed", "restarted", "nodes"):
+        v = value.get(key)
+        if isinstance(v, list) and v:
+            return sorted(str(x) for x in v)
+        if isinstance(v, dict) and v:
+            return sorted(str(x) for x in v)
+    grudge = value.get("grudge")
+    if isinstance(grudge, dict):
+        return sorted(n for n, drops in grudge.items() if drops)
+    return sorted({str(value[k]) for k in ("from", "to") if value.get(k)})
+
+
 @dataclass
 class FaultWindow:
     """One fault window: ``kind``, ``start`` and ``end`` in ns since the test start (``end`` None
     while open at the end of the history), the ``start-<kind>`` invocation and completion, the
-    ``stop-<kind>`` completion (or None) and ``value`` (see :func:`fault_value`)."""
+    ``stop-<kind>`` completion (or None), ``value`` (see :func:`fault_value`) and ``nodes``, the
+    nodes it acted on (:func:`fault_nodes` of the completion's value, else the invocation's)."""
 
     id: int
     kind: str
@@ -119,6 +148,7 @@ class FaultWindow:
     completion: Op
     value: Any
     stop: Op | None = None
+    nodes: tuple[str, ...] = ()
 
     def end_or(self, end_of_history: int) -> int:
         """``end``, or ``end_of_history`` for a window still open."""
@@ -129,7 +159,7 @@ class FaultWindows:
     """Fault windows built op by op (the rule is in the module docstring).
 
     Feed every op (client ops are ignored) to :meth:`step`; ``windows`` lists them in start order,
-    ``active`` maps each kind in force to its window.
+    ``active`` maps each kind in force to its open windows (in start order).
     """
 
     __slots__ = ("pairing", "windows", "active", "active_ids")
@@ -137,7 +167,7 @@ class FaultWindows:
     def __init__(self) -> None:
         self.pairing = NemesisPairing()
         self.windows: list[FaultWindow] = []
-        self.active: dict[str, FaultWindow] = {}
+        self.active: dict[str, list[FaultWindow]] = {}
         self.active_ids: tuple[int, ...] = ()  # ids of the windows in force, for tagging client ops
 
     def step(self, op: Op) -> Op | None:
@@ -149,19 +179,38 @@ class FaultWindows:
             return None
         f = op.f
         if f.startswith("start-"):
-            kind = f[6:]
-            if kind not in self.active:
-                w = FaultWindow(len(self.windows), kind, op.time, None, inv, op, fault_value(inv, op))
-                self.windows.append(w)
-                self.active[kind] = w
-                self.active_ids = tuple(x.id for x in self.active.values())
+            self._start(f[6:], inv, op)
         elif f.startswith("stop-"):
-            w_open = self.active.pop(f[5:], None)
-            if w_open is not None:
-                w_open.end = op.time
-                w_open.stop = op
-                self.active_ids = tuple(x.id for x in self.active.values())
+            self._stop(f[5:], inv, op)
         return inv
+
+    def _start(self, kind: str, inv: Op, op: Op) -> None:
+        nodes = tuple(fault_nodes(op.value) or fault_nodes(inv.value))
+        in_force = self.active.get(kind)
+        if in_force:
+            held = {n for w in in_force for n in w.nodes}
+            if not nodes or held.issuperset(nodes):
+                return  # the fault is already in force
+        w = FaultWindow(len(self.windows), kind, op.time, None, inv, op, fault_value(inv, op), nodes=nodes)
+        self.windows.append(w)
+        self.active.setdefault(kind, []).append(w)
+        self.active_ids = tuple(x.id for ws in self.active.values() for x in ws)
+
+    def _stop(self, kind: str, inv: Op, op: Op) -> None:
+        in_force = self.active.get(kind)
+        if not in_force:
+            return
+        named = set(fault_nodes(op.value) or fault_nodes(inv.value))
+        closing = [w for w in in_force if w.nodes and named.issuperset(w.nodes)] if named else []
+        for w in closing or in_force:
+            w.end = op.time
+            w.stop = op
+        rest = [w for w in in_force if closing and w not in closing]
+        if rest:
+            self.active[kind] = rest
+        else:
+            del self.active[kind]
+        self.active_ids = tuple(x.id for ws in self.active.values() for x in ws)
 
 
 def fault_windows(ops: Iterable[Op]) -> list[FaultWindow]:

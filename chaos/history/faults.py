@@ -47,7 +47,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from chaos.history.analysis import FaultWindows
+from chaos.history.analysis import FaultWindows, fault_nodes
 from chaos.history.op import INVOKE, NEMESIS, Op
 from chaos.history.verdict import UNKNOWN, StreamChecker
 
@@ -82,20 +82,8 @@ def applied(completion: Op) -> tuple[bool, str | None]:
 
 
 def faulted_nodes(value: Any) -> list[str]:
-    """The nodes a fault acted on, from its completion value: ``killed``, ``nodes`` (a list, or a
-    ``{node: ...}`` object), a grudge's nodes that drop something, or a transfer's ``from``/``to``."""
-    if not isinstance(value, dict):
-        return []
-    for key in ("killed", "restarted", "nodes"):
-        v = value.get(key)
-        if isinstance(v, list) and v:
-            return sorted(str(x) for x in v)
-        if isinstance(v, dict) and v:
-            return sorted(str(x) for x in v)
-    grudge = value.get("grudge")
-    if isinstance(grudge, dict):
-        return sorted(n for n, drops in grudge.items() if drops)
-    return sorted({str(value[k]) for k in ("from", "to") if value.get(k)})
+    """The nodes a fault acted on (:func:`chaos.history.analysis.fault_nodes`, the window rule's)."""
+    return fault_nodes(value)
 
 
 def _kind_row() -> dict[str, Any]:
@@ -132,7 +120,7 @@ class _FaultsAcc:
                     w = self.fw.windows[-1]
                     self.win[w.id] = {
                         "applied": ok,
-                        "nodes": faulted_nodes(op.value),
+                        "nodes": list(w.nodes),
                         "ops": {"ok": 0, "fail": 0, "info": 0},
                         "ops_on_faulted": {"ok": 0, "fail": 0, "info": 0},
                     }
