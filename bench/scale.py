@@ -237,6 +237,7 @@ LOOP2 = (
     "ps = [subprocess.Popen([sys.executable, '-c', code, *sys.argv[1 + i :: 2]]) for i in range(2)]\n"
     "sys.exit(max(p.wait() for p in ps))"
 )
+LOOPS = {"loop": LOOP, "2 loops": LOOP2}
 
 
 def _session_cpu(sid: int, seen: dict[int, float]) -> int:
@@ -315,10 +316,9 @@ def bench_analyze(run_counts: list[int], ops_per_run: int, repeat: int, tmp: Pat
             for name in walls:
                 log = tmp / f"{n}-{name}.log"
                 out = tmp / f"analysis{n}{name[-2]}"
-                loops = {"loop": LOOP, "2 loops": LOOP2}
                 argv = (
-                    [sys.executable, "-c", loops[name], *dirs]
-                    if name in loops
+                    [sys.executable, "-c", LOOPS[name], *dirs]
+                    if name in LOOPS
                     else analyze_argv(name, out, dirs)
                 )
                 wall, cpu, code = run_tree(argv, ROOT, log)

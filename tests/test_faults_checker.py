@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from chaos.history.analysis import fault_nodes
 from chaos.history.checkers import check_run
-from chaos.history.faults import FaultsChecker, faulted_nodes
+from chaos.history.faults import FaultsChecker
 from chaos.history.leadership import LEADERSHIP_FILE, read_leadership, summarize
 from chaos.history.store import RunDir
 
@@ -173,15 +174,15 @@ def test_check_run_carries_faults_for_a_stored_run(tmp_path: Path) -> None:
     assert json.loads(run.results_path.read_text())["checkers"]["faults"] == r["checkers"]["faults"]
 
 
-def test_faulted_nodes_from_completion_values() -> None:
-    assert faulted_nodes({"nodes": ["n2", "n1"], "killed": ["n1"]}) == ["n1"]
-    assert faulted_nodes({"grudge": {"n1": ["n2"], "n2": [], "n3": ["n2"]}}) == ["n1", "n3"]
-    assert faulted_nodes({"from": "n1", "to": "n4"}) == ["n1", "n4"]
-    assert faulted_nodes({"nodes": {"n5": {"running": True}}}) == ["n5"]
-    assert faulted_nodes(None) == []
+def test_fault_nodes_from_completion_values() -> None:
+    assert fault_nodes({"nodes": ["n2", "n1"], "killed": ["n1"]}) == ["n1"]
+    assert fault_nodes({"grudge": {"n1": ["n2"], "n2": [], "n3": ["n2"]}}) == ["n1", "n3"]
+    assert fault_nodes({"from": "n1", "to": "n4"}) == ["n1", "n4"]
+    assert fault_nodes({"nodes": {"n5": {"running": True}}}) == ["n5"]
+    assert fault_nodes(None) == []
     # the simulator records a kill's and a pause's members as a plain list
-    assert faulted_nodes(["n3", "n1"]) == ["n1", "n3"]
-    assert faulted_nodes([["n1", "n2"], ["n3"]]) == []  # a partition's groups name no faulted node
+    assert fault_nodes(["n3", "n1"]) == ["n1", "n3"]
+    assert fault_nodes([["n1", "n2"], ["n3"]]) == []  # a partition's groups name no faulted node
 
 
 def _windows(*steps: tuple[str, float, Any]) -> list[tuple[str, tuple[str, ...], float, float | None]]:

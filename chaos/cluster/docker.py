@@ -231,11 +231,18 @@ class DockerProvider:
         hosts = list(subnet.hosts())
         wanted = [f"n{i}" for i in range(1, self.n + 1)]
         existing = {self._node_of(c): c for c in self._containers()}
-        replaced = [c for node, c in existing.items() if node not in wanted]
-        replaced += [c for c in existing.values() if c.image.tags and image not in c.image.tags]
-        # containers left by a cluster of the same name under another CHAOS_HOME (or a state
-        # directory removed by hand) authorise a key this control node no longer holds
-        replaced += [c for c in existing.values() if _authorized_key(c) != pubkey]
+
+        def stale(c: Any) -> str | None:
+            """Why container ``c`` must be replaced, or None."""
+            if c.image.tags and image not in c.image.tags:
+                return "runs an old image"
+            # left by a cluster of the same name under another CHAOS_HOME (or a state directory
+            # removed by hand): it authorises a key this control node no longer holds
+            if _authorized_key(c) != pubkey:
+                return f"authorises another key than {key}"
+            return None
+
+        replaced = [c for node, c in existing.items() if node not in wanted or stale(c)]
         if replaced:  # --break-lock lets a dead run's containers go, never a live run's
             self._refuse_if_locked(list(existing.values()), breaking=self.break_lock)
         for node, c in existing.items():
@@ -246,12 +253,9 @@ class DockerProvider:
         def ensure(i: int, node: str) -> Node:
             ip = str(hosts[9 + i])  # .11, .12, ...
             c = existing.get(node)
-            if c is not None and c.image.tags and image not in c.image.tags:
-                self.log(f"{c.name} runs an old image; replacing it")
-                c.remove(force=True)
-                c = None
-            elif c is not None and _authorized_key(c) != pubkey:
-                self.log(f"{c.name} authorises another key than {key}; replacing it")
+            why = stale(c) if c is not None else None
+            if c is not None and why is not None:
+                self.log(f"{c.name} {why}; replacing it")
                 c.remove(force=True)
                 c = None
             if c is None:

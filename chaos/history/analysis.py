@@ -201,11 +201,12 @@ class FaultWindows:
         if not in_force:
             return
         named = set(fault_nodes(op.value) or fault_nodes(inv.value))
-        closing = [w for w in in_force if w.nodes and named.issuperset(w.nodes)] if named else []
-        for w in closing or in_force:
+        named_all = [w for w in in_force if w.nodes and named.issuperset(w.nodes)] if named else []
+        closing = named_all or list(in_force)  # a stop naming none of them ends them all
+        for w in closing:
             w.end = op.time
             w.stop = op
-        rest = [w for w in in_force if closing and w not in closing]
+        rest = [w for w in in_force if w not in closing]
         if rest:
             self.active[kind] = rest
         else:

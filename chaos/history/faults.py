@@ -47,7 +47,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from chaos.history.analysis import FaultWindows, fault_nodes
+from chaos.history.analysis import FaultWindows
 from chaos.history.op import INVOKE, NEMESIS, Op
 from chaos.history.verdict import UNKNOWN, StreamChecker
 
@@ -79,11 +79,6 @@ def applied(completion: Op) -> tuple[bool, str | None]:
     if completion.error:
         return False, str(completion.error)
     return True, None
-
-
-def faulted_nodes(value: Any) -> list[str]:
-    """The nodes a fault acted on (:func:`chaos.history.analysis.fault_nodes`, the window rule's)."""
-    return fault_nodes(value)
 
 
 def _kind_row() -> dict[str, Any]:

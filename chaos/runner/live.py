@@ -122,13 +122,13 @@ def ops_text(stats: Any, markup: bool = False) -> str:
 def fault_phrase(kind: str, value: Any) -> str:
     """``kill n5``, ``partition majorities-ring``, ``clock n2,n4``: the fault kind and what it
     acts on, from its start op's completion value (its shape or spec, else its nodes, as
-    :func:`chaos.history.faults.faulted_nodes` reads them), at most 40 characters."""
-    from chaos.history.faults import faulted_nodes
+    :func:`chaos.history.analysis.fault_nodes` reads them), at most 40 characters."""
+    from chaos.history.analysis import fault_nodes
 
     what = ""
     if isinstance(value, dict):
         shape = value.get("shape") or value.get("spec")
-        nodes = faulted_nodes(value)
+        nodes = fault_nodes(value)
         if isinstance(shape, str) and kind == "partition":
             what = shape
         elif nodes:
