@@ -1,6 +1,6 @@
 """The run paths users rely on, against the real 5-container Docker cluster (issue 16 item 9, issue 12
 item 11): SIGTERM and Ctrl-C during `chaos run` (healed, node logs downloaded, 143 / 130),
-`--test-count 2` (the worst status) with `--leave-db-running`, the README's "Adding a workload"
+`--test-count 2` (the worst status) with `--leave-db-running`, docs/usage.md's "Adding a workload"
 example run as written, a run whose client never returns (the watchdog ends it as a crash, history
 kept, nodes healed), and `chaos heal` with one unreachable node.
 
@@ -180,9 +180,9 @@ def test_test_count_two_exits_with_the_worst_status_and_leaves_the_db_running(
 
 
 def _readme_workload_file(tmp_path: Path) -> Path:
-    """The README's "Adding a workload" example, exactly as written, as ``<tmp>/counter.py``."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Adding a workload", 1)[1]
+    """docs/usage.md's "Adding a workload" example, exactly as written, as ``<tmp>/counter.py``."""
+    page = (ROOT / "docs" / "usage.md").read_text()
+    section = page.split("## Adding a workload", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     path = tmp_path / "counter.py"
     path.write_text(code)
