@@ -22,6 +22,7 @@ from test_report_fixtures import (
     make_big_run,
     make_invalid_log_run,
     make_invalid_register_run,
+    make_long_invalid_register_run,
     make_valid_register_run,
     make_xss_run,
 )
@@ -176,6 +177,43 @@ def test_invalid_register_report_has_counterexample(browser: Any, tmp_path: Path
     )
     assert "Showing 1.7" in browser.find_element(By.ID, "timeline-status").text
     assert (d / "report.png").stat().st_size > 10_000
+
+
+def test_invalid_register_report_opens_its_diagram_on_the_failing_op(browser: Any, tmp_path: Path) -> None:
+    """A long key's diagram opens scrolled to the smallest failing window, not the key's first op;
+    the process labels stay in view, the failing op's label is whole, the sentence of why is shown
+    and the failing op's tooltip names the fault window it fell in (issue 35 item 9)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    d = make_long_invalid_register_run(tmp_path)
+    r = open_report(browser, d, screenshot=False, ready_timeout_s=600)
+    assert js_errors(r["log"]) == []
+    ce = browser.find_element(By.ID, "counterexample-key-1")
+    why = ce.find_element(By.CSS_SELECTOR, "p.ce-why").text
+    assert why.startswith("read 117 (process 4)") and "write(119) by process 2 completed" in why, why
+    wrap = ce.find_element(By.CSS_SELECTOR, ".ce-svg-wrap")
+    WebDriverWait(browser, 30).until(lambda _: wrap.get_attribute("data-opened") == "1")
+    failing = ce.find_element(By.CSS_SELECTOR, "g.ce-op.failing-op rect")
+    view = browser.execute_script(
+        "const w = arguments[0], f = arguments[1].getBoundingClientRect(), b = w.getBoundingClientRect();"
+        "const lanes = w.querySelector('.ce-lanes').getBoundingClientRect();"
+        "return {scroll: w.scrollLeft, width: w.scrollWidth, fl: f.left, fr: f.right, bl: b.left, br: b.right,"
+        " lanesLeft: lanes.left};",
+        wrap,
+        failing,
+    )
+    assert view["width"] > view["br"] - view["bl"] + 200, view  # the lanes do not fit: it must scroll
+    assert view["scroll"] > 0, view
+    assert view["bl"] <= view["fl"] and view["fr"] <= view["br"] + 1, view  # the failing op in view
+    assert abs(view["lanesLeft"] - view["bl"]) <= 2, view  # process labels stuck to the left edge
+    label = ce.find_element(By.CSS_SELECTOR, "g.ce-op.failing-op text").text
+    assert label == "read() -> 117", label
+    browser.execute_script("arguments[0].scrollIntoView({block:'center', inline:'nearest'})", failing)
+    ActionChains(browser).move_to_element(failing).perform()
+    tip = browser.find_element(By.ID, "tooltip").text
+    assert "during fault partition" in tip, tip
 
 
 def test_invalid_log_report_lists_anomalies(browser: Any, tmp_path: Path) -> None:

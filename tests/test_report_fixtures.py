@@ -555,3 +555,34 @@ def test_checker_summary_names_keys_as_check_does() -> None:
         {"checkers": {"linear": {"valid": False, "failures": ["13", "x"], "unknown": ["7"], "keys": {}}}}
     )
     assert rows[0]["summary"].startswith("2 non-linearizable keys: 13, x; 1 undecided key: 7")
+
+
+def make_long_invalid_register_run(root: Path, n_writes: int = 120) -> Path:
+    """One key written ``n_writes`` times in turn by three processes, each write read back, then a
+    stale read at the end (of the value two writes before the last): the counterexample's failing
+    window is far to the right of the key's first op. results.json comes from the real checker."""
+    from chaos.history.linear import check_history
+    from chaos.history.op import Op
+
+    d = _run_dir(root, "register-long-invalid")
+    h = HistoryWriter()
+    t = 1_000 * MS
+    for v in range(n_writes):
+        p = v % 3
+        h.op("invoke", p, "write", v, t, key=1)
+        h.op("ok", p, "write", v, t + 2 * MS, key=1)
+        h.op("invoke", p, "read", None, t + 3 * MS, key=1)
+        h.op("ok", p, "read", v, t + 5 * MS, key=1)
+        t += 10 * MS
+    _nemesis(h, "partition", t - 40 * MS, t + 30 * MS, {"grudge": {"n1": ["n2", "n3"]}})
+    h.op("invoke", 4, "read", None, t, key=1)
+    h.op("ok", 4, "read", n_writes - 3, t + 2 * MS, key=1)
+    h.lines.sort(key=lambda x: x["time"])
+    for n, x in enumerate(h.lines):
+        x["index"] = n
+    h.write(d)
+    _test_json(d, "register-long-invalid", "register", ["partition"])
+    linear = check_history((Op.from_dict(x) for x in h.lines), "cas-register", workers=1)
+    results = {"valid": False, "checkers": {"linear": linear, "stats": {"valid": True, "by_f": {}}}}
+    (d / "results.json").write_text(json.dumps(results))
+    return d

@@ -46,6 +46,10 @@ from typing import Any
 
 from chaos.history.models import UNKNOWN, BaseModel, Call, Model, get_model
 from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
+from chaos.history.why import register_why
+
+# models whose counterexamples get a sentence of why (chaos.history.why)
+REGISTER_MODELS = frozenset({"register", "cas-register"})
 
 # The undecided verdict. Verdicts cross process boundaries (pickled results from the pool), so
 # they are always compared by value (``==``), never by identity.
@@ -75,9 +79,11 @@ ROW_BUDGET = 4_000_000
 WINDOW_TIME = 0.5
 # The window's budget is proportional to the key: this many seconds per op of the key (at least
 # WINDOW_FLOOR, at least the key's own search time, at most WINDOW_TIME), so shrinking never
-# dominates the check of a history with many small invalid keys.
+# dominates the check of a history with many small invalid keys. The floor lets a key of a few
+# hundred ops shrink its window on a loaded machine (at 5 ms, a 240-op key's window stayed the whole
+# key, and the report opened the key at its first op).
 WINDOW_PER_OP = 20e-6
-WINDOW_FLOOR = 0.005
+WINDOW_FLOOR = 0.1
 # At most this many candidate start states when shrinking a window from the front.
 WINDOW_STATES = 32
 
@@ -692,6 +698,21 @@ def _counterexample(
         starts = starts[-WINDOW_STATES:]
         n_in = sum(1 for i in order if calls[i].call <= t_cut)
         a, b = 0, n_in - 1  # find the largest lo with the cut still invalid
+        # gallop back from the cut first: the window is usually a few ops before it, and short
+        # sub-histories are cheap to search, where a first probe at half the key is not
+        step = 1
+        while a < b and time.monotonic() < t_end and n_in - step > 0:
+            lo = n_in - step
+            sub = _cut(calls, order, lo, t_cut)
+            r = _invalid_from(sub, m, starts, t_end)
+            if r is None:
+                break
+            if r:
+                a = lo
+                window = [c.id for c in sub]
+                break
+            b = lo - 1
+            step *= 2
         while a < b and time.monotonic() < t_end:
             mid = (a + b + 1) // 2
             sub = _cut(calls, order, mid, t_cut)
@@ -723,6 +744,7 @@ def _counterexample(
         "failing_state": before,
         "window": sorted(window, key=lambda i: (calls[i].call, i)),
         "initial_state": describe(init),
+        **({"why": register_why(calls, failing, before, init)} if m.name in REGISTER_MODELS else {}),
     }
 
 

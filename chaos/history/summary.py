@@ -168,6 +168,8 @@ def counterexample_lines(results: dict[str, Any], prefix_shown: int = 3) -> list
                 f"  cannot be placed: {describe_call(bad)}, process {bad.get('process')}, op "
                 f"#{bad.get('index')}{span}: no legal step from state {state}"
             )
+        if isinstance(ce.get("why"), str):
+            out.append(f"  why: {ce['why']}")
         return out
     return []
 

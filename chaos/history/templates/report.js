@@ -465,6 +465,13 @@
     return s;
   }
 
+  // the fault windows an interval [a, b] (seconds) overlaps, as "kind nodes" labels
+  function faultsDuring(a, b) {
+    const out = [];
+    for (const w of D.nemesis || []) if (w.start_s <= b && w.end_s >= a && out.indexOf(w.label) < 0) out.push(w.label);
+    return out;
+  }
+
   function drawCounterexample(host, item) {
     const ce = item.ce;
     const box = el("div", "ce");
@@ -491,6 +498,7 @@
       (failing !== null && failing !== undefined && byId[failing] ? "the op that cannot be placed next is " +
         describeOp(byId[failing]) + " (process " + byId[failing].process + ")." : "no failing op given.");
     box.appendChild(p);
+    if (typeof ce.why === "string" && ce.why) box.appendChild(el("p", "ce-why", ce.why));
     const legend = el("div", "ce-legend");
     [["#c7e9c0", "#31a354", "in the linearizable prefix (number = linearization order, bar = point)"],
       ["#fcbba1", "#d7191c", "cannot be placed next"], ["#fff", "#f08c00", "in the smallest failing window"],
@@ -525,6 +533,13 @@
       ops = kept;
     }
     const drawnIds = new Set(ops.map(function (o) { return o.id; }));
+    // the failing op and the ops concurrent with it keep their whole label (the rest are cut to their box)
+    const fullLabel = new Set();
+    if (byId[failing]) {
+      const f = byId[failing];
+      const fr = f.return === null || f.return === undefined ? Infinity : f.return;
+      for (const o of ops) if (o.call <= fr && (o.return === null || o.return === undefined || o.return >= f.call)) fullLabel.add(o.id);
+    }
     // ordinal time axis, as porcupine draws it: sorted distinct call/return times
     const times = [];
     for (const o of ops) { times.push(o.call); if (o.return !== null && o.return !== undefined) times.push(o.return); }
@@ -538,12 +553,15 @@
     const W = LEFT + npos * STEP + 30, H = TOP + procs.length * ROW + 10;
     const s = svg("svg", { width: W, height: H, viewBox: "0 0 " + W + " " + H, class: "ce-svg" });
     function xOf(t) { return LEFT + pos.get(t) * STEP + STEP / 2; }
+    // process labels in a sticky column of their own, so they stay in view when the lanes scroll
+    const lanes = svg("svg", { width: LEFT, height: H, viewBox: "0 0 " + LEFT + " " + H, class: "ce-lanes" });
     procs.forEach(function (pr, r) {
       const y = TOP + r * ROW;
       if (r % 2 === 0) s.appendChild(svg("rect", { x: 0, y: y - 4, width: W, height: ROW, fill: "#f5f6f8" }));
+      lanes.appendChild(svg("rect", { x: 0, y: y - 4, width: LEFT, height: ROW, fill: r % 2 === 0 ? "#f5f6f8" : "#fcfcfd" }));
       const t = svg("text", { x: 8, y: y + 15, "font-size": 12, fill: "#374151" });
       t.textContent = "process " + pr;
-      s.appendChild(t);
+      lanes.appendChild(t);
     });
     // linearization points: increasing along the prefix, each inside its op's interval
     const points = {};
@@ -568,7 +586,7 @@
       if (o.id in order) { fill = "#c7e9c0"; stroke = "#31a354"; }
       if (o.id === failing) { fill = "#fcbba1"; stroke = "#d7191c"; sw = 2.5; }
       else if (windowSet.has(o.id) && !(o.id in order)) { fill = "#fff"; stroke = "#f08c00"; sw = 2; }
-      const g = svg("g", { class: "ce-op", "data-op": o.id });
+      const g = svg("g", { class: o.id === failing ? "ce-op failing-op" : "ce-op", "data-op": o.id });
       const rect = svg("rect", { x: x0, y: y, width: Math.max(x1 - x0, 8), height: 26, rx: 4, fill: fill, stroke: stroke,
         "stroke-width": sw });
       if (crashed) rect.setAttribute("stroke-dasharray", "5 3");
@@ -585,7 +603,7 @@
       const maxChars = Math.max(1, Math.floor((x1 - x0 - 8) / 6.6));
       const t = svg("text", { x: x0 + 5, y: y + 17, "font-size": 11.5, fill: "#111827", stroke: fill,
         "stroke-width": 3, "paint-order": "stroke" });
-      t.textContent = label.length > maxChars ? label.slice(0, Math.max(maxChars - 1, 1)) + "…" : label;
+      t.textContent = fullLabel.has(o.id) || label.length <= maxChars ? label : label.slice(0, Math.max(maxChars - 1, 1)) + "…";
       g.appendChild(t);
       if (o.id === failing) {
         const m = svg("text", { x: x1 - 14, y: y + 18, "font-size": 15, fill: "#d7191c", "font-weight": 800 });
@@ -596,6 +614,8 @@
         "process " + o.process + ": " + describeOp(o) + (o.type ? " (" + o.type + ")" : ""),
         "history #" + o.index + ", call " + fmtS(o.call / 1e9) + " s, return " + (crashed ? "never (crashed)" : fmtS(o.return / 1e9) + " s"),
       ];
+      const during = faultsDuring(o.call / 1e9, crashed ? Infinity : o.return / 1e9);
+      info.push(during.length ? "during fault " + during.join(", ") : "in no fault window");
       if (o.id in order) {
         const k = order[o.id];
         info.push("linearized " + (k + 1) + " of " + prefix.length);
@@ -615,8 +635,32 @@
       s.appendChild(g);
     }
     const wrap = el("div", "ce-svg-wrap");
+    wrap.appendChild(lanes);
     wrap.appendChild(s);
     box.appendChild(wrap);
+    // open on the smallest failing window (and the failing op), not on the key's first op
+    const focus = ops.filter(function (o) { return windowSet.has(o.id) || o.id === failing; });
+    if (focus.length) {
+      const x0 = Math.min.apply(null, focus.map(function (o) { return xOf(o.call) - STEP / 2; }));
+      // scrolling needs a laid-out box: now if it has one, else once it gets one
+      const f = byId[failing] && drawnIds.has(failing) ? byId[failing] : null;
+      const open = function () {
+        if (wrap.dataset.opened || wrap.clientWidth === 0) return;
+        // the window's start at the left edge, unless that leaves the failing op out of view
+        let target = x0 - LEFT - 10;
+        if (f) {
+          const fx = f.return === null || f.return === undefined ? W : xOf(f.return) + STEP / 2;
+          target = Math.max(target, fx + 40 - wrap.clientWidth);
+        }
+        wrap.scrollLeft = Math.max(0, target);
+        wrap.dataset.opened = "1";
+      };
+      open();
+      if (!wrap.dataset.opened && window.ResizeObserver) {
+        const ro = new ResizeObserver(function () { open(); if (wrap.dataset.opened) ro.disconnect(); });
+        ro.observe(wrap);
+      }
+    }
     if (failing !== null && failing !== undefined && boxes[failing]) {
       const j = el("span", "jump", "Jump to the failing op");
       j.addEventListener("click", function () {
