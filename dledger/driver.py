@@ -15,7 +15,12 @@ the order of the core's contract (dledger.core.node's module docstring; etcd-io/
 4. install a received snapshot into the state machine;
 5. apply committed entries in index order (DLedger's StateMachineCaller), answer the client
    requests waiting on them, confirmed reads once their read index is applied, and transfers;
-6. every ``snapshot_every`` applied entries save a snapshot and compact the log once it is durable.
+6. every ``snapshot_every`` applied entries save a snapshot (:class:`~dledger.snapshot.SnapshotStore`,
+   through the host's IO thread) and compact the log once it is durable; an INSTALL_SNAPSHOT is
+   checked and saved before the core restarts the log for it.
+
+A member starts here too (:func:`start_member`: the newest snapshot, the replay of the committed
+entries after it, the core), so the server and the simulator recover the same way.
 
 Client requests enter here too (:meth:`Driver.propose`, :meth:`Driver.kv_get` and
 :meth:`Driver.kv_txn` in every read mode, :meth:`Driver.get` of a log entry, :meth:`Driver.metadata`), so the simulator serves reads through
@@ -32,13 +37,16 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import random
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from dledger.core import Core, Ready, Role
-from dledger.protocol import Code, Message, PushRequest, PushResponse
+from dledger.core import Core, CoreConfig, Ready, Role
+from dledger.protocol import Code, Message, PushRequest, PushResponse, PushType
+from dledger.snapshot import SnapshotStore
 from dledger.statemachine import StateMachine, TxnAborted, check_txn, encode_kv, encode_txn, is_read_only
-from dledger.store import Entry, RuntimeLogStore, SnapshotLogStore, StoreError
+from dledger.store import CorruptionError, Entry, RuntimeLogStore, SnapshotLogStore, StoreError
 
 log = logging.getLogger("dledger.driver")
 
@@ -84,9 +92,15 @@ class Host(Protocol):
         """Deliver the answer to a client request."""
         ...
 
-    def save_snapshot(self, index: int, term: int, data: bytes, done: Callable[[], None] | None) -> None:
-        """Persist a state machine snapshot; call ``done()`` once it is durable (never when the save
-        failed). ``done`` is None for a snapshot installed from the leader."""
+    def run_io(self, work: Callable[[], object], done: Callable[[], None]) -> None:
+        """Run ``work`` (a snapshot save) off the driver's thread (the server's IO thread), then call
+        ``done()`` on the driver's thread; at once or later. When ``work`` raises, log it and never
+        call ``done``; a member stopped meanwhile never hears of it either."""
+        ...
+
+    def snapshot_installed(self, index: int, term: int, data: bytes) -> None:
+        """The state machine was reset to a snapshot received from the leader (INSTALL_SNAPSHOT),
+        covering entries up to ``index`` (term ``term``); it is durable already."""
         ...
 
 
@@ -103,11 +117,118 @@ def write_log(store: SnapshotLogStore, rd: Ready) -> None:
         append(e)
 
 
+def replay(node: str, store: RuntimeLogStore, sm: StateMachine, applied: int, committed: int) -> int:
+    """Rebuild the state machine from the committed log before serving (a restart): entries
+    (applied, committed] in batches (one pread per data file); returns the new applied index.
+    Damage found here is inside the committed prefix: a store with repair cuts the log before the
+    damaged entry, to fetch it again from the leader (``FileLogStore.cut_damaged``); otherwise
+    CorruptionError is raised, so the member does not start."""
+    t0 = time.monotonic()
+    first = applied + 1
+    try:
+        while applied < committed:
+            hi = min(committed, applied + 4096)
+            try:
+                entries = store.get_range(applied + 1, hi)
+            except CorruptionError:
+                bad = getattr(store, "find_damaged", lambda lo, hi: None)(applied + 1, hi)
+                if bad is None or not getattr(store, "repair", False):
+                    raise
+                store.cut_damaged(bad, committed)  # type: ignore[attr-defined]
+                if bad > applied + 1:
+                    sm.on_apply(store.get_range(applied + 1, bad - 1))
+                applied = bad - 1
+                break
+            sm.on_apply(entries)
+            applied = hi
+    except CorruptionError as e:
+        raise CorruptionError(
+            f"{e}; the entry is inside the committed prefix (checkpoint committedIndex={committed}): "
+            "refusing to serve a damaged log, repair or restore the store"
+        ) from e
+    if committed >= first:
+        log.info("%s: replayed entries [%d, %d] in %.3fs", node, first, committed, time.monotonic() - t0)
+    return applied
+
+
+def recover(
+    node: str, store: RuntimeLogStore, sm: StateMachine, snapshots: SnapshotStore | None, committed: int
+) -> tuple[int, int, tuple[int, int, bytes] | None]:
+    """A member's state machine at start (DLedger master's SnapshotManager.loadSnapshot, then
+    StateMachineCaller's replay): load the newest snapshot, then replay only the committed entries
+    after it. ``committed`` is the checkpointed commitIndex. Returns ``(applied index, commitIndex,
+    snapshot or None)``. Raises StoreError when the log begins after what the snapshot covers (the
+    entries between are lost), CorruptionError from :func:`replay`."""
+    snap = snapshots.load_newest() if snapshots is not None else None
+    applied = -1
+    if snap is not None:
+        sm.on_snapshot_load(snap[2])
+        applied = snap[0]
+        committed = max(committed, min(snap[0], store.end_index))
+        log.info("%s: loaded snapshot at %d (term %d)", node, snap[0], snap[1])
+    if store.begin_index > applied + 1:
+        raise StoreError(
+            f"log starts at {store.begin_index} but no snapshot covers the entries before it "
+            f"(newest snapshot: {snap[0] if snap is not None else 'none'})"
+        )
+    applied = replay(node, store, sm, applied, min(committed, store.end_index))
+    return applied, committed, snap
+
+
+def start_member(
+    cfg: CoreConfig,
+    store: RuntimeLogStore,
+    hard: HardStateStore,
+    sm: StateMachine,
+    host: Host,
+    *,
+    snapshots: SnapshotStore | None,
+    committed: int,
+    rng: random.Random,
+    now: int,
+    flush: str = "sync",
+    snapshot_every: int = 0,
+) -> Driver:
+    """Start one member over its recovered store (DLedgerServer's startup; the server and the
+    simulation both start members here): :func:`recover` the state machine (newest snapshot, then
+    the committed entries after it), build the :class:`~dledger.core.Core` from the persisted
+    currTerm/votedFor and the recovered commitIndex (a store that cut a damaged committed prefix
+    passes its ``repair_to``), give it the snapshot for INSTALL_SNAPSHOT, and return its driver.
+    Raises what :func:`recover` raises."""
+    applied, committed, snap = recover(cfg.self_id, store, sm, snapshots, committed)
+    term, vote = hard.load()
+    core = Core(
+        cfg,
+        store,
+        term=term,
+        vote_for=vote,
+        rng=rng,
+        now=now,
+        commit_index=committed,
+        repair_to=getattr(store, "repair_to", -1),
+    )
+    if snap is not None:
+        core.set_snapshot(*snap)
+    return Driver(
+        core,
+        store,
+        hard,
+        sm,
+        host,
+        flush=flush,
+        last_applied=applied,
+        snapshot_every=snapshot_every,
+        snapshots=snapshots,
+    )
+
+
 class Driver:
     """Carries out one member's ``Ready`` output.
 
     ``flush`` is "sync" or "async"; ``last_applied`` the index the state machine holds (from a
-    snapshot or a replay); ``snapshot_every`` 0 disables local snapshots. The request tables
+    snapshot or a replay); ``snapshot_every`` 0 disables local snapshots; ``snapshots`` is where
+    they are saved (None: kept in memory only, as a server without a store directory does). The
+    request tables
     (``waiters`` by log index, ``reads`` by read id, ``transfers`` by transfer id) are filled by the
     host and answered here.
     """
@@ -123,6 +244,7 @@ class Driver:
         flush: str = "sync",
         last_applied: int = -1,
         snapshot_every: int = 0,
+        snapshots: SnapshotStore | None = None,
     ) -> None:
         self.core = core
         self.store = store
@@ -133,6 +255,7 @@ class Driver:
         self.last_applied = last_applied
         self.snap_index = last_applied
         self.snapshot_every = snapshot_every
+        self.snapshots = snapshots
         self.waiters: dict[int, Any] = {}
         self.reads: dict[int, Any] = {}
         self.ready_reads: list[tuple[int, Any]] = []  # (read index, waiter)
@@ -191,7 +314,15 @@ class Driver:
 
     def step(self, msg: Message, now: int) -> None:
         """Hand a peer message to the core (``Core.step``). A damaged record read meanwhile
-        (StoreError) is logged and a push answered DISK_ERROR, as DLedger's EntryHandler does."""
+        (StoreError) is logged and a push answered DISK_ERROR, as DLedger's EntryHandler does. An
+        INSTALL_SNAPSHOT whose snapshot cannot be checked or saved first is dropped (the leader
+        resends)."""
+        if (
+            type(msg) is PushRequest
+            and msg.type == PushType.INSTALL_SNAPSHOT
+            and not self._snapshot_first(msg)
+        ):
+            return
         try:
             self.core.step(msg, now)
         except StoreError as e:
@@ -200,6 +331,28 @@ class Driver:
                 self.core.refuse_push(msg, Code.DISK_ERROR)
             else:
                 self._store_failed(e, f"{msg.KIND} from {msg.src}")
+
+    def _snapshot_first(self, msg: PushRequest) -> bool:
+        """Before the core restarts the log for an INSTALL_SNAPSHOT, check the snapshot (a state
+        machine's ``check_snapshot``, when it has one) and make it durable, so a crash in between
+        never leaves a log that begins after the newest snapshot (DLedger master's
+        InstallSnapshot handling saves the snapshot before resetting the log). False when it cannot
+        be checked or saved."""
+        check = getattr(self.sm, "check_snapshot", None)
+        if check is not None:
+            try:
+                check(msg.snapshot)
+            except ValueError as e:
+                log.warning("%s: dropping INSTALL_SNAPSHOT from %s: %s", self.core.id, msg.src, e)
+                return False
+        if self.snapshots is None or msg.index <= max(self.snap_index, self.core.commit_index):
+            return True  # nothing to keep (or the core answers it from the log it holds)
+        try:
+            self.snapshots.save(msg.index, msg.prev_term, msg.snapshot)
+        except OSError as e:
+            log.error("%s: cannot save the installed snapshot at %d: %s", self.core.id, msg.index, e)
+            return False
+        return True
 
     def _write_log(self, rd: Ready) -> None:
         """:func:`write_log`, then ``Core.advance``; a refused write goes to :meth:`_store_failed`."""
@@ -248,7 +401,7 @@ class Driver:
             self.sm.on_snapshot_load(data)
             self.last_applied = s_index
             self.snap_index = s_index
-            self.host.save_snapshot(s_index, s_term, data, None)
+            self.host.snapshot_installed(s_index, s_term, data)
         for tid, code in rd.transfers:
             w = self.transfers.pop(tid, None)
             if w is not None:
@@ -414,6 +567,8 @@ class Driver:
         self.snap_index = index
         self.core.set_snapshot(index, term, data)
 
+        snapshots = self.snapshots
+
         def durable() -> None:
             if not self.stopped:
                 begin = self.store.compact_prefix(index)
@@ -426,7 +581,10 @@ class Driver:
                     begin,
                 )
 
-        self.host.save_snapshot(index, term, data, durable)
+        if snapshots is None:
+            durable()
+        else:
+            self.host.run_io(lambda: snapshots.save(index, term, data), durable)
 
     # ------------------------------------------------------------ deadlines
 

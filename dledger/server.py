@@ -23,15 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dledger.core import Core, CoreConfig
-from dledger.driver import READ_MODES, Driver
+from dledger.core import CoreConfig
+from dledger.driver import READ_MODES, start_member
 from dledger.protocol import (
     MAX_TERM_STEP,
     Code,
     DecodeError,
     Message,
-    PushRequest,
-    PushType,
     RequestCode,
     from_wire,
     parse_peers,
@@ -39,7 +37,7 @@ from dledger.protocol import (
 )
 from dledger.snapshot import SnapshotStore
 from dledger.statemachine import KV_ARGS, KVStateMachine, encode_kv, encode_txn
-from dledger.store import CorruptionError, RuntimeLogStore, StoreError
+from dledger.store import RuntimeLogStore, StoreError
 from dledger.transport import (
     DEFAULT_MAX_FRAME,
     FrameDecoder,
@@ -391,60 +389,37 @@ class Server:
         # recovery can take seconds; the process age shows what interpreter start and imports took
         log.info("%s: opening the store (pid %d, %s)", cfg.self_id, os.getpid(), _process_age())
         self.store, self.hard, committed = open_store(cfg)
-        term, vote = self.hard.load()
         self.sm = KVStateMachine()
-        applied = self.store.begin_index - 1
         self._snapshots: SnapshotStore | None = None
-        snap: tuple[int, int, bytes] | None = None
         if cfg.store_dir is not None:
             self._snapshots = SnapshotStore(
                 Path(cfg.store_dir) / f"dledger-{cfg.self_id}" / "snapshot", cfg.snapshot_keep
             )
-            snap = self._snapshots.load_newest()
-        if snap is not None:
-            # a restart resumes from the newest snapshot instead of re-applying from index 0
-            self.sm.on_snapshot_load(snap[2])
-            applied = snap[0]
-            committed = max(committed, min(snap[0], self.store.end_index))
-            log.info("%s: loaded snapshot at %d (term %d)", cfg.self_id, snap[0], snap[1])
-        if self.store.begin_index > (snap[0] + 1 if snap is not None else 0):
-            raise StoreError(
-                f"log starts at {self.store.begin_index} but no snapshot covers the entries before it "
-                f"(newest snapshot: {snap[0] if snap is not None else 'none'})"
-            )
-        applied = self._replay(applied, min(committed, self.store.end_index))
-        repair_to = getattr(self.store, "repair_to", -1)
-        if repair_to >= 0:
+        self._t0 = time.monotonic()
+        # the newest snapshot, then the committed entries after it (shared with the simulation)
+        self.driver = start_member(
+            cfg.core_config(),
+            self.store,
+            self.hard,
+            self.sm,
+            self,
+            snapshots=self._snapshots,
+            committed=committed,
+            rng=random.Random(cfg.seed),
+            now=self._now(),
+            flush=cfg.flush,
+            snapshot_every=cfg.snapshot_every,
+        )
+        self.core = self.driver.core
+        term, vote = self.core.term, self.core.vote_for
+        if self.core.repair_to >= 0:
             log.warning(
                 "%s: REPAIR: committed entries after %d are damaged; abstaining from votes until entries "
                 "up to %d are fetched again from the leader",
                 cfg.self_id,
                 self.store.end_index,
-                repair_to,
+                self.core.repair_to,
             )
-        self._t0 = time.monotonic()
-        self.core = Core(
-            cfg.core_config(),
-            self.store,
-            term=term,
-            vote_for=vote,
-            rng=random.Random(cfg.seed),
-            now=self._now(),
-            commit_index=committed,
-            repair_to=repair_to,
-        )
-        if snap is not None:
-            self.core.set_snapshot(*snap)
-        self.driver = Driver(
-            self.core,
-            self.store,
-            self.hard,
-            self.sm,
-            self,
-            flush=cfg.flush,
-            last_applied=applied,
-            snapshot_every=cfg.snapshot_every,
-        )
         log.info(
             "%s: starting at term %d (voted for %s), ledgerEndIndex %d",
             self.id,
@@ -479,41 +454,6 @@ class Server:
         self._refused_terms = 0  # peer messages dropped for a term jump beyond MAX_TERM_STEP
         self._refused_peers = 0  # peer traffic refused for want of the secret
         self._shed = 0  # connections aborted for max_buffered
-
-    def _replay(self, applied: int, committed: int) -> int:
-        """Rebuild the state machine from the committed log before serving (a restart): entries
-        (applied, committed] in batches read with one pread per data file; returns the new applied
-        index. Damage found here is inside the committed prefix: the log is cut before the damaged
-        entry and repaired from the leader (``FileLogStore.cut_damaged``); a store without repair
-        raises CorruptionError, so the node does not start."""
-        t0 = time.monotonic()
-        first = applied + 1
-        try:
-            while applied < committed:
-                hi = min(committed, applied + 4096)
-                try:
-                    entries = self.store.get_range(applied + 1, hi)
-                except CorruptionError:
-                    bad = getattr(self.store, "find_damaged", lambda lo, hi: None)(applied + 1, hi)
-                    if bad is None or not getattr(self.store, "repair", False):
-                        raise
-                    self.store.cut_damaged(bad, committed)  # type: ignore[attr-defined]
-                    if bad > applied + 1:
-                        self.sm.on_apply(self.store.get_range(applied + 1, bad - 1))
-                    applied = bad - 1
-                    break
-                self.sm.on_apply(entries)
-                applied = hi
-        except CorruptionError as e:
-            raise CorruptionError(
-                f"{e}; the entry is inside the committed prefix (checkpoint committedIndex={committed}): "
-                "refusing to serve a damaged log, repair or restore the store"
-            ) from e
-        if committed >= first:
-            log.info(
-                "%s: replayed entries [%d, %d] in %.3fs", self.id, first, committed, time.monotonic() - t0
-            )
-        return applied
 
     @property
     def last_applied(self) -> int:
@@ -746,23 +686,21 @@ class Server:
     def answer(self, waiter: _Waiter, code: int, **fields: Any) -> None:
         self._answer(waiter, code, **fields)
 
-    def save_snapshot(self, index: int, term: int, data: bytes, done: Callable[[], None] | None) -> None:
-        """Save a snapshot in the IO thread; ``done`` (on the loop) once it is durable. Without a
-        store directory there is nothing to save: ``done`` at once."""
-        if self._snapshots is None:
-            if done is not None:
-                done()
-            return
+    def run_io(self, work: Callable[[], object], done: Callable[[], None]) -> None:
+        """Run ``work`` (a snapshot save) in the IO thread; ``done`` on the loop once it returned."""
         assert self.loop is not None
-        fut = self.loop.run_in_executor(self._io, self._snapshots.save, index, term, data)
+        fut = self.loop.run_in_executor(self._io, work)
 
-        def finished(f: asyncio.Future[Path]) -> None:
+        def finished(f: asyncio.Future[object]) -> None:
             if f.exception() is not None:
-                log.error("%s: saving the snapshot at %d failed: %s", self.id, index, f.exception())
-            elif done is not None and not self._stopped.is_set():
+                log.error("%s: snapshot work failed: %s", self.id, f.exception())
+            elif not self._stopped.is_set():
                 done()
 
         fut.add_done_callback(finished)
+
+    def snapshot_installed(self, index: int, term: int, data: bytes) -> None:
+        log.info("%s: state machine loaded from the leader's snapshot at %d (term %d)", self.id, index, term)
 
     # ------------------------------------------------------------ peer links
 
@@ -875,12 +813,6 @@ class Server:
                         self._refused_terms,
                     )
                 return
-            if (
-                type(msg) is PushRequest
-                and msg.type == PushType.INSTALL_SNAPSHOT
-                and not self._snapshot_first(msg)
-            ):
-                return
             try:
                 self.driver.step(msg, self._now())
             except Exception:  # a handler bug must not kill the server; the sender resends
@@ -937,26 +869,6 @@ class Server:
                 self._refused_peers,
             )
         conn.abort()
-
-    def _snapshot_first(self, msg: PushRequest) -> bool:
-        """Before the core restarts the log for an INSTALL_SNAPSHOT, make the snapshot durable, so
-        a crash in between never leaves a log that begins after the newest snapshot. False (the
-        request is dropped; the leader resends) when it cannot be saved."""
-        check = getattr(self.sm, "check_snapshot", None)
-        if check is not None:
-            try:
-                check(msg.snapshot)
-            except ValueError as e:
-                log.warning("%s: dropping INSTALL_SNAPSHOT from %s: %s", self.id, msg.src, e)
-                return False
-        if self._snapshots is None or msg.index <= max(self.driver.snap_index, self.core.commit_index):
-            return True
-        try:
-            self._snapshots.save(msg.index, msg.prev_term, msg.snapshot)
-        except OSError as e:
-            log.error("%s: cannot save the installed snapshot at %d: %s", self.id, msg.index, e)
-            return False
-        return True
 
     def _schedule_drain(self) -> None:
         if not self._drain_scheduled and self.loop is not None:

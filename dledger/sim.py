@@ -51,7 +51,7 @@ from typing import Any
 import msgpack
 
 from dledger.core import Core, CoreConfig, Role
-from dledger.driver import Driver
+from dledger.driver import Driver, start_member
 from dledger.protocol import (
     Code,
     HeartbeatRequest,
@@ -65,6 +65,7 @@ from dledger.protocol import (
     VoteResponse,
 )
 from dledger.simdisk import SimDisk
+from dledger.snapshot import SnapshotStore
 from dledger.statemachine import StateMachine, decode_kv
 from dledger.store import CorruptionError, Entry, MemoryLogStore, StoreError, codec
 from dledger.store.file import FileLogStore
@@ -283,11 +284,30 @@ class _Host:
     def answer(self, waiter: Any, code: int, **fields: Any) -> None:
         self.sim._answered(self.node, waiter, code, fields)
 
-    def save_snapshot(self, index: int, term: int, data: bytes, done: Callable[[], None] | None) -> None:
-        if done is None:
-            self.sim.installed[self.node].append((index, term, data))
-        else:
+    def run_io(self, work: Callable[[], object], done: Callable[[], None]) -> None:
+        """The IO thread: ``work`` and ``done`` at once, or (with ``Sim.sync_latency``) as a timed
+        event a crash cancels, like the fsyncs (a paused member runs it when it resumes)."""
+        sim = self.sim
+        lo, hi = sim.sync_latency
+        if hi <= 0:
+            work()
             done()
+            return
+        sim.call_at(sim.now + sim.disk_rng.randint(max(lo, 1), hi), lambda: self._io_complete(work, done))
+
+    def _io_complete(self, work: Callable[[], object], done: Callable[[], None]) -> None:
+        sim, node = self.sim, self.node
+        if sim.lives.get(node) != self.life:
+            return  # the member crashed before the IO thread got to it
+        if node in sim.paused:  # SIGSTOP stops the IO thread too
+            sim._inbox[node].append(lambda: self._io_complete(work, done))
+            return
+        work()
+        done()
+        sim._process(node)
+
+    def snapshot_installed(self, index: int, term: int, data: bytes) -> None:
+        self.sim.installed[self.node].append((index, term, data))
 
 
 class Sim:
@@ -316,15 +336,15 @@ class Sim:
         # latencies and the cores' seeds come from the caller's stream too, as they always did, so
         # the regression seeds of the core tests keep their schedules; chaos_dledger.sim draws its
         # workload and faults from streams of its own
-        self.net_rng = self.rng
-        self._core_rng = self.rng
+        self.net_rng = self._core_rng = self.rng
         self.latency = latency
-        self.loss = 0.0  # probability that a message is lost
-        self.duplicate = 0.0  # probability that a message is delivered twice
+        self.loss, self.duplicate = 0.0, 0.0  # probabilities that a message is lost, delivered twice
         self.cfg = cfg
         self.state_machine = state_machine
         self.flush = flush
         self.snapshot_every = snapshot_every
+        # snapshots kept, and the file disk's data segment size (compaction drops whole segments)
+        self.snapshot_keep, self.data_file_size = 3, FILE_DATA_SIZE
         self.now = 0
         self._clock: dict[str, tuple[int, int, float]] = {}  # node -> (since, local then, rate)
         self.reads: dict[str, list[tuple[int, int]]] = {i: [] for i in self.ids}  # answered reads
@@ -413,7 +433,7 @@ class Sim:
                     directory,
                     fs=disk,
                     verify_files=1,
-                    data_file_size=FILE_DATA_SIZE,
+                    data_file_size=self.data_file_size,
                     index_file_size=FILE_INDEX_SIZE,
                     repair=self.repair,
                 )
@@ -432,32 +452,32 @@ class Sim:
             committed = store.committed_index
             hard_file = HardState(directory, fs=disk)
         hard = _Hard(self, node, hard_file)
-        term, vote = hard.load()
         store = self.stores[node]
-        core = Core(
-            CoreConfig(self_id=node, peers=self.ids, **self.cfg),
-            store,
-            term=term,
-            vote_for=vote,
-            rng=random.Random(self._core_rng.random()),
-            now=self.local(node),
-            commit_index=committed,
-            repair_to=getattr(store, "repair_to", -1),
-        )
         self.lives[node] = self.lives.get(node, 0) + 1
         sm = self.state_machine()
-        self.nodes[node] = core
-        self.sms[node] = sm
-        self.drivers[node] = Driver(
-            core,
+        # the server's start: newest snapshot (SnapshotStore on this member's simulated disk), the
+        # committed entries after it replayed, then the core and its driver
+        drv = start_member(
+            CoreConfig(self_id=node, peers=self.ids, **self.cfg),
             store,
             hard,
             sm,
             _Host(self, node, self.lives[node]),
+            snapshots=SnapshotStore(f"/sim/{node}/snapshot", self.snapshot_keep, fs=self.disks[node]),
+            committed=committed,
+            rng=random.Random(self._core_rng.random()),
+            now=self.local(node),
             flush=self.flush,
-            last_applied=store.begin_index - 1,
             snapshot_every=self.snapshot_every,
         )
+        core = drv.core
+        if core.repair_to >= 0 and node not in self.repairing:  # the replay cut a damaged entry
+            self._check_durability(node, f"replay found damage below {core.repair_to}")
+            self.stats["repairs"] += 1
+            self.repairing[node] = core.repair_to
+        self.nodes[node] = core
+        self.sms[node] = sm
+        self.drivers[node] = drv
         self._checked[node] = -1
         self._leading[node] = False
         self.paused.discard(node)
@@ -487,6 +507,7 @@ class Sim:
             # the store object dies with the process
             self.disks[node].crash(self.tear_probability, self.reorder_probability)
         else:
+            self.disks[node].crash()  # the snapshot files
             self.stores[node].crash()
 
     def pause(self, node: str) -> None:
@@ -987,7 +1008,7 @@ class Sim:
             e = st.get(ck)
         except (IndexError, OSError, StoreError):
             return 0
-        return min(e.pos + codec.HEADER_SIZE + len(e.body), FILE_DATA_SIZE)
+        return min(e.pos + codec.HEADER_SIZE + len(e.body), self.data_file_size)
 
     def damage(self, node: str, kind: str, below: int) -> dict[str, Any] | None:
         """Inject storage fault ``kind`` (one of :data:`DAMAGE_KINDS`) into down member ``node``'s

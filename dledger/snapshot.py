@@ -1,9 +1,12 @@
-"""Snapshot files of the state machine (DLedger master's ``snapshot/snapshot_<lastIncludedIndex>``).
+"""Snapshot files of the state machine (DLedger master's SnapshotManager / ``snapshot_<lastIncludedIndex>``).
 
-Each snapshot is a directory ``snapshot_<20-digit lastIncludedIndex>`` holding ``snapshot_meta``
-(JSON: lastIncludedIndex, lastIncludedTerm) and ``data`` (the state machine's bytes). It is written
-in ``tmp/``, fsynced and renamed into place, so a crash leaves either no snapshot or a whole one;
-only the newest ``keep`` are kept.
+Each snapshot is one file ``snapshot_<20-digit lastIncludedIndex>`` in the snapshot directory: a
+JSON line (lastIncludedIndex, lastIncludedTerm, size and CRC32 of the data; DLedger's
+``snapshot_meta``), then the state machine's bytes. It is written as ``tmp_<name>``, fsynced,
+renamed into place and the directory fsynced, so a crash leaves either no snapshot or a whole one;
+only the newest ``keep`` are kept. A snapshot whose size or CRC does not match is skipped at load
+(an older one is tried). All file calls go through a :class:`~dledger.store.fs.FileSystem`, so the
+deterministic simulation runs this code over its simulated disk.
 """
 
 from __future__ import annotations
@@ -11,61 +14,80 @@ from __future__ import annotations
 import json
 import logging
 import os
+import zlib
 from pathlib import Path
+
+from dledger.store.fs import OS, FileSystem
 
 log = logging.getLogger("dledger.snapshot")
 
-
-def _fsync_path(path: Path, directory: bool = False) -> None:
-    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+PREFIX = "snapshot_"
 
 
 class SnapshotStore:
-    """Snapshots under ``directory``; ``keep`` >= 1 newest are retained. Raises ValueError for keep < 1."""
+    """Snapshots under ``directory``; ``keep`` >= 1 newest are retained; ``fs`` the file system (the
+    real one by default). Raises ValueError for keep < 1."""
 
-    def __init__(self, directory: str | os.PathLike[str], keep: int = 3) -> None:
+    def __init__(self, directory: str | os.PathLike[str], keep: int = 3, fs: FileSystem = OS) -> None:
         if keep < 1:
             raise ValueError(f"keep={keep}: expected >= 1")
         self.directory = Path(directory)
         self.keep = keep
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.fs = fs
+        fs.makedirs(self.directory)
 
     def save(self, index: int, term: int, data: bytes) -> Path:
-        """Write a snapshot covering entries up to ``index`` durably; return its directory."""
-        final = self.directory / f"snapshot_{index:020d}"
-        if final.exists():
+        """Write a snapshot covering entries up to ``index`` (whose term is ``term``) durably and
+        return its path; drop the older ones beyond ``keep``. Raises OSError."""
+        fs = self.fs
+        final = self.directory / f"{PREFIX}{index:020d}"
+        if any(i == index for i, _ in self.list()):
             return final
-        tmp = self.directory / "tmp" / final.name
-        import shutil  # only when saving (bz2, lzma, fnmatch: startup imports are slow on FUSE)
-
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        (tmp / "data").write_bytes(data)
-        (tmp / "snapshot_meta").write_text(json.dumps({"lastIncludedIndex": index, "lastIncludedTerm": term}))
-        for f in ("data", "snapshot_meta"):
-            _fsync_path(tmp / f)
-        os.replace(tmp, final)
-        _fsync_path(self.directory, directory=True)
-        for old in self.list()[: -self.keep]:
-            shutil.rmtree(old, ignore_errors=True)
+        meta = {
+            "lastIncludedIndex": index,
+            "lastIncludedTerm": term,
+            "size": len(data),
+            "crc32": zlib.crc32(data),
+        }
+        blob = json.dumps(meta).encode() + b"\n" + data
+        tmp = self.directory / f"tmp_{final.name}"
+        fd = fs.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC)
+        try:
+            view = memoryview(blob)
+            while view:
+                view = view[fs.write(fd, view) :]
+            fs.fsync(fd)
+        finally:
+            fs.close(fd)
+        fs.replace(tmp, final)
+        fs.fsync_dir(self.directory)
+        old = self.list()[: -self.keep]
+        for _, path in old:
+            fs.unlink(path)
+        if old:
+            fs.fsync_dir(self.directory)
         return final
 
-    def list(self) -> list[Path]:
-        """Snapshot directories, oldest first."""
-        return sorted(p for p in self.directory.glob("snapshot_*") if p.is_dir())
+    def list(self) -> list[tuple[int, Path]]:
+        """``(lastIncludedIndex, path)`` of the snapshot files, oldest first."""
+        out = []
+        for name, _ in self.fs.list_files(self.directory):
+            if name.startswith(PREFIX) and name[len(PREFIX) :].isdigit():
+                out.append((int(name[len(PREFIX) :]), self.directory / name))
+        return sorted(out)
 
     def load_newest(self) -> tuple[int, int, bytes] | None:
         """``(lastIncludedIndex, lastIncludedTerm, data)`` of the newest readable snapshot, or None.
-        An unreadable one is logged and skipped (an older one is tried)."""
-        for path in reversed(self.list()):
+        An unreadable or damaged one is logged and skipped (an older one is tried)."""
+        for _, path in reversed(self.list()):
             try:
-                meta = json.loads((path / "snapshot_meta").read_text())
+                blob = self.fs.read_at(path, 0)
+                head, _, data = blob.partition(b"\n")
+                meta = json.loads(head)
                 index, term = int(meta["lastIncludedIndex"]), int(meta["lastIncludedTerm"])
-                return index, term, (path / "data").read_bytes()
+                if len(data) != meta["size"] or zlib.crc32(data) != meta["crc32"]:
+                    raise ValueError(f"{len(data)} bytes with CRC {zlib.crc32(data)}, expected {meta}")
+                return index, term, data
             except (OSError, ValueError, KeyError, TypeError) as e:
                 log.warning("skipping unreadable snapshot %s: %s", path, e)
         return None

@@ -16,7 +16,7 @@ from dledger.protocol import (
     VoteResponse,
     VoteResult,
 )
-from dledger.sim import Sim
+from dledger.sim import LogStateMachine, Sim
 from dledger.store import Entry, MemoryLogStore
 
 PEERS = ["n0", "n1", "n2"]
@@ -798,3 +798,60 @@ def test_a_follower_that_lost_an_election_first_sounds_out_the_peers_when_it_tim
     sim.heal()
     sim.run(1_000)
     assert sim.leader() == ld and {c.term for c in sim.nodes.values()} == {term}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_sim_leader_sends_snapshot_to_follower_behind_compacted_prefix(seed: int) -> None:
+    """Issue 33: a follower in APPEND falls behind while the leader snapshots every 20 entries and
+    compacts; at the push timeout its ``next_index`` (``match + 1``) is below the leader's
+    ledgerBeginIndex. The leader must send INSTALL_SNAPSHOT (Raft section 7), not push entries it
+    compacted away (it looped on IndexError in ``Core._replicate``)."""
+    sim = Sim(3, seed, snapshot_every=20)
+    assert sim.run(3000, lambda: sim.leader() is not None)
+    ld = sim.leader()
+    assert ld is not None
+    for k in range(10):
+        sim.propose(f"a{k}".encode())
+    assert sim.run(2000, lambda: all(c.commit_index == sim.stores[ld].end_index for c in sim.nodes.values()))
+    lag = next(i for i in sim.ids if i != ld)
+    sim.isolate(lag)
+    for k in range(200):
+        sim.propose(f"b{k}".encode())
+        sim.run(2)
+    assert sim.stores[ld].begin_index > sim.nodes[ld].match_index(lag) + 1, "the leader did not compact"
+    sim.run(sim.nodes[ld].cfg.push_timeout_ms * 3)  # the push to the isolated follower times out
+    sim.heal()
+    assert sim.run(5000, lambda: sim.nodes[lag].commit_index == sim.stores[ld].end_index)
+    assert sim.installed[lag], "the follower did not install a snapshot"
+    sim.check_all()
+
+
+@pytest.mark.parametrize("disk", ["memory", "file"])
+def test_sim_restart_loads_the_snapshot_and_replays_only_what_follows(disk: str) -> None:
+    """The simulator starts members as the server does (``dledger.driver.start_member``): after
+    compaction a restarted member loads its newest snapshot from its (simulated) disk, then
+    replays only the committed entries after it."""
+    sim = Sim(3, 5, snapshot_every=20, disk=disk)
+    sim.data_file_size = 4096
+    for n in sim.ids:  # restart on the small segments
+        sim.crash(n)
+        sim.start(n)
+    assert sim.run(3000, lambda: sim.leader() is not None)
+    for k in range(150):
+        sim.propose(f"v{k}".encode())
+        sim.run(2)
+    ld = sim.leader()
+    assert ld is not None
+    assert sim.run(3000, lambda: all(c.commit_index == sim.stores[ld].end_index for c in sim.nodes.values()))
+    victim = next(i for i in sim.ids if i != ld)
+    assert sim.stores[victim].begin_index > 0, "the follower did not compact"
+    sim.crash(victim)
+    sim.start(victim)
+    sm = sim.sms[victim]
+    assert isinstance(sm, LogStateMachine) and sm.loaded is not None
+    snap_index = sim.drivers[victim].snap_index
+    assert snap_index >= sim.stores[victim].begin_index - 1
+    assert [i for i, _, _ in sm.applied] == list(range(snap_index + 1, sim.drivers[victim].last_applied + 1))
+    sim.propose(b"after")
+    assert sim.run(3000, lambda: sim.nodes[victim].commit_index == sim.stores[ld].end_index)
+    sim.check_all()

@@ -3,6 +3,7 @@ follower brought back with INSTALL_SNAPSHOT."""
 
 from __future__ import annotations
 
+import re
 import signal
 import threading
 import time
@@ -103,6 +104,47 @@ def test_paused_follower_rejoins_through_install_snapshot(tmp_path: Path, store:
             assert _state(c, victim, keys) == _state(c, ld, keys)
             m = c.meta(victim)
             assert m["ledgerBeginIndex"] > 100 and m["ledgerEndIndex"] == c.meta(ld)["ledgerEndIndex"]
+    finally:
+        for n in list(c.procs):
+            c.procs[n].send_signal(signal.SIGCONT)
+            c.kill(n)
+
+
+@pytest.mark.slow
+def test_leader_sends_snapshot_to_appending_follower_behind_compacted_prefix(tmp_path: Path) -> None:
+    """Issue 33 on real processes: a follower already in APPEND is stopped (SIGSTOP) while the
+    leader snapshots every 20 entries and drops 16 KiB segments. At the push timeout the leader's
+    resend point (the follower's watermark + 1) is below its ledgerBeginIndex: it must send
+    INSTALL_SNAPSHOT (Raft section 7), not loop on IndexError pushing compacted entries. A restart
+    of the follower then loads its snapshot and replays only the entries after it."""
+    c = Cluster(tmp_path, 3, "--snapshot-every", "20", "--data-file-size", "16384")
+    c.start_all()
+    try:
+        ld = c.leader()
+        _write(c, 40, prefer=ld)
+        c.wait_caught_up()
+        victim = next(n for n in c.ids if n != ld)
+        victim_end = c.meta(victim)["ledgerEndIndex"]
+        c.procs[victim].send_signal(signal.SIGSTOP)
+        _write(c, 800, prefer=ld)
+        assert c.meta(ld)["ledgerBeginIndex"] > victim_end + 1, "the leader did not compact past the follower"
+        time.sleep(2.0)  # the pushes to the stopped follower time out (push timeout 1 s)
+        c.procs[victim].send_signal(signal.SIGCONT)
+        c.wait_caught_up(timeout=30)
+        leader_log = (tmp_path / f"{ld}.log").read_text()
+        assert "IndexError" not in leader_log and "Traceback" not in leader_log
+        assert "installing snapshot" in (tmp_path / f"{victim}.log").read_text()
+        keys = [f"k{i}" for i in range(97)]
+        assert _state(c, victim, keys) == _state(c, ld, keys)
+        c.kill(victim)
+        c.start(victim)
+        c.wait_caught_up(timeout=30)
+        text = (tmp_path / f"{victim}.log").read_text()
+        loaded = [int(x) for x in re.findall(r"loaded snapshot at (\d+)", text)]
+        assert loaded, "the restart did not load a snapshot"
+        replayed = re.findall(r"replayed entries \[(\d+), (\d+)\]", text)
+        assert all(int(lo) == loaded[-1] + 1 for lo, _ in replayed[-1:]), (loaded, replayed)
+        assert _state(c, victim, keys) == _state(c, ld, keys)
     finally:
         for n in list(c.procs):
             c.procs[n].send_signal(signal.SIGCONT)

@@ -945,55 +945,29 @@ class Core:
         )
 
     def _replicate(self, now: int) -> None:
+        """EntryDispatcher.doWork for every follower: APPEND batches (or a COMMIT), COMPARE,
+        TRUNCATE or INSTALL_SNAPSHOT as its state asks. A follower that needs an entry this log no
+        longer holds (below ledgerBeginIndex after a compaction) gets the snapshot instead (Raft
+        section 7; DLedger master's EntryDispatcher turns to INSTALL_SNAPSHOT there)."""
         if self._restart is not None:
             return  # the log starts over in this Ready (a follower's INSTALL_SNAPSHOT): nothing to push
         # push only written entries: the store placed them (their pos is what followers store)
         end = self._unstable_at - 1
         begin = self.store.begin_index
-        entry = self.store.get
-        cfg = self.cfg
-        commit = self.commit_index
-        push_timeout, commit_delay = cfg.push_timeout_ms, cfg.commit_delay_ms
-        idle_commit = cfg.heartbeat_ms * 5
         for p in self._progress.values():
             if p.state == _APPEND:
                 inflight = p.inflight
-                if inflight and now - inflight[0][1] > push_timeout:
+                if inflight and now - inflight[0][1] > self.cfg.push_timeout_ms:
                     # the oldest push went unanswered: resend from the follower's watermark
                     p.restart(_APPEND)
                     p.next_index = p.match + 1
                     p.probing = True
-                if p.next_index <= end:
-                    limit = 1 if p.probing else cfg.max_inflight_pushes
-                    max_entries, max_bytes = cfg.max_push_batch_entries, cfg.max_push_batch_bytes
-                    while len(inflight) < limit and p.next_index <= end:
-                        first = p.next_index
-                        batch: list[Entry] = []
-                        size = 0
-                        i = first
-                        while i <= end and len(batch) < max_entries:
-                            e = entry(i)
-                            if batch and size + e.size > max_bytes:
-                                break
-                            batch.append(e)
-                            size += e.size
-                            i += 1
-                        prev_term = self._term_before(first)
-                        self._push(p, _APPEND, first, batch, now, prev_term)
-                        inflight.append((i - 1, now))
-                        p.next_index = i
-                if (
-                    not inflight
-                    and p.next_index > end
-                    and (
-                        (p.sent_commit < commit and now - p.last_send >= commit_delay)
-                        or now - p.last_send >= idle_commit
-                    )
-                ):
-                    # fire-and-forget (DLedger); it names our watermark and its term so the follower
-                    # can verify its prefix, and answers only when it does not hold that entry any more
-                    self._push(p, _COMMIT, p.match, [], now, self._term_before(p.match + 1))
-                continue
+                if p.next_index >= begin:
+                    self._replicate_append(p, end, now)
+                    continue
+                # the entries it needs next were compacted away since they were sent (or since a
+                # COMPARE found where it stands)
+                self._below_begin(p)
             if p.state == _COMPARE:
                 if p.waiting_since >= 0 and now - p.waiting_since < self.cfg.push_timeout_ms:
                     continue
@@ -1040,8 +1014,48 @@ class Core:
             if p.state == _TRUNCATE:
                 if p.waiting_since >= 0 and now - p.waiting_since < self.cfg.push_timeout_ms:
                     continue
+                if p.cut_index < begin:
+                    self._below_begin(p)  # compacted since the COMPARE found it
+                    continue
                 self._push(p, _TRUNCATE, p.cut_index, [self.entry(p.cut_index)], now)
                 continue
+
+    def _replicate_append(self, p: _Progress, end: int, now: int) -> None:
+        """APPEND state (``p.next_index`` >= ledgerBeginIndex): push batches of the written entries
+        up to ``end`` (at most ``max_inflight_pushes`` unanswered, one while probing), else a
+        COMMIT when the follower holds everything and the commitIndex moved or the link was idle."""
+        cfg = self.cfg
+        inflight = p.inflight
+        if p.next_index <= end:
+            entry = self.store.get
+            limit = 1 if p.probing else cfg.max_inflight_pushes
+            max_entries, max_bytes = cfg.max_push_batch_entries, cfg.max_push_batch_bytes
+            while len(inflight) < limit and p.next_index <= end:
+                first = p.next_index
+                batch: list[Entry] = []
+                size = 0
+                i = first
+                while i <= end and len(batch) < max_entries:
+                    e = entry(i)
+                    if batch and size + e.size > max_bytes:
+                        break
+                    batch.append(e)
+                    size += e.size
+                    i += 1
+                self._push(p, _APPEND, first, batch, now, self._term_before(first))
+                inflight.append((i - 1, now))
+                p.next_index = i
+        if (
+            not inflight
+            and p.next_index > end
+            and (
+                (p.sent_commit < self.commit_index and now - p.last_send >= cfg.commit_delay_ms)
+                or now - p.last_send >= cfg.heartbeat_ms * 5
+            )
+        ):
+            # fire-and-forget (DLedger); it names our watermark and its term so the follower
+            # can verify its prefix, and answers only when it does not hold that entry any more
+            self._push(p, _COMMIT, p.match, [], now, self._term_before(p.match + 1))
 
     def _on_push_response(self, resp: PushResponse, now: int) -> None:
         if self.role != _LEADER:
