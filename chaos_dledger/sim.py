@@ -68,7 +68,7 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -1143,13 +1143,137 @@ def write_run_dir(opts: SimOptions, store: Path) -> RunDir:
     return run
 
 
-# a partition's params are its sides, a pause's its members; every other kind's an object
-_LIST_PARAMS = ("partition", "partition-leader", "pause", "pause-leader")
+_MEMBERS = tuple(f"s{i + 1}" for i in range(NODES))  # dledger.sim.Sim's member ids
+
+
+def _members(v: Any, star: bool = False) -> bool:
+    """Whether ``v`` is a non-empty list of member ids (``star``: or one id, or "*")."""
+    if star:
+        return v in _MEMBERS or v == "*"
+    return isinstance(v, list) and bool(v) and all(m in _MEMBERS for m in v)
+
+
+def _ms(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _damage(v: Any) -> bool:
+    from dledger.sim import DAMAGE_KINDS
+
+    return v is None or (isinstance(v, dict) and v.get("node") in _MEMBERS and v.get("kind") in DAMAGE_KINDS)
+
+
+def _rates(v: Any) -> bool:
+    return (
+        isinstance(v, dict)
+        and bool(v)
+        and all(
+            m in _MEMBERS and isinstance(r, int | float) and not isinstance(r, bool) and 0 < r < 1e6
+            for m, r in v.items()
+        )
+    )
+
+
+def _pause_round(v: dict[str, Any]) -> bool:
+    from dledger.sim import PAUSE_POINTS, RELEASE_ORDERS
+
+    return (
+        _members(v.get("node"), star=True)
+        and v.get("point") in PAUSE_POINTS
+        and v.get("order") in RELEASE_ORDERS
+    )
+
+
+# what a start event's params must be, per kind (the shapes Nemesis._draw_start draws): a check
+# and its description; kinds without an entry start nothing of their own and take any params
+_SIDES = "a list of sides, each a list of members"
+_PARAMS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "partition": (lambda v: isinstance(v, list) and len(v) >= 2 and all(_members(g) for g in v), _SIDES),
+    "pause": (_members, "a list of members"),
+    "kill": (
+        lambda v: isinstance(v, dict) and _members(v.get("victims")) and _damage(v.get("damage")),
+        '{"victims": [members], "damage": null or {"node": member, "kind": a damage kind}}',
+    ),
+    "power-failure": (
+        lambda v: (
+            isinstance(v, dict)
+            and _members(v.get("order"))
+            and isinstance(v.get("gaps"), list)
+            and len(v["gaps"]) == len(v["order"])
+            and all(_ms(g) for g in v["gaps"])
+        ),
+        '{"order": [members], "gaps": [ms per member]}',
+    ),
+    "kill-in-sync": (
+        lambda v: (
+            isinstance(v, dict)
+            and _members(v.get("node"), star=True)
+            and isinstance(v.get("gaps"), list)
+            and len(v["gaps"]) >= NODES
+            and all(_ms(g) for g in v["gaps"])
+        ),
+        '{"node": member or "*", "gaps": [ms per member]}',
+    ),
+    "pause-round": (
+        lambda v: isinstance(v, dict) and _pause_round(v),
+        '{"node": member or "*", "point": a pause point, "order": a release order}',
+    ),
+    "clog": (
+        lambda v: (
+            isinstance(v, dict)
+            and v.get("node") in _MEMBERS
+            and _ms(v.get("send_ms"))
+            and _ms(v.get("recv_ms"))
+        ),
+        '{"node": member, "send_ms": ms, "recv_ms": ms}',
+    ),
+    "link-delay": (
+        lambda v: (
+            isinstance(v, dict)
+            and v.get("node") in _MEMBERS
+            and _ms(v.get("send_ms"))
+            and _ms(v.get("recv_ms"))
+            and _ms(v.get("step_ms"))
+            and isinstance(v.get("stall_other", False), bool)
+        ),
+        '{"node": member, "send_ms": ms, "recv_ms": ms, "step_ms": ms, "stall_other": bool}',
+    ),
+    "clock-skew": (_rates, "{member: clock rate > 0}"),
+}
+_PARAMS.update({
+    "partition-leader": _PARAMS["partition"],
+    "pause-leader": _PARAMS["pause"],
+    "kill-leader": _PARAMS["kill"],
+    "storage": _PARAMS["kill"],
+    "power-in-sync": _PARAMS["kill-in-sync"],
+    "clock-slow-leader": _PARAMS["clock-skew"],
+})  # fmt: skip
+
+
+def _event_problem(event: Any) -> str | None:
+    """What is wrong with one schedule event, or None."""
+    if not isinstance(event, dict):
+        return "not an object"
+    at = event.get("at")
+    if not (isinstance(at, int) and not isinstance(at, bool) and at >= 0):
+        return "'at' must be a whole number of ms >= 0"
+    if event.get("op") not in ("start", "stop"):
+        return "'op' must be 'start' or 'stop'"
+    if event.get("kind") not in NEMESES:
+        return f"'kind' must be one of {', '.join(NEMESES)}"
+    if event.get("id") is not None and not isinstance(event["id"], str):
+        return "'id' must be a string"
+    check = _PARAMS.get(event["kind"])
+    if event["op"] == "start" and check is not None and not check[0](event.get("params")):
+        return f"'params' of a {event['kind']} start must be {check[1]} (members {', '.join(_MEMBERS)})"
+    return None
 
 
 def _load_schedule(path: Path, bad: type[Exception]) -> list[dict[str, Any]]:
     """A fault schedule file: a JSON list of ``{"at": ms, "op": "start"|"stop", "kind", "params"}``
-    (``params`` an object, or a list for a partition's sides and a pause's members)."""
+    (``params`` of a start as :meth:`Nemesis._draw_start` draws it for that kind: a partition's
+    sides, a pause's members, a kill's ``{"victims", "damage"}``, ...; see ``_PARAMS``). Raises
+    ``bad`` naming the file, the event and what was expected."""
     try:
         events = json.loads(path.read_text())
     except (OSError, ValueError) as e:
@@ -1157,22 +1281,10 @@ def _load_schedule(path: Path, bad: type[Exception]) -> list[dict[str, Any]]:
     if not isinstance(events, list):
         raise bad(f"--schedule {path}: expected a JSON list of events, got {type(events).__name__}")
     for i, event in enumerate(events):
-        at = event.get("at") if isinstance(event, dict) else None
-        ok = (
-            isinstance(event, dict)
-            and isinstance(at, int)
-            and not isinstance(at, bool)
-            and at >= 0
-            and event.get("op") in ("start", "stop")
-            and event.get("kind") in NEMESES
-            and isinstance(event.get("params", {}), list if event.get("kind") in _LIST_PARAMS else dict)
-        )
-        if not ok:
+        problem = _event_problem(event)
+        if problem is not None:
             shown = json.dumps(event)[:120]
-            raise bad(
-                f"--schedule {path}: event {i} {shown} is not {{'at': ms >= 0, 'op': 'start'|'stop', "
-                f"'kind': one of {', '.join(NEMESES)}, 'params': [...] for {', '.join(_LIST_PARAMS)}, else {{...}}}}"
-            )
+            raise bad(f"--schedule {path}: event {i} {shown}: {problem}")
     return events
 
 
@@ -1435,6 +1547,23 @@ def _options_maker(
     return options
 
 
+def _parse_nemesis(nemesis: str | None) -> list[str] | None:
+    """``--nemesis a,b``: the fault names (None: not given); BadArguments for an unknown or empty
+    name (``a,,b``, ``a,``)."""
+    from chaos.errors import BadArguments
+
+    if nemesis is None:
+        return None
+    faults = [n.strip() for n in nemesis.split(",")]
+    bad = [n for n in faults if n not in NEMESES]
+    if bad:
+        raise BadArguments(
+            f"--nemesis {nemesis!r}: {'an empty name; ' if '' in bad else ''}expected a "
+            f"comma-separated list of {', '.join(NEMESES)}"
+        )
+    return faults
+
+
 @click.command("sim")
 @_with_sim_options
 def sim(
@@ -1463,14 +1592,7 @@ def sim(
 
     if workload is not None and workload not in WORKLOADS:
         raise BadArguments(f"--workload {workload!r}: expected one of {', '.join(WORKLOADS)}")
-    faults = None
-    if nemesis is not None:
-        faults = [n.strip() for n in nemesis.split(",") if n.strip()]
-        bad = [n for n in faults if n not in NEMESES]
-        if bad or not faults:
-            raise BadArguments(
-                f"--nemesis {nemesis!r}: expected a comma-separated list of {', '.join(NEMESES)}"
-            )
+    faults = _parse_nemesis(nemesis)
     if (seeds is None) == (seed is None):
         raise BadArguments("expected exactly one of --seeds N and --seed S")
     if seeds is not None and seeds < 1:

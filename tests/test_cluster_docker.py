@@ -112,22 +112,24 @@ def test_up_under_another_home_replaces_containers_that_authorise_the_old_key(tm
     assert _leftovers() == ([], [])
 
 
-def test_missing_docker_engine_is_one_clear_line(tmp_path: Path) -> None:
-    r = chaos(
-        "cluster",
-        "up",
-        "--cluster-name",
-        "tnone",
-        home=tmp_path,
-        env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"},
-    )
-    assert r.returncode == 255
-    err = r.stderr.strip()
-    assert (
-        len(err.splitlines()) == 1
-        and "Docker engine not reachable" in err
-        and "/nonexistent/docker.sock" in err
-    )
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["cluster", "up", "--cluster-name", "tnone"],
+        ["cluster", "down", "--cluster-name", "tnone"],
+        ["run", "--cluster-name", "tnone", "--time-limit", "1", "--no-live"],
+    ],
+)
+def test_missing_docker_engine_is_one_line_naming_the_fix(tmp_path: Path, args: list[str]) -> None:
+    """Issue 35 item 7: no Docker engine is the machine's setup, not a crash of the tool (255):
+    one line naming the engine's address and the fix, exit 254."""
+    store = ["--store", str(tmp_path / "store")] if args[0] == "run" else []
+    r = chaos(*args, *store, home=tmp_path, env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+    assert r.returncode == 254, (r.returncode, r.stderr)
+    (err,) = r.stderr.strip().splitlines()
+    assert err.startswith("chaos: Docker engine not reachable at unix:///nonexistent/docker.sock"), err
+    assert "crashed" not in err and "sudo systemctl start docker" in err and "--provider ssh" in err
+    assert not (tmp_path / "store").exists()
 
 
 def test_unreachable_ssh_host_is_one_clear_line(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from chaos.cluster.docker import DEFAULT_CLUSTER, ClusterError, DockerProvider
 from chaos.cluster.image import ImageError, ensure_image, image_tag, remove_image
 from chaos.control.node import Node
 from chaos.control.ssh import Control, RemoteError
-from chaos.errors import BadArguments
+from chaos.errors import BadArguments, Refused
 
 
 class ClusterFailure(click.ClickException):
@@ -141,6 +141,8 @@ def resolve_nodes(
         return providers.provision(opts, log) if up else providers.existing_nodes(opts)
     except ValueError as e:
         raise BadArguments(str(e)) from None
+    except Refused:  # a locked cluster, no Docker engine: exit 254 with its line
+        raise
     except ClusterError as e:
         raise ClusterFailure(str(e)) from None
 
@@ -150,6 +152,8 @@ def _errors_to_one_line(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*a: Any, **kw: Any) -> Any:
         try:
             return fn(*a, **kw)
+        except Refused:  # a locked cluster, no Docker engine: exit 254 with its line
+            raise
         except (ClusterError, ImageError, RemoteError) as e:
             raise ClusterFailure(str(e)) from None
 

@@ -24,8 +24,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from chaos.cluster.image import LABEL, ImageError, docker_client, ensure_image
+from chaos.cluster.image import LABEL, EngineUnreachable, ImageError, docker_client, ensure_image
 from chaos.control.node import Node, nodes_from_json, nodes_to_json
+from chaos.errors import Refused
 
 DEFAULT_CLUSTER = "default"
 # SYS_ADMIN and /dev/fuse: the lose-unfsynced fault mounts a FUSE layer over the data dir
@@ -37,6 +38,11 @@ _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,30}$")
 
 class ClusterError(RuntimeError):
     """A provider step failed; the message is one line naming the node or resource and the cause."""
+
+
+class DockerUnavailable(ClusterError, Refused):
+    """No Docker engine answers (:class:`chaos.cluster.image.EngineUnreachable`): an environment
+    error, exit 254 with the one line naming the fix."""
 
 
 def chaos_home() -> Path:
@@ -149,6 +155,8 @@ class DockerProvider:
         if self._client is None:
             try:
                 self._client = docker_client()
+            except EngineUnreachable as e:
+                raise DockerUnavailable(str(e)) from None
             except ImageError as e:
                 raise ClusterError(str(e)) from None
         return self._client

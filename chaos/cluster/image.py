@@ -23,6 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from chaos.errors import Refused
+
 IMAGE_REPO = "chaos-node"
 LABEL = "chaos"
 SUITE = "bookworm"
@@ -100,6 +102,11 @@ class ImageError(RuntimeError):
     """The node image could not be built; the message names the step and the cause."""
 
 
+class EngineUnreachable(ImageError, Refused):
+    """No Docker engine answers: the machine's setup, not a crash of the tool. A :class:`Refused`,
+    so the command exits 254 with this one line, which names the engine's address and the fix."""
+
+
 def recipe_hash() -> str:
     """12 hex digits identifying the build recipe (packages, init script, sshd config)."""
     h = hashlib.sha256()
@@ -136,7 +143,8 @@ def debian_mirror() -> str:
 
 
 def docker_client() -> Any:
-    """A connected docker SDK client; ImageError with one clear line if the engine is missing."""
+    """A connected docker SDK client; EngineUnreachable (an ImageError) with one clear line naming
+    the fix if the engine is missing."""
     try:
         import docker
     except ImportError as e:  # pragma: no cover - a dependency
@@ -146,8 +154,10 @@ def docker_client() -> Any:
         client.ping()
     except Exception as e:  # noqa: BLE001 - any failure here means "no engine"
         where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-        raise ImageError(
-            f"Docker engine not reachable at {where}: {_short(e)} (is dockerd running?)"
+        raise EngineUnreachable(
+            f"Docker engine not reachable at {where}: {_short(e)}; start it (e.g. `sudo systemctl start "
+            "docker`), point DOCKER_HOST at a running engine, or use hosts of your own (--provider ssh "
+            "--nodes HOST,...)"
         ) from None
     return client
 

@@ -467,6 +467,14 @@ def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str,
     return out
 
 
+def refuse_consistency_model(consistency_model: str, test: dict[str, Any]) -> None:
+    """Raise ValueError: ``--consistency-model`` was given for a history no elle checker reads."""
+    raise ValueError(
+        f"--consistency-model {consistency_model}: the {test.get('workload') or 'given'} workload is "
+        "not checked by elle, which alone reads it (list-append, rw-register); drop the option"
+    )
+
+
 def check_run(
     run_dir: RunDir | str | os.PathLike[str],
     *,
@@ -503,6 +511,9 @@ def check_run(
     test = load_run_test(run, model=model, history=history if isinstance(history, ParsedHistory) else None)
     if consistency_model:
         test = {**test, "consistency_model": consistency_model}
+    checkers = checkers_for(test, model=model)
+    if consistency_model and "elle" not in checkers:
+        refuse_consistency_model(consistency_model, test)
     opts = CheckOptions(
         time_limit=time_limit,
         workers=workers,
@@ -510,6 +521,6 @@ def check_run(
         run_dir=str(run.path),
         fail_fast=fail_fast,
     ).as_dict()
-    results = compose(checkers_for(test, model=model)).check(test, history, opts)
+    results = compose(checkers).check(test, history, opts)
     run.write_results(results)
     return results

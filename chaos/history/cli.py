@@ -34,8 +34,16 @@ def _check_foreign(
     if txn.workload in TXN_WORKLOADS or (txn.workload is None and model is None and _all_txn(ops)):
         elle = importlib.import_module("chaos.history.elle")
         workload = txn.workload or ("list-append" if _any_append(ops) else "rw-register")
-        result = elle.check_ops(ops, workload, txn.consistency_model or elle.DEFAULT_MODEL, time_limit)
+        try:
+            result = elle.check_ops(ops, workload, txn.consistency_model or elle.DEFAULT_MODEL, time_limit)
+        except HistoryError as e:  # a malformed transaction: name the file
+            raise HistoryError(e.reason, line=e.line, path=path) from None
         return {"valid": result["valid"], "checkers": {"elle": result}}
+    if txn.consistency_model:
+        raise ValueError(
+            f"--consistency-model {txn.consistency_model}: {path} holds no transactions (elle, which alone "
+            "reads the option, checks list-append and rw-register); drop the option"
+        )
     linear = importlib.import_module("chaos.history.linear")
     spec = model or default_model
     formats.require_checkable(ops, spec, path)
@@ -92,7 +100,7 @@ def run_check(
     The checkers come from the run's ``test.json``; for a bare JSON Lines history, or a run without
     ``test.json``, from the workload the whole history shows (``--model`` when it cannot be told).
     """
-    from chaos.history.checkers import check_run, checkers_for, compose, infer_test
+    from chaos.history.checkers import check_run, checkers_for, compose, infer_test, refuse_consistency_model
     from chaos.history.store import HISTORY_FILE, TEST_FILE, HistoryError, ParsedHistory, find_run
 
     try:
@@ -120,13 +128,16 @@ def run_check(
         test = {"workload": txn.workload} if txn.workload else infer_test(history, model=model)
         if txn.consistency_model:
             test["consistency_model"] = txn.consistency_model
+        checkers = checkers_for(test, model=model)
+        if txn.consistency_model and "elle" not in checkers:
+            refuse_consistency_model(txn.consistency_model, test)
         opts: dict[str, Any] = {
             "time_limit": time_limit,
             "model": model,
             "workers": workers,
             "fail_fast": txn.fail_fast,
         }
-        results = compose(checkers_for(test, model=model)).check(test, history, opts)
+        results = compose(checkers).check(test, history, opts)
         return results, f"{path} ({test.get('workload') or model})"
     except HistoryError as e:
         raise BadArguments(f"malformed history: {e}") from None

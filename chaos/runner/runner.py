@@ -280,6 +280,11 @@ class Runner:
             raise ConfigError(f"--workload {o['workload']}: {e}") from None
         for name in o.get("checkers") or ():
             plugins.checker(name)  # loads and builds it, or one ConfigError line naming it
+        if o.get("consistency_model") and "elle" not in [*workload.checkers, *(o.get("checkers") or ())]:
+            raise ConfigError(
+                f"--consistency-model {o['consistency_model']}: the {o['workload']} workload is not "
+                "checked by elle, which alone reads it (list-append, rw-register); drop the option"
+            )
         check_capabilities(o["nemesis"], o, self.db)
         protocol = getattr(workload, "protocol", None)
         offered = getattr(self.db, "client_protocols", None) or ()

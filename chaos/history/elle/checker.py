@@ -12,6 +12,7 @@ from chaos.history.elle.explain import cycle_case
 from chaos.history.elle.graph import search
 from chaos.history.elle.history import (
     FastPathRefused,
+    MalformedTxn,
     TxnTable,
     Unsupported,
     collect_file,
@@ -45,13 +46,19 @@ def check_ops(
     **opts: Any,
 ) -> dict[str, Any]:
     """Check a history given as Op objects (file order). ``time_limit``: seconds of cycle search
-    per component (default 5). Options: ``wfr_keys`` (rw-register), ``max_examples``."""
+    per component (default 5). Options: ``wfr_keys`` (rw-register), ``max_examples``.
+
+    Raises HistoryError (no path; ``line`` from the op's ``extra["line"]`` when an importer set
+    it, else its position + 1) for a transaction not of the workload's shape (:class:`MalformedTxn`)."""
     lattice.check_model(consistency_model)
     w = _workload(workload, opts)
     t0 = time.perf_counter()
     with gc_paused():
         try:
             table = collect_ops(ops, w.add)
+        except MalformedTxn as e:
+            line = getattr(e.op, "extra", {}).get("line") if e.op is not None else None
+            raise _malformed(e, workload, line if isinstance(line, int) else None, None) from None
         except Unsupported as e:
             return _unsupported(workload, consistency_model, str(e))
         return _analyse(
@@ -67,7 +74,8 @@ def check_file(
     **opts: Any,
 ) -> dict[str, Any]:
     """Check a JSON Lines history file (see :func:`check_ops`). Raises HistoryError for a malformed
-    file (as ``chaos.history.store.read_history`` does)."""
+    file (as ``chaos.history.store.read_history`` does), a malformed transaction included (naming
+    the file and line)."""
     from chaos.history.store import read_history
 
     lattice.check_model(consistency_model)
@@ -81,11 +89,21 @@ def check_file(
             except FastPathRefused:
                 w = _workload(workload, opts)
                 table = collect_ops(read_history(p), w.add)
+        except MalformedTxn as e:
+            raise _malformed(e, workload, None, p) from None
         except Unsupported as e:
             return _unsupported(workload, consistency_model, str(e))
         return _analyse(
             w, workload, table, consistency_model, time_limit, opts, {"parse": time.perf_counter() - t0}
         )
+
+
+def _malformed(e: MalformedTxn, workload: str, line: int | None, path: Path | None) -> Exception:
+    from chaos.history.store import HistoryError
+
+    if line is None and e.position is not None and e.position >= 0:
+        line = e.position + 1
+    return HistoryError(f"{workload} transaction: {e}", line=line, path=path)
 
 
 def _unsupported(workload: str, model: str, cause: str) -> dict[str, Any]:

@@ -30,6 +30,17 @@ class Unsupported(Exception):
     verdict is ``unknown`` with this message as its cause (Elle raises these as error maps)."""
 
 
+class MalformedTxn(Unsupported):
+    """A transaction that is not one of the workload's shape (a micro-op that is not ``[f, key,
+    value]``, an ``f`` the workload has not, a list-append read that is not a list, a null
+    append, an op value that is no micro-op list): bad input, not an undecided check. The
+    collectors set ``position`` (0-based, among every op of the history: the file's line - 1) and
+    ``op`` (the Op, when they were given Op objects) before it leaves them."""
+
+    position: int | None = None
+    op: Any = None
+
+
 class FastPathRefused(Exception):
     """The fast file reader met something it leaves to ``read_history`` (which names the error)."""
 
@@ -73,34 +84,42 @@ def collect_ops(ops: Iterable[Op], sink: Sink) -> TxnTable:
     values: list[list[Any]] = []
     open_: dict[Any, tuple[int, Any, int]] = {}
     fails = 0
-    for pos, op in enumerate(ops):
-        p = op.process
-        if p == NEMESIS:
-            continue
-        t = op.type
-        if t == INVOKE:
-            open_[p] = (pos, op.value, op.index)
-            continue
-        inv = open_.pop(p, None)
-        value: Any = op.value if _is_txn_value(op.value) else (inv[1] if inv else None)
-        if not _is_txn_value(value):
-            raise Unsupported(f"op {op.index}: {op.f!r} with value {op.value!r:.60} is not a transaction")
-        if t == FAIL:
-            table.fail_values.append((op.index, value))
-            sink(fails, FAIL, value)
-            fails += 1
-            continue
-        if t == INFO and inv is not None and _is_txn_value(inv[1]):
-            value = inv[1]  # its writes are the invoked ones; its reads are unknown
-        tid = len(table.ok)
-        table.invoke_pos.append(inv[0] if inv else -1)
-        table.invoke_index.append(inv[2] if inv else -1)
-        table.complete_pos.append(pos)
-        table.index.append(op.index)
-        table.ok.append(1 if t == OK else 0)
-        table.process.append(p)
-        values.append(value)
-        sink(tid, t, value)
+    pos, op = -1, None
+    try:
+        for pos, op in enumerate(ops):
+            p = op.process
+            if p == NEMESIS:
+                continue
+            t = op.type
+            if t == INVOKE:
+                open_[p] = (pos, op.value, op.index)
+                continue
+            inv = open_.pop(p, None)
+            value: Any = op.value if _is_txn_value(op.value) else (inv[1] if inv else None)
+            if not _is_txn_value(value):
+                raise MalformedTxn(
+                    f"{op.f!r} with value {op.value!r:.60} is not a transaction (expected a list of "
+                    "[f, key, value] micro-ops)"
+                )
+            if t == FAIL:
+                table.fail_values.append((op.index, value))
+                sink(fails, FAIL, value)
+                fails += 1
+                continue
+            if t == INFO and inv is not None and _is_txn_value(inv[1]):
+                value = inv[1]  # its writes are the invoked ones; its reads are unknown
+            tid = len(table.ok)
+            table.invoke_pos.append(inv[0] if inv else -1)
+            table.invoke_index.append(inv[2] if inv else -1)
+            table.complete_pos.append(pos)
+            table.index.append(op.index)
+            table.ok.append(1 if t == OK else 0)
+            table.process.append(p)
+            values.append(value)
+            sink(tid, t, value)
+    except MalformedTxn as e:
+        e.position, e.op = pos, op
+        raise
     table.fetch = values.__getitem__
     return table
 
@@ -132,53 +151,61 @@ def collect_file(path: Path, sink: Sink) -> TxnTable:
     append_idx, append_ok, append_proc = table.index.append, table.ok.append, table.process.append
     append_off = offsets.append
     ok_ = table.ok
-    for offset, raw in _raw_lines(path):
-        if not raw.endswith(b"\n") or raw.isspace():
-            raise FastPathRefused("torn or blank line")
-        try:
-            d = loads(raw)
-            t = d["type"]
-            p = d["process"]
-            f = d["f"]
-            tm = d.get("time", 0)
-        except Exception as e:
-            raise FastPathRefused(str(e)) from None
-        pos += 1
-        if type(tm) is not int or tm < last_time or type(f) is not str or t not in TYPES:
-            raise FastPathRefused("time, f or type")
-        last_time = tm
-        if p == NEMESIS:
-            continue
-        if type(p) is bool or not isinstance(p, int | str):
-            raise FastPathRefused("process")
-        v = d.get("value")
-        if t == INVOKE:
-            if p in open_:
-                raise FastPathRefused("double invoke")
-            open_[p] = (pos, v, f, d.get("index", pos))
-            continue
-        inv = open_.pop(p, None)
-        if inv is None or inv[2] != f:
-            raise FastPathRefused("unpaired completion")
-        value = v if type(v) is list else inv[1]
-        if type(value) is not list:
-            raise Unsupported(f"op {d.get('index', pos)}: {f!r} with value {v!r:.60} is not a transaction")
-        if t == FAIL:
-            table.fail_values.append((d.get("index", pos), value))
-            sink(fails, FAIL, value)
-            fails += 1
-            continue
-        if t == INFO and type(inv[1]) is list:
-            value = inv[1]
-        tid = len(ok_)
-        append_inv(inv[0])
-        append_inv_idx(inv[3])
-        append_cpl(pos)
-        append_idx(d.get("index", pos))
-        append_ok(1 if t == OK else 0)
-        append_proc(p)
-        append_off(offset)
-        sink(tid, t, value)
+    try:
+        for offset, raw in _raw_lines(path):
+            if not raw.endswith(b"\n") or raw.isspace():
+                raise FastPathRefused("torn or blank line")
+            try:
+                d = loads(raw)
+                t = d["type"]
+                p = d["process"]
+                f = d["f"]
+                tm = d.get("time", 0)
+            except Exception as e:
+                raise FastPathRefused(str(e)) from None
+            pos += 1
+            if type(tm) is not int or tm < last_time or type(f) is not str or t not in TYPES:
+                raise FastPathRefused("time, f or type")
+            last_time = tm
+            if p == NEMESIS:
+                continue
+            if type(p) is bool or not isinstance(p, int | str):
+                raise FastPathRefused("process")
+            v = d.get("value")
+            if t == INVOKE:
+                if p in open_:
+                    raise FastPathRefused("double invoke")
+                open_[p] = (pos, v, f, d.get("index", pos))
+                continue
+            inv = open_.pop(p, None)
+            if inv is None or inv[2] != f:
+                raise FastPathRefused("unpaired completion")
+            value = v if type(v) is list else inv[1]
+            if type(value) is not list:
+                raise MalformedTxn(
+                    f"{f!r} with value {v!r:.60} is not a transaction (expected a list of [f, key, value] "
+                    "micro-ops)"
+                )
+            if t == FAIL:
+                table.fail_values.append((d.get("index", pos), value))
+                sink(fails, FAIL, value)
+                fails += 1
+                continue
+            if t == INFO and type(inv[1]) is list:
+                value = inv[1]
+            tid = len(ok_)
+            append_inv(inv[0])
+            append_inv_idx(inv[3])
+            append_cpl(pos)
+            append_idx(d.get("index", pos))
+            append_ok(1 if t == OK else 0)
+            append_proc(p)
+            append_off(offset)
+            sink(tid, t, value)
+
+    except MalformedTxn as e:
+        e.position = pos
+        raise
 
     def fetch(t: int) -> list[Any]:
         with open(path, "rb") as fh:

@@ -24,7 +24,7 @@ import array
 from typing import Any
 
 from chaos.history.elle.graph import RW, WR, WW
-from chaos.history.elle.history import TxnTable, Unsupported
+from chaos.history.elle.history import MalformedTxn, TxnTable, Unsupported
 from chaos.history.op import FAIL, OK
 
 INIT = ("init",)  # the empty list every key starts as (never equal to an element)
@@ -70,10 +70,12 @@ class ListAppend:
         keys = []
         for mop in value:
             if type(mop) is not list or len(mop) != 3:
-                raise Unsupported(f"micro-op {mop!r:.60} is not [f, key, value]")
+                raise MalformedTxn(f"micro-op {mop!r:.60} is not [f, key, value]")
             f, k, v = mop
             keys.append(k)
             if f == "append":
+                if v is None:
+                    raise MalformedTxn(f"micro-op {mop!r:.60} appends null (expected a value)")
                 self._index_append(self.writer, k, v, t, failed=False)
             elif f == "r":
                 if not ok:
@@ -82,7 +84,9 @@ class ListAppend:
                     self.reads.setdefault(k, []).append((t, INIT, 0))
                     continue
                 if type(v) is not list:
-                    raise Unsupported(f"read of {k!r} returned {v!r:.60}, not a list")
+                    raise MalformedTxn(
+                        f"micro-op {mop!r:.60}: a read of {k!r} returned {v!r:.60} (expected a list or null)"
+                    )
                 self.reads.setdefault(k, []).append((t, v[-1], len(v)))
                 longest = self.longest.get(k)
                 if longest is None:
@@ -97,7 +101,7 @@ class ListAppend:
                             self.incompatible.add(k)
                         self.longest[k] = v
             else:
-                raise Unsupported(f"unexpected micro-op type {f!r} (list-append has append and r)")
+                raise MalformedTxn(f"micro-op {mop!r:.60}: unexpected f {f!r} (list-append has append and r)")
         if len(keys) > 1 and len(set(keys)) < len(keys):
             self._within(t, value, ok)
 

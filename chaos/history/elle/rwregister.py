@@ -29,7 +29,7 @@ import array
 from typing import Any
 
 from chaos.history.elle.graph import RW, WR, WW, has_cycle
-from chaos.history.elle.history import TxnTable, Unsupported
+from chaos.history.elle.history import MalformedTxn, TxnTable, Unsupported
 from chaos.history.elle.listappend import _show
 from chaos.history.op import FAIL, OK
 
@@ -58,9 +58,11 @@ class RwRegister:
         state: dict[Any, Any] = {}
         for mop in value:
             if type(mop) is not list or len(mop) != 3:
-                raise Unsupported(f"micro-op {mop!r:.60} is not [f, key, value]")
+                raise MalformedTxn(f"micro-op {mop!r:.60} is not [f, key, value]")
             f, k, v = mop
             if f == "w":
+                if v is None:
+                    raise MalformedTxn(f"micro-op {mop!r:.60} writes null (expected a value)")
                 row = self.any_writer.setdefault(k, {})
                 prev = row.get(v)
                 if prev is not None and prev != (type_, t):
@@ -80,7 +82,7 @@ class RwRegister:
                     first_read[k] = v
                     state[k] = v
             else:
-                raise Unsupported(f"unexpected micro-op type {f!r} (rw-register has w and r)")
+                raise MalformedTxn(f"micro-op {mop!r:.60}: unexpected f {f!r} (rw-register has w and r)")
         if type_ == FAIL:
             for k, v in last_write.items():
                 self.fail_writes.setdefault(k, {})[v] = t
