@@ -56,6 +56,10 @@ BUILTINS: Mapping[str, Mapping[str, str]] = {
         "log": "chaos.workloads.log:workload",
         "list-append": "chaos.workloads.list_append:workload",
         "rw-register": "chaos.workloads.rw_register:workload",
+        "bank": "chaos.workloads.bank:workload",
+        "set": "chaos.workloads.set:workload",
+        "counter": "chaos.workloads.counter:workload",
+        "long-fork": "chaos.workloads.long_fork:workload",
     },
     "nemesis": {
         "partition": "chaos.nemesis.partition:NEMESIS",

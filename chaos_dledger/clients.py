@@ -21,6 +21,10 @@ processes on several nodes, on both sides of a partition. Completions of sticky 
 so a read sent to a paused leader is answered, or refused, when it resumes: the queued-read case of
 Jepsen's pause nemesis, where a deposed leader answers before it hears of the new term.
 
+Bank, counter, set (Jepsen's workloads of the same names): one ``kv_txn`` per op with the KV state
+machine's ``init`` / ``add`` / ``sadd`` micro-ops (atomic per entry, :mod:`dledger.statemachine`),
+reads as read-only transactions through the read mode, like ``txn``; see the client classes.
+
 Log: ``append`` is DLedger's APPEND (redirected to the leader), answering the index; ``read`` and
 ``read_recent`` use GET, which is member-local (``DLedgerServer.handleGet``; ``prefer=node`` does not
 redirect), so a read never leaves the node read. ``read_recent(window)``: METADATA gives the node's
@@ -211,12 +215,85 @@ class DLedgerTxnClient:
         self.c.close()
 
 
+class _KVTxn:
+    """Base of the bank, counter and set clients: one ``kv_txn`` per op on ``node`` (a read-only
+    one through the server's read mode, the worker's node first)."""
+
+    def __init__(self, connect: Connect, node: str) -> None:
+        self.node = node
+        self.c = connect(node)
+
+    def _txn(self, mops: list[list[Any]]) -> Answer:
+        r = self.c.kv_txn(mops)
+        got = getattr(r, "value", None) if getattr(r, "outcome", None) == "ok" else None
+        if got is not None and (not isinstance(got, list) or len(got) != len(mops)):
+            raise Indeterminate(f"txn answered {got!r:.120}", node=getattr(r, "node", None))
+        return result(r, [g[2] for g in got] if got is not None else None)
+
+    def close(self) -> None:
+        self.c.close()
+
+
+def bank_key(account: Any) -> str:
+    return f"a{account}"
+
+
+class DLedgerBankClient(_KVTxn):
+    """The ``bank`` protocol: account ``k`` is the KV key ``"a<k>"``; ``init`` one txn of ``init``
+    micro-ops, a transfer one txn of two ``add`` micro-ops (the state machine aborts it, a
+    ``fail``, when the balance would go negative), a read one read-only txn of every account."""
+
+    def init(self, balances: dict[int, int]) -> Answer:
+        return self._txn([["init", bank_key(a), b] for a, b in balances.items()])
+
+    def transfer(self, frm: int, to: int, amount: int) -> Answer:
+        return self._txn([["add", bank_key(frm), -amount], ["add", bank_key(to), amount]])
+
+    def read(self, accounts: list[int]) -> Answer:
+        got = self._txn([["r", bank_key(a), None] for a in accounts])
+        return Answer(dict(zip(accounts, got.value, strict=True)), got.node, got.fields)
+
+
+class DLedgerCounterClient(_KVTxn):
+    """The ``counter`` protocol on the KV key ``"counter"``: ``add`` micro-ops, read-only reads."""
+
+    def add(self, delta: int) -> Answer:
+        return self._txn([["add", "counter", delta]])
+
+    def read(self) -> Answer:
+        got = self._txn([["r", "counter", None]])
+        return Answer(got.value[0] or 0, got.node, got.fields)
+
+
+class DLedgerSetClient(_KVTxn):
+    """The ``set`` protocol on the KV key ``"set"``: ``sadd`` micro-ops, read-only reads."""
+
+    def add(self, element: int) -> Answer:
+        return self._txn([["sadd", "set", element]])
+
+    def read(self) -> Answer:
+        got = self._txn([["r", "set", None]])
+        return Answer(list(got.value[0] or []), got.node, got.fields)
+
+
 def open_client(protocol: str, connect: Connect, node: str, process: Any, *, sticky: bool = True) -> Any:
-    """The DLedger client of ``protocol`` (``register``, ``log`` or ``txn``); ValueError for another."""
+    """The DLedger client of ``protocol`` (``register``, ``log``, ``txn``, ``bank``, ``counter`` or
+    ``set``); ValueError for another."""
+    if protocol in _KV_CLIENTS:
+        return _KV_CLIENTS[protocol](connect, node)
     if protocol == "register":
         return DLedgerRegisterClient(connect, node, process, sticky)
     if protocol == "log":
         return DLedgerLogClient(connect, node)
     if protocol == "txn":
         return DLedgerTxnClient(connect, node)
-    raise ValueError(f"DLedger client protocol {protocol!r}: expected register, log or txn")
+    raise ValueError(
+        f"DLedger client protocol {protocol!r}: expected register, log, txn, bank, counter or set"
+    )
+
+
+_KV_CLIENTS: dict[str, type[_KVTxn]] = {
+    "bank": DLedgerBankClient,
+    "counter": DLedgerCounterClient,
+    "set": DLedgerSetClient,
+}

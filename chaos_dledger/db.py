@@ -179,7 +179,7 @@ class DLedgerDB:
             help="members prove a per-run secret to each other (default true; false: any peer counts)",
         ),
     )
-    client_protocols = frozenset({"register", "log", "txn"})
+    client_protocols = frozenset({"register", "log", "txn", "bank", "counter", "set"})
     # the zipapp's interpreter and its one third-party module (chaos.cluster.osetup installs them)
     os_packages = ("python3", "python3-msgpack")
     # the log segments of dledger.store.file (<data_dir>/dledger-<id>/data/<start offset>): the

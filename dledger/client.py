@@ -230,7 +230,8 @@ class DLedgerClient:
 
     def kv_txn(self, ops: list[list[Any]], read_mode: str | None = None) -> Result:
         """A transaction of micro-ops ``[["r", key, None] | ["w", key, v] | ["append", key, v], ...]``
-        (keys strings) applied atomically as one entry; ``value`` is the completed list, each read
+        (and ``add``, ``sadd``, ``init``: :mod:`dledger.statemachine`) (keys strings) applied
+        atomically as one entry; ``value`` is the completed list, each read
         with the value read (None when absent, a list for an appended key). A transaction that only
         reads is served like :meth:`kv_get` (the preferred member first, ``read_mode`` overriding the
         server's); one that writes goes to the leader. An aborted transaction is a ``fail``

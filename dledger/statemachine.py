@@ -30,8 +30,9 @@ KV_ARGS: dict[str, tuple[str, ...]] = {"put": ("value",), "cas": ("expected", "n
 """Request fields each KV op must carry (present, possibly null); a request without them is refused
 with UNEXPECTED_ARGUMENT, never applied as if they were null."""
 
-TXN_FS = ("r", "w", "append")
-"""The micro-operation kinds of a ``txn`` (Elle's list-append and rw-register)."""
+TXN_FS = ("r", "w", "append", "add", "sadd", "init")
+"""The micro-operation kinds of a ``txn`` (Elle's list-append and rw-register; add, sadd and init
+for the bank, counter and set workloads)."""
 
 
 class TxnAborted:
@@ -54,7 +55,9 @@ def check_txn(mops: Any) -> list[list[Any]]:
     out = []
     for i, m in enumerate(mops):
         if not isinstance(m, list | tuple) or len(m) != 3 or m[0] not in TXN_FS or not isinstance(m[1], str):
-            raise ValueError(f"txn micro-op {i} {m!r:.80}: expected [r|w|append, string key, value]")
+            raise ValueError(f"txn micro-op {i} {m!r:.80}: expected [{'|'.join(TXN_FS)}, string key, value]")
+        if m[0] == "add" and type(m[2]) is not int:
+            raise ValueError(f"txn micro-op {i} {m!r:.80}: add expects an integer delta")
         out.append([m[0], m[1], m[2]])
     return out
 
@@ -163,12 +166,14 @@ class KVStateMachine:
                 continue
             if f == "w":
                 view[key] = _MISSING if value is None else value
-            else:  # append
-                if cur is _MISSING:
-                    cur = []
-                elif not isinstance(cur, list):
-                    return TxnAborted(f"append to {key!r}: its value {cur!r:.40} is not a list")
-                view[key] = [*cur, value]
+            elif f == "init":
+                if cur is _MISSING and value is not None:
+                    view[key] = value
+            else:
+                new = _combine(f, key, cur, value)
+                if isinstance(new, TxnAborted):
+                    return new
+                view[key] = new
             out.append([f, key, value])
         for key, value in view.items():
             if value is _MISSING:
@@ -223,6 +228,25 @@ class KVStateMachine:
 
 
 _MISSING = object()
+
+
+def _combine(f: str, key: str, cur: Any, value: Any) -> Any:
+    """The value of ``key`` after the micro-op ``[f, key, value]`` (``append``, ``add`` or ``sadd``)
+    on ``cur`` (:data:`_MISSING` when absent), or :class:`TxnAborted`."""
+    if f == "add":
+        base = 0 if cur is _MISSING else cur
+        if type(base) is not int:
+            return TxnAborted(f"add to {key!r}: its value {cur!r:.40} is not an integer")
+        if base + value < 0:
+            return TxnAborted(f"add {value} to {key!r}: {base} + {value} would be negative")
+        return base + value
+    if cur is _MISSING:
+        cur = []
+    elif not isinstance(cur, list):
+        return TxnAborted(f"{f} to {key!r}: its value {cur!r:.40} is not a list")
+    if f == "sadd" and value in cur:
+        return cur
+    return [*cur, value]
 
 
 def _copy(value: Any) -> Any:

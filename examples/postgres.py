@@ -24,6 +24,10 @@ SERIALIZABLE is serializable; REPEATABLE READ is snapshot isolation, so two tran
 the same keys and each append to a different one both commit (write skew, G2-item): invalid when
 the test asks for ``--consistency-model serializable``, valid for ``snapshot-isolation``;
 READ COMMITTED reads each statement from a new snapshot (G-single, read skew, and worse).
+
+The same client serves Jepsen's bank (``--workload bank``, the ``bank`` protocol,
+:class:`PostgresBank`) and long-fork (``--workload long-fork``: inserts are first appends, reads
+of key groups are ``SELECT`` statements, through ``txn``).
 """
 
 from __future__ import annotations
@@ -62,7 +66,10 @@ RESTART_S = 3
 # crash recovery syncs the data directory with one syncfs instead of an fsync per file (seconds on
 # a container's overlay file system)
 TUNING = "-c recovery_init_sync_method=syncfs"
-SCHEMA = "CREATE TABLE IF NOT EXISTS lists (id int PRIMARY KEY, val int[] NOT NULL)"
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS lists (id int PRIMARY KEY, val int[] NOT NULL); "
+    "CREATE TABLE IF NOT EXISTS accounts (id int PRIMARY KEY, balance bigint NOT NULL)"
+)
 
 
 class PostgresTxn:
@@ -87,6 +94,12 @@ class PostgresTxn:
         return self.conn
 
     def txn(self, mops: list[list[Any]]) -> list[list[Any]]:
+        return self._transaction(lambda cur: [self._mop(cur, m) for m in mops])
+
+    def _transaction(self, body: Any) -> Any:
+        """``body(cursor)`` inside one transaction at the client's level, then COMMIT; the errors
+        mapped as the module docstring says. ``body`` may end the transaction itself (ROLLBACK) and
+        raise :class:`Failed`."""
         import psycopg
 
         conn = self._connect()
@@ -98,7 +111,7 @@ class PostgresTxn:
         try:
             cur = conn.cursor()
             cur.execute(f"BEGIN ISOLATION LEVEL {self.level}")
-            out = [self._mop(cur, m) for m in mops]
+            out = body(cur)
             committing = True
             cur.execute("COMMIT")
             return out
@@ -135,6 +148,38 @@ class PostgresTxn:
                 pass
 
 
+class PostgresBank(PostgresTxn):
+    """The ``bank`` protocol (:class:`chaos.workloads.bank.BankClient`) over
+    ``accounts(id int primary key, balance bigint)``, as Jepsen's SQL bank clients do it: a transfer
+    reads both balances, refuses (ROLLBACK, ``fail``) when ``from`` cannot afford it, and writes
+    both new balances as values computed by the client (``UPDATE ... SET balance = %s``); a read
+    is one ``SELECT`` of every account."""
+
+    def init(self, balances: dict[int, int]) -> None:
+        rows = ", ".join(["(%s, %s)"] * len(balances))
+        args = [x for kv in balances.items() for x in kv]
+        sql = f"INSERT INTO accounts (id, balance) VALUES {rows} ON CONFLICT (id) DO NOTHING"
+        self._transaction(lambda cur: cur.execute(sql, args))
+
+    def transfer(self, frm: int, to: int, amount: int) -> None:
+        def body(cur: Any) -> None:
+            b = {}
+            for a in (frm, to):
+                row = cur.execute("SELECT balance FROM accounts WHERE id = %s", (a,)).fetchone()
+                b[a] = None if row is None else row[0]
+            if b[frm] is None or b[to] is None or b[frm] < amount:
+                cur.execute("ROLLBACK")
+                raise Failed(f"transfer of {amount} from {frm} ({b[frm]}) to {to} ({b[to]}) refused")
+            cur.execute("UPDATE accounts SET balance = %s WHERE id = %s", (b[frm] - amount, frm))
+            cur.execute("UPDATE accounts SET balance = %s WHERE id = %s", (b[to] + amount, to))
+
+        self._transaction(body)
+
+    def read(self, accounts: list[int]) -> dict[int, int]:
+        rows = self._transaction(lambda cur: cur.execute("SELECT id, balance FROM accounts").fetchall())
+        return {int(i): int(b) for i, b in rows}
+
+
 def _shutdown(sock: socket.socket) -> None:
     try:
         sock.shutdown(socket.SHUT_RDWR)
@@ -152,7 +197,7 @@ class PostgresDB(DaemonProcess):
 
     name, pidfile, logfile, start_script = "postgres", "/run/postgres-chaos.pid", "/var/log/postgres-chaos.log", "/opt/postgres-chaos.sh"  # fmt: skip
     os_packages = ("postgresql",)
-    client_protocols = ("txn",)
+    client_protocols = ("txn", "bank")
     pattern_files = ("postgres-chaos.log",)
     log_patterns = (LogPattern("panic", r"PANIC:", INVALID, "PostgreSQL panicked"),)
     db_options = (DBOption("isolation", choices=tuple(LEVELS), help="transaction isolation level"),)
@@ -226,7 +271,8 @@ class PostgresDB(DaemonProcess):
 
     def open_client(self, protocol: str, test: Any, node: Node, process: Any) -> PostgresTxn:
         primary = self.primary or next(iter(test.nodes))
-        return PostgresTxn(primary.host, LEVELS[self.isolation])
+        cls = PostgresBank if protocol == "bank" else PostgresTxn
+        return cls(primary.host, LEVELS[self.isolation])
 
 
-__all__ = ["PostgresDB", "PostgresTxn"]
+__all__ = ["PostgresBank", "PostgresDB", "PostgresTxn"]

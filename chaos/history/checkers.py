@@ -324,6 +324,7 @@ def require_client_op(history_path: Path | ParsedHistory) -> None:
 _WORKLOAD_FS: tuple[tuple[str, frozenset[str], frozenset[str]], ...] = (
     ("log", frozenset({"append", "read", "read-range"}), frozenset({"append", "read-range"})),
     ("set", frozenset({"add", "read"}), frozenset({"add"})),
+    ("bank", frozenset({"transfer", "read"}), frozenset({"transfer"})),
     ("mutex", frozenset({"acquire", "release"}), frozenset({"acquire", "release"})),
     ("register", frozenset({"read", "write", "cas"}), frozenset({"write", "cas"})),
 )
@@ -431,6 +432,13 @@ def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str,
         "server-logs": lambda: importlib.import_module("chaos.history.nodelogs").ServerLogChecker(),
         "liveness": lambda: importlib.import_module("chaos.history.liveness").LivenessChecker(),
         "faults": lambda: importlib.import_module("chaos.history.faults").FaultsChecker(),
+        "bank": lambda: importlib.import_module("chaos.history.bank").BankChecker(),
+        "counter": lambda: importlib.import_module("chaos.history.counter").CounterChecker(),
+        "long-fork": lambda: importlib.import_module("chaos.history.longfork").LongForkChecker(),
+        "set-full": lambda: importlib.import_module("chaos.history.setfull").SetFullChecker(),
+        "set-full-linearizable": lambda: importlib.import_module("chaos.history.setfull").SetFullChecker(
+            True
+        ),
         "elle": lambda: importlib.import_module("chaos.history.elle").ElleChecker(
             str(test.get("workload") or "list-append"),
             str(test.get("consistency_model") or "strict-serializable"),
@@ -447,6 +455,9 @@ def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str,
             "set": ["set", "stats", "perf"],
             "list-append": ["elle", "stats", "perf"],
             "rw-register": ["elle", "stats", "perf"],
+            "bank": ["bank", "stats", "perf"],
+            "counter": ["counter", "stats", "perf"],
+            "long-fork": ["long-fork", "stats", "perf"],
         }.get(str(workload), ["stats", "perf"])
         if model and "linear" not in names:
             names = ["linear", *names]

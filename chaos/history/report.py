@@ -36,7 +36,7 @@ import jinja2
 from rich.table import Table
 from rich.text import Text
 
-from chaos.history import plots, report_txn
+from chaos.history import plots, report_jepsen, report_txn
 from chaos.history.analysis import (
     NO_MATCH,
     HistoryError,
@@ -884,7 +884,9 @@ def render_html(run: Run) -> str:
         server_log_rows=_server_log_rows(run.results),
         # transactions: the anomaly counts in the banner, each anomaly's cycle drawn (Elle results)
         txn_band=jinja2.utils.markupsafe.Markup(report_txn.anomaly_band_html(run.results)),
-        txn_section=jinja2.utils.markupsafe.Markup(report_txn.txn_section_html(run.results)),
+        txn_section=jinja2.utils.markupsafe.Markup(
+            report_txn.txn_section_html(run.results) + report_jepsen.sections_html(run.results)
+        ),
         **_fault_sections(run.results),
     )
 

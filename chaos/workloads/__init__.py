@@ -31,6 +31,10 @@ WORKLOADS: dict[str, str] = {
     "log": "unique appends, reads of every node during the run and at the end; set-full and log checks",
     "list-append": "transactions of reads and appends to lists (Elle); checked for --consistency-model",
     "rw-register": "transactions of reads and writes of registers (Elle); checked for --consistency-model",
+    "bank": "transfers between accounts and reads of all balances (Jepsen's bank); totals and signs checked",
+    "set": "unique adds and reads of the whole set from every node; Jepsen's set-full (linearizable)",
+    "counter": "increments and reads of one counter; reads within Jepsen's counter bounds",
+    "long-fork": "inserts of fresh keys and reads of key groups (Jepsen's long-fork); forked reads checked",
 }
 
 
