@@ -265,25 +265,27 @@ def split_sample(t: float, claims: dict[str, int]) -> dict[str, Any]:
 
 
 def test_split_brain_is_reported_with_its_length_and_nodes(tmp_path: Path) -> None:
-    """Issue 25 item 4: two nodes calling themselves leader at once for 12 s (a Sentinel-style
-    failover) is a split brain in the result, the summary and the window table, never one leader."""
+    """Issue 25 item 4: two nodes calling themselves leader in the same term for 12 s (Raft's
+    Election Safety broken) is a split brain in the result, the summary, the window table and the
+    report, never one leader."""
     from rich.console import Console
 
     from chaos.history.report import summary_table, write_report
 
     samples = [
-        sample(0.2, "n1", 1),
-        split_sample(1.5, {"n1": 1, "n3": 2}),
-        split_sample(7.0, {"n1": 1, "n3": 2}),
+        sample(0.2, "n1", 2),
+        split_sample(1.5, {"n1": 2, "n3": 2}),
+        split_sample(7.0, {"n1": 2, "n3": 2}),
         sample(13.5, "n3", 2),
     ]
     run = write_run(tmp_path, history(), samples)
     r = check_run(run)["checkers"]["faults"]
     assert r["leadership"]["split_brain"] == [
-        {"start_s": 1.5, "end_s": 13.5, "duration_s": 12.0, "nodes": ["n1", "n3"], "terms": [1, 2]}
+        {"start_s": 1.5, "end_s": 13.5, "duration_s": 12.0, "nodes": ["n1", "n3"], "terms": [2]}
     ]
+    assert r["leadership"]["stale_leaders"] == []
     assert r["leadership"]["leaders"] == ["n1", "n1+n3", "n3"]
-    assert "split brain: n1, n3 leaders at once for 12.0 s from 1.5 s (terms 1, 2)" in r["summary"]
+    assert "split brain: n1, n3 leaders at once in one term for 12.0 s from 1.5 s (term 2)" in r["summary"]
     kill = r["windows"][0]
     assert kill["leaders"] == ["n1+n3"]
     console = Console(width=300, record=True)
@@ -294,6 +296,33 @@ def test_split_brain_is_reported_with_its_length_and_nodes(tmp_path: Path) -> No
     assert 'id="split-brain"' in html and "<td>12.0</td><td>n1, n3</td>" in html
 
 
+def test_two_leaders_in_different_terms_are_a_stale_leader_not_a_split_brain(tmp_path: Path) -> None:
+    """Issue 35 item 4: a deposed leader (term 1) that has not heard of term 2 yet, beside the new
+    leader, is legal in Raft: "a stale leader for 11.8 s (terms 1, 2)", never "split brain"."""
+    from rich.console import Console
+
+    from chaos.history.report import summary_table, write_report
+
+    samples = [
+        sample(0.2, "n1", 1),
+        split_sample(1.5, {"n1": 1, "n3": 2}),
+        split_sample(7.0, {"n1": 1, "n3": 2}),
+        sample(13.3, "n3", 2),
+    ]
+    run = write_run(tmp_path, history(), samples)
+    r = check_run(run)["checkers"]["faults"]
+    assert r["leadership"]["split_brain"] == []
+    assert r["leadership"]["stale_leaders"] == [
+        {"start_s": 1.5, "end_s": 13.3, "duration_s": 11.8, "nodes": ["n1", "n3"], "terms": [1, 2]}
+    ]
+    assert "a stale leader for 11.8 s from 1.5 s (n1, n3; terms 1, 2)" in r["summary"]
+    assert "split brain" not in r["summary"]
+    console = Console(width=300, record=True)
+    console.print(summary_table(check_run(run), run.history_path))
+    assert "split brain" not in console.export_text()
+    assert 'id="split-brain"' not in write_report(run.path).read_text()
+
+
 def test_split_brain_without_terms_and_without_faults(tmp_path: Path) -> None:
     """A DB without terms: no empty "terms )"; no faults requested: the split brain still shows."""
     samples = [
@@ -302,7 +331,9 @@ def test_split_brain_without_terms_and_without_faults(tmp_path: Path) -> None:
     ]
     client_only = client(0, 0.5, "a") + client(1, 2.0, "b")
     r = FaultsChecker().check({}, write_run(tmp_path, client_only, samples).history_path, {})
-    assert r["summary"].startswith("no faults were requested; split brain: a, b leaders at once for 2.0 s")
+    assert r["summary"].startswith(
+        "no faults were requested; split brain: a, b leaders at once with no term to tell them apart for 2.0 s"
+    )
     assert "terms" not in r["summary"] and "term )" not in r["summary"]
 
 
@@ -329,3 +360,43 @@ def test_leader_change_just_after_a_window_is_attributed_to_it(tmp_path: Path) -
     assert (
         "1 leader change in the run (n3 -> n1), none during a fault or within 0.5 s after one" in r["summary"]
     )
+
+
+def test_each_leader_change_counts_for_one_fault_window(tmp_path: Path) -> None:
+    """Issue 35 item 4: three rounds of a partition and a kill in force together, one leader change
+    (and one new term) in each: 3 changes are "another leader in 3" of 6 windows, not in 6. The
+    change counts for the fault that began last; the windows' changes add up to the run's."""
+    ops: list[dict[str, Any]] = []
+    samples = [sample(0.1, "n1", 1)]
+    leaders = ["n1", "n2", "n3", "n4"]
+    for i in range(3):
+        t = 10.0 * i + 1
+        ops += [
+            nem("start-partition", t, "majorities-ring"),
+            nem("start-partition", t + 0.1, {"grudge": {"n1": ["n2"], "n2": ["n1"]}, "applied": True}),
+            nem("start-kill", t + 0.2, "leader"),
+            nem("start-kill", t + 0.3, {"nodes": [leaders[i]], "killed": [leaders[i]], "applied": True}),
+            *client(i, t + 0.5, "n5"),
+            nem("stop-kill", t + 2.0),
+            nem("stop-kill", t + 2.1, {"nodes": [leaders[i]], "applied": True}),
+            nem("stop-partition", t + 2.2),
+            nem("stop-partition", t + 2.3, {"applied": True}),
+        ]
+        samples += [sample(t + 0.6, None, i + 1), sample(t + 1.0, leaders[i + 1], i + 2)]
+    r = FaultsChecker().check({}, write_run(tmp_path, ops, samples).history_path, {})
+    assert r["leadership"]["leader_changes"] == 3
+    assert [(w["kind"], w["leader_changes"], w["new_terms"]) for w in r["windows"]] == [
+        ("partition", 0, 0),
+        ("kill", 1, 1),
+    ] * 3
+    assert sum(w["leader_changes"] + w["leader_changes_after"] for w in r["windows"]) == 3
+    assert r["bite"]["windows_with_leader_change"] == 3 and r["bite"]["windows_with_election"] == 3
+    assert "elections in 3 of 6 fault windows, another leader in 3 (3 leader changes" in r["summary"]
+    # a change after both ended, within the bound, counts once too: for the one that ended last
+    late = [sample(0.1, "n1", 1), sample(4.0, "n2", 2)]
+    r = FaultsChecker().check({}, write_run(tmp_path / "late", ops, late).history_path, {})
+    assert [(w["kind"], w["leader_changes_after"]) for w in r["windows"][:2]] == [
+        ("partition", 1),
+        ("kill", 0),
+    ]
+    assert r["windows"][0]["changed_after_s"] == 0.7 and r["bite"]["windows_with_election"] == 1

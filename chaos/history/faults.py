@@ -15,14 +15,17 @@ safety violation.
 
 **Did they bite.** From ``leadership.jsonl`` (written during the run by
 :mod:`chaos.runner.observer`; absent for older runs) :func:`leadership_windows` computes per fault
-window the leader at its start, the leaders seen, ``leader_changes``, the terms, the time without a
-leader, and the client ops completed in the window (all, and those on the faulted nodes). A leader
-change within the DB's recovery bound after a window ends (test.json's ``recovery.bound_s``, else
-``opts.recovery_time``) is attributed to that fault too: a leader change 0.9 s after a kill ended
-is the kill's doing. Every interval in which more than one node called itself leader at once (in
-the same term or not) is reported as split brain with its length and nodes. The result's ``bite``
-says plainly whether any fault changed leadership, and the summary says "no leader change in the
-run" only when none was observed. This part never changes the verdict.
+window the leader at its start, the leaders seen, the terms, the time without a leader, and the
+client ops completed in the window (all, and those on the faulted nodes). Each leader change and
+each new term of the run counts for one window only (:func:`attribute`): the window in force that
+began last, else the one that ended last within the DB's recovery bound before it (test.json's
+``recovery.bound_s``, else ``opts.recovery_time``): a leader change 0.9 s after a kill ended is the
+kill's doing, and three leader changes are never "another leader in 6 windows". Two nodes calling
+themselves leader in the same term (Raft's Election Safety broken) are a split brain; in different
+terms they are a stale leader (a deposed leader that has not heard of the new term yet, legal in
+Raft), reported apart with its length, nodes and terms. The result's ``bite`` says plainly whether
+any fault changed leadership, and the summary says "no leader change in the run" only when none
+was observed. This part never changes the verdict.
 
 Result (``results.json`` ``checkers.faults``)::
 
@@ -35,7 +38,8 @@ Result (``results.json`` ``checkers.faults``)::
                   "leaderless_s", "leader_changes_after", "changed_after_s",
                   "ops": {"ok", "fail", "info"}, "ops_on_faulted": {...}}],
      "leadership": {"samples": n, "leaders": [...], "leader_changes": n, "terms": [first, last],
-                    "split_brain": [{"start_s", "end_s", "duration_s", "nodes", "terms"}]},
+                    "split_brain": [{"start_s", "end_s", "duration_s", "nodes", "terms"}],
+                    "stale_leaders": [same shape]},
      "attribution_s": s (the recovery bound a change after a window is attributed within),
      "bite": {"observed": bool, "windows": n, "windows_with_leader_change": n,
               "windows_with_election": n, "changed_leadership": bool},
@@ -184,7 +188,7 @@ class _FaultsAcc:
 
 def claim(sample: dict[str, Any]) -> str | None:
     """Who claimed leadership in a sample: the node, or ``"n1+n3"`` when several nodes called
-    themselves leader at once (split brain, whatever their terms), or None."""
+    themselves leader at once (in one term or not: see :func:`split_brain`), or None."""
     primaries = sample.get("primaries")
     if isinstance(primaries, list) and len(primaries) > 1:
         return "+".join(sorted(str(p) for p in primaries))
@@ -213,84 +217,138 @@ def _claims(inside: list[dict[str, Any]], last: str | None, end: int) -> tuple[l
     return seen, changes, leaderless_ns
 
 
+def change_events(samples: list[dict[str, Any]]) -> list[tuple[int, int, int]]:
+    """The whole observation's leadership events, each once: ``[(time ns, claim changes, new
+    terms)]``, one per sample where the claim (:func:`claim`) differed from the last claim seen
+    (a time without a leader is not a change by itself) or a term above every earlier one was
+    first seen (``new terms``: how far above)."""
+    out: list[tuple[int, int, int]] = []
+    last: str | None = None
+    top: int | None = None
+    for s in samples:
+        c = claim(s)
+        changed = int(c is not None and last is not None and c != last)
+        last = c if c is not None else last
+        term = s.get("term")
+        grew = 0
+        if isinstance(term, int) and not isinstance(term, bool):
+            grew = term - top if top is not None and term > top else 0
+            top = term if top is None else max(top, term)
+        if changed or grew:
+            out.append((int(s["time"]), changed, grew))
+    return out
+
+
+def attribute(windows: list[dict[str, Any]], when: int, after_ns: int) -> tuple[int, bool] | None:
+    """The one window a leadership event at ``when`` (ns) counts for, as ``(index in windows,
+    after its end)``: the window in force then that began last (the newest fault), else the one
+    that ended last within ``after_ns`` before it (a fault's effect outlasts it by up to the
+    recovery bound), else None (the event is no fault's doing)."""
+    inside = [
+        (w.get("invoked", w["start"]), i)
+        for i, w in enumerate(windows)
+        if w.get("invoked", w["start"]) < when <= w["end"]
+    ]
+    if inside:
+        return max(inside)[1], False
+    after = [(w["end"], i) for i, w in enumerate(windows) if w["end"] < when <= w["end"] + after_ns]
+    return (max(after)[1], True) if after else None
+
+
 def leadership_windows(
     windows: list[dict[str, Any]], samples: list[dict[str, Any]], after_s: float = 0.0
 ) -> list[dict[str, Any]]:
     """Add leadership figures to each window (dicts with ``start``/``end`` in ns, and optionally
     ``invoked``: when the start was invoked, default ``start``) from the observer's samples (sorted
     by ``time``). The fault acts between invocation and completion, so "before" means at or before
-    ``invoked`` and "inside" after it up to ``end``: ``leader_before`` (the last claim observed
-    before), ``term_before`` (the last term observed before), ``leaders`` (claims seen inside,
-    consecutive repeats collapsed; ``"n1+n3"`` while several nodes claimed at once, see
-    :func:`claim`), ``leader_changes`` (times the claim differed from the previous one seen, from
-    ``leader_before`` on; a time without a leader is not a change by itself), ``terms`` (distinct
-    terms seen inside), ``new_terms`` (highest term inside minus ``term_before``: elections,
-    whoever won them) and ``leaderless_s`` (time inside with no node claiming leadership, between
-    samples). A fault's effect can outlast it by up to the DB's recovery bound, ``after_s``: the
-    claim changes in ``(end, end + after_s]`` are ``leader_changes_after`` and the first of them
-    ``changed_after_s`` (s after ``end``; None without one). Without samples the figures are None.
-    Returns the same list."""
-    for w in windows:
-        if not samples:
+    ``invoked`` and "inside" after it up to ``end``. What was seen: ``leader_before`` (the last
+    claim observed before), ``term_before`` (the last term observed before), ``leaders`` (claims
+    seen inside, consecutive repeats collapsed; ``"n1+n3"`` while several nodes claimed at once,
+    see :func:`claim`), ``terms`` (distinct terms seen inside) and ``leaderless_s`` (time inside
+    with no node claiming leadership, between samples).
+
+    What the window counts for: each leadership event of the run (:func:`change_events`) counts
+    for one window only (:func:`attribute`), so overlapping windows never count one election
+    twice and the windows' changes add up to at most the run's: ``leader_changes`` (claim changes
+    inside the window), ``leader_changes_after`` (those within ``after_s``, the DB's recovery
+    bound, after its end), ``changed_after_s`` (s after ``end`` of the first of these; None
+    without one) and ``new_terms`` (terms begun inside or within the bound after: elections,
+    whoever won them). Without samples the figures are None. Returns the same list."""
+    if not samples:
+        for w in windows:
             w.update(
                 leader_before=None, term_before=None, leaders=None, leader_changes=None,
                 terms=None, new_terms=None, leaderless_s=None, leader_changes_after=None,
                 changed_after_s=None,
             )  # fmt: skip
-            continue
+        return windows
+    for w in windows:
         start, end = w.get("invoked", w["start"]), w["end"]
         before = [s for s in samples if s["time"] <= start]
         inside = [s for s in samples if start < s["time"] <= end]
         leader_before = next((c for c in map(claim, reversed(before)) if c), None)
         term_before = next((s["term"] for s in reversed(before) if isinstance(s.get("term"), int)), None)
-        leaders, changes, leaderless_ns = _claims(inside, leader_before, end)
-        last = next((c for c in map(claim, reversed(before + inside)) if c), None)
-        after_end = end + int(after_s * NS)
-        after = [s for s in samples if end < s["time"] <= after_end]
-        _, changes_after, _ = _claims(after, last, after_end)
-        first_after = None
-        prev = last
-        for s in after:
-            c = claim(s)
-            if c is not None and prev is not None and c != prev:
-                first_after = round((s["time"] - end) / NS, 3)
-                break
-            prev = c if c is not None else prev
-        terms = sorted({s["term"] for s in inside if isinstance(s.get("term"), int)})
-        new_terms = (max(terms) - term_before) if terms and isinstance(term_before, int) else 0
+        leaders, _, leaderless_ns = _claims(inside, leader_before, end)
         w.update(
             leader_before=leader_before,
             term_before=term_before,
             leaders=leaders,
-            leader_changes=changes,
-            terms=terms,
-            new_terms=max(0, new_terms),
+            leader_changes=0,
+            terms=sorted({s["term"] for s in inside if isinstance(s.get("term"), int)}),
+            new_terms=0,
             leaderless_s=round(leaderless_ns / NS, 3),
-            leader_changes_after=changes_after,
-            changed_after_s=first_after,
+            leader_changes_after=0,
+            changed_after_s=None,
         )
+    after_ns = int(after_s * NS)
+    for when, changes, grew in change_events(samples):
+        hit = attribute(windows, when, after_ns)
+        if hit is None:
+            continue
+        w = windows[hit[0]]
+        w["new_terms"] += grew
+        if not changes:
+            continue
+        if not hit[1]:
+            w["leader_changes"] += changes
+            continue
+        w["leader_changes_after"] += changes
+        if w["changed_after_s"] is None:
+            w["changed_after_s"] = round((when - w["end"]) / NS, 3)
     return windows
 
 
-def split_brain(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every interval in which more than one node called itself leader (in the same term or not):
-    ``{"start_s", "end_s", "duration_s", "nodes", "terms"}``, from the first sample showing it to
-    the first sample that no longer does (the last sample when none follows)."""
+def _primary_terms(sample: dict[str, Any]) -> dict[str, int | None]:
+    """``{node: the term it answered, or None}`` for each node of a sample that called itself leader."""
+    raw = sample.get("primaries")
+    got = sample.get("nodes")
+    answers: dict[str, Any] = got if isinstance(got, dict) else {}
+    out: dict[str, int | None] = {}
+    for p in raw if isinstance(raw, list) else []:
+        term = (answers.get(p) or {}).get("term")
+        out[str(p)] = term if isinstance(term, int) and not isinstance(term, bool) else None
+    return out
+
+
+def same_term(primaries: dict[str, int | None]) -> bool:
+    """Whether two of these self-declared leaders share a term (Raft's Election Safety broken),
+    or their terms are not known so they cannot be told apart (a DB without terms)."""
+    known = [t for t in primaries.values() if t is not None]
+    return len(known) != len(set(known)) or len(primaries) - len(known) >= 2
+
+
+def _intervals(samples: list[dict[str, Any]], split: bool) -> list[dict[str, Any]]:
+    """The intervals in which more than one node called itself leader, with (``split``) or
+    without two of them in one term (:func:`same_term`)."""
     out: list[dict[str, Any]] = []
     cur: dict[str, Any] | None = None
     for i, s in enumerate(samples):
-        raw = s.get("primaries")
-        primaries: list[Any] = raw if isinstance(raw, list) else []
-        if len(primaries) > 1:
+        primaries = _primary_terms(s)
+        if len(primaries) > 1 and same_term(primaries) == split:
             if cur is None:
                 cur = {"start": s["time"], "nodes": set(), "terms": set()}
-            cur["nodes"].update(str(p) for p in primaries)
-            got = s.get("nodes")
-            answers: dict[str, Any] = got if isinstance(got, dict) else {}
-            for p in primaries:
-                term = (answers.get(p) or {}).get("term")
-                if isinstance(term, int):
-                    cur["terms"].add(term)
+            cur["nodes"].update(primaries)
+            cur["terms"].update(t for t in primaries.values() if t is not None)
             cur["end"] = samples[i + 1]["time"] if i + 1 < len(samples) else s["time"]
         elif cur is not None:
             out.append(cur)
@@ -309,10 +367,26 @@ def split_brain(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def split_brain(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every interval in which two nodes called themselves leader in the same term (or without
+    terms to tell them apart): ``{"start_s", "end_s", "duration_s", "nodes", "terms"}``, from the
+    first sample showing it to the first sample that no longer does (the last sample when none
+    follows). Two leaders in different terms are legal in Raft (a deposed leader that has not
+    heard of the new term yet): those are :func:`stale_leaders`."""
+    return _intervals(samples, True)
+
+
+def stale_leaders(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every interval in which several nodes called themselves leader, each in a term of its own
+    (a deposed leader not yet told of the newer term), shaped as :func:`split_brain`'s."""
+    return _intervals(samples, False)
+
+
 def overall_leadership(samples: list[dict[str, Any]]) -> dict[str, Any]:
     """The whole observation: ``samples``, ``leaders`` (the claims, collapsed sequence; see
     :func:`claim`), ``leader_changes``, ``terms`` ([first seen, last seen]; empty for a DB
-    without terms), ``split_brain`` (:func:`split_brain`)."""
+    without terms), ``split_brain`` (:func:`split_brain`), ``stale_leaders``
+    (:func:`stale_leaders`)."""
     leaders: list[str] = []
     for s in samples:
         c = claim(s)
@@ -325,6 +399,7 @@ def overall_leadership(samples: list[dict[str, Any]]) -> dict[str, Any]:
         "leader_changes": max(0, len(leaders) - 1),
         "terms": [terms[0], terms[-1]] if terms else [],
         "split_brain": split_brain(samples),
+        "stale_leaders": stale_leaders(samples),
     }
 
 
@@ -352,25 +427,43 @@ def _terms_text(terms: list[Any]) -> str:
     return "-".join(str(t) for t in dict.fromkeys(terms))
 
 
+def _terms_clause(sb: dict[str, Any]) -> str:
+    terms = sb.get("terms") or []
+    return f" (term{'s' if len(terms) != 1 else ''} {', '.join(map(str, terms))})" if terms else ""
+
+
 def split_brain_text(intervals: list[dict[str, Any]]) -> str:
-    """``"split brain: n1, n3 leaders at once for 12.0 s from 40.1 s (terms 3, 4)"``, one clause
-    per interval ('' when none)."""
+    """``"split brain: n1, n3 leaders at once in one term for 12.0 s from 40.1 s (term 3)"``, one
+    clause per interval ('' when none)."""
     if not intervals:
         return ""
     parts = []
     for sb in intervals:
-        terms = sb.get("terms") or []
-        which = f" (term{'s' if len(terms) != 1 else ''} {', '.join(map(str, terms))})" if terms else ""
+        how = "in one term" if sb.get("terms") else "with no term to tell them apart"
         parts.append(
-            f"{', '.join(sb['nodes'])} leaders at once for {sb['duration_s']:.1f} s from "
-            f"{sb['start_s']:.1f} s{which}"
+            f"{', '.join(sb['nodes'])} leaders at once {how} for {sb['duration_s']:.1f} s from "
+            f"{sb['start_s']:.1f} s{_terms_clause(sb)}"
         )
     return "split brain: " + "; ".join(parts)
 
 
+def stale_leader_text(intervals: list[dict[str, Any]]) -> str:
+    """``"a stale leader for 11.8 s from 40.1 s (n1, n3; terms 1, 2)"``, one clause per interval
+    ('' when none): a deposed leader still calling itself leader beside the newer term's, which
+    Raft allows until it hears of that term."""
+    parts = []
+    for sb in intervals:
+        terms = ", ".join(map(str, sb.get("terms") or []))
+        parts.append(
+            f"a stale leader for {sb['duration_s']:.1f} s from {sb['start_s']:.1f} s "
+            f"({', '.join(sb['nodes'])}; terms {terms})"
+        )
+    return "; ".join(parts)
+
+
 def summary(result: dict[str, Any], samples: list[dict[str, Any]]) -> str:
-    """One plain sentence: faults applied of requested, any split brain, and whether and when
-    leadership changed ("no leader change in the run" only when none was observed at all)."""
+    """One plain sentence: faults applied of requested, any split brain or stale leader, and
+    whether and when leadership changed ("no leader change in the run" only when none was observed at all)."""
     head = (
         f"{result['applied']} of {result['requested']} requested faults took effect"
         if result["requested"]
@@ -387,6 +480,8 @@ def summary(result: dict[str, Any], samples: list[dict[str, Any]]) -> str:
     parts = [head]
     if lead.get("split_brain"):
         parts.append(split_brain_text(lead["split_brain"]))
+    if lead.get("stale_leaders"):
+        parts.append(stale_leader_text(lead["stale_leaders"]))
     terms = _terms_text(lead["terms"])
     if not lead["leader_changes"]:
         who = ", ".join(lead["leaders"]) or "none"
