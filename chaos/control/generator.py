@@ -785,9 +785,13 @@ class IndependentConcurrent(Generator):
     """Jepsen's ``independent/concurrent-generator``: client threads in groups of ``n``; each group
     runs ``fgen(key)`` for one key at a time, taking the next key from ``keys`` when it is exhausted.
     Ops get ``"key": key``. Exhausted when ``keys`` runs out and every group is done.
+
+    The group whose op is due first goes next; groups due at the same time take turns (round
+    robin from the group after the last one served). A fixed order starved every group but the
+    first under a rate limit, where all are due at once: 5 of 10 clients issued 1-2 ops in 60 s.
     """
 
-    __slots__ = ("n", "fgen", "keys", "groups")
+    __slots__ = ("n", "fgen", "keys", "groups", "turn")
 
     def __init__(
         self,
@@ -795,6 +799,7 @@ class IndependentConcurrent(Generator):
         fgen: Callable[[Any], GenLike],
         keys: _KeySeq,
         groups: tuple[tuple[Any, Generator | None], ...] | None = None,
+        turn: int = 0,
     ) -> None:
         if n < 1:
             raise ValueError(f"threads per key must be >= 1, got {n}")
@@ -802,6 +807,7 @@ class IndependentConcurrent(Generator):
         self.fgen = fgen
         self.keys = keys
         self.groups = groups  # per group: (key, generator); None until the first op
+        self.turn = turn  # the group that wins a tie next
 
     def _group_threads(self, ctx: Context, g: int) -> frozenset[Thread]:
         return frozenset(t for t in range(g * self.n, (g + 1) * self.n) if t in ctx.threads)
@@ -821,7 +827,9 @@ class IndependentConcurrent(Generator):
         best_gi = -1
         best_next: Generator | None = None
         pending = False
-        for gi, (k, gen) in enumerate(glist):
+        ng = len(glist)
+        for gi in [(self.turn + j) % ng for j in range(ng)]:
+            k, gen = glist[gi]
             while k is not None:
                 if gen is None:  # this key is done: move the group to the next key
                     k, keys = keys.next()
@@ -842,11 +850,11 @@ class IndependentConcurrent(Generator):
                 break
         if best is None:
             if pending:
-                return PENDING, IndependentConcurrent(self.n, self.fgen, keys, tuple(glist))
+                return PENDING, IndependentConcurrent(self.n, self.fgen, keys, tuple(glist), self.turn)
             return None, None
         best["key"] = glist[best_gi][0]
         glist[best_gi] = (glist[best_gi][0], best_next)
-        return best, IndependentConcurrent(self.n, self.fgen, keys, tuple(glist))
+        return best, IndependentConcurrent(self.n, self.fgen, keys, tuple(glist), (best_gi + 1) % ng)
 
     def update(self, test: Test | None, ctx: Context, event: Op) -> Generator:
         if self.groups is None or event.process == NEMESIS_THREAD:
@@ -862,7 +870,7 @@ class IndependentConcurrent(Generator):
             return self
         gl = list(self.groups)
         gl[gi] = (k, g2)
-        return IndependentConcurrent(self.n, self.fgen, self.keys, tuple(gl))
+        return IndependentConcurrent(self.n, self.fgen, self.keys, tuple(gl), self.turn)
 
 
 class _KeySeq:
