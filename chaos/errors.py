@@ -85,6 +85,16 @@ def printable(text: Any, keep: str = "") -> str:
     return _UNPRINTABLE.sub(lambda m: m.group() if m.group() in keep else _escape(m), s)
 
 
+def did_you_mean(names: Any, known: Any) -> str:
+    """``" (did you mean clock-skew?)"`` for names of ``names`` close to one of ``known`` (difflib's
+    ratio >= 0.6, as git and click suggest), else ``""``; appended to an unknown-name error line."""
+    import difflib
+
+    pool = [str(k) for k in known]
+    hints = [m[0] for n in names for m in [difflib.get_close_matches(str(n), pool, n=1)] if m]
+    return f" (did you mean {', '.join(dict.fromkeys(hints))}?)" if hints else ""
+
+
 def error_line(message: Any) -> None:
     """Print ``chaos: <message>`` to stderr as one line: whitespace runs (newlines included) become
     one space and control characters are escaped (:func:`printable`)."""

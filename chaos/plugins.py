@@ -33,7 +33,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from chaos.errors import ConfigError
+from chaos.errors import ConfigError, did_you_mean
 
 GROUPS: Mapping[str, str] = {
     "db": "chaos.dbs",
@@ -160,7 +160,8 @@ def resolve(kind: str, spec: str) -> Any:
     ep = entry_points(kind).get(spec)
     if ep is None:
         known = ", ".join(names(kind)) or "none"
-        raise ConfigError(f"{flag} {spec}: unknown {kind}; expected one of {known} or module:attr")
+        hint = did_you_mean([spec], names(kind))
+        raise ConfigError(f"{flag} {spec}: unknown {kind}{hint}; expected one of {known} or module:attr")
     try:
         return ep.load()
     except Exception as e:

@@ -1550,7 +1550,7 @@ def _options_maker(
 def _parse_nemesis(nemesis: str | None) -> list[str] | None:
     """``--nemesis a,b``: the fault names (None: not given); BadArguments for an unknown or empty
     name (``a,,b``, ``a,``)."""
-    from chaos.errors import BadArguments
+    from chaos.errors import BadArguments, did_you_mean
 
     if nemesis is None:
         return None
@@ -1558,7 +1558,8 @@ def _parse_nemesis(nemesis: str | None) -> list[str] | None:
     bad = [n for n in faults if n not in NEMESES]
     if bad:
         raise BadArguments(
-            f"--nemesis {nemesis!r}: {'an empty name; ' if '' in bad else ''}expected a "
+            f"--nemesis {nemesis!r}: {'an empty name; ' if '' in bad else ''}"
+            f"unknown{did_you_mean([b for b in bad if b], NEMESES)}: expected a "
             f"comma-separated list of {', '.join(NEMESES)}"
         )
     return faults

@@ -32,6 +32,7 @@ from chaos.errors import (
     EXIT_VALID,
     BadArguments,
     ConfigError,
+    did_you_mean,
     printable,
 )
 
@@ -396,7 +397,10 @@ def _check_names(workload: str, nemesis: str, known: set[str]) -> None:
     unknown = [n for n in names if n not in known and not plugins.is_reference(n)]
     if unknown:
         expected = ", ".join(sorted(known))
-        raise ConfigError(f"--nemesis: unknown nemesis {', '.join(unknown)}; expected some of {expected}")
+        hint = did_you_mean(unknown, known)
+        raise ConfigError(
+            f"--nemesis: unknown nemesis {', '.join(unknown)}{hint}; expected some of {expected}"
+        )
     for n in names:
         if n not in known:
             plugins.resolve("nemesis", n)

@@ -185,7 +185,7 @@ def parse_names(names: str | Iterable[str]) -> list[str]:
     name (loaded later, by :func:`build`). Raises :class:`chaos.errors.ConfigError` naming the
     unknown names, or for an empty name (``""``, ``"a,,b"``)."""
     from chaos import plugins
-    from chaos.errors import ConfigError
+    from chaos.errors import ConfigError, did_you_mean
 
     raw = [names] if isinstance(names, str) else list(names)
     out: list[str] = []
@@ -207,7 +207,10 @@ def parse_names(names: str | Iterable[str]) -> list[str]:
     ]
     if unknown:
         expected = ", ".join(["none", *known])
-        raise ConfigError(f"--nemesis: unknown nemesis {', '.join(unknown)}; expected some of {expected}")
+        hint = did_you_mean(unknown, ["none", *known])
+        raise ConfigError(
+            f"--nemesis: unknown nemesis {', '.join(unknown)}{hint}; expected some of {expected}"
+        )
     return [n for n in out if n != "none"]
 
 
