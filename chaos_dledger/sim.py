@@ -47,7 +47,13 @@ or both of a member's links, the delay growing step by step as a filling queue's
 then stall the other side (a partial failure: the member hears late what it can no longer answer;
 both named with ``--nemesis``, the swarm does not draw them); ``storage`` and ``bitflip`` damage
 a down member's committed records (header or body bit flips, lost or misdirected page writes), on a
-minority of members, which the server repairs from the leader. Each campaign ends with seeds/s and a coverage line (how many seeds saw elections,
+minority of members, which the server repairs from the leader. ``leader-transfer`` asks the leader
+to hand leadership over (DLedger's handleLeadershipTransfer) to the member furthest behind, a random
+one, or one paused or cut off from it; with it in the mix a member just restarted is often asked
+to lead, so it serves reads from the state it loaded. The world under every seed draws the
+snapshot interval and the data segment size (small segments compact the log while followers lag,
+so they rejoin through INSTALL_SNAPSHOT and restart from a snapshot; the log workload keeps its
+whole log). Each campaign ends with seeds/s and a coverage line (how many seeds saw elections,
 truncations, stale-term messages, lease extensions, recovery cuts, storage faults, repairs, ...);
 a progress bar shows on the terminal meanwhile.
 
@@ -103,6 +109,7 @@ NEMESES = (
     "pause-round",
     "clog",
     "link-delay",
+    "leader-transfer",
 )
 # the fault id a kind starts under: one partition at a time (any shape), one clock fault at a time
 _SLOT = {"partition-leader": "partition", "clock-slow-leader": "clock-skew"}
@@ -143,6 +150,14 @@ _CLOCK_FAULTS = ("clock-skew", "clock-slow-leader")
 # leader's open heartbeat round, a follower holding acknowledgements)
 _TERM_LATE_AT = {"all": "any", "vote": "vote-round", "heartbeat": "heartbeat-round", "push": "follower-ack"}
 ELECTION_MS = 480  # a follower's timeout plus the longest vote interval (dledger.core.CoreConfig)
+# the world's snapshot settings, drawn per seed: entries between snapshots (0: off) and the file
+# disk's data segment size (small ones compact the log while followers lag; 1 MiB rarely)
+SNAPSHOT_EVERY = (0, 5, 10, 20, 50)
+DATA_FILE_SIZES = (4096, 4096, 16384, 1 << 20)
+# leader-transfer targets: the member the leader's watermark puts furthest behind, any member, or
+# one paused or cut off from the leader (the transfer must fail, not hand over to it)
+TRANSFER_TARGETS = ("furthest-behind", "random", "faulted")
+RESTARTED_LEADER_MS = (200, 1000, 3000)  # a restarted member is asked to lead this long after
 
 
 def draw_mix(seed: int) -> dict[str, Any]:
@@ -257,12 +272,21 @@ class SimRun:
         self.opts = opts
         swarm = random.Random(f"swarm-{opts.seed}")
         latency_max = swarm.choice([2, 5, 10, 20])
+        features = random.Random(f"features-{opts.seed}")  # a stream of its own: the others keep theirs
+        self.snapshot_every = features.choice(SNAPSHOT_EVERY)
+        if opts.workload == "log":
+            # the log workload's state is the log itself: its final reads and checker need every
+            # entry from index 0, which compaction drops
+            self.snapshot_every = 0
+        self.data_file_size = features.choice(DATA_FILE_SIZES)
         self.sim = Sim(
             NODES,
             opts.seed,
             latency=(1, latency_max),
             state_machine=KVStateMachine,
             disk=opts.disk,
+            snapshot_every=self.snapshot_every,
+            data_file_size=self.data_file_size,
         )
         self.sim.on_answer = self._on_answer
         self.sim.cut_in_flight = True
@@ -528,12 +552,18 @@ class SimRun:
 
     def _draw_start(self) -> tuple[str, Any] | None:
         """The next fault to start, from the nemesis stream: ``(kind, params)``, or None."""
-        kinds = [k for k in self.opts.nemesis if k not in _NOT_DRAWN and _SLOT.get(k, k) not in self.faults]
-        if not kinds:
-            return None
-        kind = self.nem_rng.choice(kinds)
         sim, rng = self.sim, self.nem_rng
         leader = sim.leader()
+        kinds = [
+            k
+            for k in self.opts.nemesis
+            if k not in _NOT_DRAWN
+            and _SLOT.get(k, k) not in self.faults
+            and (k != "leader-transfer" or leader is not None)  # a transfer needs a leader to ask
+        ]
+        if not kinds:
+            return None
+        kind = rng.choice(kinds)
         if kind == "partition":
             ids = sim.ids[:]
             rng.shuffle(ids)
@@ -577,11 +607,19 @@ class SimRun:
             from dledger.sim import PAUSE_POINTS, RELEASE_ORDERS
 
             who = rng.choice(["*", "leader", *sim.ids])
+            point = rng.choice(PAUSE_POINTS)
+            if self.opts.read_mode == "lease" and rng.random() < 0.5:
+                # a lease leader that stalls between sending a heartbeat round and processing its
+                # answers: the lease it computes from that round must not outlive the stall
+                who, point = "leader", "heartbeat-round"
             if who == "leader":
                 who = leader if leader is not None else "*"
-            return kind, {"node": who, "point": rng.choice(PAUSE_POINTS), "order": rng.choice(RELEASE_ORDERS)}
+            return kind, {"node": who, "point": point, "order": rng.choice(RELEASE_ORDERS)}
         if kind == "pause":
             return kind, rng.sample(sim.ids, rng.randint(1, NODES // 2))
+        if kind == "leader-transfer":
+            policy = rng.choice(TRANSFER_TARGETS)
+            return kind, {"to": self._transfer_target(leader, policy), "policy": policy}
         if kind in ("clog", "link-delay"):  # one member's sending side, receiving side or both
             who = self._gray_target(leader)
             side = rng.choice(["send", "recv", "both"])
@@ -595,6 +633,36 @@ class SimRun:
                 params["stall_other"] = side != "both" and rng.random() < 0.5
             return kind, params
         return kind, {v: rng.choice([0.5, 0.8, 1.25, 2.0]) for v in rng.sample(sim.ids, 2)}  # clock-skew
+
+    def _transfer_target(self, leader: str | None, policy: str) -> str:
+        """The member a leader-transfer names (:data:`TRANSFER_TARGETS`): the one the leader's
+        watermark puts furthest behind, a random one, or one paused or cut off from the leader
+        (furthest behind when none is)."""
+        sim, rng = self.sim, self.nem_rng
+        others = [i for i in sim.ids if i != leader]
+        if leader is None or policy == "random":
+            return rng.choice(others)
+        if policy == "faulted":
+            cut = [i for i in others if i in sim.paused or i not in sim.nodes or (leader, i) in sim.blocked]
+            if cut:
+                return rng.choice(cut)
+        core = sim.nodes[leader]
+        return min(others, key=lambda i: (core.match_index(i), rng.random()))
+
+    def _transfer(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Ask the leader to hand leadership to ``params["to"]`` (DLedger's
+        handleLeadershipTransfer; Raft's TimeoutNow, thesis 3.10): what the nemesis op records."""
+        from dledger.protocol import Code
+
+        sim, to = self.sim, params["to"]
+        ld = sim.leader()
+        if ld is None or ld in sim.paused:
+            return {"from": None, "to": to, "applied": False, "why": "no leader"}
+        code = sim.transfer(to)
+        ok = code == Code.SUCCESS and ld != to
+        sim.stats["transfers"] += ok
+        out = {"from": ld, "to": to, "policy": params.get("policy"), "code": Code(code).name, "applied": ok}
+        return out if ok else {**out, "why": f"the leader answered {Code(code).name}"}
 
     def _gray_target(self, leader: str | None) -> str:
         """The member a clog or link delay hits: half the time the member whose links are already
@@ -686,6 +754,11 @@ class SimRun:
                 sim.set_clock_rate(v, r)
             self.faults[fid] = params
             self._nemesis("start-clock", params)
+        elif kind == "leader-transfer":
+            res = self._transfer(params)
+            if res["applied"]:  # a refused one (no leader, the target too far behind) changes nothing
+                self.faults[fid] = params
+                self._nemesis("start-leader-transfer", res)
 
     def _may_damage(self, node: str) -> bool:
         """Storage faults stay on a minority of members (TigerBeetle's ClusterFaultAtlas), so a
@@ -770,6 +843,7 @@ class SimRun:
                 self._nemesis(
                     "stop-kill", {"nodes": sorted(what), "refused": refused} if refused else sorted(what)
                 )
+            self._lead_after_restart([v for v in what if v in sim.nodes])
         elif kind == "power-failure":
             at = sim.now
             for v, gap in zip(what["order"], what["gaps"], strict=True):
@@ -793,6 +867,28 @@ class SimRun:
             sim.undelay_links(what["node"])
             sim.unclog(self.clogs.pop(fid, {}))  # its stall, if it began
             self._nemesis("stop-link-delay", [what["node"]])
+        elif kind == "leader-transfer":  # instantaneous: the window closes with the leader then
+            self._nemesis("stop-leader-transfer", {"leader": sim.leader()})
+
+    def _lead_after_restart(self, restarted: list[str]) -> None:
+        """With leader-transfer in the mix, half the time ask a member just restarted (from its
+        snapshot and the replay after it) to lead a little later, so that reads in the seed's read
+        mode are served by it as leader."""
+        if not restarted or "leader-transfer" not in self.opts.nemesis or self.opts.schedule is not None:
+            return
+        if self.accepting and self.nem_rng.random() < 0.5:
+            params = {"to": self.nem_rng.choice(restarted), "policy": "restarted"}
+            at = self.sim.now + self.nem_rng.choice(RESTARTED_LEADER_MS)
+
+            def ask(tries: int) -> None:
+                if not self.accepting:  # not once the run heals
+                    return
+                if self.sim.leader() is None and tries > 0:  # wait for one to ask
+                    self.sim.call_at(self.sim.now + 100, functools.partial(ask, tries - 1))
+                elif params["to"] in self.sim.nodes:
+                    self._start("leader-transfer", params)
+
+            self.sim.call_at(at, functools.partial(ask, 30))
 
     def _power_back(self, node: str) -> None:
         """One member back after a power failure (unless a kill holds it down)."""
@@ -1101,6 +1197,11 @@ COVERAGE = (
     ("held/slow messages", ("held_messages", "slow_messages")),
     ("messages held across terms", ("term_late_messages",)),
     ("clogged or slowed links", ("clogged_messages", "delayed_messages")),
+    ("compactions", ("compactions",)),
+    ("snapshot installs", ("snapshot_installs",)),
+    ("restarts from a snapshot", ("snapshot_restarts",)),
+    ("leaders restarted from a snapshot", ("snapshot_leaders",)),
+    ("leadership transfers", ("transfers",)),
 )
 
 

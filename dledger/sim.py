@@ -102,6 +102,11 @@ STATS = (
     "term_late_messages",
     "clogged_messages",
     "delayed_messages",
+    "compactions",
+    "snapshot_installs",
+    "snapshot_restarts",
+    "snapshot_leaders",
+    "transfers",
 )
 
 
@@ -291,7 +296,7 @@ class _Host:
         lo, hi = sim.sync_latency
         if hi <= 0:
             work()
-            done()
+            self._compacting(done)
             return
         sim.call_at(sim.now + sim.disk_rng.randint(max(lo, 1), hi), lambda: self._io_complete(work, done))
 
@@ -303,18 +308,27 @@ class _Host:
             sim._inbox[node].append(lambda: self._io_complete(work, done))
             return
         work()
-        done()
+        self._compacting(done)
         sim._process(node)
 
     def snapshot_installed(self, index: int, term: int, data: bytes) -> None:
         self.sim.installed[self.node].append((index, term, data))
+        self.sim.stats["snapshot_installs"] += 1
+
+    def _compacting(self, done: Callable[[], None]) -> None:
+        store = self.sim.stores[self.node]
+        begin = store.begin_index
+        done()
+        if store.begin_index > begin:
+            self.sim.stats["compactions"] += 1
 
 
 class Sim:
     """``n`` members named s1..sn; ``seed`` fixes every random choice; ``latency`` is the
     (min, max) one-way delay in ms; ``cfg`` overrides CoreConfig. ``state_machine`` makes each
     member's state machine (default :class:`LogStateMachine`); ``flush`` is the driver's flush
-    policy; ``snapshot_every`` its snapshot threshold. ``on_answer(node, token, code, fields)``
+    policy; ``snapshot_every`` its snapshot threshold; ``data_file_size`` the file disk's data
+    segment size. ``on_answer(node, token, code, fields)``
     receives the answers to :meth:`submit`."""
 
     def __init__(
@@ -327,6 +341,7 @@ class Sim:
         flush: str = "sync",
         snapshot_every: int = 0,
         disk: str = "memory",
+        data_file_size: int = FILE_DATA_SIZE,
         **cfg: Any,
     ) -> None:
         if disk not in ("memory", "file"):
@@ -339,12 +354,10 @@ class Sim:
         self.net_rng = self._core_rng = self.rng
         self.latency = latency
         self.loss, self.duplicate = 0.0, 0.0  # probabilities that a message is lost, delivered twice
-        self.cfg = cfg
-        self.state_machine = state_machine
-        self.flush = flush
+        self.cfg, self.state_machine, self.flush = cfg, state_machine, flush
         self.snapshot_every = snapshot_every
         # snapshots kept, and the file disk's data segment size (compaction drops whole segments)
-        self.snapshot_keep, self.data_file_size = 3, FILE_DATA_SIZE
+        self.snapshot_keep, self.data_file_size = 3, data_file_size
         self.now = 0
         self._clock: dict[str, tuple[int, int, float]] = {}  # node -> (since, local then, rate)
         self.reads: dict[str, list[tuple[int, int]]] = {i: [] for i in self.ids}  # answered reads
@@ -389,6 +402,7 @@ class Sim:
         self.disks: dict[str, SimDisk] = {i: SimDisk(random.Random(f"disk-{seed}-{i}")) for i in self.ids}
         self.stores: dict[str, Any] = {i: SimLogStore() for i in self.ids}
         self.installed: dict[str, list[tuple[int, int, bytes]]] = {i: [] for i in self.ids}
+        self.from_snapshot: set[str] = set()  # members whose last start loaded a snapshot
         self.hard: dict[str, tuple[int, str | None]] = {i: (0, None) for i in self.ids}
         self.nodes: dict[str, Core] = {}
         self.drivers: dict[str, Driver] = {}
@@ -471,6 +485,11 @@ class Sim:
             snapshot_every=self.snapshot_every,
         )
         core = drv.core
+        if core.snapshot is not None:
+            self.stats["snapshot_restarts"] += 1
+            self.from_snapshot.add(node)
+        else:
+            self.from_snapshot.discard(node)
         if core.repair_to >= 0 and node not in self.repairing:  # the replay cut a damaged entry
             self._check_durability(node, f"replay found damage below {core.repair_to}")
             self.stats["repairs"] += 1
@@ -1021,6 +1040,8 @@ class Sim:
             return None
         disk = self.disks[node]
         path = f"/sim/{node}/data/{0:020d}"
+        if not any(name == path.rsplit("/", 1)[1] for name, _ in disk.list_files(Path(path).parent)):
+            return None  # compacted away
         done: dict[str, Any] | None = None
         if kind in ("flip-header", "flip-body"):
             records = _records(disk.read_at(Path(path), 0, below), below)
@@ -1114,6 +1135,8 @@ class Sim:
                     raise SafetyViolation(f"{node} became leader twice in term {term}")
                 self._stints.add((node, term))
                 self.stats["elections"] += 1
+                if node in self.from_snapshot:
+                    self.stats["snapshot_leaders"] += 1  # it serves reads from the loaded state
                 self._check_elected(node, term)
                 self._check_new_leader(node)
         self._leading[node] = leading
