@@ -8,7 +8,7 @@ worker's node first (a follower refuses it unless the mode is ``unsafe``, and th
 the redirect to the leader), a writing one goes to the leader. An aborted transaction is DLedger's
 UNEXPECTED_ARGUMENT answer, a ``fail``.
 
-Register (``DLedgerClient.kv_get/kv_put/kv_cas``, key ``"r<key>"``). Sticky processes (``sticky``,
+Register (``DLedgerClient.kv_get/kv_put/kv_cas/kv_delete``, key ``"r<key>"``). Sticky processes (``sticky``,
 default on): odd-numbered processes read from the node they were given and nowhere else
 (``DLedgerClient(sticky=True)``: no leader discovery, no redirect) and record that node's answer;
 NOT_LEADER is a ``fail``. Their writes and cas go through the redirecting client, which still reaches
@@ -111,6 +111,9 @@ class DLedgerRegisterClient:
     def cas(self, key: Any, expected: Any, new: Any) -> Answer:
         r = self.c.kv_cas(kv_key(key), expected, new)
         return result(r, bool(getattr(r, "applied", False)))
+
+    def delete(self, key: Any) -> Answer:
+        return result(self.c.kv_delete(kv_key(key)), None)
 
     def close(self) -> None:
         for c in (self.c, self.bound):

@@ -81,8 +81,10 @@ from typing import Any
 
 import click
 
+from chaos.history.codecov import Spec
 from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
 from chaos.history.store import HistoryWriter, RunDir
+from chaos.workloads.register import DELETE_ONE_IN, VALUES
 
 WORKLOADS = ("register", "log", "list-append")
 # the swarm's draw: every workload (a list-append seed costs about a quarter more CPU than a
@@ -383,8 +385,9 @@ class SimRun:
         self._key_ops += 1
         f = rng.choice(("read", "write", "cas"))
         value: Any = None
-        if f == "write":
-            value = rng.randrange(5)
+        if f == "write":  # the register workload's draw: a value, or as often as any one, a delete
+            value = rng.randrange(DELETE_ONE_IN)
+            f, value = ("delete", None) if value == VALUES else (f, value)
         elif f == "cas":
             value = [rng.randrange(5), rng.randrange(5)]
         return Op(INVOKE, c.process, f, value, key=self._key)
@@ -421,6 +424,8 @@ class SimRun:
                 kind, body = "kv:get", b""
             elif op.f == "write":
                 kind, body = "kv:put", encode_kv("put", key, op.value)
+            elif op.f == "delete":
+                kind, body = "kv:delete", encode_kv("delete", key)
             else:
                 kind, body = "kv:cas", encode_kv("cas", key, *op.value)
         self.by_token[token] = c
@@ -1165,11 +1170,15 @@ def shrink_schedule(
 
 
 def _run_one(args: tuple[SimOptions]) -> tuple[int, Any, str, dict[str, int]]:
+    from chaos.history import codecov
+
     opts = args[0]
     try:
         r = run_seed(opts)
     except Exception as e:  # a crash of the simulated code is a failing seed too
         return opts.seed, False, f"crashed: {type(e).__name__}: {e}", {}
+    finally:
+        codecov.save()  # the worker's coverage data so far, when the campaign measures it
     why = ""
     if r.valid is not True:
         subs = r.results.get("checkers") or {}
@@ -1475,6 +1484,15 @@ _SIM_OPTIONS = [
         is_flag=True,
         help="with --seeds: stop at the first seed (in seed order) that is not valid",
     ),
+    click.option(
+        "--coverage",
+        "measure_coverage",
+        is_flag=True,
+        help="with --seeds: measure the line and branch coverage of the server's code (the DB's "
+        "source_packages) over the campaign with coverage.py: one line of figures, coverage.json and "
+        "each file's unreached functions (unreached.txt) in <store>/sim-campaigns/<time>/; the seeds "
+        "run about 4 times slower",
+    ),
     click.option("--store", type=click.Path(file_okay=False), default="store", show_default=True),
 ]
 
@@ -1491,6 +1509,23 @@ def _master_alone(master: str | None, jobs: int | None, seed: int | None) -> Non
         )
 
 
+def _seed_or_seeds(
+    seeds: int | None, seed: int | None, shrink: bool, schedule_file: str | None, measure_coverage: bool
+) -> None:
+    """Exactly one of ``--seeds N`` (N >= 1) and ``--seed S``; ``--shrink`` and ``--schedule`` need
+    ``--seed``, ``--coverage`` a campaign: else exit 254."""
+    from chaos.errors import BadArguments
+
+    if (seeds is None) == (seed is None):
+        raise BadArguments("expected exactly one of --seeds N and --seed S")
+    if seeds is not None and seeds < 1:
+        raise BadArguments(f"--seeds {seeds}: expected >= 1")
+    if (shrink or schedule_file) and seed is None:
+        raise BadArguments("--shrink and --schedule need --seed S")
+    if measure_coverage and seed is not None:
+        raise BadArguments("--coverage measures a campaign: expected --seeds N with it, not --seed")
+
+
 def _with_sim_options(fn: Any) -> Any:
     for option in reversed(_SIM_OPTIONS):
         fn = option(fn)
@@ -1498,21 +1533,33 @@ def _with_sim_options(fn: Any) -> Any:
 
 
 @contextlib.contextmanager
-def _pool_imap(todo: list[tuple[SimOptions]], procs: int) -> Iterator[Iterator[Any]]:
+def _pool_imap(
+    todo: list[tuple[SimOptions]], procs: int, measure: Spec | None = None
+) -> Iterator[Iterator[Any]]:
     """``_run_one`` over ``todo`` in a pool of ``procs`` spawned processes, in order; leaving the
-    block terminates the workers."""
+    block terminates the workers. With ``measure`` each worker measures the system's coverage
+    from its start (:func:`chaos.history.codecov.start`, before it imports the server's code) and
+    saves it after every seed."""
+    from chaos.history import codecov
+
     chunk = max(1, math.ceil(len(todo) / (procs * 8)))
-    with multiprocessing.get_context("spawn").Pool(procs) as pool:
+    init = {"initializer": codecov.start, "initargs": (measure,)} if measure is not None else {}
+    with multiprocessing.get_context("spawn").Pool(procs, **init) as pool:  # type: ignore[arg-type]
         yield pool.imap(_run_one, todo, chunksize=min(chunk, 4))
 
 
 def _campaign(
-    todo: list[tuple[SimOptions]], procs: int, stop_on_failure: bool, master: str | None = None
+    todo: list[tuple[SimOptions]],
+    procs: int,
+    stop_on_failure: bool,
+    master: str | None = None,
+    measure: Spec | None = None,
 ) -> tuple[list[Any], list[int], list[dict[str, int]]]:
     """Run the seeds of ``todo`` in a pool of ``procs`` processes (or as Spark tasks at ``master``,
     :mod:`chaos_dledger.sim_spark`), printing each seed that is not valid (with its fault mix when
     the swarm drew it) and a progress bar on the terminal (seeds done of the total, seeds/s,
-    failures so far, ETA); the verdicts, failing seeds and per-seed stats."""
+    failures so far, ETA); the verdicts, failing seeds and per-seed stats. With ``measure`` the
+    workers (or executors) write the server code's coverage data into ``measure.data_dir``."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -1530,11 +1577,11 @@ def _campaign(
         transient=False,
     )
     if master is None:
-        runner = _pool_imap(todo, procs)
+        runner = _pool_imap(todo, procs, measure)
     else:
         from chaos_dledger.sim_spark import spark_imap
 
-        runner = spark_imap(todo, master)
+        runner = spark_imap(todo, master, measure)
     with progress, runner as results:
         task = progress.add_task("seeds", total=len(todo), rate="-", failed=0)
         t0 = time.monotonic()
@@ -1554,6 +1601,33 @@ def _campaign(
     return valids, failing, stats
 
 
+def coverage_spec(store: str) -> Spec:
+    """What ``--coverage`` measures: the DLedger DB's declared ``source_packages`` (less its
+    ``source_omit``, the simulated world), into a new campaign directory under ``store``
+    (:func:`chaos.history.codecov.campaign_dir`)."""
+    from chaos.cluster.db import source_packages
+    from chaos.history import codecov
+    from chaos_dledger.db import DLedgerDB
+
+    packages, omit = source_packages(DLedgerDB)
+    return Spec(packages, omit, str(codecov.campaign_dir(store)))
+
+
+def coverage_lines(measure: Spec) -> list[str]:
+    """Combine the campaign's coverage data and write its reports; the lines to print: the figure
+    and where the reports are (or why there are none)."""
+    from chaos.history import codecov
+
+    try:
+        summary = codecov.report(measure)
+    except ValueError as e:  # e.g. stopped before any seed finished
+        return [f"system under test: not measured: {e}"]
+    return [
+        summary.line(),
+        f"coverage report: {summary.json_path}; each file's unreached functions: {summary.unreached_path}",
+    ]
+
+
 GATE_SEEDS = 300  # about a minute on two cores: beside the gate's real-cluster runs of a minute each
 
 
@@ -1562,18 +1636,23 @@ def gate_campaign(
 ) -> list[dict[str, Any]]:
     """``chaos gate``'s simulation row: the default swarm over seeds 0 .. ``seeds`` - 1 (the same
     seeds every gate, so a gate is reproducible), as one summary row of
-    :func:`chaos.history.gate.db_campaign_rows` (``store`` is unused: seeds replay with --seed).
+    :func:`chaos.history.gate.db_campaign_rows`, measuring the server code's coverage
+    (:func:`coverage_spec`: ``coverage.json`` and ``unreached.txt`` into a campaign directory under
+    ``store``; seeds replay with --seed).
     The seeds run in ``jobs`` local processes (default: one per CPU), or as Spark tasks at
     ``master`` (:mod:`chaos_dledger.sim_spark`; the same verdicts seed by seed)."""
     todo = [(SimOptions.swarm_for(s),) for s in range(seeds)]
     t0 = time.monotonic()
-    valids, failing, stats = _campaign(todo, jobs or multiprocessing.cpu_count(), False, master)
+    measure = coverage_spec(store)
+    valids, failing, stats = _campaign(todo, jobs or multiprocessing.cpu_count(), False, master, measure)
     click.echo(
         f"gate: chaos sim: {len(valids)} seeds in {time.monotonic() - t0:.0f} s"
         f"{f' on {master}' if master else ''}, {len(failing)} not valid",
         err=True,
     )
     click.echo(coverage_line(stats), err=True)
+    for line in coverage_lines(measure):
+        click.echo(line, err=True)
     return [
         {
             "run": f"chaos sim --seeds {seeds} (simulation, swarm)",
@@ -1685,6 +1764,7 @@ def sim(
     jobs: int | None,
     master: str | None,
     stop_on_failure: bool,
+    measure_coverage: bool,
     store: str,
 ) -> None:
     """Deterministic simulation: the real DLedger core and driver on a simulated network, disk and
@@ -1695,10 +1775,7 @@ def sim(
     if workload is not None and workload not in WORKLOADS:
         raise BadArguments(f"--workload {workload!r}: expected one of {', '.join(WORKLOADS)}")
     faults = _parse_nemesis(nemesis)
-    if (seeds is None) == (seed is None):
-        raise BadArguments("expected exactly one of --seeds N and --seed S")
-    if seeds is not None and seeds < 1:
-        raise BadArguments(f"--seeds {seeds}: expected >= 1")
+    _seed_or_seeds(seeds, seed, shrink, schedule_file, measure_coverage)
     from chaos.control.test import check_number
 
     try:  # finite numbers in range, one line naming the option (NaN and infinities are not numbers)
@@ -1710,8 +1787,6 @@ def sim(
     if concurrency < 1 or (jobs is not None and jobs < 1):
         raise BadArguments(f"--concurrency {concurrency} and --jobs {jobs}: expected whole numbers >= 1")
     options = _options_maker(workload, faults, time_limit, concurrency, rate, read_mode, sticky, disk)
-    if (shrink or schedule_file) and seed is None:
-        raise BadArguments("--shrink and --schedule need --seed S")
     _master_alone(master, jobs, seed)
     if seed is not None:
         opts = options(seed)
@@ -1737,7 +1812,10 @@ def sim(
     assert seeds is not None
     todo = [(options(s),) for s in range(first_seed, first_seed + seeds)]
     t0 = time.monotonic()
-    valids, failing, stats = _campaign(todo, jobs or multiprocessing.cpu_count(), stop_on_failure, master)
+    measure = coverage_spec(store) if measure_coverage else None
+    valids, failing, stats = _campaign(
+        todo, jobs or multiprocessing.cpu_count(), stop_on_failure, master, measure
+    )
     elapsed = time.monotonic() - t0
     replay = ""
     if failing:
@@ -1748,14 +1826,15 @@ def sim(
                 ("nemesis", nemesis),
                 ("time-limit", time_limit),
                 ("read-mode", read_mode),
+                *((("concurrency", concurrency), ("rate", f"{rate:g}")) if faults is not None else ()),
             )
             if value is not None
         ]
-        if faults is not None:
-            given += [f"--concurrency {concurrency}", f"--rate {rate:g}"]
         flags = " ".join([*given, f"--disk {disk}", *([] if sticky else ["--no-sticky"])])
         replay = f"; replay one with: chaos sim {flags} --seed {failing[0]}"
     click.echo(f"{len(valids)} seeds, {len(failing)} not valid{replay}")
     click.echo(f"{len(valids) / max(elapsed, 1e-9):.2f} seeds/s ({elapsed:.0f} s wall)")
     click.echo(coverage_line(stats))
+    for line in coverage_lines(measure) if measure is not None else []:
+        click.echo(line)
     raise click.exceptions.Exit(_verdict_exit(valids))

@@ -7,7 +7,9 @@ core that finishes early takes the next chunk. In the Python worker a task runs 
 one through :func:`chaos_dledger.sim._run_one`, the code the local ``multiprocessing`` pool runs,
 and returns one small row per seed: ``(seed, valid, why, coverage stats)``. Histories stay on the
 executor (in a temporary directory, removed); a failing seed replays on the control machine with
-``chaos sim --seed N``, since one seed decides the whole run.
+``chaos sim --seed N``, since one seed decides the whole run. With ``--coverage`` a task runs its
+seeds under coverage.py and ends with one more row, its coverage data serialized, which the driver
+writes into the campaign directory and combines at the end (:mod:`chaos.history.codecov`).
 
 Chunk sizes: seeds take 0.05-0.3 s each, while a Spark job costs tens of milliseconds of
 scheduling and the first task of a Python worker pays for its imports (workers are reused, so
@@ -30,6 +32,7 @@ copy of ``dledger`` first on the driver's ``PYTHONPATH`` is what the executors r
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import os
 import queue
@@ -50,13 +53,31 @@ PACKAGES = ("chaos", "chaos_dledger", "dledger")
 Row = tuple[int, Any, str, dict[str, int]]
 
 
-def run_chunk(todo: Iterator[tuple[Any]]) -> Iterator[Row]:
-    """The executor's task: each ``(SimOptions,)`` of the partition through the local campaign's
-    :func:`chaos_dledger.sim._run_one`; one ``(seed, valid, why, stats)`` row per seed."""
-    from chaos_dledger.sim import _run_one
+# the first field of the row a measuring task ends with: its coverage data, not a seed's verdict
+COVERAGE_ROW = "coverage"
 
-    for args in todo:
-        yield _run_one(args)
+
+def run_chunk(todo: Iterator[tuple[Any]], measure: Any = None) -> Iterator[Any]:
+    """The executor's task: each ``(SimOptions,)`` of the partition through the local campaign's
+    :func:`chaos_dledger.sim._run_one`; one ``(seed, valid, why, stats)`` row per seed. With
+    ``measure`` (a :class:`chaos.history.codecov.Spec`) the seeds run under coverage.py, and the
+    task ends with the row ``(COVERAGE_ROW, data)``: the chunk's coverage data, serialized, for the
+    driver to combine (:func:`chaos.history.codecov.chunk_data`; the executor may not share the
+    driver's file system)."""
+    if measure is None:
+        from chaos_dledger.sim import _run_one
+
+        for args in todo:
+            yield _run_one(args)
+        return
+    from chaos.history import codecov
+
+    with codecov.measured(measure) as cov:
+        from chaos_dledger.sim import _run_one  # measured from its import on (a worker's first task)
+
+        rows = [_run_one(args) for args in todo]
+    yield from rows
+    yield COVERAGE_ROW, codecov.chunk_data(cov)
 
 
 def chunk_sizes(total: int, lanes: int, max_chunk: int = MAX_CHUNK) -> list[int]:
@@ -119,9 +140,10 @@ class SparkCampaign:
     """The chunks of one campaign on a SparkContext: :meth:`results` yields the rows in seed order
     while one thread per core keeps a job running; :meth:`close` cancels what still runs."""
 
-    def __init__(self, sc: Any, todo: list[tuple[Any]]) -> None:
+    def __init__(self, sc: Any, todo: list[tuple[Any]], measure: Any = None) -> None:
         self.sc = sc
         self.todo = todo
+        self.measure = measure
         self.lanes = max(1, int(sc.defaultParallelism))
         starts, at = [], 0
         for size in chunk_sizes(len(todo), self.lanes):
@@ -151,8 +173,14 @@ class SparkCampaign:
             start, size = chunk
             try:
                 part = self.todo[start : start + size]
-                rows = self.sc.parallelize(part, 1).mapPartitions(run_chunk).collect()
-                self._done.put((start, rows))
+                task = functools.partial(run_chunk, measure=self.measure)
+                rows = self.sc.parallelize(part, 1).mapPartitions(task).collect()
+                for row in rows:
+                    if row[0] == COVERAGE_ROW:
+                        from chaos.history import codecov
+
+                        codecov.add_data(self.measure, row[1], f"spark.{start}")
+                self._done.put((start, [r for r in rows if r[0] != COVERAGE_ROW]))
             except BaseException as e:  # handed to the driver's loop, which raises it
                 self._done.put((start, e))
                 return
@@ -187,9 +215,11 @@ class SparkCampaign:
 
 
 @contextlib.contextmanager
-def spark_imap(todo: list[tuple[Any]], master: str) -> Iterator[Iterator[Row]]:
+def spark_imap(todo: list[tuple[Any]], master: str, measure: Any = None) -> Iterator[Iterator[Row]]:
     """``(seed, valid, why, stats)`` for each ``(SimOptions,)`` of ``todo``, in its order, run on
-    Spark at ``master``: the same rows as ``Pool.imap(_run_one, todo)``. Uses the active
+    Spark at ``master``: the same rows as ``Pool.imap(_run_one, todo)``. With ``measure`` (a
+    :class:`chaos.history.codecov.Spec`) each task measures the server code's coverage and the
+    driver writes each task's data into ``measure.data_dir`` as it arrives. Uses the active
     SparkSession if there is one, else starts one (:func:`chaos.history.spark.spark_session`) and
     stops it on leaving. Leaving early cancels the jobs still running.
 
@@ -204,7 +234,7 @@ def spark_imap(todo: list[tuple[Any]], master: str) -> Iterator[Iterator[Row]]:
     sc.environment["PYTHONPATH"] = os.pathsep.join(code_roots() + ([before] if before else []))
     campaign = None
     try:
-        campaign = SparkCampaign(sc, todo)
+        campaign = SparkCampaign(sc, todo, measure)
         yield campaign.results()
     finally:
         if campaign is not None:

@@ -46,6 +46,9 @@ class EtcdRegister:
     def write(self, key: Any, value: Any) -> None:
         call(self.host, "kv/put", {"key": b64(key), "value": b64(value)})
 
+    def delete(self, key: Any) -> None:
+        call(self.host, "kv/deleterange", {"key": b64(key)})
+
     def cas(self, key: Any, expected: Any, new: Any) -> bool:  # etcd fails a value compare on no key
         cmp = {"key": b64(key), "target": "VALUE", "result": "EQUAL", "value": b64(expected)}
         put = {"requestPut": {"key": b64(key), "value": b64(new)}}

@@ -213,3 +213,23 @@ def test_cas_or_put_without_their_values_is_refused_not_applied_as_null(cluster:
         assert c.kv_cas("k", 1, None).applied is True
         assert c.kv_get("k").value is None
         assert c.kv_cas("k", None, None).applied is True  # absent -> absent
+
+
+@pytest.mark.slow
+def test_the_register_workloads_delete_removes_the_key_on_the_real_server(cluster: Cluster) -> None:
+    """Issue 33: the register workload's ``delete`` through DLedger's register client (KV delete):
+    ok, and every member's read of the key answers None afterwards, as a write of nil."""
+    from chaos_dledger.clients import DLedgerRegisterClient
+
+    ld = cluster.leader()
+    client = DLedgerRegisterClient(lambda node: cluster.client(prefer=node), ld, 0)
+    try:
+        assert client.write(7, 3).value == 3
+        assert client.read(7).value == 3
+        done = client.delete(7)
+        assert done.value is None and done.node == ld
+    finally:
+        client.close()
+    for n in cluster.ids:
+        with cluster.client(prefer=n) as c:
+            assert c.kv_get("r7", read_mode="raft-log").value is None

@@ -12,8 +12,12 @@ def test_a_db_without_a_campaign_adds_no_row() -> None:
     assert db_campaign_rows(["--db", "chaos.cluster.db:NoopDB"], "store") == []
 
 
-def test_dledger_adds_a_simulation_row_with_its_verdict() -> None:
-    rows = gate_campaign("store", seeds=3, jobs=1)
+def test_dledger_adds_a_simulation_row_with_its_verdict(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    rows = gate_campaign(str(tmp_path), seeds=3, jobs=1)
+    # the campaign measured the server code's coverage (chaos.history.codecov) into the store
+    (campaign,) = (tmp_path / "sim-campaigns").iterdir()
+    assert (campaign / "coverage.json").is_file() and (campaign / "unreached.txt").is_file()
+    assert "system under test: " in capsys.readouterr().err
     assert len(rows) == 1
     row = rows[0]
     assert row["simulated"] is True and row["valid"] is True and row["ops"] > 0

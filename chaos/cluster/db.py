@@ -144,7 +144,11 @@ class DB(Protocol):
     ``("redis-server", "redis-sentinel")``: the tool's OS setup, :class:`chaos.cluster.osetup.DebianOS`, installs
     them with apt-get next to the tool's own before ``setup``; read by :func:`os_packages`);
     ``daemons`` (names of the processes the DB runs on every node, e.g. ``("server", "sentinel")``;
-    default one unnamed daemon; see :class:`Process` and :func:`daemons`).
+    default one unnamed daemon; see :class:`Process` and :func:`daemons`); ``source_packages``
+    (importable names of the packages holding the system's own code, e.g. ``("myserver",)``, and
+    optionally ``source_omit``, coverage.py ``omit`` patterns of files in them that are not the
+    system's, e.g. a simulator living beside it: what a campaign that runs the system's code in
+    process measures the coverage of, :mod:`chaos.history.codecov`; read by :func:`source_packages`).
 
     The tool resets nothing of a DB on the nodes (files, offsets, processes): ``setup`` starts
     from whatever a previous run left and ``teardown`` cleans up after itself.
@@ -402,6 +406,13 @@ def daemons(db: Any) -> tuple[str | None, ...]:
     methods are called without the ``daemon`` keyword)."""
     names = tuple(str(d) for d in (getattr(db, "daemons", None) or ()))
     return names or (None,)
+
+
+def source_packages(db: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The packages of the system's own code ``db`` declares (its ``source_packages``) and the
+    coverage.py ``omit`` patterns within them (its ``source_omit``); empty tuples when absent."""
+    packages = tuple(str(p) for p in (getattr(db, "source_packages", None) or ()))
+    return packages, tuple(str(p) for p in (getattr(db, "source_omit", None) or ()))
 
 
 def data_files(db: Any) -> list[str]:

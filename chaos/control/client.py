@@ -68,7 +68,9 @@ class RegisterClient(Protocol):
 
     ``read(key)`` -> the value (or None); ``write(key, value)`` -> anything (ignored);
     ``cas(key, expected, new)`` -> True when it was applied, False when the current value was not
-    ``expected`` (a definite compare failure); ``close()`` (idempotent, never raises).
+    ``expected`` (a definite compare failure); ``close()`` (idempotent, never raises). Optional:
+    ``delete(key)`` -> anything (ignored): the key is absent afterwards, a read answers None (the
+    register workload draws deletes; without the method they fail, doing nothing).
     """
 
     def read(self, key: Any) -> Any: ...

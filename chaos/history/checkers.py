@@ -326,14 +326,14 @@ _WORKLOAD_FS: tuple[tuple[str, frozenset[str], frozenset[str]], ...] = (
     ("set", frozenset({"add", "read"}), frozenset({"add"})),
     ("bank", frozenset({"transfer", "read"}), frozenset({"transfer"})),
     ("mutex", frozenset({"acquire", "release"}), frozenset({"acquire", "release"})),
-    ("register", frozenset({"read", "write", "cas"}), frozenset({"write", "cas"})),
+    ("register", frozenset({"read", "write", "cas", "delete"}), frozenset({"write", "cas", "delete"})),
 )
 
 
 def infer_test(history_path: Path | ParsedHistory, *, model: str | None = None) -> dict[str, Any]:
     """The test of a history with no ``test.json``: its workload, from the fs of ALL its client ops.
 
-    A history whose client fs all belong to one workload (register: read/write/cas; log:
+    A history whose client fs all belong to one workload (register: read/write/cas/delete; log:
     append/read/read-range; set: add/read; mutex: acquire/release) is that workload. A history of reads only
     is a register's when no ok read returned a list (a log's or a set's reads return lists).
     Returns a ``test.json``-like dict (``workload``, and ``model``/``checkers`` for mutex).

@@ -84,6 +84,8 @@ class Call:
         out = "?" if self.output is UNKNOWN else _fmt(self.output)
         if self.f in ("read", "get"):
             return f"{self.f}() -> {out}"
+        if self.f == "delete":
+            return "delete()" + (" -> ?" if self.output is UNKNOWN else "")
         if self.f == "cas" and isinstance(self.value, list | tuple) and len(self.value) == 2:
             return f"cas({_fmt(self.value[0])}, {_fmt(self.value[1])}) -> {out}"
         return f"{self.f}({_fmt(self.value)})" + (
@@ -204,7 +206,9 @@ def _bad(model: str, call: Call, expected: str) -> ModelError:
 
 
 class Register(BaseModel):
-    """A read/write register (knossos ``register``). ``read`` output must equal the state.
+    """A read/write register (knossos ``register``). ``read`` output must equal the state;
+    ``delete`` is a write of nil (the register is absent afterwards, and a read of it answers nil,
+    as a key-value store's deleted key does; knossos and porcupine model a delete so).
 
     Args:
         init: the initial value (default None: absent).
@@ -213,8 +217,8 @@ class Register(BaseModel):
     """
 
     name = "register"
-    _fs: tuple[str, ...] = ("read", "write")
-    fs = frozenset({"read", "get", "write", "put"})
+    _fs: tuple[str, ...] = ("read", "write", "delete")
+    fs = frozenset({"read", "get", "write", "put", "delete"})
 
     def __init__(self, init: Any = None, nil_read: str = "absent"):
         if nil_read not in ("absent", "any"):
@@ -249,6 +253,8 @@ class Register(BaseModel):
             return False, state
         if f == "write" or f == "put":
             return True, _freeze(call.value)
+        if f == "delete":
+            return True, None
         raise _bad(self.name, call, "f in " + "/".join(self._fs))
 
 
@@ -260,8 +266,8 @@ class CasRegister(Register):
     """
 
     name = "cas-register"
-    _fs = ("read", "write", "cas")
-    fs = frozenset({"read", "get", "write", "put", "cas"})
+    _fs = ("read", "write", "cas", "delete")
+    fs = frozenset({"read", "get", "write", "put", "cas", "delete"})
 
     def step(self, state: State, call: Call) -> tuple[bool, State]:
         if call.f == "cas":

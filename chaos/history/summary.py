@@ -95,7 +95,7 @@ def describe_call(op: dict[str, Any]) -> str:
     """``read() -> 1``, ``write(2)``, ``cas(1, 3) -> false``: a counterexample op (docs/design.md
     shape: ``f``, ``value``, ``output``, ``type``)."""
     f, value, out, typ = op.get("f"), op.get("value"), op.get("output"), op.get("type")
-    if f in ("read", "get"):
+    if f in ("read", "get", "delete"):
         args = ""
     elif f == "cas" and isinstance(value, list) and len(value) == 2:
         args = f"{_arg(value[0])}, {_arg(value[1])}"

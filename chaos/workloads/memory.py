@@ -65,6 +65,10 @@ class MemoryRegisterClient:
                 if takes_effect:
                     self.kv.values[op.key] = op.value
                 result = op.completion(OK, op.value)
+            elif op.f == "delete":
+                if takes_effect:
+                    self.kv.values.pop(op.key, None)
+                result = op.completion(OK, None)
             elif op.f == "cas":
                 expected, new = op.value
                 if current != expected:
@@ -75,7 +79,9 @@ class MemoryRegisterClient:
                         self.kv.values[op.key] = new
                     result = op.completion(OK, op.value)
             else:
-                raise ValueError(f"memory register client: unknown f {op.f!r}; expected read, write or cas")
+                raise ValueError(
+                    f"memory register client: unknown f {op.f!r}; expected read, write, cas or delete"
+                )
         time.sleep(self.rng.uniform(0, self.max_delay_s))
         if crashed:
             return op.completion(INFO, op.value, error="indeterminate: simulated client timeout")

@@ -3,11 +3,14 @@
 Keys are ints taken in order; client threads work in groups of ``threads_per_key`` (default: the
 node count), each group on one key at a time, for about ``per_key_limit`` ops (default 100, scaled
 by a random 0.9..1.0 so keys do not end together on a fault boundary). Per key, a random mix of
-``read`` (value None; ok value int or None), ``write`` (value 0..4) and ``cas`` (value
-``[expected, new]``; ok = applied, fail = not applied, with ``compare_failed: true`` when the
-current value was not ``expected``), through the DB's ``register`` client
-(:class:`chaos.control.client.RegisterClient`). Checked for linearizability per key with the
-cas-register model (initial value None).
+``read`` (value None; ok value int or None), ``write`` (value 0..4; one write draw in
+:data:`DELETE_ONE_IN` is a ``delete`` instead, value None: the key is absent afterwards, a write of
+nil) and ``cas`` (value ``[expected, new]``; ok = applied, fail = not applied, with
+``compare_failed: true`` when the current value was not ``expected``), through the DB's
+``register`` client (:class:`chaos.control.client.RegisterClient`; a client without the optional
+``delete`` fails a delete: ``fail``, nothing done). Checked for linearizability per key with the
+cas-register model (initial value None; a delete is a write of nil, knossos's and porcupine's
+model of it).
 
 The DB decides how its client reaches the register (which node answers a read, redirects); a
 completion records the answering ``node`` and any fields the DB's client adds.
@@ -24,6 +27,7 @@ from chaos.history.op import Op
 from chaos.workloads import Workload
 
 VALUES = 5
+DELETE_ONE_IN = VALUES + 1  # a write draws one of the values or, as often as any one value, a delete
 PROTOCOL = "register"
 
 
@@ -55,7 +59,16 @@ class RegisterWorker(ProtocolWorker):
                 return r
 
             return complete(op, cas, lambda _: op.value)
-        raise ValueError(f"register client: unknown f {op.f!r}; expected read, write or cas")
+        if op.f == "delete":
+
+            def delete() -> Any:
+                client = self.client(test, op)
+                if not callable(getattr(client, "delete", None)):  # an optional method of the protocol
+                    raise Failed(f"delete: the {PROTOCOL} client {type(client).__name__} has no delete")
+                return client.delete(k)
+
+            return complete(op, delete, lambda _: None)
+        raise ValueError(f"register client: unknown f {op.f!r}; expected read, write, cas or delete")
 
 
 def _read(test: Any, ctx: gen.Context) -> dict[str, Any]:
@@ -63,7 +76,8 @@ def _read(test: Any, ctx: gen.Context) -> dict[str, Any]:
 
 
 def _write(test: Any, ctx: gen.Context) -> dict[str, Any]:
-    return {"f": "write", "value": ctx.rng.randrange(VALUES)}
+    v = ctx.rng.randrange(DELETE_ONE_IN)
+    return {"f": "delete", "value": None} if v == VALUES else {"f": "write", "value": v}
 
 
 def _cas(test: Any, ctx: gen.Context) -> dict[str, Any]:
