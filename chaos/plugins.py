@@ -30,10 +30,24 @@ DB); the CLI prints it and exits 254. Source: Jepsen tests are Clojure namespace
 from __future__ import annotations
 
 import importlib
+import sys
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from chaos.errors import ConfigError, did_you_mean
+
+API_VERSION = "1.0.0"
+"""The version of the plug-in API (``chaos.api.VERSION``, semantic versioning; CHANGELOG.md at the
+repository root says what each version added, changed, deprecated and removed). A plug-in may
+declare the range it needs in an attribute ``API`` (a PEP 440 specifier such as ``">=1.0,<2"``) on
+its object or its module; :func:`check_api` refuses it (one line, exit 254) when this version is
+outside it."""
+
+DEPRECATIONS: list[str] = []
+"""The deprecation messages this process has seen (each once, in order): a plug-in that imports a
+moved name gets a ``DeprecationWarning`` and the run summary shows the message once
+(:func:`deprecated`)."""
 
 GROUPS: Mapping[str, str] = {
     "db": "chaos.dbs",
@@ -148,26 +162,73 @@ def import_object(ref: str, flag: str = "plug-in") -> Any:
     return obj
 
 
+def deprecated(message: str, stacklevel: int = 3) -> None:
+    """Warn (``DeprecationWarning``) that a name moved, once per message and process, and keep the
+    message in :data:`DEPRECATIONS` for the run summary. ``message`` names the old and the new
+    import and the API version that removes the old one."""
+    if message not in DEPRECATIONS:
+        DEPRECATIONS.append(message)
+    warnings.warn(message, DeprecationWarning, stacklevel=stacklevel)
+
+
+def declared_api(obj: Any) -> tuple[str, str] | None:
+    """The API range a plug-in declares, with where: ``obj.API``, else its module's ``API``; None
+    when neither declares one."""
+    for holder in (obj, sys.modules.get(str(getattr(obj, "__module__", "") or ""))):
+        spec = getattr(holder, "API", None) if holder is not None else None
+        if isinstance(spec, str):
+            name = getattr(holder, "__name__", type(holder).__name__)
+            return spec, name
+    return None
+
+
+def check_api(obj: Any, label: str) -> None:
+    """Refuse a plug-in whose declared API range (:func:`declared_api`) excludes
+    :data:`API_VERSION`: ConfigError, one line naming ``label`` (e.g. ``--db mod:X``), the range and
+    this version. A range that is not a PEP 440 specifier is refused the same way."""
+    declared = declared_api(obj)
+    if declared is None:
+        return
+    spec, where = declared
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        wanted = SpecifierSet(spec)
+    except InvalidSpecifier:
+        raise ConfigError(
+            f"{label}: API {spec!r} (in {where}) is not a version range; expected e.g. '>=1.0,<2'"
+        ) from None
+    if API_VERSION not in wanted:
+        raise ConfigError(
+            f"{label}: needs the chaos plug-in API {spec} (API in {where}); this chaos provides "
+            f"API {API_VERSION} (see CHANGELOG.md)"
+        )
+
+
 def resolve(kind: str, spec: str) -> Any:
     """The object a ``--<kind>`` value names: ``module:attr``, a built-in name or an entry point's
-    name. ConfigError naming the flag and the known names for an unknown name."""
+    name. ConfigError naming the flag and the known names for an unknown name, and for a plug-in
+    whose declared API range excludes this tool's (:func:`check_api`)."""
     flag = _FLAGS[kind]
     spec = str(spec).strip()
     if is_reference(spec):
-        return import_object(spec, flag)
-    if spec in BUILTINS[kind]:
-        return import_object(BUILTINS[kind][spec], flag)
-    ep = entry_points(kind).get(spec)
-    if ep is None:
-        known = ", ".join(names(kind)) or "none"
-        hint = did_you_mean([spec], names(kind))
-        raise ConfigError(f"{flag} {spec}: unknown {kind}{hint}; expected one of {known} or module:attr")
-    try:
-        return ep.load()
-    except Exception as e:
-        raise ConfigError(
-            f"{flag} {spec}: loading entry point {ep.value} failed: {type(e).__name__}: {e}"
-        ) from None
+        obj = import_object(spec, flag)
+    elif spec in BUILTINS[kind]:
+        obj = import_object(BUILTINS[kind][spec], flag)
+    else:
+        ep = entry_points(kind).get(spec)
+        if ep is None:
+            known = ", ".join(names(kind)) or "none"
+            hint = did_you_mean([spec], names(kind))
+            raise ConfigError(f"{flag} {spec}: unknown {kind}{hint}; expected one of {known} or module:attr")
+        try:
+            obj = ep.load()
+        except Exception as e:
+            raise ConfigError(
+                f"{flag} {spec}: loading entry point {ep.value} failed: {type(e).__name__}: {e}"
+            ) from None
+    check_api(obj, f"{flag} {spec}")
+    return obj
 
 
 # -- workloads, nemeses, checkers ------------------------------------------------------------------

@@ -12,10 +12,18 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from chaos.cluster.db import DBOption
-from chaos.control.node import Node
-from chaos.control.util import DaemonProcess, LeaderViews, await_tcp_port, http_json
-from chaos.history.nodelogs import INVALID, LogPattern
+from chaos.api import (
+    INVALID,
+    DaemonProcess,
+    DBOption,
+    LeaderViews,
+    LogPattern,
+    Node,
+    await_tcp_port,
+    http_json,
+)
+
+API = ">=1.0,<2"  # the chaos plug-in API this module is written for (chaos.api.VERSION)
 
 DATA = "/var/lib/etcd-chaos"
 INSTALL = "command -v etcd || { apt-get update -q && apt-get install -yq etcd-server; }"
@@ -34,7 +42,7 @@ def b64(v: Any) -> str:
 
 
 class EtcdRegister:
-    """The ``register`` client protocol (chaos.control.client) over one member."""
+    """The ``register`` client protocol (chaos.api.RegisterClient) over one member."""
 
     def __init__(self, host: str, serializable: bool) -> None:
         self.host, self.serializable = host, serializable

@@ -13,10 +13,13 @@ postmaster and every backend, restarted by a supervisor loop 3 s later), pause (
 The client runs Elle's list-append micro-ops in one transaction at ``--db-opt isolation=...``
 (``serializable``, ``repeatable-read`` or ``read-committed``) over one row per key,
 ``lists(id int primary key, val int[])``: a read is ``SELECT val``, an append an ``UPDATE ... SET
-val = val || ARRAY[v]``, or an ``INSERT`` of a new row when no row was updated. Nothing is retried:
-a transaction PostgreSQL aborts (a serialization failure, a unique violation of two first appends)
-is ``fail``; a connection lost before ``COMMIT`` was sent is ``fail`` too (PostgreSQL rolls back an
-open transaction whose connection is gone); lost during ``COMMIT``, or no answer within the client
+val = val || ARRAY[v]``, or an ``INSERT`` of a new row when no row was updated. Under
+``--workload rw-register`` (``chaos.api.value_kind(test) == "register"``) the keys are rows of
+``registers(id int primary key, val int)`` and a write is an upsert. Nothing is retried: a
+transaction PostgreSQL aborts (a serialization failure, a deadlock, a unique violation of two first
+appends) is ``fail`` as ``chaos.api.Aborted`` (counted apart from the server being unavailable); a
+connection lost before ``COMMIT`` was sent is ``fail`` too (PostgreSQL rolls back an open
+transaction whose connection is gone); lost during ``COMMIT``, or no answer within the client
 timeout, it is ``info``.
 
 What the three levels show (Berenson et al. 1995; Ports & Grittner 2012 for PostgreSQL's SSI):
@@ -37,11 +40,23 @@ import threading
 import time
 from typing import Any
 
-from chaos.cluster.db import DBOption
-from chaos.control.client import Failed, Indeterminate, NotSent
-from chaos.control.node import Node
-from chaos.control.util import DaemonError, DaemonProcess, await_tcp_port, stop_daemon
-from chaos.history.nodelogs import INVALID, LogPattern
+from chaos.api import (
+    INVALID,
+    Aborted,
+    DaemonError,
+    DaemonProcess,
+    DBOption,
+    Failed,
+    Indeterminate,
+    LogPattern,
+    Node,
+    NotSent,
+    await_tcp_port,
+    stop_daemon,
+    value_kind,
+)
+
+API = ">=1.0,<2"  # the chaos plug-in API this module is written for (chaos.api.VERSION)
 
 PORT = 5433
 DATA = "/var/lib/postgresql/chaos"
@@ -68,16 +83,21 @@ RESTART_S = 3
 TUNING = "-c recovery_init_sync_method=syncfs"
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS lists (id int PRIMARY KEY, val int[] NOT NULL); "
+    "CREATE TABLE IF NOT EXISTS registers (id int PRIMARY KEY, val int NOT NULL); "
     "CREATE TABLE IF NOT EXISTS accounts (id int PRIMARY KEY, balance bigint NOT NULL)"
 )
+# SQLSTATE classes of a transaction the server rolled back on its own: 40 (serialization failure,
+# deadlock) and a unique violation (two first appends to one key)
+ABORTS = ("40", "23505")
 
 
 class PostgresTxn:
-    """The ``txn`` client protocol (chaos.control.client.TxnClient) over one connection to ``host``,
+    """The ``txn`` client protocol (chaos.api.TxnClient) over one connection to ``host``,
     at isolation ``level`` (SQL text); ``timeout`` seconds per transaction."""
 
-    def __init__(self, host: str, level: str, timeout: float = 2.0) -> None:
+    def __init__(self, host: str, level: str, timeout: float = 2.0, kind: str = "list") -> None:
         self.host, self.level, self.timeout = host, level, timeout
+        self.table = "registers" if kind == "register" else "lists"  # chaos.api.value_kind
         self.conn: Any = None
 
     def _connect(self) -> Any:
@@ -94,7 +114,7 @@ class PostgresTxn:
         return self.conn
 
     def txn(self, mops: list[list[Any]]) -> list[list[Any]]:
-        return self._transaction(lambda cur: [self._mop(cur, m) for m in mops])
+        return self._transaction(lambda cur: [self._mop(cur, self.table, m) for m in mops])
 
     def _transaction(self, body: Any) -> Any:
         """``body(cursor)`` inside one transaction at the client's level, then COMMIT; the errors
@@ -121,23 +141,33 @@ class PostgresTxn:
             self.close()
             if committing and lost:
                 raise Indeterminate(f"during COMMIT: {text}") from None
-            raise Failed(text) from None  # aborted by the server, or never committed
+            if e.sqlstate and e.sqlstate.startswith(ABORTS):
+                raise Aborted(text) from None  # the server rolled it back: a definite abort
+            raise Failed(text) from None  # refused, or never committed
         finally:
             timer.cancel()
             sock.detach()  # the connection owns the descriptor
 
     @staticmethod
-    def _mop(cur: Any, mop: list[Any]) -> list[Any]:
+    def _mop(cur: Any, table: str, mop: list[Any]) -> list[Any]:
         f, k, v = mop
         if f == "r":
-            row = cur.execute("SELECT val FROM lists WHERE id = %s", (k,)).fetchone()
-            return [f, k, list(row[0]) if row else None]
-        if f == "append":
+            row = cur.execute(f"SELECT val FROM {table} WHERE id = %s", (k,)).fetchone()
+            if table == "lists":
+                return [f, k, list(row[0]) if row else None]
+            return [f, k, row[0] if row else None]
+        if f == "append" and table == "lists":
             cur.execute("UPDATE lists SET val = val || ARRAY[%s] WHERE id = %s", (v, k))
             if cur.rowcount == 0:
                 cur.execute("INSERT INTO lists (id, val) VALUES (%s, ARRAY[%s])", (k, v))
             return [f, k, v]
-        raise Failed(f"micro-op {f!r}: this client runs list-append (r, append)")
+        if f == "w" and table == "registers":
+            cur.execute(
+                "INSERT INTO registers (id, val) VALUES (%s, %s) ON CONFLICT (id) DO UPDATE SET val = %s",
+                (k, v, v),
+            )
+            return [f, k, v]
+        raise Failed(f"micro-op {f!r} on {table}: expected r and append (lists) or w (registers)")
 
     def close(self) -> None:
         if self.conn is not None:
@@ -149,7 +179,7 @@ class PostgresTxn:
 
 
 class PostgresBank(PostgresTxn):
-    """The ``bank`` protocol (:class:`chaos.workloads.bank.BankClient`) over
+    """The ``bank`` protocol (the bank client protocol) over
     ``accounts(id int primary key, balance bigint)``, as Jepsen's SQL bank clients do it: a transfer
     reads both balances, refuses (ROLLBACK, ``fail``) when ``from`` cannot afford it, and writes
     both new balances as values computed by the client (``UPDATE ... SET balance = %s``); a read
@@ -271,8 +301,9 @@ class PostgresDB(DaemonProcess):
 
     def open_client(self, protocol: str, test: Any, node: Node, process: Any) -> PostgresTxn:
         primary = self.primary or next(iter(test.nodes))
-        cls = PostgresBank if protocol == "bank" else PostgresTxn
-        return cls(primary.host, LEVELS[self.isolation])
+        if protocol == "bank":
+            return PostgresBank(primary.host, LEVELS[self.isolation])
+        return PostgresTxn(primary.host, LEVELS[self.isolation], kind=value_kind(test) or "list")
 
 
 __all__ = ["PostgresBank", "PostgresDB", "PostgresTxn"]

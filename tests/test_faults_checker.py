@@ -168,7 +168,7 @@ def test_summary_says_plainly_when_faults_never_changed_leadership(tmp_path: Pat
 def test_check_run_carries_faults_for_a_stored_run(tmp_path: Path) -> None:
     run = write_run(tmp_path, history(), [sample(0.1, "n1", 1)])
     r = check_run(run)
-    assert set(r["checkers"]) == {"stats", "faults"}
+    assert set(r["checkers"]) == {"stats", "faults", "client-errors"}
     assert r["valid"] == "unknown" and r["checkers"]["faults"]["kinds"]["restart"]["failed"] == 1
     assert r["checkers"]["faults"]["leadership"]["samples"] == 1
     assert json.loads(run.results_path.read_text())["checkers"]["faults"] == r["checkers"]["faults"]

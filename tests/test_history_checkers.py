@@ -183,12 +183,35 @@ def test_a_malformed_history_is_not_a_checker_crash(tmp_path: Path) -> None:
 
 
 def test_checkers_for_workloads() -> None:
-    assert list(checkers_for({"workload": "log"})) == ["log", "log-reads", "stats", "perf", "faults"]
-    assert list(checkers_for({"workload": "set"})) == ["set", "stats", "perf", "faults"]
-    assert list(checkers_for({"workload": "register"})) == ["linear", "stats", "perf", "faults"]
-    assert list(checkers_for({"workload": "bank"})) == ["stats", "perf", "faults"]
-    assert list(checkers_for({"workload": "bank"}, model="register")) == ["linear", "stats", "perf", "faults"]
-    assert list(checkers_for({"workload": "log", "checkers": ["perf"]})) == ["perf", "faults"]
+    assert list(checkers_for({"workload": "log"})) == [
+        "log",
+        "log-reads",
+        "stats",
+        "perf",
+        "faults",
+        "client-errors",
+    ]
+    assert list(checkers_for({"workload": "set"})) == ["set", "stats", "perf", "faults", "client-errors"]
+    assert list(checkers_for({"workload": "register"})) == [
+        "linear",
+        "stats",
+        "perf",
+        "faults",
+        "client-errors",
+    ]
+    assert list(checkers_for({"workload": "bank"})) == ["stats", "perf", "faults", "client-errors"]
+    assert list(checkers_for({"workload": "bank"}, model="register")) == [
+        "linear",
+        "stats",
+        "perf",
+        "faults",
+        "client-errors",
+    ]
+    assert list(checkers_for({"workload": "log", "checkers": ["perf"]})) == [
+        "perf",
+        "faults",
+        "client-errors",
+    ]
     with pytest.raises(ValueError, match="unknown checker 'nope'"):
         checkers_for({"checkers": ["nope"]})
 
@@ -199,7 +222,7 @@ def test_check_run_writes_results_json(tmp_path: Path) -> None:
     _log_history(run.path, lost=True)
     r = check_run(tmp_path / "store")
     assert r["valid"] is False
-    assert set(r["checkers"]) == {"log", "perf", "faults"}
+    assert set(r["checkers"]) == {"log", "perf", "faults", "client-errors"}
     assert r["checkers"]["log"]["lost"][0]["value"] == 2
     assert run.load_results() == r
     with pytest.raises(FileNotFoundError, match="no history"):

@@ -78,7 +78,7 @@ def test_run_directory_is_rechecked_and_results_rewritten(tmp_path: Path) -> Non
     assert r.returncode == 1, r.stderr
     res = run.load_results()
     assert res["valid"] is False and res["checkers"]["log"]["duplicated"][0]["value"] == 3
-    assert set(res["checkers"]) == {"log", "log-reads", "stats", "perf", "faults"}
+    assert set(res["checkers"]) == {"log", "log-reads", "stats", "perf", "faults", "client-errors"}
 
 
 @pytest.mark.parametrize(

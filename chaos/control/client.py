@@ -15,19 +15,46 @@ raise:
   send): it may or may not have taken effect. Recorded ``info`` (``fail`` for the workload's
   idempotent fs such as reads, which change nothing).
 
-Any other exception is also recorded ``info``: whether it was sent is unknown. A method may return
-an :class:`Answer` instead of a bare value to record which node answered and extra fields.
-:func:`complete` applies those rules; every workload's client template uses it, so no DB client
-has to get the ``fail``/``info`` distinction right on its own (Jepsen: "a crashed op is info").
+- :class:`Aborted` (a :class:`Failed`): the system aborted it (a serialization failure, a
+  deadlock victim, a conflict): ``fail`` with ``aborted: true``, counted apart from the system
+  being unavailable.
+
+Any other exception is recorded ``info`` too (Jepsen: "a crashed op is info"): whether it was sent
+is unknown. Two kinds are told apart (:func:`is_declared`):
+
+- the DB's **declared** errors: :class:`ClientError`, :class:`chaos.errors.DBError`, the standard
+  library's network errors (:data:`NETWORK_ERRORS`: ``OSError`` but the file system's, DNS,
+  ``URLError``, ``HTTPException``, ``ssl.SSLError``) and the classes the DB lists in its
+  ``client_errors`` attribute (e.g. ``(psycopg.Error,)``): ``info``, ``error: "indeterminate:
+  ..."``, a statement about the database;
+- anything else is a **client error**, a crash of the plug-in's (or the workload's) own code and
+  no statement about the database: ``info`` with ``error: "client error: <type>: <message> at
+  <file>:<line>"`` and the field ``client_error: {"type", "message", "where", "path", "line"}``
+  (:func:`client_error`: ``where`` is the innermost frame of the traceback in the plug-in's own
+  files). The ``client-errors`` checker (:mod:`chaos.history.clienterrors`) makes a run with any
+  client error at best ``unknown``, never invalid or "unavailable" because of it.
+
+A method may return an :class:`Answer` instead of a bare value to record which node answered and
+extra fields. :func:`complete` applies those rules; every workload's client template uses it, so
+no DB client has to get the ``fail``/``info`` distinction right on its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import http.client
+import os
+import socket
+import ssl
+import sys
+import sysconfig
+import traceback
+import urllib.error
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from chaos.control.node import Node
+from chaos.errors import DBError
 from chaos.history.op import FAIL, INFO, OK, Op
 
 
@@ -49,8 +76,147 @@ class NotSent(Failed):
     """The operation was never sent (no connection, no leader known): ``fail``."""
 
 
+class Aborted(Failed):
+    """The system aborted the operation (a serialization failure, a deadlock victim, a write
+    conflict): a definite failure, ``fail`` with ``aborted: true``, shown apart from the system
+    being unavailable (:func:`chaos.history.analysis.fail_class`)."""
+
+
 class Indeterminate(ClientError):
     """The operation was sent and its outcome is unknown (timeout, lost connection): ``info``."""
+
+
+NETWORK_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    socket.gaierror,
+    socket.herror,
+    urllib.error.URLError,
+    http.client.HTTPException,
+    ssl.SSLError,
+)
+"""Exceptions of talking over a network in the standard library (``OSError`` covers the socket
+errors: a reset, a refusal, a timeout, no route to the host): a client that lets one through
+reports the database (or the network to it), not a bug of its own; recorded ``info``. The
+``OSError`` s of files (:data:`FILE_ERRORS`) are not among them."""
+
+FILE_ERRORS: tuple[type[BaseException], ...] = (
+    FileNotFoundError,
+    FileExistsError,
+    IsADirectoryError,
+    NotADirectoryError,
+)
+"""``OSError`` s of the local file system: plug-in code that raises one has a bug of its own."""
+
+
+def own_errors(db: Any) -> tuple[type[BaseException], ...]:
+    """The exception classes in the DB's ``client_errors`` attribute (a class or a sequence of
+    classes; anything else in it is ignored)."""
+    own = getattr(db, "client_errors", None) if db is not None else None
+    if isinstance(own, type):
+        own = (own,)
+    try:
+        items = tuple(own or ())
+    except TypeError:
+        return ()
+    return tuple(c for c in items if isinstance(c, type) and issubclass(c, BaseException))
+
+
+def declared_errors(db: Any) -> tuple[type[BaseException], ...]:
+    """The exception classes that are statements about the database for ``db``'s clients:
+    :class:`ClientError`, :class:`chaos.errors.DBError`, :data:`NETWORK_ERRORS` (but
+    :data:`FILE_ERRORS`) and the DB's own (:func:`own_errors`)."""
+    return (ClientError, DBError, *NETWORK_ERRORS, *own_errors(db))
+
+
+def is_declared(exc: BaseException, db: Any = None) -> bool:
+    """Whether ``exc`` is a declared error of ``db``'s clients (:func:`declared_errors`) rather
+    than a crash of plug-in code."""
+    if isinstance(exc, FILE_ERRORS) and not isinstance(exc, (ClientError, DBError, *own_errors(db))):
+        return False
+    return isinstance(exc, declared_errors(db))
+
+
+_TOOL_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the chaos package
+_LIB_DIRS = tuple(
+    {
+        os.path.abspath(p)
+        for k in ("stdlib", "platstdlib", "purelib", "platlib")
+        if (p := sysconfig.get_path(k))
+    }
+)
+
+
+def plugin_roots(*objs: Any) -> list[str]:
+    """The files of the plug-in that defines ``objs`` (a DB, a client, a class): the directory of
+    each object's top-level package, or the module's own file for a module outside a package."""
+    roots: list[str] = []
+    for obj in objs:
+        if obj is None:
+            continue
+        cls = obj if isinstance(obj, type) else type(obj)
+        name = str(getattr(cls, "__module__", "") or "")
+        top = getattr(sys.modules.get(name.split(".")[0]), "__file__", None)
+        own = getattr(sys.modules.get(name), "__file__", None)
+        path = top or own  # a namespace package (no file of its own): the module's file
+        if not path:
+            continue
+        path = os.path.abspath(path)
+        root = os.path.dirname(path) if os.path.basename(path) == "__init__.py" else path
+        if root != _TOOL_DIR and root not in roots:
+            roots.append(root)
+    return roots
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def raised_where(exc: BaseException, roots: Iterable[str] = ()) -> tuple[str, int] | None:
+    """``(path, line)`` of the frame ``exc`` is blamed on: the innermost frame of its traceback in
+    one of the plug-in's ``roots`` (:func:`plugin_roots`), else the innermost frame outside the
+    tool, the standard library and site-packages (code of the plug-in author's), else the
+    innermost frame outside the tool; None for an exception without a traceback."""
+    frames = [(os.path.abspath(f.filename), f.lineno or 0) for f in traceback.extract_tb(exc.__traceback__)]
+    roots = [os.path.abspath(r) for r in roots]
+    outside = [f for f in frames if not _under(f[0], _TOOL_DIR)]
+    for chosen in (
+        [f for f in frames if any(_under(f[0], r) for r in roots)],
+        [f for f in outside if not any(_under(f[0], d) for d in _LIB_DIRS)],
+        outside,
+        frames,
+    ):
+        if chosen:
+            return chosen[-1]
+    return None
+
+
+def client_error(exc: BaseException, roots: Iterable[str] = ()) -> dict[str, Any]:
+    """The ``client_error`` field of an op whose client raised ``exc`` (a crash of plug-in code):
+    ``{"type", "message" (one line, at most 300 characters), "where" ("file.py:42", or "" when
+    unknown), "path", "line"}``; ``roots`` as :func:`raised_where`."""
+    found = raised_where(exc, roots)
+    message = " ".join(str(exc).split())[:300]
+    out: dict[str, Any] = {"type": type(exc).__name__, "message": message, "where": ""}
+    if found is not None:
+        path, line = found
+        out.update(where=f"{os.path.basename(path)}:{line}", path=path, line=line)
+    return out
+
+
+def client_error_text(ce: dict[str, Any]) -> str:
+    """``ValueError: unknown node 'n2' at etcd_db.py:42``: a ``client_error`` field in one line."""
+    text = f"{ce.get('type')}: {ce.get('message')}" if ce.get("message") else str(ce.get("type"))
+    return f"{text} at {ce['where']}" if ce.get("where") else text
+
+
+def crashed(op: Op, exc: BaseException, db: Any = None, *objs: Any) -> Op:
+    """The ``info`` completion of ``op`` whose client code raised ``exc`` (not a :class:`ClientError`):
+    ``indeterminate: <type>: <message>`` for a declared error of ``db`` (:func:`is_declared`), else
+    a client error (:func:`client_error`, blamed on the files of ``db`` and ``objs``)."""
+    if is_declared(exc, db):
+        return op.completion(INFO, op.value, error=f"indeterminate: {type(exc).__name__}: {exc}")
+    ce = client_error(exc, plugin_roots(db, *objs))
+    return op.completion(INFO, op.value, error=f"client error: {client_error_text(ce)}", client_error=ce)
 
 
 @dataclass
@@ -127,19 +293,26 @@ class TxnClient(Protocol):
     def close(self) -> None: ...
 
 
-def complete(op: Op, call: Callable[[], Any], value: Callable[[Any], Any] | None = None) -> Op:
+def complete(
+    op: Op, call: Callable[[], Any], value: Callable[[Any], Any] | None = None, *, test: Any = None
+) -> Op:
     """The completion of ``op`` after ``call()`` (a protocol method): ok with ``value(result)``
     (default: the result itself; an :class:`Answer` gives its value, node and fields); ``fail`` for
-    :class:`Failed`/:class:`NotSent`; ``info`` for :class:`Indeterminate` and any other exception
-    (the error text recorded as ``error``)."""
+    :class:`Failed`/:class:`NotSent` (with ``aborted: true`` for :class:`Aborted`); ``info`` for
+    :class:`Indeterminate` and any other exception: a declared error of ``test.db``
+    (:func:`is_declared`) as ``indeterminate: ...``, anything else as a client error
+    (:func:`crashed`: ``client_error`` names the exception and the plug-in's file:line)."""
     try:
         result = call()
     except Failed as e:
-        return _errored(op, FAIL, e)
+        comp = _errored(op, FAIL, e)
+        if isinstance(e, Aborted):
+            comp.extra["aborted"] = True
+        return comp
     except Indeterminate as e:
         return _errored(op, INFO, e, "indeterminate: ")
     except Exception as e:  # unknown whether it was sent: info (Jepsen's crashed op)
-        return op.completion(INFO, op.value, error=f"indeterminate: {type(e).__name__}: {e}")
+        return crashed(op, e, getattr(test, "db", None))
     node = None
     fields: dict[str, Any] = {}
     if isinstance(result, Answer):
@@ -158,6 +331,14 @@ def _errored(op: Op, type_: str, e: ClientError, prefix: str = "") -> Op:
     if e.node:
         comp.node = e.node
     return comp
+
+
+def value_kind(test: Any) -> str | None:
+    """What the keys of a ``txn`` workload hold: ``"list"`` (list-append: ``append`` micro-ops, a
+    read returns the whole list) or ``"register"`` (rw-register: ``w`` micro-ops, a read returns
+    the value); None for a workload that does not say (``test.workload.value_kind``)."""
+    kind = getattr(getattr(test, "workload", None), "value_kind", None)
+    return str(kind) if kind else None
 
 
 def node_of(test: Any, node: Node | str) -> Node:

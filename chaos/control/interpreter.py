@@ -17,9 +17,12 @@ for a future op's time, a pending generator, the end of the run.
 
 Process model (Jepsen): an ``info`` completion (indeterminate) retires the process; the thread goes
 on as process ``p + concurrency`` with a freshly opened client. An exception from a client becomes an
-``info`` completion with ``error="indeterminate: <exception>"``. For idempotent fs (``read`` by default)
-``info`` becomes ``fail``: a read that timed out changed nothing. Opening a client that fails makes the
-op ``fail`` with ``error="no-client: ..."``. ``sleep`` ops hold a thread and ``log`` ops are logged;
+``info`` completion (:func:`chaos.control.client.crashed`): ``error="indeterminate: <exception>"``
+for an error the DB declares, else a client error (``client_error`` names the exception and the
+plug-in's file:line). For idempotent fs (``read`` by default) ``info`` becomes ``fail``: a read
+that timed out changed nothing; a client error stays ``info`` (nothing was learnt of the DB).
+Opening a client that fails with a declared error makes the op ``fail`` with
+``error="no-client: ..."``, with any other exception a client error. ``sleep`` ops hold a thread and ``log`` ops are logged;
 neither is recorded.
 
 Waiting: completions reach the scheduler through a :class:`_Mailbox` (a deque under a
@@ -49,6 +52,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeVar
 
+from chaos.control.client import crashed, is_declared
 from chaos.control.generator import (
     NEMESIS_THREAD,
     PENDING,
@@ -384,11 +388,16 @@ class Interpreter:
 
     def _invoke_client(self, w: _Worker, op: Op) -> Op:
         client = w.client
+        db = getattr(self.test, "db", None)
         if client is None:
             assert self.client is not None and w.node is not None
             try:
                 client = w.client = self.client.open(self.test, w.node)
             except Exception as e:
+                if not is_declared(e, db):  # the workload's or plug-in's own code crashed
+                    comp = crashed(op, e, db, self.client)
+                    comp.node = w.node
+                    return comp
                 return op.completion(FAIL, error=f"no-client: {type(e).__name__}: {e}", node=w.node)
         try:
             comp = client.invoke(self.test, op)
@@ -396,11 +405,12 @@ class Interpreter:
             if err is not None:
                 comp = op.completion(INFO, error=f"indeterminate: {err}", node=w.node)
         except Exception as e:
-            comp = op.completion(INFO, error=f"indeterminate: {type(e).__name__}: {e}", node=w.node)
+            comp = crashed(op, e, db, client)
+            comp.node = w.node
         if comp.node is None:
             comp.node = w.node
         if comp.type == INFO:
-            if op.f in self.idempotent:
+            if op.f in self.idempotent and not (comp.extra and "client_error" in comp.extra):
                 comp.type = FAIL
             else:
                 self._close_client(w)  # the process is retired; its successor gets a fresh client

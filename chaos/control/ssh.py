@@ -659,15 +659,17 @@ class Control:
         """The node names, in the order given."""
         return [n.name for n in self.nodes]
 
-    def remote(self, name: str) -> Remote:
-        """The Remote of node ``name``; ValueError naming the known nodes otherwise."""
+    def remote(self, name: str | Node) -> Remote:
+        """The Remote of node ``name`` (a name, or a :class:`Node` of this control: its name is
+        looked up); ValueError naming the known nodes otherwise."""
+        key = name.name if isinstance(name, Node) else name
         try:
-            return self._remotes[name]
-        except KeyError:
-            raise ValueError(f"unknown node {name!r}; expected one of {', '.join(self.names)}") from None
+            return self._remotes[key]
+        except (KeyError, TypeError):
+            raise ValueError(f"unknown node {key!r}; expected one of {', '.join(self.names)}") from None
 
-    def node(self, name: str) -> Node:
-        """The Node called ``name``; ValueError as :meth:`remote`."""
+    def node(self, name: str | Node) -> Node:
+        """The Node called ``name`` (a name or a Node, as :meth:`remote`); ValueError as :meth:`remote`."""
         return self.remote(name).node
 
     def on_nodes(self, fn: Callable[[Remote], T], names: Iterable[str] | None = None) -> dict[str, T]:

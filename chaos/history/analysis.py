@@ -20,11 +20,14 @@ pipeline (:mod:`chaos.history.spark`, whose SQL statistics join on the windows c
   end of the history has ``end = None`` (it lasts until the end).
 - **Availability** (after ``jepsen.checker.perf``): the longest stretches with no ok client
   completion while clients were trying (an op was in flight or invoked), from the first invocation
-  on; a stretch still open at the end of the history ends there.
+  on; a stretch still open at the end of the history ends there. An op whose client crashed
+  (``client_error``, :mod:`chaos.history.clienterrors`) does not count as trying: the DB was not
+  asked.
 - **Failures apart** (Jepsen's op types are kept): a ``fail`` is either a definite *no match*, an
   answer the operation allows (a ``cas`` whose compare did not match: ``compare_failed: true``, as
   the register workload and porcupine's ``etcdModel`` record it), or *unavailable*, the DB
-  refusing to serve (``NOT_LEADER``, a definite error): :func:`fail_class`. Counts, the live view,
+  refusing to serve (``NOT_LEADER``, a definite error), or *aborted*, a definite failure the
+  system chose (a serialization failure, a deadlock: ``aborted: true``): :func:`fail_class`. Counts, the live view,
   the summary and the report show the two apart, so a healthy cas workload does not look like an
   outage.
 - **Verdicts** merge worst-first with :func:`chaos.history.checkers.merge_valid` (re-exported), the
@@ -62,21 +65,27 @@ __all__ = [
 MIN_GAP_NS = 1_000_000  # shorter stretches between ok ops are not worth listing
 
 NO_MATCH = "no-match"
+ABORTED = "aborted"
 UNAVAILABLE = "unavailable"
-FAIL_CLASSES = (NO_MATCH, UNAVAILABLE)
+FAIL_CLASSES = (NO_MATCH, ABORTED, UNAVAILABLE)
 
 
 def fail_class(op: Op | dict[str, Any]) -> str | None:
     """For a ``fail`` completion, :data:`NO_MATCH` (the op was served and its compare did not
-    match: ``compare_failed: true``) or :data:`UNAVAILABLE` (any other definite failure); None for
-    any other type. Takes an :class:`Op` or a history line as a dict."""
+    match: ``compare_failed: true``), :data:`ABORTED` (the system aborted it, a serialization
+    failure or a deadlock victim: ``aborted: true``, a DB client's ``chaos.api.Aborted``) or
+    :data:`UNAVAILABLE` (any other definite failure); None for any other type. Takes an
+    :class:`Op` or a history line as a dict."""
     if isinstance(op, dict):
-        typ, flag = op.get("type"), op.get("compare_failed")
+        typ, flag, aborted = op.get("type"), op.get("compare_failed"), op.get("aborted")
     else:
-        typ, flag = op.type, op.extra.get("compare_failed") if op.extra else None
+        extra = op.extra or {}
+        typ, flag, aborted = op.type, extra.get("compare_failed"), extra.get("aborted")
     if typ != "fail":
         return None
-    return NO_MATCH if flag is True else UNAVAILABLE
+    if flag is True:
+        return NO_MATCH
+    return ABORTED if aborted is True else UNAVAILABLE
 
 
 class NemesisPairing:
@@ -271,6 +280,13 @@ class Availability:
         if self.first_invoke is None:
             self.first_invoke = t
 
+    def withdraw(self) -> None:
+        """The op invoked last by its process completed with a client error (the client's own code
+        crashed, chaos.history.clienterrors): it was not the DB failing to serve, so it no longer
+        counts as a client trying. Call instead of :meth:`complete`."""
+        self.pending -= 1
+        self.since_ok = max(0, self.since_ok - 1)
+
     def complete(self, t: int, type_: str, f: str) -> None:
         self.pending -= 1
         if type_ != OK:
@@ -311,7 +327,10 @@ def availability(ops: Iterable[Op], top: int = 10) -> list[Gap]:
             av.invoke(op.time)
         elif op.process in open_:
             open_.discard(op.process)
-            av.complete(op.time, op.type, op.f)
+            if op.extra and "client_error" in op.extra:
+                av.withdraw()
+            else:
+                av.complete(op.time, op.type, op.f)
     return av.finish(end)
 
 

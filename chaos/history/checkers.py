@@ -196,6 +196,7 @@ def compose(checkers: Mapping[str, Checker] | Iterable[Checker]) -> Compose:
 class _StatsAcc:
     def __init__(self) -> None:
         self.by_f: dict[str, dict[str, int]] = {}
+        self.crashed: dict[str, int] = {}  # f -> completions with a client error
 
     def step(self, op: Op) -> None:
         if op.process == NEMESIS or op.type == INVOKE:
@@ -204,32 +205,42 @@ class _StatsAcc:
         if c is None:
             c = self.by_f[op.f] = {OK: 0, FAIL: 0, INFO: 0}
         c[op.type] = c.get(op.type, 0) + 1
+        if op.extra and "client_error" in op.extra:
+            self.crashed[op.f] = self.crashed.get(op.f, 0) + 1
 
     def finish(self) -> dict[str, Any]:
-        by_f = {}
+        by_f: dict[str, dict[str, Any]] = {}
         for f in sorted(self.by_f):
             c = self.by_f[f]
             n = c[OK] + c[FAIL] + c[INFO]
-            by_f[f] = {**c, "count": n, "valid": c[OK] > 0}
+            # no ok because the client crashed says nothing of the DB (chaos.history.clienterrors)
+            valid: Any = True if c[OK] > 0 else UNKNOWN if self.crashed.get(f) else False
+            by_f[f] = {**c, "count": n, "valid": valid}
+            if self.crashed.get(f):
+                by_f[f]["client_errors"] = self.crashed[f]
         total = {t: sum(c[t] for c in self.by_f.values()) for t in (OK, FAIL, INFO)}
-        never_ok = [f for f, c in by_f.items() if not c["valid"]]
+        never_ok = [f for f, c in by_f.items() if c["valid"] is not True]
         out: dict[str, Any] = {
-            "valid": all(c["valid"] for c in by_f.values()),
+            "valid": merge_valid(c["valid"] for c in by_f.values()),
             "by_f": by_f,
             **total,
             "count": sum(total.values()),
         }
         if never_ok:
             out["error"] = "no ok " + ", ".join(never_ok)
+            crashed = [f for f in never_ok if self.crashed.get(f)]
+            if crashed:
+                out["error"] += f" (client errors in {', '.join(crashed)})"
         return out
 
 
 class StatsChecker(StreamChecker):
     """Ok/fail/info counts of client completions per f (``jepsen.checker/stats``).
 
-    Result: ``{"valid", "by_f": {f: {"ok", "fail", "info", "count", "valid"}}, "ok", "fail", "info",
-    "count"}``; valid is False when some f never completed ok (a workload that never succeeds
-    at something tells nothing about it).
+    Result: ``{"valid", "by_f": {f: {"ok", "fail", "info", "count", "valid", "client_errors"?}},
+    "ok", "fail", "info", "count"}``; valid is False when some f never completed ok (a workload
+    that never succeeds at something tells nothing about it), ``"unknown"`` instead when some of
+    that f's ops crashed in the client (``client_error``: chaos.history.clienterrors).
     """
 
     name = "stats"
@@ -414,7 +425,8 @@ def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str,
 
     register -> linear (cas-register), stats, perf; log -> log, stats, perf; set -> set, stats, perf;
     any other workload -> stats, perf (plus linear when ``model`` is given). ``faults``
-    (:mod:`chaos.history.faults`) is always added.
+    (:mod:`chaos.history.faults`) and ``client-errors`` (:mod:`chaos.history.clienterrors`) are
+    always added.
     Raises ValueError for an unknown checker name in ``"checkers"``.
     """
     from chaos.history.perf import PerfChecker
@@ -439,6 +451,7 @@ def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str,
         "set-full-linearizable": lambda: importlib.import_module("chaos.history.setfull").SetFullChecker(
             True
         ),
+        "client-errors": lambda: importlib.import_module("chaos.history.clienterrors").ClientErrorsChecker(),
         "elle": lambda: importlib.import_module("chaos.history.elle").ElleChecker(
             str(test.get("workload") or "list-append"),
             str(test.get("consistency_model") or "strict-serializable"),
@@ -465,6 +478,8 @@ def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str,
         raise ValueError(f"test.json 'checkers' must be a list of names, got {names!r}")
     if "faults" not in names:  # every run, stored ones too: did the requested faults take effect?
         names = [*names, "faults"]
+    if "client-errors" not in names:  # every run: did the client code crash (not a DB verdict)?
+        names = [*names, "client-errors"]
     out: dict[str, Checker] = {}
     for n in names:
         if n not in factories:

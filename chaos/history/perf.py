@@ -163,10 +163,12 @@ _OUTSIDE = ("none",)
 def ops_line(ops: dict[str, Any]) -> str:
     """``"2975 ops: 1700 ok, 1203 fail (764 no match, 439 unavailable), 72 info"`` from the perf
     checker's ``ops`` (a cas whose compare did not match is an answer, not an outage)."""
+    aborted = f"{ops['fail_aborted']} aborted, " if ops.get("fail_aborted") else ""
+    crashed = f" ({ops['client_errors']} client errors)" if ops.get("client_errors") else ""
     return (
         f"{ops.get('count', 0)} ops: {ops.get('ok', 0)} ok, {ops.get('fail', 0)} fail "
-        f"({ops.get('fail_no_match', 0)} no match, {ops.get('fail_unavailable', 0)} unavailable), "
-        f"{ops.get('info', 0)} info"
+        f"({ops.get('fail_no_match', 0)} no match, {aborted}{ops.get('fail_unavailable', 0)} unavailable), "
+        f"{ops.get('info', 0)} info{crashed}"
     )
 
 
@@ -194,6 +196,7 @@ class _PerfAcc:
         self.nemesis_count = 0
         self.end_time = 0
         self.fails = {c: 0 for c in FAIL_CLASSES}  # fail completions apart (analysis.fail_class)
+        self.client_errors = 0  # completions whose client crashed (chaos.history.clienterrors)
 
     def _nemesis(self, op: Op) -> None:
         inv = self.faults.step(op)
@@ -245,6 +248,10 @@ class _PerfAcc:
         counts[b] += 1
         if typ == FAIL:
             self.fails[fail_class(op) or FAIL_CLASSES[-1]] += 1
+        if op.extra and "client_error" in op.extra:  # the client crashed: the DB was not asked
+            self.client_errors += 1
+            self.avail.withdraw()
+            return
         self.avail.complete(t, typ, f)
 
     def _by_f(self, group: Any) -> dict[str, dict[str, Any]]:
@@ -271,6 +278,7 @@ class _PerfAcc:
             by[typ] = by.get(typ, 0) + len(ser.all)
         out = {"count": sum(by.values()), **by}
         out.update({f"fail_{c.replace('-', '_')}": n for c, n in self.fails.items()})
+        out["client_errors"] = self.client_errors
         return out
 
     def _align(self, start: int, end: int | None) -> tuple[dict[str, Any] | None, bool]:
@@ -369,7 +377,14 @@ class _PerfAcc:
             "availability": {
                 "windows": windows_out,
                 "longest_s": windows_out[0]["duration_s"] if windows_out else 0.0,
-                "summary": windows_out[0]["summary"] if windows_out else "no unavailability",
+                "summary": windows_out[0]["summary"]
+                if windows_out
+                else "no unavailability"
+                + (
+                    f" ({self.client_errors} ops crashed in the client, not measured)"
+                    if self.client_errors
+                    else ""
+                ),
             },
             "nemesis": self.nemesis,
             "nemesis_count": self.nemesis_count,
@@ -381,7 +396,7 @@ class PerfChecker(StreamChecker):
 
     Options: ``top_windows`` (int, default 10): how many unavailability windows to list.
     Result: ``{"valid", "duration_s", "ops": {"count", "ok", "fail", "info", "fail_no_match",
-    "fail_unavailable"}, "latency": {"by_f", "by_f_all", "outside_faults", "faults"}, "throughput",
+    "fail_aborted", "fail_unavailable", "client_errors"}, "latency": {"by_f", "by_f_all", "outside_faults", "faults"}, "throughput",
     "ok_rate", "availability": {"windows", "longest_s", "summary"}, "nemesis", "nemesis_count"}``.
     """
 

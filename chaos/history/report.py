@@ -38,6 +38,7 @@ from rich.text import Text
 
 from chaos.history import plots, report_jepsen, report_txn
 from chaos.history.analysis import (
+    ABORTED,
     NO_MATCH,
     HistoryError,
     NemesisPairing,
@@ -208,6 +209,7 @@ class Paired:
     n: list[str] = field(default_factory=list)  # node or ""
     err: list[str] = field(default_factory=list)
     nm: list[int] = field(default_factory=list)  # 1: a fail that was an answered no (fail_class)
+    ab: list[int] = field(default_factory=list)  # 1: a fail the system aborted (fail_class)
 
 
 def pair_ops(history: list[dict[str, Any]]) -> tuple[Paired, list[dict[str, Any]], int]:
@@ -270,10 +272,13 @@ def pair_ops(history: list[dict[str, Any]]) -> tuple[Paired, list[dict[str, Any]
             out.n.append(str(o.get("node") or ""))
             out.err.append("")
             out.nm.append(0)
+            out.ab.append(0)
         elif proc in pending:
             m = pending.pop(proc)
             out.t[m] = TYPE_ORDER.index(typ) if typ in TYPE_ORDER else 2
-            out.nm[m] = 1 if fail_class(o) == NO_MATCH else 0
+            cls = fail_class(o)
+            out.nm[m] = 1 if cls == NO_MATCH else 0
+            out.ab[m] = 1 if cls == ABORTED else 0
             out.e[m] = time // 1000
             out.j[m] = idx
             val = o.get("value")
@@ -967,7 +972,9 @@ def summary_table(
     stats checker's ``by_f`` when the history cannot be read).
     """
     hp = Path(history_path)
-    by_f: dict[str, dict[str, int]] = defaultdict(lambda: {"ok": 0, "fail": 0, "info": 0, "no_match": 0})
+    by_f: dict[str, dict[str, int]] = defaultdict(
+        lambda: {"ok": 0, "fail": 0, "info": 0, "no_match": 0, "aborted": 0}
+    )
     nemesis_ops = 0
     try:
         hist, _ = read_history_lines(hp)
@@ -979,6 +986,7 @@ def summary_table(
             counts = by_f[pairs.fs[pairs.f[m]]]
             counts[TYPE_ORDER[pairs.t[m]]] += 1
             counts["no_match"] += pairs.nm[m]
+            counts["aborted"] += pairs.ab[m]
         nemesis_ops = sum(1 for d in nem if d["f"].startswith("start-"))
     else:
         stats = ((results or {}).get("checkers") or {}).get("stats") or {}
@@ -993,14 +1001,17 @@ def summary_table(
     ops.add_column("f")
     ops.add_column("ok", justify="right", style="green")
     ops.add_column("fail: no match", justify="right", style="magenta")
+    aborted = any(c.get("aborted") for c in by_f.values())
+    if aborted:  # a definite failure the system chose (chaos.api.Aborted), not an outage
+        ops.add_column("fail: aborted", justify="right", style="magenta")
     ops.add_column("fail: unavailable", justify="right", style="red")
     ops.add_column("info", justify="right", style="yellow")
-    tot = {"ok": 0, "fail": 0, "info": 0, "no_match": 0}
+    tot = {"ok": 0, "fail": 0, "info": 0, "no_match": 0, "aborted": 0}
     for f in sorted(by_f):
-        ops.add_row(f, *_op_cells(by_f[f]), end_section=f == max(by_f))
+        ops.add_row(f, *_op_cells(by_f[f], aborted), end_section=f == max(by_f))
         for t in tot:
-            tot[t] += by_f[f][t]
-    ops.add_row(Text("total", style="bold"), *_op_cells(tot))
+            tot[t] += by_f[f].get(t, 0)
+    ops.add_row(Text("total", style="bold"), *_op_cells(tot, aborted))
     from chaos.history import report_faults
 
     fault_caption = report_faults.caption(results)  # took effect, not merely requested
@@ -1008,6 +1019,9 @@ def summary_table(
         ops.caption = f"{nemesis_ops} nemesis fault{'s' if nemesis_ops != 1 else ''} requested"
         ops.caption_justify = "left"
     outer.add_row(ops)
+    crashed = client_errors_row(results)
+    if crashed is not None:
+        outer.add_row(Text(f"client errors: {crashed}", style="bold yellow"))
     if fault_caption is not None and nemesis_ops:
         outer.add_row(Text(fault_caption))
     checkers = checker_summaries(results)
@@ -1042,9 +1056,20 @@ def summary_table(
     return outer
 
 
-def _op_cells(c: dict[str, int]) -> list[str]:
-    """ok, fail that was an answered no, fail that was the DB not serving, info."""
-    return [str(c["ok"]), str(c["no_match"]), str(c["fail"] - c["no_match"]), str(c["info"])]
+def _op_cells(c: dict[str, int], aborted: bool = False) -> list[str]:
+    """ok, fail that was an answered no, (fail the system aborted,) fail that was the DB not
+    serving, info."""
+    ab = int(c.get("aborted", 0))
+    mid = [str(ab)] if aborted else []
+    return [str(c["ok"]), str(c["no_match"]), *mid, str(c["fail"] - c["no_match"] - ab), str(c["info"])]
+
+
+def client_errors_row(results: dict[str, Any] | None) -> str | None:
+    """The "client errors" row (``ValueError: ... at etcd_db.py:42, 1,499 of 1,499 ops``) of a
+    run whose client code crashed, else None (:func:`chaos.history.clienterrors.row`)."""
+    from chaos.history.clienterrors import NAME, row
+
+    return row(((results or {}).get("checkers") or {}).get(NAME))
 
 
 def _anomaly_counts(results: dict[str, Any] | None) -> dict[str, int]:

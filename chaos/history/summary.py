@@ -54,6 +54,8 @@ def _summary_line(name: str, r: dict[str, Any]) -> str:
             detail = f"{r.get('consistency_model')}: " + (found or r.get("cause") or "no anomaly")
             if r.get("not"):
                 detail += f"; not {', '.join(r['not'])}"
+        elif name == "client-errors":
+            detail = str(r.get("summary") or "")
         elif name in ("log", "set"):
             detail = f"{r.get('acknowledged', r.get('acknowledged_count', 0))} acknowledged, none lost"
     return f"  {name:<8} {_verdict(r.get('valid')):<8} {detail}".rstrip()
@@ -174,9 +176,10 @@ def counterexample_lines(results: dict[str, Any], prefix_shown: int = 3) -> list
     return []
 
 
-def closing_lines(results: dict[str, Any], where: str) -> list[str]:
+def closing_lines(results: dict[str, Any], where: str, notes: list[str] | None = None) -> list[str]:
     """One line per checker (a few anomalies under an invalid log/set check, Elle's first
-    explanation), the first counterexample, and last the verdict line ``VERDICT: where``."""
+    explanation), the first counterexample, what made the run unknown when client code crashed,
+    ``notes`` (e.g. deprecations), and last the verdict line ``VERDICT: where``."""
     out: list[str] = []
     checkers = results.get("checkers")
     if isinstance(checkers, dict):
@@ -188,6 +191,10 @@ def closing_lines(results: dict[str, Any], where: str) -> list[str]:
                     if name == "elle":
                         out += _first_explanation(r)
     out += counterexample_lines(results)
+    crashed = (checkers or {}).get("client-errors") if isinstance(checkers, dict) else None
+    if isinstance(crashed, dict) and crashed.get("cause"):
+        out.append(f"cause: {crashed['cause']}")
+    out += list(notes or ())
     out.append(f"{_verdict(results.get('valid'))}: {where}")
     return out
 
@@ -235,9 +242,12 @@ def print_findings(con: Any, results: dict[str, Any]) -> None:
 _STYLE = {"valid": "bold green", "INVALID": "bold red", "unknown": "bold yellow"}
 
 
-def print_run_summary(con: Any, results: dict[str, Any], history_path: Any, where: str) -> None:
+def print_run_summary(
+    con: Any, results: dict[str, Any], history_path: Any, where: str, notes: list[str] | None = None
+) -> None:
     """The whole closing summary of a run on ``con`` (module docstring); ``history_path`` None for
-    a history file without a run directory (no tables then)."""
+    a history file without a run directory (no tables then); ``notes``: lines printed before the
+    verdict (the run's deprecation warnings)."""
     if history_path is not None:
         from chaos.history.report import summary_table
 
@@ -250,7 +260,7 @@ def print_run_summary(con: Any, results: dict[str, Any], history_path: Any, wher
             text = "\n".join(line.rstrip() for line in cap.get().splitlines())
             con.print(printable(text, keep="\n"), markup=False, highlight=False)
         print_findings(con, results)
-    lines = closing_lines(results, where)
+    lines = closing_lines(results, where, notes)
     for line in lines[:-1]:
         con.print(printable(line, keep="\n"), markup=False, highlight=False)
     word = _verdict(results.get("valid"))

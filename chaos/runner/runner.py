@@ -577,6 +577,10 @@ class Runner:
             doc["crashed"] = f"{type(state.crashed).__name__}: {state.crashed}"
         if self.recovery is not None:
             doc["recovery"] = self.recovery
+        from chaos.plugins import DEPRECATIONS
+
+        if DEPRECATIONS:
+            doc["deprecations"] = list(DEPRECATIONS)
         state.run.write_test(doc)
 
     # -- helpers ----------------------------------------------------------------------------------
@@ -733,8 +737,16 @@ class Runner:
         if self.console is not None:
             from chaos.history.summary import print_run_summary
 
-            print_run_summary(self.console, results, run.history_path, str(run.path))
+            print_run_summary(self.console, results, run.history_path, str(run.path), _deprecation_notes())
         return exit_code(results.get("valid"))
+
+
+def _deprecation_notes() -> list[str]:
+    """One line per deprecated name a plug-in used in this process (:data:`chaos.plugins.DEPRECATIONS`),
+    for the run summary."""
+    from chaos.plugins import DEPRECATIONS
+
+    return [f"deprecated: {m}" for m in DEPRECATIONS]
 
 
 def _in_main_thread() -> bool:

@@ -16,7 +16,9 @@ for a client of that protocol. The :class:`Workload` gives:
 - ``final_generator``: client ops after the faults are healed (e.g. final reads), or None;
 - ``checkers``: checker names for ``chaos.history.checkers.checkers_for`` (``linear``, ``log``,
   ``log-reads``, ``set``, ``elle``, ``stats``, ``perf``), and ``model`` for ``linear``;
-- ``idempotent``: fs whose indeterminate completions are recorded as ``fail``.
+- ``idempotent``: fs whose indeterminate completions are recorded as ``fail``;
+- ``value_kind``: for the ``txn`` protocol, what a key holds: ``"list"`` (list-append) or
+  ``"register"`` (rw-register); a DB's client reads it as ``chaos.api.value_kind(test)``.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class Workload:
     model: str | None = None
     idempotent: frozenset[str] = frozenset({"read"})
     protocol: str | None = None
+    value_kind: str | None = None
 
 
 def get(name: str, opts: Mapping[str, Any] | None = None) -> Workload:

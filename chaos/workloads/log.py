@@ -87,14 +87,14 @@ class LogWorker(ProtocolWorker):
                 index.append(r.value if isinstance(r, Answer) else r)
                 return r
 
-            comp = complete(op, append, lambda _: op.value)
+            comp = complete(op, append, lambda _: op.value, test=test)
             if comp.type == OK and isinstance(index[0], int):
                 comp.extra["log_index"] = index[0]
             return comp
         if op.f == READ_RANGE:
-            return complete(op, lambda: self._read_range(test, op))
+            return complete(op, lambda: self._read_range(test, op), test=test)
         if op.f == "read":
-            return complete(op, lambda: self._read_all(test, op))
+            return complete(op, lambda: self._read_all(test, op), test=test)
         raise ValueError(f"log client: unknown f {op.f!r}; expected append, {READ_RANGE} or read")
 
     def _read_range(self, test: Any, op: Op) -> Any:

@@ -43,9 +43,11 @@ class RegisterWorker(ProtocolWorker):
     def invoke(self, test: Any, op: Op) -> Op:
         k = op.key
         if op.f == "read":
-            return complete(op, lambda: self.client(test, op).read(k))
+            return complete(op, lambda: self.client(test, op).read(k), test=test)
         if op.f == "write":
-            return complete(op, lambda: self.client(test, op).write(k, op.value), lambda _: op.value)
+            return complete(
+                op, lambda: self.client(test, op).write(k, op.value), lambda _: op.value, test=test
+            )
         if op.f == "cas":
             expected, new = op.value
 
@@ -58,7 +60,7 @@ class RegisterWorker(ProtocolWorker):
                     raise Failed("cas: expected value did not match", node=node, compare_failed=True)
                 return r
 
-            return complete(op, cas, lambda _: op.value)
+            return complete(op, cas, lambda _: op.value, test=test)
         if op.f == "delete":
 
             def delete() -> Any:
@@ -67,7 +69,7 @@ class RegisterWorker(ProtocolWorker):
                     raise Failed(f"delete: the {PROTOCOL} client {type(client).__name__} has no delete")
                 return client.delete(k)
 
-            return complete(op, delete, lambda _: None)
+            return complete(op, delete, lambda _: None, test=test)
         raise ValueError(f"register client: unknown f {op.f!r}; expected read, write, cas or delete")
 
 

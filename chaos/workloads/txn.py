@@ -142,7 +142,7 @@ class TxnWorker(ProtocolWorker):
                 return Answer(_checked(mops, got.value), got.node, got.fields)
             return _checked(mops, got)
 
-        return complete(op, run)
+        return complete(op, run, test=test)
 
 
 def _checked(mops: list[list[Any]], got: Any) -> list[list[Any]]:
@@ -167,4 +167,5 @@ def txn_workload(name: str, write: str, opts: Mapping[str, Any]) -> Workload:
         model=None,
         idempotent=frozenset(),
         protocol=PROTOCOL,
+        value_kind="list" if write == "append" else "register",
     )
