@@ -121,6 +121,7 @@ def resolve_nodes(
     cluster_name: str = DEFAULT_CLUSTER,
     *,
     up: bool = True,
+    resize: bool = False,
     log: Callable[[str], None] = lambda s: None,
 ) -> list[Node]:
     """The nodes the options name, through the one provider selector
@@ -137,6 +138,7 @@ def resolve_nodes(
         strict_host_key_checking,
         cluster_name,
     )
+    opts["resize"] = resize  # docker: `cluster up --nodes N` may remove nodes beyond N
     try:
         return providers.provision(opts, log) if up else providers.existing_nodes(opts)
     except ValueError as e:
@@ -178,7 +180,8 @@ def cluster() -> None:
 def up(os_setup: bool, **node: Any) -> None:
     """Start the cluster (docker) or check the hosts (ssh); a no-op on a live cluster."""
     t0 = time.monotonic()
-    ns = resolve_nodes(**node, log=_err)
+    # --nodes N is the user's word on the size: it may remove nodes beyond N (a run never does)
+    ns = resolve_nodes(**node, resize=node.get("nodes") is not None, log=_err)
     with Control(ns) as ctl:
         hostnames = ctl.on_nodes(lambda r: r.exec("hostname").stdout.strip())
         if os_setup:
@@ -236,13 +239,19 @@ def status(
 @cluster.command()
 @click.option("--provider", type=click.Choice(["docker", "ssh"]), default="docker", show_default=True)
 @click.option("--cluster-name", default=DEFAULT_CLUSTER, show_default=True)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Remove the cluster even when a live run holds it (that run then fails its heal).",
+)
 @_errors_to_one_line
-def down(provider, cluster_name):
-    """Remove the docker cluster: containers, network, key pair and state (nothing is left)."""
+def down(provider, cluster_name, force):
+    """Remove the docker cluster: containers, network, key pair and state (nothing is left).
+    Refused (254) while a live run holds the cluster's lock, as `cluster up` and `chaos run` are."""
     if provider == "ssh":
         click.echo("ssh provider: nothing to remove (use `chaos heal` to clear faults on the hosts)")
         return
-    removed = _docker(cluster_name).down()
+    removed = _docker(cluster_name).down(force=force)
     for kind, names in removed.items():
         for name in names:
             click.echo(f"removed {kind[:-1]} {name}")

@@ -40,6 +40,11 @@ class ClusterError(RuntimeError):
     """A provider step failed; the message is one line naming the node or resource and the cause."""
 
 
+class ClusterShrink(Refused):
+    """A run asked for fewer nodes than an existing cluster has (``--node-count``): refused, exit
+    254 with one line naming the ways out; the cluster is untouched."""
+
+
 class DockerUnavailable(ClusterError, Refused):
     """No Docker engine answers (:class:`chaos.cluster.image.EngineUnreachable`): an environment
     error, exit 254 with the one line naming the fix."""
@@ -97,7 +102,10 @@ class DockerProvider:
     test's and the user's) can coexist; the default cluster uses containers ``chaos-n1``... and network
     ``chaos-net``. ``image``: node image tag (default: build/cached :func:`ensure_image`).
     ``break_lock``: let :meth:`up` remove or replace containers although a run holds the cluster
-    (:mod:`chaos.cluster.lock`); without it that raises ClusterLocked.
+    (:mod:`chaos.cluster.lock`); without it that raises ClusterLocked. ``resize``: let :meth:`up`
+    remove the nodes beyond ``nodes`` of an existing cluster (``chaos cluster up --nodes N``, the
+    user's explicit word); without it (``chaos run --node-count N``) that raises ClusterShrink, so
+    a run never shrinks a cluster others may use as a side effect.
     """
 
     # the containers make fresh host keys at each start: no known_hosts can hold them
@@ -117,6 +125,7 @@ class DockerProvider:
             name=str(opts.get("cluster_name") or DEFAULT_CLUSTER),
             log=log,
             break_lock=bool(opts.get("break_lock")),
+            resize=bool(opts.get("resize")),
         )
 
     def existing(self) -> list[Node]:
@@ -132,6 +141,7 @@ class DockerProvider:
         log: Callable[[str], None] = lambda s: None,
         ssh_timeout: float = 60.0,
         break_lock: bool = False,
+        resize: bool = False,
     ) -> None:
         if not isinstance(nodes, int) or not 1 <= nodes <= 32:
             raise ValueError(f"nodes {nodes!r}: expected an integer number of nodes in 1..32")
@@ -143,6 +153,7 @@ class DockerProvider:
         self.log = log
         self.ssh_timeout = ssh_timeout
         self.break_lock = break_lock
+        self.resize = resize
         self.state_dir = state_dir(name)
         self.prefix = "chaos-" if name == DEFAULT_CLUSTER else f"chaos-{name}-"
         self.network_name = "chaos-net" if name == DEFAULT_CLUSTER else f"chaos-{name}-net"
@@ -225,8 +236,11 @@ class DockerProvider:
         """Start the cluster (a no-op for nodes already running) and wait for every sshd.
 
         Returns the nodes (name n1.., host = address on the private network, key = the cluster key).
-        Raises ClusterError (engine missing, image build failure, a node whose sshd never answers).
+        Raises ClusterError (engine missing, image build failure, a node whose sshd never answers),
+        ClusterShrink (fewer nodes than the cluster has, without ``resize``; nothing is touched),
+        ClusterLocked (a live run holds containers this would remove or replace).
         """
+        self._refuse_shrink()
         try:
             image = self.image or ensure_image(self.client, log=self.log)
         except ImageError as e:
@@ -282,10 +296,32 @@ class DockerProvider:
         (self.state_dir / "nodes.json").write_text(nodes_to_json(nodes) + "\n")
         return nodes
 
-    def _refuse_if_locked(self, containers: list[Any], breaking: bool = False) -> None:
+    def _refuse_shrink(self) -> None:
+        """Raise ClusterShrink when this cluster exists with more nodes than asked and ``resize``
+        is off: removing nodes others set up is never a side effect of a run."""
+        if self.resize:
+            return
+        extra = sorted(
+            (n for n in map(self._node_of, self._containers()) if _node_order(n)[0] > self.n), key=_node_order
+        )
+        if not extra:
+            return
+        have = self.n + len(extra)
+        named = "" if self.name == DEFAULT_CLUSTER else f" --cluster-name {self.name}"
+        raise ClusterShrink(
+            f"--node-count {self.n}: the docker cluster {self.name!r} has {have} nodes and a run never "
+            f"removes nodes of an existing cluster ({', '.join(extra)} would go): run with "
+            f"--node-count {have} (or without it), resize the cluster with `chaos cluster up --nodes "
+            f"{self.n}{named}`, or give the run a cluster of its own with --cluster-name NAME"
+        )
+
+    def _refuse_if_locked(
+        self, containers: list[Any], breaking: bool = False, hint: str | None = None
+    ) -> None:
         """Raise ClusterLocked when a live run holds the cluster (its lock file on a running node):
         removing or replacing containers under it would wreck that run. ``breaking``
-        (``--break-lock``): only a holder provably alive on this host refuses."""
+        (``--break-lock``): only a holder provably alive on this host refuses. ``hint``: what the
+        refusal line tells the user to do (default: wait, or ``--break-lock``)."""
         from chaos.cluster.lock import LIVE_HINT, LOCK_PATH, ClusterLocked, is_stale, live_here, parse
 
         for c in containers:
@@ -300,7 +336,7 @@ class DockerProvider:
                 if breaking and live_here(holder):
                     raise ClusterLocked(self._node_of(c), holder, LIVE_HINT)
                 if not breaking and not is_stale(holder):
-                    raise ClusterLocked(self._node_of(c), holder)
+                    raise ClusterLocked(self._node_of(c), holder, hint)
 
     def _create(self, node: str, ip: str, image: str, pubkey: str) -> None:
         api = self.client.api
@@ -400,10 +436,20 @@ class DockerProvider:
             rows.append(row)
         return rows
 
-    def down(self) -> dict[str, list[str]]:
-        """Remove the cluster's containers, its network and its key pair and state; returns what went."""
+    def down(self, force: bool = False) -> dict[str, list[str]]:
+        """Remove the cluster's containers, its network and its key pair and state; returns what went.
+
+        Raises ClusterLocked (nothing removed) when a live run holds the cluster (a lock file of a
+        run not provably gone, :func:`chaos.cluster.lock.is_stale`, on a running node), as
+        :meth:`up` does before it removes containers; ``force`` removes it anyway (that run then
+        fails its heal and teardown)."""
         removed: dict[str, list[str]] = {"containers": [], "networks": [], "files": []}
-        for c in self._containers():
+        containers = self._containers()
+        if not force:
+            self._refuse_if_locked(
+                containers, hint="wait for that run to end, or pass --force to remove the cluster under it"
+            )
+        for c in containers:
             c.remove(force=True, v=True)
             removed["containers"].append(c.name)
         net = self._network(create=False)
