@@ -1,6 +1,7 @@
 """Elle list-append checker speed: valid histories of 10k, 100k and 1M transactions, strict-serializable.
 
 Usage: python bench/elle.py [--sizes 10000,100000,1000000] [--processes 10] [--keep DIR]
+                            [--format jsonl|edn|jsonl,edn]
 
 The histories follow Elle's generator (``elle.list-append/gen``, ``jepsen.txn/wr-txns``): 1-4 micro-ops
 per transaction, reads and appends half and half, an active pool of keys drawn with an exponential
@@ -14,6 +15,13 @@ child process, so ``ru_maxrss`` is that check's peak alone. Printed per size: tr
 transactions/s, peak RSS, and the phases (parse, inference, graph, search) the checker timed; the
 last line gives the growth ratios (seconds per transaction at each size over the smallest).
 Target (issue 24): >= 50,000 txns/s at 1M, peak <= 4 GiB, growth close to linear.
+
+``--format edn`` (or ``jsonl,edn``) also writes each history as EDN the way Jepsen writes
+``history.edn`` (``jepsen.store/write-history!``: one ``prn`` of a ``jepsen.history.Op`` record per
+line, ``#jepsen.history.Op{:index 0, :time 1000, :type :invoke, :process 3, :f :txn, :value [[:r 5
+nil] [:append 7 1]]}``) and checks it the same way (``ElleChecker`` on the ``.edn`` file, read by
+``chaos.history.formats.collect_edn``); the line per size then gives EDN beside JSON Lines and the
+ratios (issue 38 goal: EDN <= 1.5x JSON Lines in time and peak memory; 1M txns <= 2 GiB).
 """
 
 from __future__ import annotations
@@ -136,6 +144,34 @@ def generate(
             out.write(b"\n".join(buf) + b"\n")
 
 
+def _edn(v: Any) -> str:
+    """``v`` as Clojure's ``pr`` prints it (strings as keywords: the micro-op functions and :f)."""
+    if v is None:
+        return "nil"
+    if isinstance(v, str):
+        return ":" + v
+    if isinstance(v, list):
+        return "[" + " ".join(map(_edn, v)) + "]"
+    return str(v)
+
+
+_EDN_KEYS = ("index", "time", "type", "process", "f", "value")
+
+
+def write_edn(jsonl: Path, edn: Path) -> None:
+    """Write the history of ``jsonl`` to ``edn`` as Jepsen's ``history.edn`` (one Op record per line)."""
+    loads = orjson.loads
+    with open(jsonl, "rb") as src, open(edn, "w") as out:
+        buf: list[str] = []
+        for raw in src:
+            d = loads(raw)
+            buf.append("#jepsen.history.Op{" + ", ".join(f":{k} {_edn(d[k])}" for k in _EDN_KEYS) + "}\n")
+            if len(buf) >= 10000:
+                out.write("".join(buf))
+                buf.clear()
+        out.write("".join(buf))
+
+
 def _child(path: str, model: str, conn: Any) -> None:
     from chaos.history.elle import ElleChecker
 
@@ -178,8 +214,12 @@ def main() -> None:
     ap.add_argument("--max-writes-per-key", type=int, default=32)
     ap.add_argument("--model", default="strict-serializable")
     ap.add_argument("--keep", help="directory to keep the generated histories in")
+    ap.add_argument("--format", default="jsonl", help="jsonl, edn, or jsonl,edn (side by side)")
     a = ap.parse_args()
     sizes = [int(s) for s in a.sizes.split(",")]
+    formats = a.format.split(",")
+    if not set(formats) <= {"jsonl", "edn"}:
+        ap.error(f"--format {a.format}: expected jsonl, edn or jsonl,edn")
     tmp = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="elle-bench-"))
     tmp.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -193,18 +233,33 @@ def main() -> None:
             print(
                 f"generated {n} txns in {time.perf_counter() - g0:.1f} s ({path.stat().st_size / 2**20:.0f} MiB)"
             )
-        r = check_in_child(path, a.model)
-        rate = r["txns"] / r["wall"]
-        rows.append((n, r))
-        phases = " ".join(f"{k}={v:.2f}s" for k, v in r["phases"].items())
-        print(
-            f"n={n:>8} valid={r['valid']!s:5} wall={r['wall']:7.2f}s cpu={r['cpu']:7.2f}s "
-            f"txns/s={rate:9.0f} peak={r['peak_mib']:7.0f} MiB  [{phases}]"
-        )
+        per: dict[str, dict[str, Any]] = {}
+        for fmt in formats:
+            file = path
+            if fmt == "edn":
+                file = path.with_suffix(".edn")
+                if not file.exists():
+                    write_edn(path, file)
+            r = check_in_child(file, a.model)
+            per[fmt] = r
+            rate = r["txns"] / r["wall"]
+            phases = " ".join(f"{k}={v:.2f}s" for k, v in r["phases"].items())
+            print(
+                f"n={n:>8} {fmt:5} valid={r['valid']!s:5} wall={r['wall']:7.2f}s cpu={r['cpu']:7.2f}s "
+                f"txns/s={rate:9.0f} peak={r['peak_mib']:7.0f} MiB  "
+                f"({file.stat().st_size / 2**20:.0f} MiB file) [{phases}]"
+            )
+        if len(per) == 2:
+            j, e = per["jsonl"], per["edn"]
+            print(
+                f"n={n:>8} edn/jsonl: time {e['wall'] / j['wall']:.2f}x, peak {e['peak_mib'] / j['peak_mib']:.2f}x "
+                f"(goal <= 1.5x; same verdict: {e['valid'] == j['valid']})"
+            )
+        rows.append((n, per[formats[0]]))
     if len(rows) > 1:
         base = rows[0][1]["wall"] / rows[0][0]
         growth = " ".join(f"{n}:{(r['wall'] / n) / base:.2f}" for n, r in rows)
-        print(f"seconds per txn relative to n={rows[0][0]}: {growth}")
+        print(f"seconds per txn relative to n={rows[0][0]} ({formats[0]}): {growth}")
     print(json.dumps({str(n): {k: r[k] for k in ("wall", "cpu", "peak_mib", "valid")} for n, r in rows}))
 
 

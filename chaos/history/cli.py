@@ -30,6 +30,12 @@ def _check_foreign(
     from chaos.history.store import HistoryError
 
     formats = importlib.import_module("chaos.history.formats")
+    if fmt == "edn" and model is None and path.suffix.lower() == ".edn":  # streamed, never all in memory
+        workload = txn.workload if txn.workload in TXN_WORKLOADS else formats.edn_txn_workload(path)
+        if workload is not None and txn.workload in (None, workload):
+            elle = importlib.import_module("chaos.history.elle")
+            result = elle.check_file(path, workload, txn.consistency_model or elle.DEFAULT_MODEL, time_limit)
+            return {"valid": result["valid"], "checkers": {"elle": result}}
     ops, default_model = formats.load_history(path, format=fmt)
     if txn.workload in TXN_WORKLOADS or (txn.workload is None and model is None and _all_txn(ops)):
         elle = importlib.import_module("chaos.history.elle")
@@ -106,6 +112,8 @@ def run_check(
     try:
         if model is not None:
             importlib.import_module("chaos.history.models").get_model(model)  # a bad name fails here
+        if path.is_dir() and (path / "history.edn").is_file() and not (path / HISTORY_FILE).exists():
+            path = path / "history.edn"  # a Jepsen store directory (history.edn, results.edn, test.fressian)
         if path.is_dir() or (path.name == HISTORY_FILE and (path.parent / TEST_FILE).is_file()):
             run = find_run(path.parent if path.is_file() else path)
             results = check_run(

@@ -25,16 +25,16 @@ Errors are ``chaos.history.store.HistoryError`` with the file and 1-based line n
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from chaos.history.edn import read_line, records
 from chaos.history.models import get_model
 from chaos.history.op import NEMESIS, TYPES, Op
-from chaos.history.store import MAX_DEPTH, HistoryError, Validator, read_history
+from chaos.history.store import HistoryError, Validator, read_history
 
 FORMATS = ("jsonl", "edn", "porcupine-etcd", "porcupine-kv")
 
@@ -129,204 +129,6 @@ def _jsonl_model(ops: list[Op]) -> str:
     return "cas-register"
 
 
-# ------------------------------------------------------------------------------------------------
-# a small EDN reader that keeps line numbers and bounds nesting
-
-_TOKEN = re.compile(
-    r"""(?P<ws>[\s,]+)
-    |(?P<comment>;[^\n]*)
-    |(?P<str>"(?:[^"\\]|\\.)*")
-    |(?P<open>\#\{|[\[{(])
-    |(?P<close>[\]})])
-    |(?P<disc>\#_)
-    |(?P<tag>\#[A-Za-z][^\s,;"\[\]{}()]*)
-    |(?P<atom>[^\s,;"\[\]{}()]+)
-    |(?P<bad>.)""",
-    re.X | re.S,
-)
-_INT = re.compile(r"[+-]?\d+N?$")
-_FLOAT = re.compile(r"[+-]?\d+(\.\d*)?([eE][+-]?\d+)?M?$")
-_CLOSERS = {"[": "]", "(": ")", "{": "}", "#{": "}"}
-
-
-class _Tok:
-    __slots__ = ("kind", "text", "line")
-
-    def __init__(self, kind: str, text: str, line: int):
-        self.kind = kind
-        self.text = text
-        self.line = line
-
-
-def _tokens(text: str, path: Path) -> list[_Tok]:
-    out: list[_Tok] = []
-    line = 1
-    for m in _TOKEN.finditer(text):
-        kind = m.lastgroup or "bad"
-        s = m.group()
-        if kind == "bad":
-            raise HistoryError(f"EDN: unexpected character {s!r}", line=line, path=path)
-        if kind not in ("ws", "comment"):
-            out.append(_Tok(kind, s, line))
-        line += s.count("\n")
-    return out
-
-
-def _atom(s: str, line: int, path: Path) -> Any:
-    if s == "nil":
-        return None
-    if s == "true":
-        return True
-    if s == "false":
-        return False
-    if s.startswith(":"):
-        return s[1:]
-    if _INT.match(s):
-        return int(s.rstrip("N"))
-    if _FLOAT.match(s):
-        return float(s.rstrip("M"))
-    if s.startswith("\\"):
-        return s[1:]
-    return s
-
-
-class _EdnParser:
-    def __init__(self, toks: list[_Tok], path: Path):
-        self.toks = toks
-        self.i = 0
-        self.path = path
-        self.depth = 0
-
-    def form(self) -> Any:
-        """The next form. Collections nest by recursion, so depth is bounded by MAX_DEPTH."""
-        self.depth += 1
-        try:
-            return self._form()
-        finally:
-            self.depth -= 1
-
-    def _form(self) -> Any:
-        toks = self.toks
-        if self.i >= len(toks):
-            line = toks[-1].line if toks else 1
-            raise HistoryError(
-                "EDN: unexpected end of file (an unclosed bracket?)", line=line, path=self.path
-            )
-        t = toks[self.i]
-        self.i += 1
-        k = t.kind
-        if k == "atom":
-            return _atom(t.text, t.line, self.path)
-        if k == "str":
-            return self._string(t)
-        if k == "open":
-            if self.depth > MAX_DEPTH:
-                raise HistoryError(
-                    f"EDN: a value nested deeper than {MAX_DEPTH} levels", line=t.line, path=self.path
-                )
-            close = _CLOSERS[t.text]
-            items = []
-            while True:
-                if self.i >= len(toks):
-                    raise HistoryError(
-                        f"EDN: {t.text!r} opened here is never closed", line=t.line, path=self.path
-                    )
-                nt = toks[self.i]
-                if nt.kind == "close":
-                    if nt.text != close:
-                        raise HistoryError(
-                            f"EDN: expected {close!r} to close {t.text!r} from line {t.line}, got {nt.text!r}",
-                            line=nt.line,
-                            path=self.path,
-                        )
-                    self.i += 1
-                    break
-                if nt.kind == "disc":
-                    self.i += 1
-                    self.form()
-                    continue
-                items.append(self.form())
-            if t.text == "{":
-                return self._map(items, t.line)
-            return items
-        if k == "tag":
-            return self.form()
-        if k == "disc":
-            self.form()
-            return self.form()
-        raise HistoryError(f"EDN: unexpected {t.text!r}", line=t.line, path=self.path)
-
-    def _map(self, items: list[Any], line: int) -> dict[Any, Any]:
-        """A map literal's forms as a dict. HistoryError for an odd number of forms or a key given
-        twice (``clojure.edn`` refuses that map as "Duplicate key"; never last-wins)."""
-        if len(items) % 2:
-            raise HistoryError("EDN: a map with an odd number of forms", line=line, path=self.path)
-        out: dict[Any, Any] = {}
-        for j in range(0, len(items), 2):
-            key = _hashable(items[j])
-            if key in out:
-                raise HistoryError(
-                    f"EDN: the key {items[j]!r} appears twice in one map; expected each key once",
-                    line=line,
-                    path=self.path,
-                )
-            out[key] = items[j + 1]
-        return out
-
-    def _string(self, t: _Tok) -> str:
-        """A string literal's text. HistoryError for a lone surrogate escape (``"\\ud800"``):
-        not Unicode text, refused as the JSON Lines reader refuses it."""
-        try:
-            s = json.loads(t.text)
-        except ValueError:
-            return t.text[1:-1]
-        try:
-            s.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise HistoryError(
-                f"EDN: a lone surrogate \\u{ord(s[e.start]):04x} in a string is not Unicode text",
-                line=t.line,
-                path=self.path,
-            ) from None
-        return str(s)
-
-    def top_level(self) -> Iterator[tuple[int, Any]]:
-        """(line, form) for each op map: the elements of a top-level vector/list, or top-level maps."""
-        toks = self.toks
-        while self.i < len(toks):
-            t = toks[self.i]
-            if t.kind == "open" and t.text in ("[", "("):
-                self.i += 1
-                close = _CLOSERS[t.text]
-                while True:
-                    if self.i >= len(toks):
-                        raise HistoryError(
-                            f"EDN: {t.text!r} opened here is never closed", line=t.line, path=self.path
-                        )
-                    nt = toks[self.i]
-                    if nt.kind == "close" and nt.text == close:
-                        self.i += 1
-                        break
-                    if nt.kind == "disc":
-                        self.i += 1
-                        self.form()
-                        continue
-                    yield nt.line, self.form()
-            elif t.kind == "disc":
-                self.i += 1
-                self.form()
-            else:
-                yield t.line, self.form()
-
-
-def _hashable(v: Any) -> Any:
-    if isinstance(v, list):
-        return tuple(_hashable(x) for x in v)
-    if isinstance(v, dict):
-        return tuple(sorted((str(k), _hashable(x)) for k, x in v.items()))
-    return v
-
-
 def _read_text(path: Path) -> str:
     """The file as UTF-8 text. Raises HistoryError naming the line of the first byte that is not."""
     data = path.read_bytes()
@@ -338,50 +140,58 @@ def _read_text(path: Path) -> str:
 
 
 def _edn_ops(path: Path) -> Iterator[tuple[int, Op]]:
-    text = _read_text(path)
-    parser = _EdnParser(_tokens(text, path), path)
+    """(line, op) for each op map of an EDN history (:func:`chaos.history.edn.records`), streaming."""
     pos = 0
-    for line, form in parser.top_level():
-        if not isinstance(form, dict):
-            raise HistoryError(
-                f"EDN: expected an op map {{:process .. :type ..}}, got {form!r:.60}", line=line, path=path
-            )
-        if "f" not in form and _txn_shaped(form.get("value")):
-            form["f"] = "txn"  # Elle's README histories leave :f out of transactions
-        for k in ("process", "type", "f"):
-            if k not in form:
-                raise HistoryError(f"EDN: op map without :{k}", line=line, path=path)
-        t = form["type"]
-        if t not in TYPES:
-            raise HistoryError(
-                f"EDN: unknown :type {t!r} (expected one of :{', :'.join(TYPES)})", line=line, path=path
-            )
-        proc = form["process"]
-        if not isinstance(proc, int | str) or isinstance(proc, bool):
-            raise HistoryError(
-                f"EDN: :process must be an integer or :nemesis, got {proc!r}", line=line, path=path
-            )
-        extra: dict[str, Any] = {"line": line}
-        if "time" in form:
-            extra["edn_time"] = form["time"]
-        for k, v in form.items():
-            if k not in ("process", "type", "f", "value", "time", "index", "error", "key", "node"):
-                extra[str(k)] = v
-        err = form.get("error")
-        op = Op(
-            type=t,
-            process=proc,
-            f=str(form["f"]),
-            value=form.get("value"),
-            time=pos,
-            index=pos,
-            node=form.get("node"),
-            error=None if err is None else str(err),
-            key=form.get("key"),
-            extra=extra,
-        )
-        yield line, op
+    for line, form, _fast in records(path):
+        yield line, edn_op(form, line, pos, path)
         pos += 1
+
+
+_OP_FIELDS = frozenset(("process", "type", "f", "value", "time", "index", "error", "key", "node"))
+
+
+def edn_op(form: Any, line: int, pos: int, path: Path | str) -> Op:
+    """The Op of one EDN op map at history position ``pos`` (its time and index; the map's own
+    ``:time`` is kept as ``edn_time``). Raises HistoryError naming ``line`` for anything that is
+    not an op map."""
+    if not isinstance(form, dict):
+        raise HistoryError(
+            f"EDN: expected an op map {{:process .. :type ..}}, got {form!r:.60}", line=line, path=path
+        )
+    if "f" not in form and _txn_shaped(form.get("value")):
+        form["f"] = "txn"  # Elle's README histories leave :f out of transactions
+    for k in ("process", "type", "f"):
+        if k not in form:
+            raise HistoryError(f"EDN: op map without :{k}", line=line, path=path)
+    t = form["type"]
+    if t not in TYPES:
+        raise HistoryError(
+            f"EDN: unknown :type {t!r} (expected one of :{', :'.join(TYPES)})", line=line, path=path
+        )
+    proc = form["process"]
+    if not isinstance(proc, int | str) or isinstance(proc, bool):
+        raise HistoryError(
+            f"EDN: :process must be an integer or :nemesis, got {proc!r}", line=line, path=path
+        )
+    extra: dict[str, Any] = {"line": line}
+    if "time" in form:
+        extra["edn_time"] = form["time"]
+    for k, v in form.items():
+        if k not in _OP_FIELDS:
+            extra[str(k)] = v
+    err = form.get("error")
+    return Op(
+        type=t,
+        process=proc,
+        f=str(form["f"]),
+        value=form.get("value"),
+        time=pos,
+        index=pos,
+        node=form.get("node"),
+        error=None if err is None else str(err),
+        key=form.get("key"),
+        extra=extra,
+    )
 
 
 def _txn_shaped(value: Any) -> bool:
@@ -574,3 +384,149 @@ def load_porcupine_kv(path: str | os.PathLike[str]) -> list[Op]:
         v.step(op, line)
         ops.append(op)
     return ops
+
+
+# ------------------------------------------------------------------------------------------------
+# EDN transactions straight into the Elle checker
+
+
+def collect_edn(path: str | os.PathLike[str], sink: Any) -> Any:
+    """Pair the transactions of an EDN history and feed each to ``sink`` (``tid, type, value``),
+    as ``chaos.history.elle.history.collect_file`` does for JSON Lines: no Op objects, no values
+    kept (a transaction's value is re-read from its line to explain an anomaly), so memory grows
+    by a few integers per transaction.
+
+    Pairing follows Jepsen's ``jepsen.history``: an invocation pairs with the next completion of its
+    process; an op map without ``:process`` belongs to one unnamed process (``nil``, as Elle's own
+    test histories leave it out); ``:process :nemesis`` ops are skipped; times are positions (a
+    history's ``:time`` may go backwards, e.g. Elle's ``huge-scc.edn``). Raises HistoryError naming
+    the line for a malformed op map or a pairing violation, ``Unsupported`` for a client op whose
+    value is not a list of micro-ops.
+    Returns: the ``TxnTable``.
+    """
+    import array
+    import bisect
+
+    from chaos.history.elle.history import TxnTable, Unsupported
+
+    p = Path(path)
+    table = TxnTable()
+    lines = array.array("q")  # per txn: the line its value comes from (-k-1: kept[k])
+    kept: list[list[Any]] = []  # values of txns read by the generic reader (not re-readable alone)
+    open_: dict[Any, tuple[int, Any, str, int, int, bool]] = {}
+    fails = 0
+    pos = -1
+    invoke, fail, info, ok = "invoke", "fail", "info", "ok"
+    types = frozenset(TYPES)
+    for line, form, fast in records(p):
+        pos += 1
+        if type(form) is not dict:
+            edn_op(form, line, pos, p)  # raises the exact error
+        proc = form.get("process")
+        if proc == NEMESIS:
+            continue
+        t = form.get("type")
+        v = form.get("value")
+        f = form.get("f", "txn")
+        tp = type(proc)
+        if (tp is not int and tp is not str and proc is not None) or t not in types or type(f) is not str:
+            edn_op({**form, "process": 0 if proc is None else proc, "f": f}, line, pos, p)  # raises
+            raise HistoryError(f"EDN: op map with :f {f!r}: expected a keyword", line=line, path=p)
+        if t == invoke:
+            prev = open_.get(proc)
+            if prev is not None:
+                raise HistoryError(
+                    f"two open invocations on process {proc}: {f!r} invoked while {prev[2]!r} "
+                    f"(op {prev[3]}) has not completed",
+                    line=line,
+                    path=p,
+                )
+            open_[proc] = (pos, v, f, pos, line, fast)
+            continue
+        inv = open_.pop(proc, None)
+        if inv is None or inv[2] != f:
+            what = (
+                "without an open invocation" if inv is None else f"does not match its invocation {inv[2]!r}"
+            )
+            raise HistoryError(f"{t} completion of {f!r} on process {proc} {what}", line=line, path=p)
+        src_line, src_fast = line, fast
+        value = v
+        if type(v) is not list or (t == info and type(inv[1]) is list):
+            value, src_line, src_fast = inv[1], inv[4], inv[5]
+        if type(value) is not list:
+            raise Unsupported(f"op {pos}: {f!r} with value {v!r:.60} is not a transaction")
+        if t == fail:
+            table.fail_values.append((pos, value))
+            sink(fails, fail, value)
+            fails += 1
+            continue
+        tid = len(table.ok)
+        table.invoke_pos.append(inv[0])
+        table.invoke_index.append(inv[3])
+        table.complete_pos.append(pos)
+        table.index.append(pos)
+        table.ok.append(1 if t == ok else 0)
+        table.process.append(proc)
+        if src_fast:
+            lines.append(src_line)
+        else:
+            lines.append(-len(kept) - 1)
+            kept.append(value)
+        sink(tid, t, value)
+    starts: list[tuple[list[int], list[int]]] = []
+
+    def fetch(tid: int) -> list[Any]:
+        ln = lines[tid]
+        if ln < 0:
+            return list(kept[-ln - 1])
+        if not starts:
+            starts.append(_block_starts(p))
+        first, offsets = starts[0]
+        k = bisect.bisect_right(first, ln) - 1
+        form = read_line(p, offsets[k], ln, first[k])
+        return list(form.get("value") or []) if isinstance(form, dict) else []
+
+    table.fetch = fetch
+    return table
+
+
+def _block_starts(path: Path) -> tuple[list[int], list[int]]:
+    """(first line, byte offset) of every block of :data:`chaos.history.edn.BLOCK` bytes, for
+    re-reading one line (a pass over the file's newlines only)."""
+    first, offsets = [1], [0]
+    line, offset = 1, 0
+    with open(path, "rb") as f:
+        while True:
+            data = f.read(1 << 22)
+            if not data:
+                break
+            cut = data.rfind(b"\n") + 1
+            line += data.count(b"\n")
+            offset += len(data)
+            if cut:
+                first.append(line)
+                offsets.append(offset - len(data) + cut)
+    return first, offsets
+
+
+def edn_txn_workload(path: str | os.PathLike[str], limit: int = 10_000) -> str | None:
+    """``list-append`` or ``rw-register`` when the first client ops of an EDN history (up to
+    ``limit``) are all transactions (a list of ``[f k v]`` micro-ops), by the first ``append`` or
+    ``w`` micro-op seen (rw-register when neither shows); None when a client op is not one. Reads
+    only as far as it needs to."""
+    seen = 0
+    for _line, form, _fast in records(Path(path)):
+        if type(form) is not dict or form.get("process") == NEMESIS:
+            continue
+        v = form.get("value")
+        if form.get("f", "txn") != "txn" or (v is not None and not _txn_shaped(v)):
+            return None
+        for m in v or ():
+            if m[0] == "append":
+                return "list-append"
+            if m[0] == "w":
+                return "rw-register"
+        seen += 1
+        if seen >= limit:
+            break
+    return "rw-register" if seen else None

@@ -73,9 +73,10 @@ def check_file(
     time_limit: float | None = None,
     **opts: Any,
 ) -> dict[str, Any]:
-    """Check a JSON Lines history file (see :func:`check_ops`). Raises HistoryError for a malformed
-    file (as ``chaos.history.store.read_history`` does), a malformed transaction included (naming
-    the file and line)."""
+    """Check a JSON Lines history file, or an EDN one (a ``.edn`` name: read by
+    ``chaos.history.formats.collect_edn``), see :func:`check_ops`. Raises HistoryError for a
+    malformed file (as ``chaos.history.store.read_history`` does), a malformed transaction included
+    (naming the file and line)."""
     from chaos.history.store import read_history
 
     lattice.check_model(consistency_model)
@@ -85,7 +86,12 @@ def check_file(
         w = _workload(workload, opts)
         try:
             try:
-                table = collect_file(p, w.add)
+                if p.suffix.lower() == ".edn":
+                    from chaos.history.formats import collect_edn
+
+                    table = collect_edn(p, w.add)
+                else:
+                    table = collect_file(p, w.add)
             except FastPathRefused:
                 w = _workload(workload, opts)
                 table = collect_ops(read_history(p), w.add)
