@@ -58,6 +58,10 @@ def test_verdicts_that_crossed_pickling_merge_by_value() -> None:
         ([("append", 1, 1), ("read-range", [0, 1], [1])], {"workload": "log"}),
         ([("add", 1, 1), ("read", None, [1])], {"workload": "set"}),
         (
+            [("transfer", {"from": 0, "to": 1, "amount": 1}, None), ("read", None, {"0": 1})],
+            {"workload": "bank"},
+        ),
+        (
             [("acquire", None, None), ("release", None, None)],
             {"workload": "mutex", "model": "mutex", "checkers": ["linear", "stats", "perf"]},
         ),
@@ -83,7 +87,7 @@ def test_infer_test_from_the_whole_history(
     [
         ([("write", 1, 1), ("append", 2, 2)], "no single workload uses all of them"),
         ([("read", None, [1, 2])], "reads only, returning lists"),
-        ([("transfer", 1, 1)], "no single workload uses all of them"),
+        ([("withdraw", 1, 1)], "no single workload uses all of them"),
     ],
 )
 def test_infer_test_refuses_to_guess(tmp_path: Path, ops: list[tuple[str, Any, Any]], why: str) -> None:

@@ -3,7 +3,7 @@ and reads of every balance in one transaction, through the DB's ``bank`` client 
 
 Accounts ``0 .. 7`` hold a total of 100 (Jepsen's defaults, :mod:`chaos.history.bank`; the checker
 knows them): account 0 starts with ``100 - 7 * 12`` and the others with 12 each, created by the
-client's :meth:`BankClient.init` before its first op (idempotent: accounts that exist keep their
+client's :meth:`BankClient.init` before each worker's first op (idempotent: accounts that exist keep their
 balances). Ops, a 50/50 mix (Jepsen's ``generator``):
 
 - ``transfer`` ``{"from": a, "to": b, "amount": 1..5}`` with ``a != b`` (Jepsen's
@@ -55,26 +55,27 @@ class BankClient(Protocol):
 
 
 class BankWorker(ProtocolWorker):
-    """The Jepsen client of one worker: the DB's ``bank`` client for its node, whose accounts it
-    creates before its first op (an op whose client could not create them is ``fail``: not sent)."""
+    """The Jepsen client of one worker: the DB's ``bank`` client for its node; the worker creates
+    the accounts before its first op, once (an op before they could be created is ``fail``: not
+    sent; once created they exist for every later op, whichever process runs it)."""
 
     protocol = PROTOCOL
 
     def __init__(self, node: str | None = None) -> None:
         super().__init__(node)
-        self.ready: Any = None
+        self.ready = False  # this worker saw the accounts created: they exist from then on
 
     def open(self, test: Any, node: str) -> BankWorker:
         return BankWorker(node)
 
     def _client(self, test: Any, op: Op) -> Any:
         c = self.client(test, op)
-        if self.ready is not c:
+        if not self.ready:
             try:
                 c.init(initial_balances())
             except ClientError as e:
                 raise NotSent(f"accounts not created: {e}", node=e.node) from None
-            self.ready = c
+            self.ready = True
         return c
 
     def invoke(self, test: Any, op: Op) -> Op:
