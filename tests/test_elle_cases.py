@@ -460,3 +460,74 @@ def test_checker_on_file_and_edn(tmp_path: Path):
     ops, _model = load_edn(edn)
     r = check_ops(ops, "list-append", "serializable")
     assert r["anomaly_types"] == ["G1c"]
+
+
+def test_rw_register_rw_edge_names_the_key_of_the_edge():
+    """Issue 35 item 6: T1 read x = 1 and y = nil; T2 wrote x = 2, y = 1 and z = 1, which T1 read.
+    The anti-dependency T1 -rw-> T2 holds on y (nil precedes every value), not on x (nothing orders
+    x = 1 before x = 2): the explanation names y, never x."""
+    h = H(True).txn("wx1").invoke(1, "rx_ ry_ rz_").txn("wx2 wy1 wz1", 2).complete(1, "rx1 ry_ rz1")
+    r = check(h, "serializable")
+    assert r["valid"] is False and r["anomaly_types"] == ["G-single-item"]
+    [rw] = [e for e in r["anomalies"]["G-single-item"][0]["edges"] if e["type"] == "rw"]
+    assert rw["why"].startswith("T1 read y = nil (the initial state), and T2 wrote y = 1"), rw["why"]
+    assert " x " not in rw["why"] and "x =" not in rw["why"]
+    # with writes-follow-reads, x = 1 -> x = 2 is ordered too, and the why names that pair
+    h = H(True).txn("wx1").txn("rx1 wx2 wz1").txn("rx1 rz1")
+    assert check(h, "serializable")["valid"] is True
+    r = check(h, "serializable", wfr_keys=True)
+    whys = [
+        e["why"] for c in r["anomalies"].get("G-single-item", []) for e in c["edges"] if e["type"] == "rw"
+    ]
+    assert whys and all("x = 1, and T" in w and "wrote x = 2, the next version of x" in w for w in whys), r
+
+
+def test_two_sequential_transactions_are_strict_serializable():
+    """Issue 35 item 6: realtime order is an edge of the graph Elle tests for emptiness, so two
+    transactions one after the other, with no data dependency, are valid at strict-serializable
+    (Elle says so); run concurrently, nothing orders them and the graph is empty (unknown)."""
+    for register, spec1, spec2 in ((True, "wx1", "wy1"), (False, "ax1", "ay1")):
+        r = check(H(register).txn(spec1).txn(spec2), "strict-serializable")
+        assert r["valid"] is True and "empty-transaction-graph" not in r["anomaly_types"], r["summary"]
+        concurrent = H(register).invoke(0, spec1).invoke(1, spec2).complete(0, spec1).complete(1, spec2)
+        r = check(concurrent, "strict-serializable")
+        assert r["valid"] == "unknown" and r["anomaly_types"] == ["empty-transaction-graph"]
+    # serializable adds no order: still nothing to check
+    assert check(H(True).txn("wx1").txn("wy1"), "serializable")["valid"] == "unknown"
+
+
+def test_a_cycle_explanation_names_its_anomaly_nowhere_and_ends_with_the_cycle():
+    """Issue 35 item 6: readers show the anomaly's name beside the explanation once (the terminal
+    printed ``G-single-item: G-single-item:``); the report lists each edge's why once."""
+    import html as htmllib
+
+    from chaos.history.report_txn import case_html
+
+    h = H().invoke(0, "ax1 ry").invoke(1, "ay1 rx").complete(0, "ax1 ry").complete(1, "ay1 rx")
+    r = check(h, "serializable")
+    [(kind, [case, *_])] = [(k, v) for k, v in r["anomalies"].items()]
+    assert kind == "G2-item"
+    assert not case["explanation"].startswith(kind) and kind not in case["explanation"]
+    assert case["explanation"].startswith("Let T1 = op ") and case["explanation"].endswith(case["conclusion"])
+    html = case_html(case).split("</svg>", 1)[1]  # the drawing's edges carry their why as a tooltip
+    for e in case["edges"]:
+        assert html.count(htmllib.escape(e["why"])) == 1, e["why"]
+    assert html.count(htmllib.escape(case["conclusion"])) == 1
+
+
+def test_chaos_check_prints_the_anomaly_name_once(tmp_path: Path):
+    """Issue 35 item 6, the terminal: ``chaos check`` on an invalid history printed
+    ``G2-item: G2-item: ...``; the name now comes once, then the explanation."""
+    import subprocess
+    import sys
+
+    h = H().invoke(0, "ax1 ry").invoke(1, "ay1 rx").complete(0, "ax1 ry").complete(1, "ay1 rx")
+    path = tmp_path / "history.jsonl"
+    write_history(path, h.ops)
+    cmd = [sys.executable, "-m", "chaos.cli", "check", str(path), "--workload", "list-append"]
+    cmd += ["--consistency-model", "serializable"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    lines = [ln for ln in out.stdout.splitlines() if "G2-item:" in ln]
+    assert lines and all(ln.count("G2-item") == 1 for ln in lines), out.stdout
+    assert sum("Let T1 = op" in ln for ln in out.stdout.splitlines()) == 1, out.stdout

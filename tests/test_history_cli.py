@@ -226,3 +226,114 @@ def test_a_history_files_summary_on_a_pipe_is_the_text_rich_writes(shared_data: 
         r = _chaos("--format", "porcupine-kv", "--workers", "1", path)
         assert r.returncode == (1 if src.endswith("bad") else 0), r.stderr
         assert r.stdout == rich.getvalue()
+
+
+def _report_verdict(run: RunDir) -> str:
+    import re
+
+    m = re.search(r'<body data-verdict="([a-z]+)"', (run.path / "index.html").read_text())
+    assert m, "no verdict in the report"
+    return m.group(1)
+
+
+def test_check_writes_the_report_again_three_views_one_verdict(tmp_path: Path) -> None:
+    """Issue 35 item 3: ``chaos check`` rewrote results.json, not index.html, and still printed the
+    report's path: a run forced to unknown kept a green VALID report. The report is written again
+    from the new results: the report, the check's output and results.json say one verdict."""
+    from chaos.history.report import write_report
+
+    store = tmp_path / "store"
+    run = RunDir.create(store, "log-kill")
+    run.write_test({"workload": "log"})
+    b = Builder()
+    for v in range(4):
+        b.append(v % 2, v, log_index=v)
+    b.read(5, "n1", [0, 1, 2, 3])
+    b.write(run.history_path)
+    first = _chaos(run.path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    write_report(run.path)
+    assert _report_verdict(run) == "valid"
+    # the run turns out to have asked for a fault that never took effect: unknown
+    b.nemesis("start-kill", "leader", {"applied": False, "why": "no server running"})
+    b.write(run.history_path)
+    r = _chaos(run.path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stdout.splitlines()[-1].startswith(f"unknown: {run.path} (results in results.json, report ")
+    assert run.load_results()["valid"] == "unknown"
+    assert _report_verdict(run) == "unknown"
+
+
+def _txn_run(tmp_path: Path) -> RunDir:
+    """A list-append run whose two sequential transactions are strict-serializable, checked."""
+    run = RunDir.create(tmp_path / "store", "list-append")
+    run.write_test({"workload": "list-append", "consistency_model": "strict-serializable"})
+    ops = []
+    for i, (inv, done) in enumerate(
+        [([["append", "x", 1], ["r", "y", None]], [["append", "x", 1], ["r", "y", None]]),
+         ([["r", "x", None]], [["r", "x", [1]]])]
+    ):  # fmt: skip
+        ops.append({"index": 2 * i, "type": "invoke", "process": i, "f": "txn", "value": inv, "time": 10 * i})
+        ops.append(
+            {"index": 2 * i + 1, "type": "ok", "process": i, "f": "txn", "value": done, "time": 10 * i + 5}
+        )
+    run.history_path.write_text("".join(json.dumps(o) + "\n" for o in ops))
+    r = _chaos(run.path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return run
+
+
+def test_a_recheck_under_another_model_writes_beside_the_runs_results(tmp_path: Path) -> None:
+    """Issue 34: ``chaos check RUN --consistency-model X`` overwrote the run's results.json; the
+    re-check under another model goes to results-X.json, the run's results and report stay."""
+    run = _txn_run(tmp_path)
+    before = run.results_path.read_bytes()
+    report = (run.path / "index.html").read_bytes()
+    r = _chaos(run.path, "--consistency-model", "serializable")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "results in results-serializable.json; the run's results.json and report unchanged" in r.stdout
+    assert run.results_path.read_bytes() == before and (run.path / "index.html").read_bytes() == report
+    other = json.loads((run.path / "results-serializable.json").read_text())
+    assert other["checkers"]["elle"]["consistency_model"] == "serializable"
+    assert run.load_results()["checkers"]["elle"]["consistency_model"] == "strict-serializable"
+    # the run's own model is the run's own check: results.json, written again
+    r = _chaos(run.path, "--consistency-model", "strict-serializable")
+    assert r.returncode == 0 and "results in results.json" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--workload", "register"], "--workload register contradicts the run (workload list-append)"),
+        (["--format", "edn"], "--format edn contradicts the run: a run directory's history is jsonl"),
+        (
+            ["--model", "register"],
+            "--model register is a linearizability model; the run (workload list-append)",
+        ),
+    ],
+)
+def test_an_option_contradicting_test_json_is_refused(tmp_path: Path, args: list[str], message: str) -> None:
+    """Issue 35 item 7: ``chaos check RUN --workload ...`` naming another workload than the run's
+    test.json was silently ignored: one line, 254, and nothing written."""
+    run = _txn_run(tmp_path)
+    before = run.results_path.read_bytes()
+    r = _chaos(run.path, *args)
+    assert r.returncode == 254, r.stdout + r.stderr
+    assert r.stderr.splitlines() == [f"chaos: {r.stderr.split('chaos: ', 1)[1].strip()}"]
+    assert message in r.stderr and r.stdout == ""
+    assert run.results_path.read_bytes() == before
+    assert sorted(p.name for p in run.path.glob("results*.json")) == ["results.json"]
+
+
+def test_a_register_run_refuses_a_consistency_model(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    run = RunDir.create(store, "log-kill")
+    run.write_test({"workload": "log"})
+    _log(run.history_path, [0, 1, 2, 3])
+    r = _chaos(run.path, "--consistency-model", "serializable")
+    assert (
+        r.returncode == 254 and "applies to list-append and rw-register; the run has workload log" in r.stderr
+    )
+    assert r.stdout == "" and not run.results_path.exists()
+    ok = _chaos(run.path, "--workload", "log")  # agreeing with test.json is no contradiction
+    assert ok.returncode == 0, ok.stdout + ok.stderr

@@ -509,9 +509,10 @@ def check_run(
     workers: int | None = None,
     consistency_model: str | None = None,
     fail_fast: bool = False,
+    write: bool = True,
 ) -> dict[str, Any]:
     """Re-check a stored run: pick checkers from ``test.json`` (:func:`load_run_test`), write
-    ``results.json``, return it.
+    ``results.json`` (unless ``write`` is false), return it.
 
     Args:
         run_dir: a RunDir, or any path :func:`chaos.history.store.find_run` accepts.
@@ -548,5 +549,6 @@ def check_run(
         fail_fast=fail_fast,
     ).as_dict()
     results = compose(checkers).check(test, history, opts)
-    run.write_results(results)
+    if write:
+        run.write_results(results)
     return results

@@ -92,6 +92,72 @@ def _any_append(ops: list[Any]) -> bool:
     )
 
 
+def results_file(test: dict[str, Any], model: str | None, fmt: str, txn: CheckFlags) -> str:
+    """Where ``chaos check`` writes a run's re-check, from the run's ``test.json`` and the options:
+    ``results.json`` when the checkers are the run's own (its report is then written again),
+    ``results-<model>.json`` beside it when ``--consistency-model`` or ``--model`` asks for a
+    model the run was not checked under (the run's results stay as they are). Raises
+    BadArguments for an option that contradicts ``test.json`` (``--workload`` naming another
+    workload, ``--format`` other than jsonl, a model option the run's checkers do not take), as
+    the option would otherwise be ignored."""
+    from chaos.history.store import RESULTS_FILE
+
+    workload = test.get("workload")
+    checkers = test.get("checkers")
+    named: list[Any] = checkers if isinstance(checkers, list) else []
+    is_txn = workload in TXN_WORKLOADS or "elle" in named
+    shown = f"workload {workload}" if workload else "no workload in its test.json"
+    if txn.workload is not None and txn.workload != workload:
+        raise BadArguments(
+            f"--workload {txn.workload} contradicts the run ({shown}): a run is checked as its "
+            "test.json says; to check its history as another workload, pass the history.jsonl file"
+            if workload
+            else f"--workload {txn.workload}: the run has {shown}; pass its history.jsonl file to "
+            "check it as a given workload"
+        )
+    if fmt not in ("auto", "jsonl"):
+        raise BadArguments(f"--format {fmt} contradicts the run: a run directory's history is jsonl")
+    if txn.consistency_model is not None and not is_txn:
+        raise BadArguments(
+            f"--consistency-model {txn.consistency_model} applies to list-append and rw-register; "
+            f"the run has {shown}"
+        )
+    if model is not None and is_txn:
+        raise BadArguments(
+            f"--model {model} is a linearizability model; the run ({shown}) is checked by Elle "
+            "(use --consistency-model)"
+        )
+    ours = str(test.get("consistency_model") or "strict-serializable")
+    if txn.consistency_model is not None and txn.consistency_model != ours:
+        return f"results-{txn.consistency_model}.json"
+    if model is not None and model != (test.get("model") or "cas-register"):
+        return f"results-model-{model}.json"
+    return RESULTS_FILE
+
+
+def _write_beside(path: Path, results: dict[str, Any]) -> None:
+    from chaos.history.store import _write_json_atomic  # as results.json is written
+
+    _write_json_atomic(path, results)
+
+
+def _rewrite_report(run_dir: Path) -> str:
+    """Write the run's ``index.html`` again from the results just written, so the report never
+    shows another verdict than ``results.json`` and ``chaos check``; if that fails, the old
+    report is removed (``chaos serve`` and ``chaos report`` write a new one) and a line on stderr
+    says why. Returns what the description says of it."""
+    from chaos.history.report import write_report
+
+    try:
+        return f"{write_report(run_dir).name} written again"
+    except Exception as e:  # a report that cannot be written must not keep the old verdict
+        (run_dir / "index.html").unlink(missing_ok=True)
+        click.echo(
+            f"chaos check: report not written ({type(e).__name__}: {e}); the old one removed", err=True
+        )
+        return "removed (not written again)"
+
+
 def run_check(
     path: Path,
     *,
@@ -107,7 +173,14 @@ def run_check(
     ``test.json``, from the workload the whole history shows (``--model`` when it cannot be told).
     """
     from chaos.history.checkers import check_run, checkers_for, compose, infer_test, refuse_consistency_model
-    from chaos.history.store import HISTORY_FILE, TEST_FILE, HistoryError, ParsedHistory, find_run
+    from chaos.history.store import (
+        HISTORY_FILE,
+        RESULTS_FILE,
+        TEST_FILE,
+        HistoryError,
+        ParsedHistory,
+        find_run,
+    )
 
     try:
         if model is not None:
@@ -116,6 +189,7 @@ def run_check(
             path = path / "history.edn"  # a Jepsen store directory (history.edn, results.edn, test.fressian)
         if path.is_dir() or (path.name == HISTORY_FILE and (path.parent / TEST_FILE).is_file()):
             run = find_run(path.parent if path.is_file() else path)
+            target = results_file(run.load_test() if run.test_path.is_file() else {}, model, fmt, txn)
             results = check_run(
                 run,
                 model=model,
@@ -123,8 +197,19 @@ def run_check(
                 workers=workers,
                 consistency_model=txn.consistency_model,
                 fail_fast=txn.fail_fast,
+                write=False,
             )
-            return results, f"{run.path} (results in {run.results_path.name})"
+            if target != RESULTS_FILE:  # another model's verdict: beside the run's, never over it
+                _write_beside(run.path / target, results)
+                return (
+                    results,
+                    f"{run.path} (results in {target}; the run's {RESULTS_FILE} and report unchanged)",
+                )
+            run.write_results(results)
+            return (
+                results,
+                f"{run.path} (results in {run.results_path.name}, report {_rewrite_report(run.path)})",
+            )
         if not path.is_file():
             raise BadArguments(f"{path}: no such run directory or history file")
         formats = importlib.import_module("chaos.history.formats")
@@ -211,8 +296,10 @@ def check(
     """Re-check PATH (default store/latest): a run directory (a latest link, a store root) or a
     history file. Prints the same summary as chaos run, the verdict last.
 
-    A run directory is checked with the checkers its test.json names and results.json is rewritten.
-    Without test.json (or for a bare history) the workload is what ALL the client ops show;
+    A run directory is checked with the checkers its test.json names; results.json and the report
+    (index.html) are written again. Under another --consistency-model or --model the results go
+    to results-<model>.json beside them, which stay as they were; an option that contradicts
+    test.json (another --workload, --format) is refused. Without test.json (or for a bare history) the workload is what ALL the client ops show;
     when it cannot be told, pass --model. Exit status: 0 valid, 1 invalid, 2 unknown (a checker
     could not decide), 254 bad arguments or malformed input.
     """

@@ -162,17 +162,20 @@ def _txn_table(case: dict[str, Any]) -> str:
 
 
 def case_html(case: dict[str, Any]) -> str:
-    """One anomaly case: its cycle drawing, its transactions, why each edge holds, and Elle's
-    explanation (a non-cycle case: the explanation alone)."""
+    """One anomaly case: its cycle drawing, its transactions, why each edge holds, and the cycle's
+    conclusion (:func:`chaos.history.elle.explain.cycle_case`; a case without edges: its
+    explanation alone), each said once."""
     parts = ['<div class="txn-case">']
     svg = cycle_svg(case)
+    explanation = case.get("explanation")
     if svg:
         parts.append(svg)
         parts.append(_txn_table(case))
         whys = [f"<li>{html.escape(str(e.get('why')))}</li>" for e in case.get("edges") or [] if e.get("why")]
         if whys:
             parts.append(f'<ul class="txn-why">{"".join(whys)}</ul>')
-    explanation = case.get("explanation")
+            # the explanation tells these same whys again: only its closing sentence follows them
+            explanation = case.get("conclusion") or explanation
     if explanation:
         parts.append(f'<p class="txn-explanation">{html.escape(str(explanation))}</p>')
     parts.append("</div>")

@@ -9,7 +9,7 @@ from typing import Any
 
 from chaos.history.elle import anomalies as lattice
 from chaos.history.elle.explain import cycle_case
-from chaos.history.elle.graph import search
+from chaos.history.elle.graph import order_edges_exist, search
 from chaos.history.elle.history import (
     FastPathRefused,
     MalformedTxn,
@@ -173,7 +173,7 @@ def _analyse(
     if cyc.timeouts:
         counts["cycle-search-timeout"] = len(cyc.timeouts)
         cases["cycle-search-timeout"] = cyc.timeouts
-    if len(table) and len(src) == 0:
+    if len(table) and len(src) == 0 and not order_edges_exist(table, realtime=realtime, process=process):
         counts["empty-transaction-graph"] = 1
         cases["empty-transaction-graph"] = [
             {"explanation": "No dependency between transactions could be inferred, so nothing was checked."}

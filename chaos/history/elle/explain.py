@@ -36,7 +36,11 @@ def edge_why(table: TxnTable, workload: Explainer, a: int, b: int, label: int, n
 def cycle_case(
     table: TxnTable, workload: Explainer, kind: str, edges: list[tuple[int, int, int]]
 ) -> dict[str, Any]:
-    """One cycle anomaly: ``{"type", "cycle": [txn summaries], "edges": [...], "explanation"}``."""
+    """One cycle anomaly: ``{"type", "cycle": [txn summaries], "edges": [{"from", "to", "type",
+    "why"}], "conclusion", "explanation"}``. ``explanation`` is the whole story in one paragraph
+    (Elle's ``elle.explanation``: who T1, T2, ... are, why each edge holds, the cycle) and does not
+    repeat the anomaly's name, which its reader shows beside it once; ``conclusion`` is its last
+    sentence alone, for a reader that lists the edges' ``why`` itself (the report)."""
     order = [a for a, _, _ in edges]
     name = {t: f"T{i + 1}" for i, t in enumerate(order)}
     steps = []
@@ -54,13 +58,13 @@ def cycle_case(
     body = " ".join(f"{s['why']}." for s in steps)
     order_kind = kind.rsplit("-", 1)[1] if kind.endswith(("-process", "-realtime")) else ""
     also = f" and their {order_kind} order" if order_kind else ""
-    explanation = (
-        f"{kind}: {lets}. {body} So {chain}: a cycle, so no order of these transactions agrees with "
-        f"what they read and wrote{also}."
+    conclusion = (
+        f"So {chain}: a cycle, so no order of these transactions agrees with what they read and wrote{also}."
     )
     return {
         "type": kind,
         "cycle": [{"name": name[t], **table.summary(t)} for t in order],
         "edges": steps,
-        "explanation": explanation,
+        "conclusion": conclusion,
+        "explanation": f"Let {lets}. {body} {conclusion}",
     }

@@ -134,6 +134,22 @@ def _process_edges(table: TxnTable, members: Iterable[int] | None = None) -> tup
     return src, dst
 
 
+def order_edges_exist(table: TxnTable, *, realtime: bool, process: bool) -> bool:
+    """Whether the order the model adds gives the graph an edge between two transactions: with
+    ``realtime``, a transaction invoked after some ok one completed; with ``process``, a process
+    with two ok transactions. Elle builds these graphs into the one it tests for emptiness
+    (``elle.txn/additional-graphs``), so a history they alone connect is not an empty graph."""
+    if realtime:
+        ok = np.frombuffer(table.ok, dtype=np.int8).astype(bool)
+        if not ok.any():
+            return False
+        first_ok = int(np.frombuffer(table.complete_pos, dtype=np.int64)[ok].min())
+        return bool((np.frombuffer(table.invoke_pos, dtype=np.int64) > first_ok).any())
+    if process:
+        return bool(_process_edges(table)[0])
+    return False
+
+
 def realtime_edges(table: TxnTable, members: list[int]) -> list[tuple[int, int]]:
     """Elle's transitive reduction of realtime order among ``members`` (its frontier pass)."""
     events = []

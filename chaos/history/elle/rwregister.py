@@ -49,6 +49,7 @@ class RwRegister:
         self.internal: list[dict[str, Any]] = []
         self.rmw: dict[tuple[Any, Any], list[int]] = {}
         self.fail_writes: dict[Any, dict[Any, int]] = {}
+        self.succ: dict[Any, dict[Any, set[Any]]] = {}  # key -> value -> the values wfr puts next
 
     def add(self, t: int, type_: str, value: list[Any]) -> None:
         """One completed transaction (``t``: txn id, or fail id for ``fail``)."""
@@ -154,6 +155,7 @@ class RwRegister:
                     {"key": k, "values": sorted({*full}, key=repr), "sources": ["initial-state", "wfr-keys"]}
                 )
                 continue
+            self.succ[k] = g
             wrow = self.writer.get(k, {})
             rrow = self.readers.get(k, {})
             for v, nexts in g.items():
@@ -170,11 +172,13 @@ class RwRegister:
     # ---------------------------------------------------------------------------------------------
 
     def explain(self, table: TxnTable, a: int, b: int, label: int, name: dict[int, str]) -> str | None:
-        """Why ``a -label-> b`` holds, or None."""
+        """Why ``a -label-> b`` holds, naming the key and values the edge was inferred from (the
+        rule of :meth:`finish`), never merely a key the two share; None when none does."""
         va, vb = table.fetch(a), table.fetch(b)
         ta, tb = name[a], name[b]
         writes_a = {(m[1], m[2]) for m in va if m[0] == "w"}
-        writes_b = {(m[1], m[2]) for m in vb if m[0] == "w"}
+        last_a = {m[1]: m[2] for m in va if m[0] == "w"}  # the external writes (a key's last)
+        writes_b = list({m[1]: m[2] for m in vb if m[0] == "w"}.items())
         if label == WR:
             for f, k, v in vb:
                 if f == "r" and (k, v) in writes_a:
@@ -184,15 +188,17 @@ class RwRegister:
                 if f != "r":
                     continue
                 for k2, v2 in writes_b:
-                    if k2 == k and v is None:
+                    if k2 != k:
+                        continue
+                    if v is None:
                         return f"{ta} read {k} = nil (the initial state), and {tb} wrote {k} = {_show(v2)}, which comes later"
-                    if k2 == k:
-                        return f"{ta} read {k} = {_show(v)}, and {tb} wrote {k} = {_show(v2)}, later in the version order"
+                    if v2 in self.succ.get(k, {}).get(v, ()):
+                        return f"{ta} read {k} = {_show(v)}, and {tb} wrote {k} = {_show(v2)}, the next version of {k}"
         if label == WW:
-            for k, v in writes_a:
+            for k, v in last_a.items():
                 for k2, v2 in writes_b:
-                    if k2 == k:
-                        return f"{ta} wrote {k} = {_show(v)} and {tb} wrote {k} = {_show(v2)}, later in the version order"
+                    if k2 == k and v2 in self.succ.get(k, {}).get(v, ()):
+                        return f"{ta} wrote {k} = {_show(v)} and {tb} wrote {k} = {_show(v2)}, the next version of {k}"
         return None
 
     def describe(self, table: TxnTable, kind: str, case: dict[str, Any]) -> dict[str, Any]:
