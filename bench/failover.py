@@ -86,7 +86,7 @@ def start_cluster_member(root: Path, peers: str, node: str, flush: str) -> dict:
     log = open(root / f"{node}.log", "ab")  # noqa: SIM115
     p = subprocess.Popen(
         [sys.executable, "-m", "dledger.cli", "server", "--id", node, "--peers", peers]
-        + ["--store-dir", str(root / "store"), "--flush", flush],
+        + ["--store-dir", str(root / "store"), "--flush", flush, "--secret-file", str(root / "peer.secret")],
         stdout=log,
         stderr=log,
     )

@@ -139,7 +139,15 @@ def run_local(ns: argparse.Namespace) -> None:
         log = open(root / f"{node}.log", "ab")  # noqa: SIM115
         procs[node] = subprocess.Popen(
             [sys.executable, "-m", "dledger.cli", "server", "--id", node, "--peers", peers]
-            + ["--store-dir", str(root / "store"), "--flush", "sync", *extra],
+            + [
+                "--store-dir",
+                str(root / "store"),
+                "--flush",
+                "sync",
+                "--secret-file",
+                str(root / "peer.secret"),
+            ]
+            + list(extra),
             stdout=log,
             stderr=log,
         )

@@ -442,7 +442,8 @@ class DLedgerDB:
             self.flush,
             "--read-mode",
             self.read_mode,
-            *(["--secret-file", self.secret_file] if self._secret else []),
+            # without the secret the server refuses a multi-member group unless told --insecure
+            *(["--secret-file", self.secret_file] if self._secret else ["--insecure"]),
             *self.server_args,
         ]
 

@@ -28,14 +28,18 @@ from dledger.transport import FrameDecoder, decode_payload, encode_frame
 def start_cluster(
     root: Path, base_port: int, n: int = 3, flush: str = "sync", extra: tuple[str, ...] = ()
 ) -> tuple[str, dict[str, subprocess.Popen[bytes]]]:
-    """Start ``n`` members on 127.0.0.1..n at ``base_port``; return (peers, processes)."""
+    """Start ``n`` members on 127.0.0.1..n at ``base_port``, proving a fresh secret
+    (``root/peer.secret``) to each other; return (peers, processes)."""
     peers = ";".join(f"n{i}-127.0.0.{i + 1}:{base_port}" for i in range(n))
+    secret = root / "peer.secret"
+    if not secret.exists():
+        secret.write_text(os.urandom(16).hex() + "\n")
     procs = {}
     for i in range(n):
         log = open(root / f"n{i}.log", "ab")  # noqa: SIM115
         procs[f"n{i}"] = subprocess.Popen(
             [sys.executable, "-m", "dledger.cli", "server", "--id", f"n{i}", "--peers", peers]
-            + ["--store-dir", str(root / "store"), "--flush", flush, *extra],
+            + ["--store-dir", str(root / "store"), "--flush", flush, "--secret-file", str(secret), *extra],
             stdout=log,
             stderr=log,
         )

@@ -68,7 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--secret-file",
         default=None,
-        help="file holding the group's peer secret: members prove it before their messages count",
+        help="file holding the group's peer secret: members prove it before their messages count "
+        "(required for a group of more than one member unless --insecure)",
+    )
+    s.add_argument(
+        "--insecure",
+        action="store_true",
+        help="run a multi-member group without a peer secret: any process that reaches the port "
+        "can vote and push as a member (tests only)",
     )
     s.add_argument("--max-buffered", type=int, default=64 * 1024 * 1024, help="bytes of unfinished frames")
     s.add_argument("--max-connections", type=int, default=1000, help="incoming connections in all")
@@ -239,6 +246,26 @@ def _read_secret(path: str | None) -> bytes | None:
     return secret
 
 
+def _check_auth(cfg: Any, insecure: bool) -> None:
+    """A group of more than one member runs with a peer secret unless ``--insecure`` says
+    otherwise (etcd warns the same way about peers without TLS): without one, any process that
+    reaches a member's port can vote and push under a member's name. ValueError naming the fix."""
+    n = len(cfg.peer_map)
+    if cfg.secret is not None or n == 1:
+        return
+    if not insecure:
+        raise ValueError(
+            f"a group of {n} members needs --secret-file FILE (the same secret on every member: "
+            "members prove it before their votes and pushes count), or --insecure to run without "
+            "peer authentication"
+        )
+    logging.getLogger("dledger").warning(
+        "%s: running WITHOUT peer authentication (--insecure): any process that reaches the port "
+        "can vote and push as a member",
+        cfg.self_id,
+    )
+
+
 def _server(ns: argparse.Namespace) -> int:
     from dledger.server import ServerConfig, run_server
     from dledger.store import StoreError
@@ -274,6 +301,7 @@ def _server(ns: argparse.Namespace) -> int:
             secret=_read_secret(ns.secret_file),
         )
         cfg.core_config()
+        _check_auth(cfg, ns.insecure)
     except ValueError as e:
         print(f"dledger server: {e}", file=sys.stderr)
         return BAD_ARGS

@@ -799,11 +799,15 @@ class Server:
                 self._refuse_peer(conn, f"{msg.KIND} from {msg.src!r} on {why}")
                 return
             if msg.term > self.core.term + MAX_TERM_STEP:
-                # dropping is always safe in Raft; adopting would let forged terms exhaust int64
+                # dropping is always safe in Raft; adopting would let forged terms exhaust int64.
+                # The guard is not a wall: our term moves up by one step towards it (what an
+                # in-range message could do anyway), so members whose terms drifted apart converge
+                # again within a few messages instead of ignoring each other for good
                 self._refused_terms += 1
                 if self._refused_terms == 1 or self._refused_terms % 1000 == 0:
                     log.warning(
-                        "%s: dropping %s from %s: term %d is more than %d above ours (%d; %d dropped)",
+                        "%s: dropping %s from %s: term %d is more than %d above ours (%d; %d dropped); "
+                        "moving towards it by %d",
                         self.id,
                         msg.KIND,
                         msg.src,
@@ -811,7 +815,10 @@ class Server:
                         MAX_TERM_STEP,
                         self.core.term,
                         self._refused_terms,
+                        MAX_TERM_STEP,
                     )
+                self.core.hear_term(self.core.term + MAX_TERM_STEP)
+                self._schedule_drain()
                 return
             try:
                 self.driver.step(msg, self._now())

@@ -124,7 +124,7 @@ def test_peers_and_db_options() -> None:
     assert cmd[-8:] == ["--flush", "async", "--read-mode", "lease", "--secret-file", "/opt/dledger/peer.secret",
                         "--heartbeat-ms", "50"]  # fmt: skip
     no_auth = DLedgerDB(peer_auth=False).server_command(nodes[0], nodes)
-    assert "--secret-file" not in no_auth
+    assert "--secret-file" not in no_auth and "--insecure" in no_auth  # the server refuses otherwise
     with pytest.raises(ValueError, match="cannot contain '-'"):
         db.peers([Node("db-1", "h")])
     with pytest.raises(ValueError, match="flush 'fast'"):

@@ -36,7 +36,8 @@ def _free_port() -> int:
 
 
 class Cluster:
-    """``n`` members n0..n{n-1} on 127.0.0.1..n, one port, store under ``root``."""
+    """``n`` members n0..n{n-1} on 127.0.0.1..n, one port, store under ``root``. The members prove
+    a fresh secret (``root/peer.secret``) unless the flags name ``--secret-file`` or ``--insecure``."""
 
     def __init__(self, root: Path, n: int, *extra: str, first_ip: int = 1) -> None:
         self.root = root
@@ -46,12 +47,18 @@ class Cluster:
         self.peers = ";".join(f"{n}-{ip}:{self.port}" for n, ip in self.ips.items())
         self.extra = list(extra)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.secret = root / "peer.secret"
+        if not self.secret.exists():
+            self.secret.write_text(os.urandom(16).hex() + "\n")
 
     def start(self, node: str, *extra: str) -> None:
         log = open(self.root / f"{node}.log", "ab")  # noqa: SIM115
+        flags = [*self.extra, *extra]
+        if "--secret-file" not in flags and "--insecure" not in flags:
+            flags += ["--secret-file", str(self.secret)]
         self.procs[node] = subprocess.Popen(
             [sys.executable, "-m", "dledger.cli", "server", "--id", node, "--peers", self.peers]
-            + ["--store-dir", str(self.root / "store"), *self.extra, *extra],
+            + ["--store-dir", str(self.root / "store"), *flags],
             stdout=log,
             stderr=log,
         )

@@ -429,7 +429,8 @@ def test_real_group_survives_hostile_frames_to_every_member(tmp_path: Path) -> N
     """Hostile frames to every member of a real group (each example one connection from a loopback
     address outside the group's), then: no member died or logged a traceback, currterm is sane,
     peak RSS within the documented bound, and the group still elects, appends and reads."""
-    c = Cluster(tmp_path, 3, "--max-frame", "65536", "--max-buffered", "1048576")
+    # --insecure: the hostile frames must reach the core, not stop at the peer handshake
+    c = Cluster(tmp_path, 3, "--max-frame", "65536", "--max-buffered", "1048576", "--insecure")
     c.start_all()
     try:
         c.leader(timeout=30)

@@ -47,6 +47,10 @@ class Cluster:
         argv = [sys.executable, "-m", "dledger.cli", "server", "--group", "g", "--id", node]
         argv += ["--peers", self.peers, "--store-dir", str(self.base), "--flush", "sync"]
         argv += ["--heartbeat-ms", "100", "--data-file-size", str(KB64)]
+        secret = self.base / "peer.secret"
+        if not secret.exists():
+            secret.write_text("store-cluster-secret\n")
+        argv += ["--secret-file", str(secret)]
         with open(self.log(node), "ab") as out:
             p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
         self.procs[node] = p

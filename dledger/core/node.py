@@ -436,6 +436,15 @@ class Core:
             self._reads.clear()
             self.lease_start = -(10**12)
 
+    def hear_term(self, term: int) -> None:
+        """A peer spoke at a term above ``term`` that the runtime will not act on in one step
+        (``protocol.MAX_TERM_STEP``): react as to a message of term ``term`` (Raft: a bigger term
+        makes a member a candidate that adopts it), so members whose terms drifted apart come
+        within a step of each other again after a few messages."""
+        if term > self.known_max_term:
+            self.change_to_candidate(term)
+            self.need_increase_term = True
+
     def next_term(self) -> int:
         """MemberState.nextTerm: the only place the term grows; persists (term, voteFor=None)."""
         self.term = self.known_max_term if self.known_max_term > self.term else self.term + 1
