@@ -16,8 +16,9 @@ one process group, so the terminal's Ctrl-C reaches the child directly and the s
 not forward what the kernel sent (``si_code`` ``SI_KERNEL``); a signal sent to the supervisor's
 pid with ``kill`` is forwarded once. Without a terminal the child gets a process group of its own
 and every SIGINT, SIGTERM and SIGHUP the supervisor receives is forwarded once (a ``killpg`` of
-the supervisor's group does not deliver it twice). The child gets SIGTERM if the supervisor dies
-(``PR_SET_PDEATHSIG``), so it heals and ends instead of running on unsupervised.
+the supervisor's group does not deliver it twice). The child is killed (SIGKILL, ``PR_SET_PDEATHSIG``)
+when the supervisor dies, so a ``kill -9`` of ``chaos`` ends the command as it did when it was one
+process (its faults stay until ``chaos heal``, its lock is stale): it never runs on unsupervised.
 
 ``CHAOS_NO_SUPERVISOR=1`` turns this off (one process, as before); in-process callers of
 ``chaos.cli.main(argv)`` (tests) are never forked.
@@ -49,13 +50,14 @@ def start() -> Callable[[Any], None] | None:
     mask: set[int] = {*_FORWARDED, signal.SIGCHLD}
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, mask)  # nothing lost between fork and wait
     r, w = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:
         os.close(r)
         if not terminal:
             os.setpgid(0, 0)
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
-        _die_with_parent()
+        _die_with_parent(parent)
         _record_os_exit(w)
         return lambda status: _complete(w, status)
     os.close(w)
@@ -79,17 +81,17 @@ def _complete(w: int, status: Any) -> None:
         pass  # the supervisor is gone: nobody reads the status
 
 
-def _die_with_parent() -> None:
-    """SIGTERM to this process when the supervisor dies (Linux ``prctl(PR_SET_PDEATHSIG)``)."""
+def _die_with_parent(parent: int) -> None:
+    """SIGKILL to this process when the supervisor dies (Linux ``prctl(PR_SET_PDEATHSIG)``)."""
     try:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         return
-    if os.getppid() == 1:  # the supervisor already died before prctl took effect
-        os.kill(os.getpid(), signal.SIGTERM)
+    if os.getppid() != parent:  # the supervisor died before prctl took effect
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _record_os_exit(w: int) -> None:
