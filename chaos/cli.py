@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 import click
 
+from chaos import supervisor
 from chaos.errors import (
     EXIT_BAD_ARGS,
     EXIT_CRASH,
@@ -140,7 +141,20 @@ def main(argv: list[str] | None = None) -> Any:
 
     A run exits 0 only through a verdict: commands return their status (or raise click's
     ``Exit``), so a ``SystemExit``, a KeyboardInterrupt no signal caused, or any other
-    BaseException from plug-in code is a crash (255) naming the code that raised it."""
+    BaseException from plug-in code is a crash (255) naming the code that raised it. As the
+    program's entry point (``argv`` None) the command runs under :mod:`chaos.supervisor`, whose
+    process exits with the status this function reports on completion: plug-in code ending the
+    process itself (``os._exit(0)``) is a crash too, never a pass."""
+    completed = supervisor.start() if argv is None else None
+    try:
+        _main(argv)
+    except SystemExit as e:
+        if completed is not None:
+            completed(e.code)
+        raise
+
+
+def _main(argv: list[str] | None) -> NoReturn:
     watch_sigint()
     try:
         rv = cli.main(args=argv, prog_name="chaos", standalone_mode=False)

@@ -39,9 +39,9 @@ def _containers(name: str = NAME) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     home = tmp_path_factory.mktemp("home")
-    r = chaos("cluster", "up", "--nodes", "3", "--cluster-name", NAME, "--no-os-setup", home=home)
-    assert r.returncode == 0, r.stderr
     try:
+        r = chaos("cluster", "up", "--nodes", "3", "--cluster-name", NAME, "--no-os-setup", home=home)
+        assert r.returncode == 0, r.stderr
         yield home
     finally:
         chaos("cluster", "down", "--cluster-name", NAME, "--force", home=home)

@@ -301,12 +301,11 @@ class DockerProvider:
         is off: removing nodes others set up is never a side effect of a run."""
         if self.resize:
             return
-        extra = sorted(
-            (n for n in map(self._node_of, self._containers()) if _node_order(n)[0] > self.n), key=_node_order
-        )
+        names = [self._node_of(c) for c in self._containers()]
+        extra = sorted((n for n in names if _node_order(n)[0] > self.n), key=_node_order)
         if not extra:
             return
-        have = self.n + len(extra)
+        have = len(names)
         named = "" if self.name == DEFAULT_CLUSTER else f" --cluster-name {self.name}"
         raise ClusterShrink(
             f"--node-count {self.n}: the docker cluster {self.name!r} has {have} nodes and a run never "

@@ -79,13 +79,19 @@ def _proc_start(pid: int) -> int | None:
 
 
 def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs: it exists and is not a zombie (a run the supervisor's death
+    took with it, ``chaos.supervisor``, waits as a zombie until its new parent reaps it)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def is_stale(holder: dict[str, Any], host: str | None = None) -> bool:

@@ -450,7 +450,9 @@ def run_matrix(
         rc = subprocess.call(cmd)
         latest = Path(store) / "latest"
         if rc == EXIT_BAD_ARGS:
-            raise ConfigError(f"chaos run rejected its arguments: {' '.join(cmd[3:])}")
+            raise ConfigError(
+                f"chaos run refused to start (exit 254, its line above says why): {' '.join(cmd[3:])}"
+            )
         if latest.exists():
             run_dir = latest.resolve()
             if run_dir not in dirs:
