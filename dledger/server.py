@@ -36,7 +36,7 @@ from dledger.protocol import (
     to_wire,
 )
 from dledger.snapshot import SnapshotStore
-from dledger.statemachine import KV_ARGS, KVStateMachine, encode_kv, encode_txn
+from dledger.statemachine import KV_ARGS, KVStateMachine, check_txn_request, encode_kv, encode_txn
 from dledger.store import RuntimeLogStore, StoreError
 from dledger.transport import (
     DEFAULT_MAX_FRAME,
@@ -46,6 +46,7 @@ from dledger.transport import (
     decode_payload,
     encode_frame,
     new_nonce,
+    peek_header,
     peer_proof,
 )
 
@@ -53,6 +54,10 @@ log = logging.getLogger("dledger.server")
 
 FLUSH_MODES = ("sync", "async")
 
+# client requests whose frame may carry an entry: one larger than --max-entry-bytes plus this
+# much is refused from its header, before its body is decoded (decoding costs CPU per object)
+_ENTRY_REQUESTS = frozenset({RequestCode.APPEND, RequestCode.USER_DEFINE})
+_REQUEST_SLACK = 64 * 1024
 _HANDSHAKE = frozenset({RequestCode.PEER_HELLO, RequestCode.PEER_CHALLENGE, RequestCode.PEER_PROOF})
 _KIND_CODE = {
     "vote": RequestCode.VOTE,
@@ -77,7 +82,11 @@ class ServerConfig:
     connections in all (connections from a member's address are exempt) and
     ``max_connections_per_host`` from one address, ``frame_timeout_ms`` for a frame from its first
     byte to its last, ``idle_timeout_ms`` without a complete frame, ``max_write_buffer`` bytes of
-    answers a client has not read before the server stops reading its requests. ``secret``: with
+    answers a client has not read before the server stops reading its requests, ``max_entry_bytes``
+    per client entry (an APPEND body, a KV command or transaction; RocketMQ's ``maxMessageSize`` is
+    4 MiB, ours 1 MiB: decoding and applying one must fit well inside a 100 ms heartbeat; a
+    request frame above it is refused before its body is decoded, and a transaction is also held
+    to ``statemachine.MAX_TXN_OPS`` micro-ops). ``secret``: with
     it, a peer message counts only on a connection whose member proved it holds the secret
     (:mod:`dledger.transport`'s handshake); clients need none.
     Raises ValueError naming a bad field.
@@ -105,6 +114,7 @@ class ServerConfig:
     frame_timeout_ms: int = 30_000
     idle_timeout_ms: int = 120_000
     max_write_buffer: int = 1024 * 1024
+    max_entry_bytes: int = 1024 * 1024
     preferred_leaders: list[str] = field(default_factory=list)
     data_file_size: int | None = None
     seed: int | None = None
@@ -136,6 +146,7 @@ class ServerConfig:
             "frame_timeout_ms",
             "idle_timeout_ms",
             "max_write_buffer",
+            "max_entry_bytes",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}={getattr(self, name)}: expected > 0")
@@ -784,6 +795,18 @@ class Server:
         the caller drops it and closes the connection), a client request is answered (a bad
         argument with UNEXPECTED_ARGUMENT, a store failure with DISK_ERROR). A peer message whose
         handler raises is logged and its connection closed; the sender resends."""
+        if len(payload) > self.cfg.max_entry_bytes + _REQUEST_SLACK:
+            head = peek_header(payload)
+            if head is not None and head[0] in _ENTRY_REQUESTS and not head[2]:
+                self._reply(
+                    conn,
+                    head[0],
+                    head[1],
+                    Code.UNEXPECTED_ARGUMENT,
+                    error=f"request of {len(payload)} bytes exceeds --max-entry-bytes "
+                    f"{self.cfg.max_entry_bytes} (+{_REQUEST_SLACK} for the request's fields)",
+                )
+                return
         code, opaque, is_resp, body = decode_payload(payload)
         if code in _HANDSHAKE:
             self._handshake(conn, code, body)
@@ -987,19 +1010,24 @@ class Server:
         self._next_id += 1
         return self._next_id
 
+    def _entry_too_big(self, n: int) -> str | None:
+        """Why an entry body of ``n`` bytes is refused (None: it is not): above ``max_entry_bytes``
+        (replicating and applying it would hold the event loop past the heartbeat), or larger than
+        a data file can hold (48-byte header + 8-byte blank)."""
+        if n > self.cfg.max_entry_bytes:
+            return f"of {n} bytes exceeds --max-entry-bytes {self.cfg.max_entry_bytes}"
+        file_size = getattr(self.store, "data_file_size", None)
+        if file_size is not None and n + 56 > file_size:
+            return f"of {n} bytes does not fit a data file of {file_size} bytes"
+        return None
+
     def _propose(
         self, conn: _Conn, code: int, opaque: int, data: bytes, kind: str, key: str | None = None
     ) -> None:
-        file_size = getattr(self.store, "data_file_size", None)
-        if file_size is not None and len(data) + 56 > file_size:  # 48-byte header + 8-byte blank
+        too_big = self._entry_too_big(len(data))
+        if too_big:
             # a bad argument, not a disk error: refused before the core appends anything
-            self._reply(
-                conn,
-                code,
-                opaque,
-                Code.UNEXPECTED_ARGUMENT,
-                error=f"entry of {len(data)} bytes does not fit a data file of {file_size} bytes",
-            )
+            self._reply(conn, code, opaque, Code.UNEXPECTED_ARGUMENT, error=f"entry {too_big}")
             return
         rc = self.driver.propose(data, self._waiter(kind, conn, code, opaque, key), self._now())
         if rc != Code.SUCCESS:
@@ -1009,17 +1037,15 @@ class Server:
         """A transaction: ``ops`` (micro-ops), optional ``readMode``; through the driver's paths."""
         mode = body.get("readMode") or self.cfg.read_mode
         try:
-            data = encode_txn(body.get("ops"))
+            data = encode_txn(check_txn_request(body.get("ops")))
             if mode not in READ_MODES:
                 raise ValueError(f"readMode {mode!r}: expected one of {READ_MODES}")
         except ValueError as e:
             self._reply(conn, code, opaque, Code.UNEXPECTED_ARGUMENT, error=str(e))
             return
-        file_size = getattr(self.store, "data_file_size", None)
-        if file_size is not None and len(data) + 56 > file_size:
-            self._reply(
-                conn, code, opaque, Code.UNEXPECTED_ARGUMENT, error=f"txn of {len(data)} bytes is too big"
-            )
+        too_big = self._entry_too_big(len(data))
+        if too_big:
+            self._reply(conn, code, opaque, Code.UNEXPECTED_ARGUMENT, error=f"txn {too_big}")
             return
         waiter = self._waiter("kv:txn", conn, code, opaque)
         rc = self.driver.kv_txn(body["ops"], mode, waiter, self._now())
