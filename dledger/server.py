@@ -465,6 +465,7 @@ class Server:
         self._refused_terms = 0  # peer messages dropped for a term jump beyond MAX_TERM_STEP
         self._refused_peers = 0  # peer traffic refused for want of the secret
         self._shed = 0  # connections aborted for max_buffered
+        self.repair_blocked_at = -1  # the committed entry no member served for repair yet
 
     @property
     def last_applied(self) -> int:
@@ -519,6 +520,8 @@ class Server:
         self._tasks.append(asyncio.create_task(self._ticker()))
         if self.cfg.flush == "async":
             self._tasks.append(asyncio.create_task(self._flusher()))
+        if self.core.repair_to >= 0:
+            self._tasks.append(asyncio.create_task(self._repairer()))
 
     def _queue_flush(self, conn: _Conn) -> None:
         if not self._to_flush and self.loop is not None:
@@ -655,6 +658,108 @@ class Server:
                 return
             except Exception:
                 log.exception("%s: tick failed", self.id)
+
+    async def _repairer(self) -> None:
+        """Repair a damaged committed prefix without a leader (issue 36 item 2): while the log ends
+        below ``repair_to``, append the next entries from what recovery kept intact
+        (``store.salvaged``) or, for the damaged ones, fetch them from any peer that serves them
+        as committed (GET answers committed entries only, each checked against its CRCs), and
+        hand them to the core (``Core.repair_append``). A leader's pushes may fill the log
+        meanwhile; whichever comes first is taken. When no member serves the next entry, that is
+        logged with every member's answer (every one DISK_ERROR: the entry is damaged beyond
+        every copy)."""
+        blocked = 0
+        while self.core.repair_to >= 0:
+            await asyncio.sleep(0.2)
+            core = self.core
+            nxt, last = core.end_index + 1, core.repair_to
+            if last < 0 or nxt > last:
+                continue
+            salvaged: dict[int, Any] = getattr(self.store, "salvaged", {})
+            run: list[Any] = []
+            while nxt + len(run) <= last and nxt + len(run) in salvaged and len(run) < 1000:
+                run.append(salvaged.pop(nxt + len(run)))
+            answers: dict[str, str] = {}
+            if not run:
+                run = await self._fetch_committed(nxt, min(last, nxt + 63), answers)
+            if core is not self.core or self._stopped.is_set():
+                return
+            taken = core.repair_append(run) if run else 0
+            if taken:
+                blocked = 0
+                log.info(
+                    "%s: repair: appended entries [%d, %d] (repairing up to %d)",
+                    self.id,
+                    nxt,
+                    nxt + taken - 1,
+                    last,
+                )
+                self._drain()
+                continue
+            blocked += 1
+            self.repair_blocked_at = nxt
+            if blocked == 25 or blocked % 150 == 0:
+                everywhere = bool(answers) and all(a.startswith("DISK_ERROR") for a in answers.values())
+                log.error(
+                    "%s: REPAIR BLOCKED: committed entry %d %s (%s); entries [%d, %d] still to repair",
+                    self.id,
+                    nxt,
+                    "is damaged on every member: it is beyond repair, restore it from a backup"
+                    if everywhere
+                    else "is served by no member yet",
+                    ", ".join(f"{p}: {a}" for p, a in sorted(answers.items())) or "no answers",
+                    nxt,
+                    last,
+                )
+        self.repair_blocked_at = -1
+
+    async def _fetch_committed(self, lo: int, hi: int, answers: dict[str, str]) -> list[Any]:
+        """Entries ``lo..hi`` (a consecutive run from ``lo``) as committed on the first peer that
+        serves ``lo``, asked with pipelined GETs; ``answers`` gets each asked peer's answer for
+        ``lo`` (``"SUCCESS"``, a response code name, or why it could not be asked)."""
+        from dledger.store import Entry
+
+        peers = [p for p in self.cfg.peer_map if p != self.id]
+        random.shuffle(peers)
+        for peer in peers:
+            host, port = self.cfg.peer_map[peer]
+            try:
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout=1.0)
+            except (OSError, TimeoutError) as e:
+                answers[peer] = f"unreachable ({e.__class__.__name__})"
+                continue
+            got: list[Any] = []
+            bodies: dict[int, dict[str, Any]] = {}
+            try:
+                writer.write(
+                    b"".join(
+                        encode_frame(RequestCode.GET, i - lo + 1, {"index": i, "group": self.cfg.group})
+                        for i in range(lo, hi + 1)
+                    )
+                )
+                decoder = FrameDecoder(self.cfg.max_frame)
+                while len(bodies) < hi - lo + 1:
+                    data = await asyncio.wait_for(reader.read(1 << 16), timeout=2.0)
+                    if not data:
+                        break
+                    for payload in decoder.feed(data):
+                        _, opaque, _, body = decode_payload(payload)
+                        bodies[opaque] = body
+            except (OSError, TimeoutError, FrameError) as e:
+                answers.setdefault(peer, f"no answer ({e.__class__.__name__})")
+            finally:
+                writer.close()
+            for i in range(lo, hi + 1):
+                b = bodies.get(i - lo + 1)
+                code = b.get("code") if b else None
+                if i == lo:
+                    answers[peer] = _code_name(code) if b else answers.get(peer, "no answer")
+                if code != Code.SUCCESS or b is None or not _entry_fields_ok(b, i):
+                    break
+                got.append(Entry(i, b["entryTerm"], b["body"], b["magic"], b["pos"]))
+            if got:
+                return got
+        return []
 
     async def _flusher(self) -> None:
         """--flush async: DLedger's FlushDataService, in the IO thread so the loop never blocks."""
@@ -959,6 +1064,7 @@ class Server:
                 **self.driver.metadata(),
                 connections=len(self._conns),
                 bufferedBytes=self.buffered,
+                repairBlockedAt=self.repair_blocked_at,
             )
         elif code == RequestCode.APPEND:
             data = body.get("body")
@@ -972,6 +1078,20 @@ class Server:
                 self._reply(conn, code, opaque, Code.UNEXPECTED_ARGUMENT, error="index: expected an int")
                 return
             rc, e = self.driver.get(index)
+            if rc == Code.INDEX_OUT_OF_RANGE and self.core.end_index < index <= self.core.repair_to:
+                # committed here once, lost to damage: kept intact (served), or damaged (said so,
+                # so a repairing peer can tell damage on every copy from a member not caught up)
+                e = getattr(self.store, "salvaged", {}).get(index)
+                if e is None:
+                    self._reply(
+                        conn,
+                        code,
+                        opaque,
+                        Code.DISK_ERROR,
+                        error=f"committed entry {index} is damaged here (repairing up to {self.core.repair_to})",
+                    )
+                    return
+                rc = Code.SUCCESS
             if e is None:
                 extra = {"commitIndex": self.core.commit_index} if rc == Code.INDEX_OUT_OF_RANGE else {}
                 self._reply(conn, code, opaque, rc, **extra)
@@ -1096,6 +1216,26 @@ class Server:
             )
             return
         self._propose(conn, code, opaque, data, f"kv:{op}", key)
+
+
+def _code_name(code: object) -> str:
+    try:
+        return Code(code).name  # type: ignore[arg-type]
+    except ValueError:
+        return repr(code)
+
+
+def _entry_fields_ok(b: dict[str, Any], index: int) -> bool:
+    """Whether a GET answer carries a well-formed entry ``index`` (the store checks its place)."""
+    return (
+        b.get("index") == index
+        and type(b.get("entryTerm")) is int
+        and b["entryTerm"] >= 0
+        and isinstance(b.get("body"), bytes)
+        and b.get("magic") in (1, 2)
+        and type(b.get("pos")) is int
+        and b["pos"] >= 0
+    )
 
 
 def _process_age() -> str:
