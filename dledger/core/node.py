@@ -667,6 +667,14 @@ class Core:
             self._set_vote(req.src)
         return VoteResult.ACCEPT, self.term
 
+    def _repaired(self) -> bool:
+        """Whether a repair (``repair_to``) is done: the log reaches it again (then it is cleared)."""
+        if self.end_index < self.repair_to:
+            return False
+        log.warning("%s: repair done: the log holds entries up to %d again", self.id, self.repair_to)
+        self.repair_to = -1
+        return True
+
     def repair_append(self, entries: list[Entry]) -> int:
         """Repair without a leader (issue 36 item 2): append committed entries fetched from a peer
         (or kept intact from this member's own damaged log) while the log ends below
@@ -687,14 +695,6 @@ class Core:
             self._need_sync = True
             self.commit_index = max(self.commit_index, self.end_index)
         return taken
-
-    def _repaired(self) -> bool:
-        """Whether a repair (``repair_to``) is done: the log reaches it again (then it is cleared)."""
-        if self.end_index < self.repair_to:
-            return False
-        log.warning("%s: repair done: the log holds entries up to %d again", self.id, self.repair_to)
-        self.repair_to = -1
-        return True
 
     def _maintain_candidate(self, now: int) -> None:
         if self._votes is not None:
