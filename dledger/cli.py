@@ -77,6 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="run a multi-member group without a peer secret: any process that reaches the port "
         "can vote and push as a member (tests only)",
     )
+    s.add_argument(
+        "--adopt-insecure-state",
+        action="store_true",
+        help="start with a secret on a store an --insecure run wrote (refused otherwise: its term "
+        "may be forged)",
+    )
     s.add_argument("--max-buffered", type=int, default=64 * 1024 * 1024, help="bytes of unfinished frames")
     s.add_argument("--max-connections", type=int, default=1000, help="incoming connections in all")
     s.add_argument("--max-connections-per-host", type=int, default=500)
@@ -301,6 +307,7 @@ def _server(ns: argparse.Namespace) -> int:
             snapshot_every=ns.snapshot_every,
             snapshot_keep=ns.snapshot_keep,
             secret=_read_secret(ns.secret_file),
+            adopt_insecure_state=ns.adopt_insecure_state,
         )
         cfg.core_config()
         _check_auth(cfg, ns.insecure)

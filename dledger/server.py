@@ -121,6 +121,7 @@ class ServerConfig:
     snapshot_every: int = 0
     snapshot_keep: int = 3
     secret: bytes | None = None  # the group's peer secret: members must prove it (None: no check)
+    adopt_insecure_state: bool = False  # a secured start may take a store an --insecure run wrote
 
     def __post_init__(self) -> None:
         self.peer_map = parse_peers(self.peers)
@@ -227,6 +228,43 @@ def open_store(cfg: ServerConfig) -> tuple[RuntimeLogStore, Any, int]:
         store.committed_index,
     )
     return store, FileHardState(directory), store.committed_index
+
+
+INSECURE_MARKER = "insecure"
+"""File in a member's store directory while (and after) it ran a multi-member group without a
+secret: its term and log may hold what any process told it."""
+
+
+def check_insecure_state(cfg: ServerConfig) -> None:
+    """A term learnt on an unauthenticated path must never travel further (issue 36 item 1): a
+    member that ran a multi-member group without a secret (``--insecure``) marks its store; started
+    with a secret on that store, it refuses (StoreError naming the two ways out) unless
+    ``adopt_insecure_state`` says the state is trusted (a whole group moving to a secret), since
+    the term it holds (a forged 1,000,000, say) would spread to the group through its
+    authenticated messages. Without a secret, the marker is written."""
+    if cfg.store_dir is None or len(cfg.peer_map) == 1:
+        return
+    directory = Path(cfg.store_dir) / f"dledger-{cfg.self_id}"
+    marker = directory / INSECURE_MARKER
+    try:
+        if cfg.secret is None:
+            if not marker.exists():
+                directory.mkdir(parents=True, exist_ok=True)
+                marker.write_text("this member ran without a peer secret (--insecure)\n")
+            return
+        if not marker.exists():
+            return
+        if not cfg.adopt_insecure_state:
+            raise StoreError(
+                f"{directory} was written by a run without a peer secret (--insecure): its term and "
+                "log may hold what any process sent it, and would spread to the group. Remove the "
+                "directory so the member catches up from the group, or pass --adopt-insecure-state "
+                "to trust it (e.g. the whole group moving to a secret)"
+            )
+        marker.unlink()
+        log.warning("%s: adopting the state an --insecure run left in %s", cfg.self_id, directory)
+    except OSError as e:
+        raise StoreError(f"{marker}: {e}") from e
 
 
 class _Conn(asyncio.Protocol):
@@ -399,6 +437,7 @@ class Server:
         self.id = cfg.self_id
         # recovery can take seconds; the process age shows what interpreter start and imports took
         log.info("%s: opening the store (pid %d, %s)", cfg.self_id, os.getpid(), _process_age())
+        check_insecure_state(cfg)
         self.store, self.hard, committed = open_store(cfg)
         self.sm = KVStateMachine()
         self._snapshots: SnapshotStore | None = None
