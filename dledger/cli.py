@@ -77,12 +77,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="run a multi-member group without a peer secret: any process that reaches the port "
         "can vote and push as a member (tests only)",
     )
+    s.add_argument(
+        "--adopt-insecure-state",
+        action="store_true",
+        help="start with a secret on a store an --insecure run wrote (refused otherwise: its term "
+        "may be forged)",
+    )
     s.add_argument("--max-buffered", type=int, default=64 * 1024 * 1024, help="bytes of unfinished frames")
     s.add_argument("--max-connections", type=int, default=1000, help="incoming connections in all")
     s.add_argument("--max-connections-per-host", type=int, default=500)
     s.add_argument("--frame-timeout-ms", type=int, default=30_000, help="first to last byte of a frame")
     s.add_argument("--idle-timeout-ms", type=int, default=120_000, help="close after no frame this long")
     s.add_argument("--max-write-buffer", type=int, default=1024 * 1024, help="unread answer bytes")
+    s.add_argument("--max-entry-bytes", type=int, default=1024 * 1024, help="bytes per client entry (1 MiB)")
     s.add_argument("--preferred-leader", "--preferred-leader-id", dest="preferred", default="")
     s.add_argument("--data-file-size", type=int, default=None, help="bytes per data segment file")
     s.add_argument("--snapshot-every", type=int, default=0, help="snapshot every N applied entries (0: off)")
@@ -294,11 +301,13 @@ def _server(ns: argparse.Namespace) -> int:
             frame_timeout_ms=ns.frame_timeout_ms,
             idle_timeout_ms=ns.idle_timeout_ms,
             max_write_buffer=ns.max_write_buffer,
+            max_entry_bytes=ns.max_entry_bytes,
             preferred_leaders=[p for p in ns.preferred.split(";") if p],
             data_file_size=ns.data_file_size,
             snapshot_every=ns.snapshot_every,
             snapshot_keep=ns.snapshot_keep,
             secret=_read_secret(ns.secret_file),
+            adopt_insecure_state=ns.adopt_insecure_state,
         )
         cfg.core_config()
         _check_auth(cfg, ns.insecure)

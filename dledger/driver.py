@@ -45,7 +45,14 @@ from typing import Any, Protocol
 from dledger.core import Core, CoreConfig, Ready, Role
 from dledger.protocol import Code, Message, PushRequest, PushResponse, PushType
 from dledger.snapshot import SnapshotStore
-from dledger.statemachine import StateMachine, TxnAborted, check_txn, encode_kv, encode_txn, is_read_only
+from dledger.statemachine import (
+    StateMachine,
+    TxnAborted,
+    check_txn_request,
+    encode_kv,
+    encode_txn,
+    is_read_only,
+)
 from dledger.store import CorruptionError, Entry, RuntimeLogStore, SnapshotLogStore, StoreError
 
 log = logging.getLogger("dledger.driver")
@@ -450,7 +457,7 @@ class Driver:
         once ("unsafe"), as a ``txn`` entry ("raft-log"), or once its read index is confirmed and
         applied ("read-index", "lease"; the waiter's ``txn`` holds the micro-ops). Returns SUCCESS
         when accepted (or answered), else the refusal code."""
-        mops = check_txn(mops)
+        mops = check_txn_request(mops)
         if mode not in READ_MODES:
             raise ValueError(f"read mode {mode!r}: expected one of {READ_MODES}")
         if not is_read_only(mops) or mode == "raft-log":

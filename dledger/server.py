@@ -36,7 +36,7 @@ from dledger.protocol import (
     to_wire,
 )
 from dledger.snapshot import SnapshotStore
-from dledger.statemachine import KV_ARGS, KVStateMachine, encode_kv, encode_txn
+from dledger.statemachine import KV_ARGS, KVStateMachine, check_txn_request, encode_kv, encode_txn
 from dledger.store import RuntimeLogStore, StoreError
 from dledger.transport import (
     DEFAULT_MAX_FRAME,
@@ -46,6 +46,7 @@ from dledger.transport import (
     decode_payload,
     encode_frame,
     new_nonce,
+    peek_header,
     peer_proof,
 )
 
@@ -53,6 +54,10 @@ log = logging.getLogger("dledger.server")
 
 FLUSH_MODES = ("sync", "async")
 
+# client requests whose frame may carry an entry: one larger than --max-entry-bytes plus this
+# much is refused from its header, before its body is decoded (decoding costs CPU per object)
+_ENTRY_REQUESTS = frozenset({RequestCode.APPEND, RequestCode.USER_DEFINE})
+_REQUEST_SLACK = 64 * 1024
 _HANDSHAKE = frozenset({RequestCode.PEER_HELLO, RequestCode.PEER_CHALLENGE, RequestCode.PEER_PROOF})
 _KIND_CODE = {
     "vote": RequestCode.VOTE,
@@ -77,7 +82,11 @@ class ServerConfig:
     connections in all (connections from a member's address are exempt) and
     ``max_connections_per_host`` from one address, ``frame_timeout_ms`` for a frame from its first
     byte to its last, ``idle_timeout_ms`` without a complete frame, ``max_write_buffer`` bytes of
-    answers a client has not read before the server stops reading its requests. ``secret``: with
+    answers a client has not read before the server stops reading its requests, ``max_entry_bytes``
+    per client entry (an APPEND body, a KV command or transaction; RocketMQ's ``maxMessageSize`` is
+    4 MiB, ours 1 MiB: decoding and applying one must fit well inside a 100 ms heartbeat; a
+    request frame above it is refused before its body is decoded, and a transaction is also held
+    to ``statemachine.MAX_TXN_OPS`` micro-ops). ``secret``: with
     it, a peer message counts only on a connection whose member proved it holds the secret
     (:mod:`dledger.transport`'s handshake); clients need none.
     Raises ValueError naming a bad field.
@@ -105,12 +114,14 @@ class ServerConfig:
     frame_timeout_ms: int = 30_000
     idle_timeout_ms: int = 120_000
     max_write_buffer: int = 1024 * 1024
+    max_entry_bytes: int = 1024 * 1024
     preferred_leaders: list[str] = field(default_factory=list)
     data_file_size: int | None = None
     seed: int | None = None
     snapshot_every: int = 0
     snapshot_keep: int = 3
     secret: bytes | None = None  # the group's peer secret: members must prove it (None: no check)
+    adopt_insecure_state: bool = False  # a secured start may take a store an --insecure run wrote
 
     def __post_init__(self) -> None:
         self.peer_map = parse_peers(self.peers)
@@ -136,6 +147,7 @@ class ServerConfig:
             "frame_timeout_ms",
             "idle_timeout_ms",
             "max_write_buffer",
+            "max_entry_bytes",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}={getattr(self, name)}: expected > 0")
@@ -216,6 +228,43 @@ def open_store(cfg: ServerConfig) -> tuple[RuntimeLogStore, Any, int]:
         store.committed_index,
     )
     return store, FileHardState(directory), store.committed_index
+
+
+INSECURE_MARKER = "insecure"
+"""File in a member's store directory while (and after) it ran a multi-member group without a
+secret: its term and log may hold what any process told it."""
+
+
+def check_insecure_state(cfg: ServerConfig) -> None:
+    """A term learnt on an unauthenticated path must never travel further (issue 36 item 1): a
+    member that ran a multi-member group without a secret (``--insecure``) marks its store; started
+    with a secret on that store, it refuses (StoreError naming the two ways out) unless
+    ``adopt_insecure_state`` says the state is trusted (a whole group moving to a secret), since
+    the term it holds (a forged 1,000,000, say) would spread to the group through its
+    authenticated messages. Without a secret, the marker is written."""
+    if cfg.store_dir is None or len(cfg.peer_map) == 1:
+        return
+    directory = Path(cfg.store_dir) / f"dledger-{cfg.self_id}"
+    marker = directory / INSECURE_MARKER
+    try:
+        if cfg.secret is None:
+            if not marker.exists():
+                directory.mkdir(parents=True, exist_ok=True)
+                marker.write_text("this member ran without a peer secret (--insecure)\n")
+            return
+        if not marker.exists():
+            return
+        if not cfg.adopt_insecure_state:
+            raise StoreError(
+                f"{directory} was written by a run without a peer secret (--insecure): its term and "
+                "log may hold what any process sent it, and would spread to the group. Remove the "
+                "directory so the member catches up from the group, or pass --adopt-insecure-state "
+                "to trust it (e.g. the whole group moving to a secret)"
+            )
+        marker.unlink()
+        log.warning("%s: adopting the state an --insecure run left in %s", cfg.self_id, directory)
+    except OSError as e:
+        raise StoreError(f"{marker}: {e}") from e
 
 
 class _Conn(asyncio.Protocol):
@@ -388,6 +437,7 @@ class Server:
         self.id = cfg.self_id
         # recovery can take seconds; the process age shows what interpreter start and imports took
         log.info("%s: opening the store (pid %d, %s)", cfg.self_id, os.getpid(), _process_age())
+        check_insecure_state(cfg)
         self.store, self.hard, committed = open_store(cfg)
         self.sm = KVStateMachine()
         self._snapshots: SnapshotStore | None = None
@@ -454,6 +504,7 @@ class Server:
         self._refused_terms = 0  # peer messages dropped for a term jump beyond MAX_TERM_STEP
         self._refused_peers = 0  # peer traffic refused for want of the secret
         self._shed = 0  # connections aborted for max_buffered
+        self.repair_blocked_at = -1  # the committed entry no member served for repair yet
 
     @property
     def last_applied(self) -> int:
@@ -508,6 +559,8 @@ class Server:
         self._tasks.append(asyncio.create_task(self._ticker()))
         if self.cfg.flush == "async":
             self._tasks.append(asyncio.create_task(self._flusher()))
+        if self.core.repair_to >= 0:
+            self._tasks.append(asyncio.create_task(self._repairer()))
 
     def _queue_flush(self, conn: _Conn) -> None:
         if not self._to_flush and self.loop is not None:
@@ -644,6 +697,108 @@ class Server:
                 return
             except Exception:
                 log.exception("%s: tick failed", self.id)
+
+    async def _repairer(self) -> None:
+        """Repair a damaged committed prefix without a leader (issue 36 item 2): while the log ends
+        below ``repair_to``, append the next entries from what recovery kept intact
+        (``store.salvaged``) or, for the damaged ones, fetch them from any peer that serves them
+        as committed (GET answers committed entries only, each checked against its CRCs), and
+        hand them to the core (``Core.repair_append``). A leader's pushes may fill the log
+        meanwhile; whichever comes first is taken. When no member serves the next entry, that is
+        logged with every member's answer (every one DISK_ERROR: the entry is damaged beyond
+        every copy)."""
+        blocked = 0
+        while self.core.repair_to >= 0:
+            await asyncio.sleep(0.2)
+            core = self.core
+            nxt, last = core.end_index + 1, core.repair_to
+            if last < 0 or nxt > last:
+                continue
+            salvaged: dict[int, Any] = getattr(self.store, "salvaged", {})
+            run: list[Any] = []
+            while nxt + len(run) <= last and nxt + len(run) in salvaged and len(run) < 1000:
+                run.append(salvaged.pop(nxt + len(run)))
+            answers: dict[str, str] = {}
+            if not run:
+                run = await self._fetch_committed(nxt, min(last, nxt + 63), answers)
+            if core is not self.core or self._stopped.is_set():
+                return
+            taken = core.repair_append(run) if run else 0
+            if taken:
+                blocked = 0
+                log.info(
+                    "%s: repair: appended entries [%d, %d] (repairing up to %d)",
+                    self.id,
+                    nxt,
+                    nxt + taken - 1,
+                    last,
+                )
+                self._drain()
+                continue
+            blocked += 1
+            self.repair_blocked_at = nxt
+            if blocked == 25 or blocked % 150 == 0:
+                everywhere = bool(answers) and all(a.startswith("DISK_ERROR") for a in answers.values())
+                log.error(
+                    "%s: REPAIR BLOCKED: committed entry %d %s (%s); entries [%d, %d] still to repair",
+                    self.id,
+                    nxt,
+                    "is damaged on every member: it is beyond repair, restore it from a backup"
+                    if everywhere
+                    else "is served by no member yet",
+                    ", ".join(f"{p}: {a}" for p, a in sorted(answers.items())) or "no answers",
+                    nxt,
+                    last,
+                )
+        self.repair_blocked_at = -1
+
+    async def _fetch_committed(self, lo: int, hi: int, answers: dict[str, str]) -> list[Any]:
+        """Entries ``lo..hi`` (a consecutive run from ``lo``) as committed on the first peer that
+        serves ``lo``, asked with pipelined GETs; ``answers`` gets each asked peer's answer for
+        ``lo`` (``"SUCCESS"``, a response code name, or why it could not be asked)."""
+        from dledger.store import Entry
+
+        peers = [p for p in self.cfg.peer_map if p != self.id]
+        random.shuffle(peers)
+        for peer in peers:
+            host, port = self.cfg.peer_map[peer]
+            try:
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout=1.0)
+            except (OSError, TimeoutError) as e:
+                answers[peer] = f"unreachable ({e.__class__.__name__})"
+                continue
+            got: list[Any] = []
+            bodies: dict[int, dict[str, Any]] = {}
+            try:
+                writer.write(
+                    b"".join(
+                        encode_frame(RequestCode.GET, i - lo + 1, {"index": i, "group": self.cfg.group})
+                        for i in range(lo, hi + 1)
+                    )
+                )
+                decoder = FrameDecoder(self.cfg.max_frame)
+                while len(bodies) < hi - lo + 1:
+                    data = await asyncio.wait_for(reader.read(1 << 16), timeout=2.0)
+                    if not data:
+                        break
+                    for payload in decoder.feed(data):
+                        _, opaque, _, body = decode_payload(payload)
+                        bodies[opaque] = body
+            except (OSError, TimeoutError, FrameError) as e:
+                answers.setdefault(peer, f"no answer ({e.__class__.__name__})")
+            finally:
+                writer.close()
+            for i in range(lo, hi + 1):
+                b = bodies.get(i - lo + 1)
+                code = b.get("code") if b else None
+                if i == lo:
+                    answers[peer] = _code_name(code) if b else answers.get(peer, "no answer")
+                if code != Code.SUCCESS or b is None or not _entry_fields_ok(b, i):
+                    break
+                got.append(Entry(i, b["entryTerm"], b["body"], b["magic"], b["pos"]))
+            if got:
+                return got
+        return []
 
     async def _flusher(self) -> None:
         """--flush async: DLedger's FlushDataService, in the IO thread so the loop never blocks."""
@@ -784,6 +939,18 @@ class Server:
         the caller drops it and closes the connection), a client request is answered (a bad
         argument with UNEXPECTED_ARGUMENT, a store failure with DISK_ERROR). A peer message whose
         handler raises is logged and its connection closed; the sender resends."""
+        if len(payload) > self.cfg.max_entry_bytes + _REQUEST_SLACK:
+            head = peek_header(payload)
+            if head is not None and head[0] in _ENTRY_REQUESTS and not head[2]:
+                self._reply(
+                    conn,
+                    head[0],
+                    head[1],
+                    Code.UNEXPECTED_ARGUMENT,
+                    error=f"request of {len(payload)} bytes exceeds --max-entry-bytes "
+                    f"{self.cfg.max_entry_bytes} (+{_REQUEST_SLACK} for the request's fields)",
+                )
+                return
         code, opaque, is_resp, body = decode_payload(payload)
         if code in _HANDSHAKE:
             self._handshake(conn, code, body)
@@ -936,6 +1103,7 @@ class Server:
                 **self.driver.metadata(),
                 connections=len(self._conns),
                 bufferedBytes=self.buffered,
+                repairBlockedAt=self.repair_blocked_at,
             )
         elif code == RequestCode.APPEND:
             data = body.get("body")
@@ -949,6 +1117,20 @@ class Server:
                 self._reply(conn, code, opaque, Code.UNEXPECTED_ARGUMENT, error="index: expected an int")
                 return
             rc, e = self.driver.get(index)
+            if rc == Code.INDEX_OUT_OF_RANGE and self.core.end_index < index <= self.core.repair_to:
+                # committed here once, lost to damage: kept intact (served), or damaged (said so,
+                # so a repairing peer can tell damage on every copy from a member not caught up)
+                e = getattr(self.store, "salvaged", {}).get(index)
+                if e is None:
+                    self._reply(
+                        conn,
+                        code,
+                        opaque,
+                        Code.DISK_ERROR,
+                        error=f"committed entry {index} is damaged here (repairing up to {self.core.repair_to})",
+                    )
+                    return
+                rc = Code.SUCCESS
             if e is None:
                 extra = {"commitIndex": self.core.commit_index} if rc == Code.INDEX_OUT_OF_RANGE else {}
                 self._reply(conn, code, opaque, rc, **extra)
@@ -987,19 +1169,24 @@ class Server:
         self._next_id += 1
         return self._next_id
 
+    def _entry_too_big(self, n: int) -> str | None:
+        """Why an entry body of ``n`` bytes is refused (None: it is not): above ``max_entry_bytes``
+        (replicating and applying it would hold the event loop past the heartbeat), or larger than
+        a data file can hold (48-byte header + 8-byte blank)."""
+        if n > self.cfg.max_entry_bytes:
+            return f"of {n} bytes exceeds --max-entry-bytes {self.cfg.max_entry_bytes}"
+        file_size = getattr(self.store, "data_file_size", None)
+        if file_size is not None and n + 56 > file_size:
+            return f"of {n} bytes does not fit a data file of {file_size} bytes"
+        return None
+
     def _propose(
         self, conn: _Conn, code: int, opaque: int, data: bytes, kind: str, key: str | None = None
     ) -> None:
-        file_size = getattr(self.store, "data_file_size", None)
-        if file_size is not None and len(data) + 56 > file_size:  # 48-byte header + 8-byte blank
+        too_big = self._entry_too_big(len(data))
+        if too_big:
             # a bad argument, not a disk error: refused before the core appends anything
-            self._reply(
-                conn,
-                code,
-                opaque,
-                Code.UNEXPECTED_ARGUMENT,
-                error=f"entry of {len(data)} bytes does not fit a data file of {file_size} bytes",
-            )
+            self._reply(conn, code, opaque, Code.UNEXPECTED_ARGUMENT, error=f"entry {too_big}")
             return
         rc = self.driver.propose(data, self._waiter(kind, conn, code, opaque, key), self._now())
         if rc != Code.SUCCESS:
@@ -1009,17 +1196,15 @@ class Server:
         """A transaction: ``ops`` (micro-ops), optional ``readMode``; through the driver's paths."""
         mode = body.get("readMode") or self.cfg.read_mode
         try:
-            data = encode_txn(body.get("ops"))
+            data = encode_txn(check_txn_request(body.get("ops")))
             if mode not in READ_MODES:
                 raise ValueError(f"readMode {mode!r}: expected one of {READ_MODES}")
         except ValueError as e:
             self._reply(conn, code, opaque, Code.UNEXPECTED_ARGUMENT, error=str(e))
             return
-        file_size = getattr(self.store, "data_file_size", None)
-        if file_size is not None and len(data) + 56 > file_size:
-            self._reply(
-                conn, code, opaque, Code.UNEXPECTED_ARGUMENT, error=f"txn of {len(data)} bytes is too big"
-            )
+        too_big = self._entry_too_big(len(data))
+        if too_big:
+            self._reply(conn, code, opaque, Code.UNEXPECTED_ARGUMENT, error=f"txn {too_big}")
             return
         waiter = self._waiter("kv:txn", conn, code, opaque)
         rc = self.driver.kv_txn(body["ops"], mode, waiter, self._now())
@@ -1070,6 +1255,26 @@ class Server:
             )
             return
         self._propose(conn, code, opaque, data, f"kv:{op}", key)
+
+
+def _code_name(code: object) -> str:
+    try:
+        return Code(code).name  # type: ignore[arg-type]
+    except ValueError:
+        return repr(code)
+
+
+def _entry_fields_ok(b: dict[str, Any], index: int) -> bool:
+    """Whether a GET answer carries a well-formed entry ``index`` (the store checks its place)."""
+    return (
+        b.get("index") == index
+        and type(b.get("entryTerm")) is int
+        and b["entryTerm"] >= 0
+        and isinstance(b.get("body"), bytes)
+        and b.get("magic") in (1, 2)
+        and type(b.get("pos")) is int
+        and b["pos"] >= 0
+    )
 
 
 def _process_age() -> str:

@@ -45,6 +45,29 @@ def decode_payload(payload: bytes) -> tuple[int, int, bool, dict[str, Any]]:
     return code, opaque, bool(resp), body
 
 
+def peek_header(payload: bytes) -> tuple[int, int, bool] | None:
+    """``(code, opaque, is_response)`` of a frame payload read without decoding its body (the
+    header fields come first, as :func:`encode_frame` writes them), or None when the payload does
+    not start that way. Lets a server refuse an oversized request before paying for its decode."""
+    try:
+        up = msgpack.Unpacker(raw=False, max_buffer_size=len(payload))
+        up.feed(payload)
+        if up.read_map_header() != 4:
+            return None
+        head = {}
+        for _ in range(3):
+            key = up.unpack()
+            if key not in ("c", "o", "r"):
+                return None
+            head[key] = up.unpack()
+    except Exception:
+        return None
+    code, opaque, resp = head["c"], head["o"], head["r"]
+    if type(code) is not int or type(opaque) is not int or resp not in (0, 1):
+        return None
+    return code, opaque, bool(resp)
+
+
 class FrameDecoder:
     """Incremental decoder: :meth:`feed` bytes, get complete payloads back.
 

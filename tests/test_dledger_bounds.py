@@ -490,3 +490,37 @@ def test_a_multi_member_group_refuses_to_start_without_a_secret_unless_insecure(
     assert r.returncode == 254, (r.returncode, r.stderr)
     assert "--secret-file" in r.stderr and "--insecure" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+@pytest.mark.slow
+def test_a_term_learnt_without_the_secret_never_reaches_the_group(
+    cluster_factory,  # type: ignore[no-untyped-def]
+) -> None:
+    """Issue 36 item 1: a member restarted without the secret accepted a forged term of 1,000,000
+    and spread it to the group once it rejoined with the secret. Its store is marked by the
+    insecure run; with the secret it refuses to start on it (the term never travels), and once
+    its store is removed it catches up from the group at the group's term."""
+    import shutil
+
+    c: Cluster = cluster_factory()
+    c.leader(timeout=30)
+    with c.client(timeout=3.0) as cl:
+        assert cl.append(b"before").ok
+    c.wait_caught_up(timeout=30)
+    victim = c.ids[2]
+    c.kill(victim, signal.SIGTERM)
+    c.start(victim, "--insecure")
+    wait_for(lambda: c.try_meta(victim) is not None, f"{victim} up without the secret")
+    with attacker("127.0.0.50", (c.ips[victim], c.port)) as s:
+        s.sendall(_forged_vote(c, victim, c.ids[0], 1_000_000, 10**12, 10**12))
+    wait_for(lambda: c.meta(victim)["term"] >= 1_000_000, "the forged term adopted by the insecure member")
+    c.kill(victim, signal.SIGTERM)
+    c.start(victim)  # with the secret again
+    c.procs[victim].wait(60)
+    assert c.procs.pop(victim).returncode == 1
+    assert "was written by a run without a peer secret" in (c.root / f"{victim}.log").read_text()
+    assert max(curr_term(c, n) for n in c.ids[:2]) < 1000
+    shutil.rmtree(c.root / "store" / f"dledger-{victim}")
+    c.start(victim)
+    assert_group_works(c, "after-insecure-member")
+    assert max(curr_term(c, n) for n in c.ids) < 1000

@@ -675,6 +675,27 @@ class Core:
         self.repair_to = -1
         return True
 
+    def repair_append(self, entries: list[Entry]) -> int:
+        """Repair without a leader (issue 36 item 2): append committed entries fetched from a peer
+        (or kept intact from this member's own damaged log) while the log ends below
+        ``repair_to``. Only the entries from ``end_index + 1`` on, consecutive, up to
+        ``repair_to`` and in non-decreasing terms are taken; they are committed already (every
+        member's committed prefix is the same, and ``repair_to`` is this member's own
+        checkpointed commitIndex), so the commitIndex follows them. Returns how many were taken;
+        the runtime writes them with the next Ready."""
+        if self.repair_to < 0 or self.role == _LEADER or self._restart is not None:
+            return 0
+        taken = 0
+        for e in entries:
+            if e.index != self.end_index + 1 or e.index > self.repair_to or e.term < self.end_term:
+                break
+            self._accept(e)
+            taken += 1
+        if taken:
+            self._need_sync = True
+            self.commit_index = max(self.commit_index, self.end_index)
+        return taken
+
     def _maintain_candidate(self, now: int) -> None:
         if self._votes is not None:
             if now >= self._vote_deadline:

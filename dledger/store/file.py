@@ -49,6 +49,9 @@ from dledger.store.hardstate import Checkpoint, CheckpointState
 log = logging.getLogger("dledger.store")
 
 DEFAULT_DATA_FILE_SIZE = 64 * 1024 * 1024
+SALVAGE_MAX_ENTRIES = 100_000
+"""Intact committed entries after a damaged one kept in memory for re-appending (repair mode);
+beyond it they are fetched from the peers like the damaged ones."""
 DEFAULT_INDEX_FILE_SIZE = 8 * 1024 * 1024
 HIGHWATER_FILE = "highwater"
 # The high-water marks move in steps so the marker is fsynced rarely (once per step of data).
@@ -219,6 +222,10 @@ class FileLogStore:
         self._fs = fs
         self.repair = repair
         self.repair_to = -1  # see the class docstring
+        # repair mode: intact committed entries after a damaged one, kept (in memory) when the log
+        # was cut before it, so the member re-appends them once the damaged ones were fetched
+        # again instead of losing them (index -> Entry; see salvage())
+        self.salvaged: dict[int, Entry] = {}
         self.directory = Path(directory)
         self.data_dir = self.directory / "data"
         self.index_dir = self.directory / "index"
@@ -709,6 +716,13 @@ class FileLogStore:
             index - 1,
             committed,
         )
+        for i in range(index + 1, min(committed, self._end) + 1):
+            if len(self.salvaged) >= SALVAGE_MAX_ENTRIES:
+                break
+            try:
+                self.salvaged[i] = self.get(i)
+            except CorruptionError:
+                continue
         self.truncate_suffix(index - 1)
         self.sync()
         self.repair_to = max(self.repair_to, committed)
@@ -1035,6 +1049,8 @@ class FileLogStore:
             return self._recover()
         later = [p for (_, p, _) in files[scan.last_fi + 1 :]]
         self._judge_end(files, scan, end, ck, bool(later), rep)
+        if rep.repair_to >= 0:
+            self._salvage_files(files, end + 1, rep.repair_to)
         self._open_kept(files[: scan.last_fi + 1], scan.end_pos, later, rep)
         self._settle(begin, end, scan, committed, rep)
         rep.seconds = time.monotonic() - t0
@@ -1043,6 +1059,47 @@ class FileLogStore:
         else:
             log.warning("%s", rep.describe())
         return rep
+
+    def _salvage_files(self, files: list[tuple[int, Path, int]], lo: int, hi: int) -> None:
+        """Before recovery cuts a damaged committed prefix at ``lo``: keep the entries ``lo..hi``
+        whose records still pass every check of their own (index, term, pos, size, bodyCrc), found
+        through the index files, in :attr:`salvaged` (at most SALVAGE_MAX_ENTRIES). A damaged
+        record does not take the intact ones after it down with it (issue 36 item 2)."""
+        isize, fsize, unit = self.index_file_size, self.data_file_size, codec.INDEX_UNIT_SIZE
+        index_files = {start: path for start, path, _ in self._list(self.index_dir, isize, "index")}
+        data_files = {start: path for start, path, _ in files}
+        prev_term = -1
+        for i in range(lo, hi + 1):
+            if len(self.salvaged) >= SALVAGE_MAX_ENTRIES:
+                break
+            off = i * unit
+            ipath = index_files.get(off - off % isize)
+            try:
+                rec = self._fs.read_at(ipath, off % isize, unit) if ipath is not None else b""
+                if len(rec) < unit:
+                    continue
+                magic, pos, size, idx, term = codec.INDEX_RECORD.unpack(rec)
+                dpath = data_files.get(pos - pos % fsize)
+                if idx != i or dpath is None or not _HEADER_SIZE <= size <= fsize:
+                    continue
+                buf = self._fs.read_at(dpath, pos % fsize, size)
+            except (OSError, struct.error):
+                continue
+            h, reason = codec.check_record(
+                buf, 0, abs_pos=pos, expect_index=i, min_term=max(prev_term, 0), prev_chain=None
+            )
+            if reason is None and h.term == term and h.size == size == len(buf) and h.magic == magic:
+                self.salvaged[i] = Entry(i, h.term, bytes(buf[_HEADER_SIZE:]), h.magic, pos, h.channel)
+                prev_term = h.term
+        if self.salvaged:
+            log.warning(
+                "%s: kept %d intact committed entries in [%d, %d] after the damage, to re-append once "
+                "the damaged ones are fetched again",
+                self.data_dir,
+                len(self.salvaged),
+                lo,
+                hi,
+            )
 
     def _recover_empty(self, rep: RecoveryReport, committed: int) -> None:
         """Recovery without data files: a new store, unless the checkpoint saw committed entries."""
