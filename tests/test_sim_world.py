@@ -593,4 +593,17 @@ def test_a_snapshot_saved_after_an_install_restarted_the_log_compacts_nothing() 
     )
     r = run_seed(opts)
     assert r.valid is True, r.results
-    assert r.stats["snapshot_installs"] and r.stats["compactions"]
+    assert r.stats["snapshot_installs"] and r.stats["compactions"] and r.stats["transfers"]
+
+
+def test_the_swarm_draws_snapshots_small_segments_and_transfers() -> None:
+    """Issue 33: every seed's world draws a snapshot interval and a data segment size (small ones
+    included), and the swarm's fault pool holds leader-transfer."""
+    from chaos_dledger.sim import SWARM_FAULTS, SimOptions, SimRun
+
+    seen = set()
+    for seed in range(40):
+        run = SimRun(SimOptions.swarm_for(seed), Path("/dev/null"))
+        seen.add((run.snapshot_every > 0, run.data_file_size <= 4096, run.sim.snapshot_every))
+    assert (True, True) in {s[:2] for s in seen} and (False, False) in {s[:2] for s in seen}
+    assert "leader-transfer" in SWARM_FAULTS
