@@ -92,7 +92,6 @@ CONFIGS: dict[str, list[str]] = {
     ],
     "replay-after-restart": ["--workload", "list-append", "--nemesis", "kill,leader-transfer"],
     "compaction-racing-lagging-follower": ["--workload", "register", "--nemesis", "kill,partition"],
-    "transfer-commits-take-index": ["--workload", "register", "--nemesis", "leader-transfer,partition,kill"],
     # harmful only under a partial failure: the leader's inbound slowed, then its outbound stalled
     "heartbeat-stale-round": [
         "--workload",

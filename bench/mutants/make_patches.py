@@ -349,24 +349,6 @@ MUTANTS: dict[str, dict[str, object]] = {
             )
         ],
     },
-    "transfer-commits-take-index": {
-        "bug": "a member asked to take leadership counts the entries it holds up to the leader's "
-        "takeLeadershipIndex as committed (the leader's ledgerEndIndex, not its commitIndex)",
-        "source": "DLedger handleTakeLeadership (takeLeadershipIndex is the leader's ledgerEndIndex); "
-        "Raft thesis section 3.10 (the transferee only catches up, commitment still needs a majority)",
-        "real": "register leader-transfer,partition-random-halves",
-        "sim": "register leader-transfer,partition,kill",
-        "why": "the transferee applies the leader's uncommitted tail; when the transfer fails and "
-        "another leader overwrites that tail, two entries were committed at one index",
-        "edits": [
-            (
-                "dledger/core/node.py",
-                "        self._take_from = (req.src, req.term, req.take_leadership_index, now + self.cfg.transfer_timeout_ms)\n",
-                "        self._take_from = (req.src, req.term, req.take_leadership_index, now + self.cfg.transfer_timeout_ms)\n"
-                "        self.commit_index = max(self.commit_index, min(req.take_leadership_index, self.end_index))\n",
-            )
-        ],
-    },
     "heartbeat-stale-round": {
         "bug": "the leader counts heartbeat answers of an earlier round to confirm reads and extend its lease",
         "source": "Raft thesis section 6.4 (read index: a fresh heartbeat round); etcd-raft read_only.go "
