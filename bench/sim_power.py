@@ -81,6 +81,17 @@ CONFIGS: dict[str, list[str]] = {
         "power-in-sync,kill-in-sync,partition",
     ],
     "repair-votes-while-damaged": ["--workload", "log", "--nemesis", "storage,partition,kill"],
+    # issue 33's classes: snapshots, compaction and restarts are drawn by the world of every seed
+    "snapshot-install-off-by-one": [
+        "--workload",
+        "register",
+        "--nemesis",
+        "kill,partition,leader-transfer",
+        "--read-mode",
+        "read-index",
+    ],
+    "replay-after-restart": ["--workload", "list-append", "--nemesis", "kill,leader-transfer"],
+    "compaction-racing-lagging-follower": ["--workload", "register", "--nemesis", "kill,partition"],
     # harmful only under a partial failure: the leader's inbound slowed, then its outbound stalled
     "heartbeat-stale-round": [
         "--workload",

@@ -156,9 +156,10 @@ ELECTION_MS = 480  # a follower's timeout plus the longest vote interval (dledge
 # disk's data segment size (small ones compact the log while followers lag; 1 MiB rarely)
 SNAPSHOT_EVERY = (0, 5, 10, 20, 50)
 DATA_FILE_SIZES = (4096, 4096, 16384, 1 << 20)
-# leader-transfer targets: the member the leader's watermark puts furthest behind, any member, or
-# one paused or cut off from the leader (the transfer must fail, not hand over to it)
-TRANSFER_TARGETS = ("furthest-behind", "random", "faulted")
+# leader-transfer targets: the member the leader's watermark puts furthest behind, any member, one
+# paused or cut off from the leader (the transfer must fail, not hand over to it), or one whose
+# state came from a snapshot (loaded at a restart or installed from the leader)
+TRANSFER_TARGETS = ("furthest-behind", "random", "faulted", "snapshot")
 RESTARTED_LEADER_MS = (200, 1000, 3000)  # a restarted member is asked to lead this long after
 
 
@@ -641,8 +642,8 @@ class SimRun:
 
     def _transfer_target(self, leader: str | None, policy: str) -> str:
         """The member a leader-transfer names (:data:`TRANSFER_TARGETS`): the one the leader's
-        watermark puts furthest behind, a random one, or one paused or cut off from the leader
-        (furthest behind when none is)."""
+        watermark puts furthest behind, a random one, one paused or cut off from the leader, or one
+        whose state came from a snapshot (furthest behind when none is)."""
         sim, rng = self.sim, self.nem_rng
         others = [i for i in sim.ids if i != leader]
         if leader is None or policy == "random":
@@ -651,6 +652,10 @@ class SimRun:
             cut = [i for i in others if i in sim.paused or i not in sim.nodes or (leader, i) in sim.blocked]
             if cut:
                 return rng.choice(cut)
+        if policy == "snapshot":
+            loaded = [i for i in others if i in sim.from_snapshot or sim.installed[i]]
+            if loaded:
+                return rng.choice(loaded)
         core = sim.nodes[leader]
         return min(others, key=lambda i: (core.match_index(i), rng.random()))
 

@@ -577,16 +577,29 @@ class Driver:
         snapshots = self.snapshots
 
         def durable() -> None:
-            if not self.stopped:
-                begin = self.store.compact_prefix(index)
+            if self.stopped:
+                return
+            store = self.store
+            if not store.begin_index <= index <= store.end_index:
+                # the log moved on while the snapshot was saved (an INSTALL_SNAPSHOT restarted it
+                # after this index): nothing of it is left to drop (SnapshotManager compacts only
+                # what the snapshot covers)
                 log.info(
-                    "%s: snapshot at %d (term %d, %d bytes); log begins at %d",
+                    "%s: snapshot at %d saved; the log already begins at %d",
                     self.core.id,
                     index,
-                    term,
-                    len(data),
-                    begin,
+                    store.begin_index,
                 )
+                return
+            begin = store.compact_prefix(index)
+            log.info(
+                "%s: snapshot at %d (term %d, %d bytes); log begins at %d",
+                self.core.id,
+                index,
+                term,
+                len(data),
+                begin,
+            )
 
         if snapshots is None:
             durable()

@@ -471,19 +471,24 @@ class Sim:
         sm = self.state_machine()
         # the server's start: newest snapshot (SnapshotStore on this member's simulated disk), the
         # committed entries after it replayed, then the core and its driver
-        drv = start_member(
-            CoreConfig(self_id=node, peers=self.ids, **self.cfg),
-            store,
-            hard,
-            sm,
-            _Host(self, node, self.lives[node]),
-            snapshots=SnapshotStore(f"/sim/{node}/snapshot", self.snapshot_keep, fs=self.disks[node]),
-            committed=committed,
-            rng=random.Random(self._core_rng.random()),
-            now=self.local(node),
-            flush=self.flush,
-            snapshot_every=self.snapshot_every,
-        )
+        rng = random.Random(self._core_rng.random())
+        try:
+            drv = start_member(
+                CoreConfig(self_id=node, peers=self.ids, **self.cfg),
+                store,
+                hard,
+                sm,
+                _Host(self, node, self.lives[node]),
+                snapshots=SnapshotStore(f"/sim/{node}/snapshot", self.snapshot_keep, fs=self.disks[node]),
+                committed=committed,
+                rng=rng,
+                now=self.local(node),
+                flush=self.flush,
+                snapshot_every=self.snapshot_every,
+            )
+        except StoreError as e:  # e.g. the log begins after what the newest snapshot covers
+            self._check_durability(node, str(e))
+            raise
         core = drv.core
         if core.snapshot is not None:
             self.stats["snapshot_restarts"] += 1

@@ -297,6 +297,58 @@ MUTANTS: dict[str, dict[str, object]] = {
             )
         ],
     },
+    # issue 33: the features the default swarm now reaches (snapshots, compaction, restart, transfer)
+    "snapshot-install-off-by-one": {
+        "bug": "after INSTALL_SNAPSHOT the follower resumes applying at lastIncludedIndex + 2 (the entry "
+        "right after the snapshot never reaches its state machine)",
+        "source": "Raft paper section 7 (the snapshot replaces entries up to lastIncludedIndex); DLedger "
+        "master's InstallSnapshot / StateMachineCaller",
+        "real": "register kill,partition --server-arg=--snapshot-every=20 --server-arg=--data-file-size=16384",
+        "sim": "register kill,partition,leader-transfer --read-mode read-index",
+        "why": "the member that installed the snapshot misses one write; once it leads (or its own "
+        "snapshot is installed elsewhere) reads see the older value",
+        "edits": [
+            (
+                "dledger/driver.py",
+                "            self.sm.on_snapshot_load(data)\n            self.last_applied = s_index\n",
+                "            self.sm.on_snapshot_load(data)\n            self.last_applied = s_index + 1\n",
+            )
+        ],
+    },
+    "replay-after-restart": {
+        "bug": "a restart replays the log from its first entry on top of the loaded snapshot (entries "
+        "the snapshot covers are applied twice)",
+        "source": "DLedger master's SnapshotManager.loadSnapshot then StateMachineCaller (replay from "
+        "lastIncludedIndex + 1); Raft paper section 7",
+        "real": "list-append kill --server-arg=--snapshot-every=20 --server-arg=--data-file-size=16384",
+        "sim": "list-append kill,leader-transfer",
+        "why": "a restarted member's state holds appends twice; once it leads, reads show duplicated "
+        "list elements",
+        "edits": [
+            (
+                "dledger/driver.py",
+                "    applied = replay(node, store, sm, applied, min(committed, store.end_index))\n",
+                "    applied = replay(node, store, sm, store.begin_index - 1, min(committed, store.end_index))\n",
+            )
+        ],
+    },
+    "compaction-racing-lagging-follower": {
+        "bug": "once a snapshot is durable the log is compacted up to the commitIndex of that moment, "
+        "not up to the snapshot's index (entries committed while it was saved go uncovered)",
+        "source": "Raft paper section 7 (discard only entries the snapshot covers); DLedger master's "
+        "SnapshotManager (deleteExpiredSnapshot, ledger truncatePrefix at lastIncludedIndex)",
+        "real": "register kill,partition-ring --server-arg=--snapshot-every=20 --server-arg=--data-file-size=16384",
+        "sim": "register kill,partition",
+        "why": "a follower lagging behind the compaction point gets neither the entries nor a snapshot "
+        "covering them, and a restarted member cannot rebuild its state (log begins after its snapshot)",
+        "edits": [
+            (
+                "dledger/driver.py",
+                "            begin = store.compact_prefix(index)\n",
+                "            begin = store.compact_prefix(self.core.commit_index)\n",
+            )
+        ],
+    },
     "heartbeat-stale-round": {
         "bug": "the leader counts heartbeat answers of an earlier round to confirm reads and extend its lease",
         "source": "Raft thesis section 6.4 (read index: a fresh heartbeat round); etcd-raft read_only.go "
