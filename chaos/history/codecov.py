@@ -12,7 +12,8 @@ How the parts fit, each step coverage.py's own API (https://coverage.readthedocs
 - A local worker process calls :func:`start` once, before it imports the measured packages (a
   ``multiprocessing`` pool's initializer), and :func:`save` after each seed: one data file per
   process (``.coverage.<host>.<pid>.<random>``, ``data_suffix=True``), written after every seed, so
-  a worker the pool terminates early loses nothing finished.
+  a worker the pool terminates early loses nothing finished. :func:`paused` stops measuring for
+  the tool's own work in between (checking a seed's history), which then runs at full speed.
 - A remote worker (a Spark executor) runs a chunk under :func:`measured` and returns
   :func:`chunk_data` (coverage.py's serialized data, ``CoverageData.dumps``); the driver writes it
   into the data directory with :func:`add_data`.
@@ -99,12 +100,30 @@ def save() -> None:
 @contextlib.contextmanager
 def measured(spec: Spec) -> Iterator[Any]:
     """Measure the block in memory (no data file): yields the ``Coverage`` for :func:`chunk_data`."""
+    global _active
     cov = spec.coverage(None)
     cov.start()
+    before, _active = _active, cov
     try:
         yield cov
     finally:
+        _active = before
         cov.stop()
+
+
+@contextlib.contextmanager
+def paused() -> Iterator[None]:
+    """Stop measuring for the block (the tool's own work between the system's, e.g. checking a
+    history: traced it runs several times slower and its time limits would decide verdicts)."""
+    cov = _active
+    if cov is None:
+        yield
+        return
+    cov.stop()
+    try:
+        yield
+    finally:
+        cov.start()
 
 
 def chunk_data(cov: Any) -> bytes:
