@@ -17,7 +17,8 @@ kind, parameters): ``--seed S --shrink`` shrinks a failing seed's events by ddmi
 Hildebrandt 2002) and writes them to the run's ``schedule.json``; ``--schedule FILE`` replays them.
 
 Clients go through the driver's client paths, as a real node's clients do: register reads in the
-``--read-mode`` (raft-log, read-index, lease, unsafe), appends, and the log workload's
+``--read-mode`` (raft-log, read-index, lease, unsafe), writes, cas and deletes (drawn as the
+register workload draws them: a delete is a write of nil to the checker), appends, and the log workload's
 ``read-range`` (METADATA, then GET at the client's own member) during the run. As in the register
 workload, odd processes are sticky: they read from their own member only and record its answer,
 a deposed leader's too. A request to a paused member waits in its queue and, on resume, comes
@@ -50,6 +51,10 @@ a down member's committed records (header or body bit flips, lost or misdirected
 minority of members, which the server repairs from the leader. Each campaign ends with seeds/s and a coverage line (how many seeds saw elections,
 truncations, stale-term messages, lease extensions, recovery cuts, storage faults, repairs, ...);
 a progress bar shows on the terminal meanwhile.
+
+``--coverage`` measures which lines, branches and functions of the server's code the campaign
+reached (coverage.py, :mod:`chaos.history.codecov`): one line of figures, and ``coverage.json``
+and each file's unreached functions in ``<store>/sim-campaigns/<time>/``.
 
 Exit status: 0 every seed valid, 1 some seed invalid, 2 some seed unknown (none invalid), 254 bad
 arguments.

@@ -229,7 +229,8 @@ def report(spec: Spec, out_dir: Path | None = None) -> Summary:
     """Combine the data files of ``spec.data_dir`` and write ``coverage.json`` (coverage.py's JSON
     report) and ``unreached.txt`` into ``out_dir`` (default: the data directory).
 
-    Raises ValueError when there is no data to combine (no seed ran)."""
+    Raises ValueError when there is no data to combine (no seed ran) or a data file cannot be read
+    (e.g. a worker terminated while it wrote, after ``--stop-on-failure``)."""
     out = Path(out_dir or spec.data_dir)
     cov = spec.coverage(os.path.join(spec.data_dir, DATA_FILE))
     import coverage
@@ -238,6 +239,8 @@ def report(spec: Spec, out_dir: Path | None = None) -> Summary:
         cov.combine([spec.data_dir], keep=False)
     except coverage.exceptions.NoDataError as e:
         raise ValueError(f"no coverage data in {spec.data_dir}: {e}") from None
+    except coverage.exceptions.CoverageException as e:
+        raise ValueError(f"coverage data in {spec.data_dir} not combined: {e}") from None
     cov.save()
     json_path = out / JSON_REPORT
     with contextlib.redirect_stdout(None):  # coverage.py prints "Wrote JSON report to ..."
