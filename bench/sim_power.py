@@ -65,6 +65,7 @@ CONFIGS: dict[str, list[str]] = {
     "vote-not-persisted": RAFT_LOG,
     "vote-without-log-check": RAFT_LOG,
     "leader-local-kv-read": RAFT_LOG,
+    "deleted-keys-returning": RAFT_LOG,
     "read-index-no-confirm": READ_INDEX,
     "lease-no-step-down": LEASE,
     "figure8-old-term-commit": FIGURE8,

@@ -320,6 +320,24 @@ class DLedgerDB:
             client.close()
         return {"outcome": r.outcome, "code": r.code, "error": r.error}
 
+    def log_positions(self, control: Control) -> dict[str, int]:
+        """Each answering node's ledgerEndIndex from its own METADATA (the leader-transfer
+        nemesis's ``behind`` target, :class:`chaos.cluster.db.LeaderTransfer`). Never raises."""
+        try:
+            answers = self.metadata(control.nodes)
+        except Exception:  # a probe: no positions, the nemesis then says so
+            return {}
+        out = {}
+        for name, r in answers.items():
+            end = (
+                (getattr(r, "raw", None) or {}).get("ledgerEndIndex")
+                if getattr(r, "outcome", None) == "ok"
+                else None
+            )
+            if type(end) is int:
+                out[name] = end
+        return out
+
     def leadership(self, node: Node, timeout_s: float) -> dict[str, Any]:
         """``node``'s own METADATA answer (``DLedgerServer.handleMetadata``): ``{"leader", "term"}``
         or ``{"error"}``; one cached sticky client per node (dropped after an error). Never raises."""

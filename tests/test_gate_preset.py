@@ -71,7 +71,23 @@ def test_the_preset_names_catalogued_classes_and_covers_the_read_paths() -> None
         cfg.args[cfg.args.index("--read-mode") + 1] for cfg in PRESETS["power"] if "--read-mode" in cfg.args
     }
     assert {"lease", "read-index", "raft-log"} <= read_modes
-    assert {cfg.workload for cfg in PRESETS["power"]} == {"register", "log"}
+    assert {cfg.workload for cfg in PRESETS["power"]} == {"register", "log", "list-append"}
+
+
+def test_the_preset_runs_snapshots_under_kills_and_partitions_and_transfers_to_lagging_members() -> None:
+    """Issue 33, item 4: snapshots with small segments (compaction while members lag) under kills
+    and partitions for list-append and register, and leadership handed to the member furthest
+    behind; `chaos gate --list` shows them."""
+    snapshots = ["--server-arg=--snapshot-every=20", "--server-arg=--data-file-size=16384"]
+    rows = [cfg for cfg in PRESETS["power"] if all(a in cfg.args for a in snapshots)]
+    faults = {(cfg.workload, f) for cfg in rows for f in cfg.nemesis.split("+")}
+    for workload in ("list-append", "register"):
+        assert {(workload, "kill"), (workload, "partition-ring")} <= faults
+    behind = [cfg for cfg in PRESETS["power"] if "transfer_targets=behind" in cfg.args]
+    assert behind and all("leader-transfer" in cfg.nemesis.split("+") for cfg in behind)
+    shown = [" ".join(cmd) for cmd in listed()]
+    assert any("--snapshot-every=20" in line and "list-append" in line for line in shown)
+    assert any("leader-transfer" in line and "transfer_targets=behind" in line for line in shown)
 
 
 def test_matrix_arguments_replace_the_preset() -> None:

@@ -417,3 +417,49 @@ def test_a_plug_in_descriptor_builds_and_styles_as_a_built_in(
     }
     with pytest.raises(ConfigError, match="is not a nemesis factory"):
         build("stallplug:Stall.fs", {})  # callable, but neither a descriptor nor has a kind
+
+
+class _TransferDB:
+    """A DB that leads from n1, reports log positions and records the transfers it was asked for."""
+
+    def __init__(self, positions: dict[str, int] | None) -> None:
+        self.positions = positions
+        self.asked: list[str] = []
+        if positions is None:
+            self.log_positions = None  # type: ignore[assignment]
+
+    def primaries(self, control: object) -> list[str]:
+        return ["n1"]
+
+    def log_positions(self, control: object) -> dict[str, int]:
+        return dict(self.positions or {})
+
+    def transfer_leadership(self, control: object, leader: str, to: str) -> dict[str, object]:
+        self.asked.append(to)
+        return {"outcome": "ok", "code": 200, "error": None}
+
+
+def _transfer_test(db: _TransferDB) -> SimpleNamespace:
+    return SimpleNamespace(
+        db=db, control=None, nodes=[SimpleNamespace(name=n) for n in N5], rng=random.Random(3)
+    )
+
+
+def test_a_transfer_behind_goes_to_the_member_whose_log_ends_furthest_behind() -> None:
+    from chaos.history.op import Op
+    from chaos.nemesis.leadership import LeaderTransferNemesis
+
+    db = _TransferDB({"n1": 90, "n2": 90, "n3": 41, "n4": 88})  # n5 did not answer (down, cut off)
+    nem = LeaderTransferNemesis(("behind",))
+    done = nem.invoke(_transfer_test(db), Op("invoke", "nemesis", "start-leader-transfer", None))
+    assert db.asked == ["n3"] and done.value["to"] == "n3" and done.value["target"] == "behind"
+    assert done.value["log_positions"]["n3"] == 41 and done.value["applied"] is True
+    # no positions from the DB: a random member, and the completion says so
+    db = _TransferDB(None)
+    done = nem.invoke(_transfer_test(db), Op("invoke", "nemesis", "start-leader-transfer", None))
+    assert done.value["target"] == "random (no log positions)" and db.asked[0] in N5[1:]
+    # built from --nemesis-opt transfer_targets=...; an unknown target is a bad option
+    built = build(["leader-transfer"], {"transfer_targets": ["random", "behind"]})
+    assert built is not None
+    with pytest.raises(ValueError, match="transfer_targets"):
+        LeaderTransferNemesis(("slowest",))

@@ -367,6 +367,30 @@ MUTANTS: dict[str, dict[str, object]] = {
             )
         ],
     },
+    "deleted-keys-returning": {
+        "bug": "the leader applies a KV delete to its own state machine at once and answers, without "
+        "appending it to the log (a delete orders against nothing, the author thought)",
+        "source": "Raft paper section 8 (every command through the log); Cassandra's resurrected deletes "
+        "(a tombstone some replicas never saw: deleted data returns)",
+        "real": "register partition-leader; register kill-leader",
+        "sim": "register partition,kill,partition-leader,pause-leader,clock-slow-leader",
+        "why": "the followers keep the key, and so does the leader's log: after a leader change, a "
+        "restart's replay or from a follower's local read the deleted value is read again",
+        "edits": [
+            (
+                "dledger/driver.py",
+                "            return Code.LEADER_PENDING_FULL\n        code, entry = self.core.propose(body, now)\n",
+                "            return Code.LEADER_PENDING_FULL\n"
+                "        from dledger.statemachine import decode_kv\n\n"
+                "        cmd = decode_kv(body)\n"
+                '        if cmd is not None and cmd[0] == "delete" and self.core.role == Role.LEADER:\n'
+                "            self.sm.apply_command(cmd)  # type: ignore[attr-defined]\n"
+                "            self.host.answer(waiter, Code.SUCCESS, result=True)\n"
+                "            return Code.SUCCESS\n"
+                "        code, entry = self.core.propose(body, now)\n",
+            )
+        ],
+    },
 }
 
 

@@ -336,7 +336,9 @@ class LeaderTransfer(Protocol):
     ``transfer_leadership(control, leader, to)``: ask node ``leader`` to make ``to`` leader; returns
     ``{"outcome": "ok"|"fail"|"info", "code": the system's response code or None, "error": text or
     None}`` (ok: ``to`` took over). Called by the leader-transfer nemesis; raises only when the
-    request could not be made at all.
+    request could not be made at all. Optional: ``log_positions(control)`` -> ``{node name: the
+    index its log ends at}`` for the nodes that answer (absent: no answer), for the nemesis's
+    ``transfer_targets=behind`` (a transfer to the member furthest behind); must not raise.
     """
 
     def transfer_leadership(self, control: Control, leader: str, to: str) -> dict[str, Any]: ...

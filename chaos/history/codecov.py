@@ -12,7 +12,8 @@ How the parts fit, each step coverage.py's own API (https://coverage.readthedocs
 - A local worker process calls :func:`start` once, before it imports the measured packages (a
   ``multiprocessing`` pool's initializer), and :func:`save` after each seed: one data file per
   process (``.coverage.<host>.<pid>.<random>``, ``data_suffix=True``), written after every seed, so
-  a worker the pool terminates early loses nothing finished.
+  a worker the pool terminates early loses nothing finished. :func:`paused` stops measuring for
+  the tool's own work in between (checking a seed's history), which then runs at full speed.
 - A remote worker (a Spark executor) runs a chunk under :func:`measured` and returns
   :func:`chunk_data` (coverage.py's serialized data, ``CoverageData.dumps``); the driver writes it
   into the data directory with :func:`add_data`.
@@ -99,12 +100,30 @@ def save() -> None:
 @contextlib.contextmanager
 def measured(spec: Spec) -> Iterator[Any]:
     """Measure the block in memory (no data file): yields the ``Coverage`` for :func:`chunk_data`."""
+    global _active
     cov = spec.coverage(None)
     cov.start()
+    before, _active = _active, cov
     try:
         yield cov
     finally:
+        _active = before
         cov.stop()
+
+
+@contextlib.contextmanager
+def paused() -> Iterator[None]:
+    """Stop measuring for the block (the tool's own work between the system's, e.g. checking a
+    history: traced it runs several times slower and its time limits would decide verdicts)."""
+    cov = _active
+    if cov is None:
+        yield
+        return
+    cov.stop()
+    try:
+        yield
+    finally:
+        cov.start()
 
 
 def chunk_data(cov: Any) -> bytes:
@@ -210,7 +229,8 @@ def report(spec: Spec, out_dir: Path | None = None) -> Summary:
     """Combine the data files of ``spec.data_dir`` and write ``coverage.json`` (coverage.py's JSON
     report) and ``unreached.txt`` into ``out_dir`` (default: the data directory).
 
-    Raises ValueError when there is no data to combine (no seed ran)."""
+    Raises ValueError when there is no data to combine (no seed ran) or a data file cannot be read
+    (e.g. a worker terminated while it wrote, after ``--stop-on-failure``)."""
     out = Path(out_dir or spec.data_dir)
     cov = spec.coverage(os.path.join(spec.data_dir, DATA_FILE))
     import coverage
@@ -219,6 +239,8 @@ def report(spec: Spec, out_dir: Path | None = None) -> Summary:
         cov.combine([spec.data_dir], keep=False)
     except coverage.exceptions.NoDataError as e:
         raise ValueError(f"no coverage data in {spec.data_dir}: {e}") from None
+    except coverage.exceptions.CoverageException as e:
+        raise ValueError(f"coverage data in {spec.data_dir} not combined: {e}") from None
     cov.save()
     json_path = out / JSON_REPORT
     with contextlib.redirect_stdout(None):  # coverage.py prints "Wrote JSON report to ..."

@@ -261,6 +261,10 @@ _SHORT = ("--time-limit", "30", "--node-count", "5")
 # Sticky readers at the leader and writers on the same keys from both sides of the cut (issue 13):
 # 3 threads per node, 100 ops/s.
 _READS = ("--concurrency", "3n", "--rate", "100")
+# snapshots every 20 applied entries and 16 KiB log segments (issue 33): compaction runs every few
+# seconds, so a member that was down or cut off falls behind the compacted prefix and needs the
+# leader's snapshot, and a restart loads a snapshot and replays the log after it
+_SNAPSHOTS = ("--server-arg=--snapshot-every=20", "--server-arg=--data-file-size=16384")
 
 PRESETS: dict[str, tuple[MatrixRun, ...]] = {
     # Chosen for bug-finding power (bench/catalogue.md: runs to detection per class).
@@ -326,6 +330,17 @@ PRESETS: dict[str, tuple[MatrixRun, ...]] = {
             "log",
             "lose-unfsynced",
             (*_SHORT, "--nemesis-opt", "lose_unfsynced_targets=leader,all", "--nemesis-interval", "5"),
+        ),
+        # snapshots and compaction under kills and partitions (issue 33): snapshot install to a
+        # member behind the compacted prefix, restart from a snapshot, replay after it
+        MatrixRun("list-append", "kill+partition-ring", (*_SHORT, *_SNAPSHOTS)),
+        MatrixRun("register", "kill+partition-ring", (*_SHORT, *_SNAPSHOTS)),
+        # leadership handed to the member furthest behind (one just restarted, or cut off), which
+        # the leader must catch up first, with snapshots so that may take an install (issue 33)
+        MatrixRun(
+            "register",
+            "leader-transfer+kill+partition-ring",
+            (*_SHORT, *_SNAPSHOTS, "--nemesis-opt", "transfer_targets=behind", "--nemesis-interval", "5"),
         ),
     ),
     # The gate's matrix before the catalogue: register and log under elections, runs of 60 s.

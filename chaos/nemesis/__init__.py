@@ -25,7 +25,8 @@ built-in ones are ``NEMESIS_OPTIONS``): ``nemesis_interval`` (s), ``kill_targets
 ``packet_targets``, ``packet_loss`` (probability), ``packet_delay_ms``,
 ``packet_delay_jitter_ms``, ``packet_rate_kbit``, ``packet_duplicate``, ``packet_reorder``,
 ``file_targets``, ``lose_unfsynced_targets`` (default ``["all"]``), ``truncate_bytes``,
-``bitflip_count``, ``bitflip_region`` (``tail``/``anywhere``).
+``bitflip_count``, ``bitflip_region`` (``tail``/``anywhere``), ``transfer_targets``
+(``random``/``behind``: the leader-transfer nemesis's transferee).
 """
 
 from __future__ import annotations

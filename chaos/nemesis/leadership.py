@@ -7,7 +7,9 @@ nemeses aimed at the node the DB reports as leader (``primaries``); see
 :mod:`chaos.nemesis.process` and :mod:`chaos.nemesis.partition`.
 
 ``start-leader-transfer``: ask the current leader to hand leadership to another node (random, or
-``{"to": "n3"}``); completion ``{"from": leader, "to": node, "outcome": "ok"|"fail"|"info",
+``{"to": "n3"}``; ``--nemesis-opt transfer_targets=behind`` aims each transfer at the member whose
+log ends furthest behind, ``transfer_targets=random,behind`` draws one of the two per transfer: see
+:data:`TRANSFER_TARGETS`); completion ``{"from": leader, "to": node, "outcome": "ok"|"fail"|"info",
 "code": the DB's response code, "error": text}`` or ``{"from": null, "error": "no leader"}``.
 ``stop-leader-transfer`` does nothing (a transfer is instantaneous) and completes with the leader the
 DB reports then: ``{"leader": node | null}``. The leader is the ``leader`` target's
@@ -19,16 +21,52 @@ indeterminate answer give ``applied: false`` with ``why``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chaos.history.op import Op
 from chaos.nemesis.base import NemesisKind, NoState, complete, leader_choice, node_names, not_applied, outcome
 
+TRANSFER_TARGETS = ("random", "behind")
+"""The ``transfer_targets`` a transfer may aim at: ``random``, any other member; ``behind``, the
+member whose log ends furthest behind among those answering the DB's optional
+``log_positions(control)`` (:class:`chaos.cluster.db.LeaderTransfer`; ties broken at random), so
+the leader must bring it up to date first (Raft thesis 3.10: the transferee must be caught up) or
+refuse. Without log positions, or when no other member answers, a ``behind`` transfer goes to a
+random member and says so (``target``: ``"random (no log positions)"``)."""
+
 
 class LeaderTransferNemesis(NoState):
-    """Leadership transfer through ``test.db.transfer_leadership(control, leader, to)``."""
+    """Leadership transfer through ``test.db.transfer_leadership(control, leader, to)``; each
+    transfer without an explicit ``to`` aims at one of ``targets`` (:data:`TRANSFER_TARGETS`),
+    drawn per transfer. ValueError for an unknown target."""
 
     kind = "leader-transfer"
+
+    def __init__(self, targets: Sequence[str] = ("random",)) -> None:
+        bad = [t for t in targets if t not in TRANSFER_TARGETS]
+        if bad or not targets:
+            raise ValueError(
+                f"transfer_targets {list(targets)}: expected one or more of {', '.join(TRANSFER_TARGETS)}"
+            )
+        self.targets = tuple(targets)
+
+    def _target(self, test: Any, leader: str, names: list[str]) -> tuple[str, dict[str, Any]]:
+        """The member to hand leadership to, and what the completion records of the choice."""
+        others = [n for n in names if n != leader]
+        mode = self.targets[0] if len(self.targets) == 1 else test.rng.choice(self.targets)
+        if not others:
+            return leader, {}
+        if mode == "behind":
+            ask = getattr(test.db, "log_positions", None)
+            positions = dict(ask(test.control)) if callable(ask) else {}
+            known = {n: int(positions[n]) for n in others if isinstance(positions.get(n), int)}
+            if known:
+                low = min(known.values())
+                to = test.rng.choice(sorted(n for n, v in known.items() if v == low))
+                return to, {"target": "behind", "log_positions": positions}
+            return test.rng.choice(others), {"target": "random (no log positions)"}
+        return test.rng.choice(others), ({"target": "random"} if len(self.targets) > 1 else {})
 
     def fs(self) -> set[str]:
         return {"start-leader-transfer", "stop-leader-transfer"}
@@ -48,9 +86,9 @@ class LeaderTransferNemesis(NoState):
         if leader is None:
             return not_applied(op, "no leader", **{"from": None, "to": None, "error": "no leader"})
         to = op.value.get("to") if isinstance(op.value, dict) else None
+        chosen: dict[str, Any] = {}
         if to is None:
-            others = [n for n in names if n != leader]
-            to = test.rng.choice(others) if others else leader
+            to, chosen = self._target(test, leader, names)
         elif to not in names:
             raise ValueError(f"leader-transfer target {to!r}: expected one of {names}")
         r = dict(test.db.transfer_leadership(test.control, leader, to))
@@ -60,6 +98,7 @@ class LeaderTransferNemesis(NoState):
             "outcome": r.get("outcome"),
             "code": r.get("code"),
             "error": r.get("error"),
+            **chosen,
             **note,
         }
         if to == leader:
@@ -68,14 +107,19 @@ class LeaderTransferNemesis(NoState):
         return complete(op, outcome(value, r.get("outcome") == "ok", why))
 
 
-def _build(chosen: Any, opts: Any) -> Any:
-    return LeaderTransferNemesis(), None, None
+def _build(chosen: Any, opts: Mapping[str, Any]) -> Any:
+    targets = opts.get("transfer_targets")
+    return LeaderTransferNemesis(tuple(targets) if targets else ("random",)), None, None
 
 
 NEMESIS = NemesisKind(
-    names={"leader-transfer": "ask the leader to hand leadership to a random node"},
+    names={
+        "leader-transfer": "ask the leader to hand leadership to a random node (transfer_targets=behind: "
+        "to the member furthest behind)"
+    },
     build=_build,
     requires={"leader-transfer": frozenset({"primary", "leader-transfer"})},
+    options={"transfer_targets": "list"},
     colours={"leader-transfer": "#7b4173"},
     verbs={"leader-transfer": {"start": "{nodes} leadership transferred"}},
 )

@@ -67,11 +67,6 @@ def parse_properties(text: str, source: str = "<text>") -> dict[str, str]:
     return out
 
 
-def fsync_dir(path: str | os.PathLike[str], fs: FileSystem = OS) -> None:
-    """fsync a directory so a rename or a created file in it is durable."""
-    fs.fsync_dir(Path(path))
-
-
 def write_properties_atomic(path: str | os.PathLike[str], props: dict[str, str], fs: FileSystem = OS) -> None:
     """Write ``props`` to ``path`` durably: temp file, fsync, rename, fsync the directory.
 
