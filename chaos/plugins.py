@@ -201,10 +201,10 @@ def check_api(obj: Any, label: str) -> None:
         )
 
 
-def resolve(kind: str, spec: str) -> Any:
+def resolve(kind: str, spec: str, *, check: bool = True) -> Any:
     """The object a ``--<kind>`` value names: ``module:attr``, a built-in name or an entry point's
-    name. ConfigError naming the flag and the known names for an unknown name, and for a plug-in
-    whose declared API range excludes this tool's (:func:`check_api`)."""
+    name. ConfigError naming the flag and the known names for an unknown name, and (``check``) for
+    a plug-in whose declared API range excludes this tool's (:func:`check_api`)."""
     flag = _FLAGS[kind]
     spec = str(spec).strip()
     if is_reference(spec):
@@ -222,7 +222,8 @@ def resolve(kind: str, spec: str) -> Any:
             raise ConfigError(
                 f"{flag} {spec}: loading entry point {ep.value} failed: {type(e).__name__}: {e}"
             ) from None
-    check_api(obj, f"{flag} {spec}")
+    if check:
+        check_api(obj, f"{flag} {spec}")
     return obj
 
 
