@@ -144,7 +144,11 @@ class DB(Protocol):
     ``("redis-server", "redis-sentinel")``: the tool's OS setup, :class:`chaos.cluster.osetup.DebianOS`, installs
     them with apt-get next to the tool's own before ``setup``; read by :func:`os_packages`);
     ``daemons`` (names of the processes the DB runs on every node, e.g. ``("server", "sentinel")``;
-    default one unnamed daemon; see :class:`Process` and :func:`daemons`).
+    default one unnamed daemon; see :class:`Process` and :func:`daemons`); ``client_errors``
+    (exception classes its clients let through that are answers of the database or its network,
+    recorded ``info``; any other exception from client code is a client error, no verdict on the
+    database: :func:`chaos.control.client.is_declared`); ``API`` (the plug-in API range it was
+    written for, e.g. ``">=1.0,<2"``: :func:`chaos.plugins.check_api`).
 
     The tool resets nothing of a DB on the nodes (files, offsets, processes): ``setup`` starts
     from whatever a previous run left and ``teardown`` cleans up after itself.

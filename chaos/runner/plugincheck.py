@@ -97,11 +97,15 @@ def _one_line(e: BaseException) -> str:
 
 
 def _where(e: BaseException, db: Any) -> str:
-    """`` at file.py:42`` for an exception raised in the plug-in's code, else empty."""
-    from chaos.control.client import client_error, plugin_roots
+    """`` at file.py:42`` for an exception raised in the plug-in's code (not the tool's), else
+    empty."""
+    from chaos.control.client import _TOOL_DIR, client_error, plugin_roots
 
-    where = client_error(e, plugin_roots(db)).get("where")
-    return f" at {where}" if where else ""
+    ce = client_error(e, plugin_roots(db))
+    path = str(ce.get("path") or "")
+    if not ce.get("where") or path.startswith(_TOOL_DIR + os.sep):
+        return ""
+    return f" at {ce['where']}"
 
 
 # -- the contract -------------------------------------------------------------------------------------
@@ -434,11 +438,14 @@ def smoke(db: Any, opts: dict[str, Any], found: Findings) -> None:
         test = Test(name="plugin-check", nodes=nodes, control=control, db=db, rng=random.Random(0),
                     opts=dict(opts), log=logging.getLogger("chaos.plugin-check"), concurrency=1)  # fmt: skip
         with progress(found.say, "installing the OS packages"):
-            _step(found, "OS setup (os_packages)", "declare os_packages Debian can install", db,
-                  lambda: DebianOS(db=db, log=found.say).setup(control))  # fmt: skip
-        with progress(found.say, "in setup"):
-            ready = _step(found, "setup(control)", "setup must install, start and return when clients can be served",
-                          db, lambda: db.setup(control))  # fmt: skip
+            os_ok = _step(found, "OS setup (os_packages)", "declare os_packages Debian can install (a "
+                          "timeout: a slow mirror or machine; run the check again)", db,
+                          lambda: DebianOS(db=db, log=found.say).setup(control))  # fmt: skip
+        ready = None
+        if os_ok:
+            with progress(found.say, "in setup"):
+                ready = _step(found, "setup(control)", "setup must install, start and return when clients "
+                              "can be served", db, lambda: db.setup(control))  # fmt: skip
         if ready and has(db, Primary):
             _step(found, "await_leader(control, 60)", "a leader must be elected on a healthy cluster", db,
                   lambda: db.await_leader(control, 60.0))  # fmt: skip
@@ -452,7 +459,10 @@ def smoke(db: Any, opts: dict[str, Any], found: Findings) -> None:
                                 "return recovered: True when every node serves")  # fmt: skip
         _step(found, "heal (chaos heal's heal of every node)", "resume() and the process methods must not raise "
               "on a healthy node", db, lambda: heal_control(control, db))  # fmt: skip
-        download_logs(test, db, found)
+        if ready:
+            download_logs(test, db, found)
+        else:
+            found.note("setup did not finish: the ops, the recovery wait and the log download were skipped")
         _step(
             found,
             "teardown(control)",
