@@ -26,9 +26,9 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 def cluster() -> Iterator[str]:
     from chaos.cluster.docker import DockerProvider
 
-    provider = DockerProvider(3, name=CLUSTER)
-    provider.up()
+    provider = DockerProvider(3, name=CLUSTER, ssh_timeout=300)  # a loaded machine starts sshd slowly
     try:
+        provider.up()
         yield CLUSTER
     finally:
         provider.down()

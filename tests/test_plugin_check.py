@@ -72,7 +72,7 @@ def chaos(*args: str, path: Path | None = None) -> subprocess.CompletedProcess[s
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(path or ROOT), str(ROOT)])}
     return subprocess.run(
         [sys.executable, "-m", "chaos.cli", "plugin", "check", *args],
-        capture_output=True, text=True, timeout=120, env=env, cwd=path or ROOT,
+        capture_output=True, text=True, timeout=1200, env=env, cwd=path or ROOT,
     )  # fmt: skip
 
 
@@ -120,9 +120,9 @@ def test_a_module_that_does_not_load_is_one_line_254(tmp_path: Path) -> None:
 def test_the_etcd_example_passes_the_smoke_on_a_cluster(tmp_path: Path) -> None:
     from chaos.cluster.docker import DockerProvider
 
-    provider = DockerProvider(3, name="plugcheck")
-    provider.up()
+    provider = DockerProvider(3, name="plugcheck", ssh_timeout=300)
     try:
+        provider.up()
         r = chaos("examples.etcd:EtcdDB", "--cluster-name", "plugcheck")
     finally:
         provider.down()
