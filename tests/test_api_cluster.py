@@ -101,7 +101,7 @@ def test_declared_logs_are_downloaded_without_patterns_and_a_missing_one_is_repo
     for node in ("n1", "n2", "n3"):
         assert (run_dir / "nodes" / node / "hostname").read_text().strip(), node  # no pattern needed
         assert not (run_dir / "nodes" / node / "chaos-no-such-daemon.log").exists()  # not an empty file
-        assert f"missing: log {node}:/var/log/chaos-no-such-daemon.log not downloaded" in r.stdout
+        assert f"missing: log {node}:/var/log/chaos-no-such-daemon.log not downloaded (" in r.stdout
     assert len(test["node_logs"]["missing"]) == 3
     logs = json.loads((run_dir / "results.json").read_text())["checkers"]["server-logs"]
     assert len(logs["not_downloaded"]) == 3 and "3 declared log(s) not on their node" in logs["summary"]

@@ -743,7 +743,8 @@ class Runner:
             test.control.on_nodes(fetch)
         finally:
             for line in sorted(missing):
-                self.say(f"log {line} not downloaded", lead="[yellow]missing:[/yellow]")
+                where, _, why = line.partition(" (")
+                self.say(f"log {where} not downloaded ({why}", lead="[yellow]missing:[/yellow]")
             self.node_logs_missing = sorted(missing)
 
     def _check_and_report(self, run: Any) -> int:
