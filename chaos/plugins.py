@@ -168,11 +168,13 @@ def deprecated(message: str, stacklevel: int = 3) -> None:
 
 
 def declared_api(obj: Any) -> tuple[str, str] | None:
-    """The API range a plug-in declares, with where: ``obj.API``, else its module's ``API``; None
-    when neither declares one."""
+    """The API range a plug-in declares, with where: ``obj.API``, else its module's ``API`` (a
+    string starting with a version operator, ``<>=~!``); None when neither declares one."""
     for holder in (obj, sys.modules.get(str(getattr(obj, "__module__", "") or ""))):
         spec = getattr(holder, "API", None) if holder is not None else None
-        if isinstance(spec, str):
+        # a range starts with an operator (">=1.0,<2", "~=1.0", "==1.*"); another text named API
+        # (a module's own HTTP path, say) is no declaration
+        if isinstance(spec, str) and spec.strip()[:1] in ("<", ">", "=", "~", "!"):
             name = getattr(holder, "__name__", type(holder).__name__)
             return spec, name
     return None
