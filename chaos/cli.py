@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "chaos.history.gate:gate_cmd",
         "Release gate: run or analyse a matrix of tests, exit 0 only if all pass.",
     ),
+    "plugin": ("chaos.runner.plugincheck:plugin", "Check a DB plug-in: its API contract and a smoke run."),
 }
 
 

@@ -172,11 +172,13 @@ def deprecated(message: str, stacklevel: int = 3) -> None:
 
 
 def declared_api(obj: Any) -> tuple[str, str] | None:
-    """The API range a plug-in declares, with where: ``obj.API``, else its module's ``API``; None
-    when neither declares one."""
+    """The API range a plug-in declares, with where: ``obj.API``, else its module's ``API`` (a
+    string starting with a version operator, ``<>=~!``); None when neither declares one."""
     for holder in (obj, sys.modules.get(str(getattr(obj, "__module__", "") or ""))):
         spec = getattr(holder, "API", None) if holder is not None else None
-        if isinstance(spec, str):
+        # a range starts with an operator (">=1.0,<2", "~=1.0", "==1.*"); another text named API
+        # (a module's own HTTP path, say) is no declaration
+        if isinstance(spec, str) and spec.strip()[:1] in ("<", ">", "=", "~", "!"):
             name = getattr(holder, "__name__", type(holder).__name__)
             return spec, name
     return None
@@ -205,10 +207,10 @@ def check_api(obj: Any, label: str) -> None:
         )
 
 
-def resolve(kind: str, spec: str) -> Any:
+def resolve(kind: str, spec: str, *, check: bool = True) -> Any:
     """The object a ``--<kind>`` value names: ``module:attr``, a built-in name or an entry point's
-    name. ConfigError naming the flag and the known names for an unknown name, and for a plug-in
-    whose declared API range excludes this tool's (:func:`check_api`)."""
+    name. ConfigError naming the flag and the known names for an unknown name, and (``check``) for
+    a plug-in whose declared API range excludes this tool's (:func:`check_api`)."""
     flag = _FLAGS[kind]
     spec = str(spec).strip()
     if is_reference(spec):
@@ -227,7 +229,8 @@ def resolve(kind: str, spec: str) -> Any:
             raise ConfigError(
                 f"{flag} {spec}: loading entry point {ep.value} failed: {type(e).__name__}: {e}"
             ) from None
-    check_api(obj, f"{flag} {spec}")
+    if check:
+        check_api(obj, f"{flag} {spec}")
     return obj
 
 

@@ -105,7 +105,7 @@ def _chaos(*args: str, path: Path) -> subprocess.CompletedProcess[str]:
     [
         (">=1.0,<2", ">=2.0,<3", "needs the chaos plug-in API >=2.0,<3 (API in RangedDB); this chaos provides API 1.0.0"),
         ("<1", "", "needs the chaos plug-in API <1 (API in rangedplug)"),
-        (">=1.0", "one point oh", "API 'one point oh' (in RangedDB) is not a version range"),
+        (">=1.0", ">= one point oh", "API '>= one point oh' (in RangedDB) is not a version range"),
     ],
 )  # fmt: skip
 def test_a_plugin_outside_its_declared_api_range_is_one_line_254(
@@ -130,6 +130,7 @@ def test_a_plugin_inside_its_range_loads(tmp_path: Path, monkeypatch: pytest.Mon
     assert plugins.resolve("db", "rangedplug:RangedDB").name == "ranged"
     with pytest.raises(ConfigError, match="provides API 1.0.0"):
         plugins.check_api(SimpleNamespace(API=">=3"), "--db x:Y")
+    plugins.check_api(SimpleNamespace(API="/v3/kv"), "--db x:Y")  # a module's own API path: no range
 
 
 # -- moved names ------------------------------------------------------------------------------------
@@ -268,3 +269,43 @@ def test_client_errors_make_the_checks_unknown_never_invalid(tmp_path: Path) -> 
     h2 = _history(tmp_path / "h2.jsonl", [{"type": "fail", "f": "read"}] * 2)
     r2 = compose([StatsChecker(), ClientErrorsChecker()]).check({}, h2, {})
     assert r2["valid"] is False and r2["checkers"]["client-errors"]["valid"] is True
+
+
+def test_a_txn_client_is_told_what_the_keys_hold() -> None:
+    from chaos.workloads import get
+
+    for name, kind in (("list-append", "list"), ("rw-register", "register"), ("register", None)):
+        wl = get(name, {})
+        assert wl.value_kind == kind and api.value_kind(SimpleNamespace(workload=wl)) == kind
+
+
+def test_the_summary_shows_aborted_fails_and_client_errors_apart(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from chaos.history.checkers import StatsChecker, compose
+    from chaos.history.clienterrors import ClientErrorsChecker
+    from chaos.history.perf import PerfChecker
+    from chaos.history.report import summary_table
+
+    ce = {"type": "KeyError", "message": "'n2'", "where": "mydb.py:7"}
+    h = _history(
+        tmp_path / "history.jsonl",
+        [
+            {"type": "ok", "f": "txn"},
+            {"type": "fail", "f": "txn", "aborted": True},
+            {"type": "fail", "f": "txn", "aborted": True},
+            {"type": "fail", "f": "txn"},
+            {"type": "info", "f": "txn", "client_error": ce},
+        ],
+    )
+    results = compose([StatsChecker(), PerfChecker(), ClientErrorsChecker()]).check({}, h, {})
+    assert results["checkers"]["perf"]["ops"]["fail_aborted"] == 2
+    assert results["checkers"]["perf"]["ops"]["fail_unavailable"] == 1
+    con = Console(width=200, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    con.print(summary_table(results, h, checkers_table=False))
+    text = con.export_text()
+    assert "fail: aborted" in text and "fail: unavailable" in text
+    row = next(ln for ln in text.splitlines() if " txn " in ln)
+    cells = [c.strip() for c in re.split(r"[│|]", row) if c.strip()]
+    assert cells == ["txn", "1", "0", "2", "1", "1"], row  # ok, no match, aborted, unavailable, info
+    assert "client errors: KeyError: 'n2' at mydb.py:7, 1 of 5 ops" in text

@@ -26,9 +26,9 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 def cluster() -> Iterator[str]:
     from chaos.cluster.docker import DockerProvider
 
-    provider = DockerProvider(3, name=CLUSTER)
-    provider.up()
+    provider = DockerProvider(3, name=CLUSTER, ssh_timeout=300)  # a loaded machine starts sshd slowly
     try:
+        provider.up()
         yield CLUSTER
     finally:
         provider.down()
@@ -88,3 +88,20 @@ def test_a_client_that_raises_on_every_op_is_unknown_naming_the_exception_and_li
     assert "\nunknown: " in r.stdout and "INVALID" not in r.stdout
     history = (run_dir / "history.jsonl").read_text()
     assert '"client_error"' in history
+
+
+def test_declared_logs_are_downloaded_without_patterns_and_a_missing_one_is_reported(
+    cluster: str, tmp_path: Path
+) -> None:
+    r, run_dir = run(tmp_path, "logged_db:LoggedDB")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-4000:]
+    test = json.loads((run_dir / "test.json").read_text())
+    assert test["db_capabilities"] == ["clients", "log-files"] and "server-logs" in test["checkers"]
+    for node in ("n1", "n2", "n3"):
+        assert (run_dir / "nodes" / node / "hostname").read_text().strip(), node  # no pattern needed
+        assert not (run_dir / "nodes" / node / "chaos-no-such-daemon.log").exists()  # not an empty file
+        assert f"missing: log {node}:/var/log/chaos-no-such-daemon.log not downloaded (" in r.stdout
+    assert len(test["node_logs"]["missing"]) == 3
+    logs = json.loads((run_dir / "results.json").read_text())["checkers"]["server-logs"]
+    assert len(logs["not_downloaded"]) == 3 and "3 declared log(s) not on their node" in logs["summary"]

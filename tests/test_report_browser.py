@@ -317,7 +317,7 @@ def test_quantile_and_stacked_throughput_plots_render_and_pngs_exist(browser: An
     )
     stacked = [n for n, group, _v in rate if group == "outcome"]
     assert stacked[0] == "ok" and all(
-        n in ("ok", "fail: no match", "fail: unavailable", "info") for n in stacked
+        n in ("ok", "fail: no match", "fail: aborted", "fail: unavailable", "info") for n in stacked
     )
     assert [v for _n, group, v in rate if group is None] and all(
         v == "legendonly" for _n, group, v in rate if group is None

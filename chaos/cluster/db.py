@@ -148,7 +148,11 @@ class DB(Protocol):
     (importable names of the packages holding the system's own code, e.g. ``("myserver",)``, and
     optionally ``source_omit``, coverage.py ``omit`` patterns of files in them that are not the
     system's, e.g. a simulator living beside it: what a campaign that runs the system's code in
-    process measures the coverage of, :mod:`chaos.history.codecov`; read by :func:`source_packages`).
+    process measures the coverage of, :mod:`chaos.history.codecov`; read by :func:`source_packages`); ``client_errors``
+    (exception classes its clients let through that are answers of the database or its network,
+    recorded ``info``; any other exception from client code is a client error, no verdict on the
+    database: :func:`chaos.control.client.is_declared`); ``API`` (the plug-in API range it was
+    written for, e.g. ``">=1.0,<2"``: :func:`chaos.plugins.check_api`).
 
     The tool resets nothing of a DB on the nodes (files, offsets, processes): ``setup`` starts
     from whatever a previous run left and ``teardown`` cleans up after itself.
@@ -231,14 +235,14 @@ class LogFiles(Protocol):
 
     ``log_files(remote)``: remote paths the runner downloads into ``nodes/<node>/`` at the end of a
     run (on every exit path; may write a file first, e.g. a listing), the files of every daemon
-    the DB runs there (``daemons``); a missing file is skipped; two files of one node must differ
-    in base name. ``log_patterns``: :class:`chaos.history.nodelogs.LogPattern` s (Jepsen's ``log-file-pattern``)
-    the ``server-logs`` checker searches; ``pattern_files``: base names of the downloaded files
-    those patterns apply to (empty: every downloaded file).
+    the DB runs there (``daemons``); a file missing on a node is reported as missing (a status
+    line, ``test.json``'s ``node_logs.missing``, the ``server-logs`` summary), never kept as an
+    empty file; two files of one node must differ in base name. Optional: ``log_patterns``,
+    :class:`chaos.history.nodelogs.LogPattern` s (Jepsen's ``log-file-pattern``) the
+    ``server-logs`` checker searches, and ``pattern_files``, base names of the downloaded files
+    those patterns apply to (empty: every downloaded file); without patterns the logs are still
+    downloaded, and nothing is searched.
     """
-
-    log_patterns: Sequence[LogPattern]
-    pattern_files: Sequence[str]
 
     def log_files(self, remote: Remote) -> list[str]: ...
 
@@ -348,7 +352,7 @@ CAPABILITIES: Mapping[str, tuple[type, tuple[str, ...]]] = {
     "process": (Process, ("start", "kill", "running")),
     "pause": (Pause, ("pause", "resume")),
     "primary": (Primary, ("primaries", "await_leader")),
-    "log-files": (LogFiles, ("log_files", "log_patterns", "pattern_files")),
+    "log-files": (LogFiles, ("log_files",)),
     "data-dir": (DataDir, ("data_dir",)),
     "clock": (Clock, ("faketime_file", "pidfile")),
     "recovery": (Recovery, ("await_recovery", "recovery_timeout")),
@@ -531,22 +535,28 @@ class NoopDB:
 # -- building the DB --db names (the loader is chaos.plugins) ----------------------------------------
 
 
-def db_factory(spec: str | None) -> Any:
-    """The DB factory (or DB object) ``--db`` names; default :func:`chaos.plugins.default_db`."""
-    return plugins.resolve("db", spec or plugins.default_db())
+def db_factory(spec: str | None, *, check_api: bool = True) -> Any:
+    """The DB factory (or DB object) ``--db`` names; default :func:`chaos.plugins.default_db`
+    (``check_api``: refuse one whose declared API range excludes this tool's)."""
+    return plugins.resolve("db", spec or plugins.default_db(), check=check_api)
 
 
 def build_db(
-    spec: str | None, db_opts: list[str] | tuple[str, ...] = (), extra: Mapping[str, Any] | None = None
+    spec: str | None,
+    db_opts: list[str] | tuple[str, ...] = (),
+    extra: Mapping[str, Any] | None = None,
+    *,
+    check_api: bool = True,
 ) -> Any:
     """The DB ``--db spec`` names, built with ``--db-opt`` items ``db_opts`` (parsed by the DB's
     declared options, :func:`chaos.cluster.db.parse_db_opts`) and keyword arguments ``extra``
     (already parsed, e.g. a DB's own ``chaos run`` flags; the ``--db-opt`` items win).
 
     Raises ConfigError (one line): the loader's errors, a bad ``--db-opt`` item, a factory that
-    rejects its options (its ValueError), or an object that is not a DB."""
+    rejects its options (its ValueError), or an object that is not a DB (``check_api``: also a
+    plug-in whose declared API range excludes this tool's)."""
     spec = spec or plugins.default_db()
-    factory = db_factory(spec)
+    factory = db_factory(spec, check_api=check_api)
     label = f"--db {spec}"
     if _is_db(factory):
         if db_opts:

@@ -11,7 +11,8 @@ is the minimal baseline.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from chaos.control.ssh import RemoteError
@@ -40,14 +41,21 @@ class DebianOS:
     (default :data:`REQUIRED_PACKAGES`); ``db``: the DB under test, whose ``os_packages`` are added;
     ``install``: apt-get install what is missing (needs a reachable Debian mirror on the node)
     before checking; without it a missing package is only reported. A node still missing packages
-    raises OSSetupError naming the node, the packages and apt's last error line."""
+    raises OSSetupError naming the node, the packages and apt's last error line. ``log``: called
+    with a line when a node starts and ends installing packages (the run's status lines)."""
 
     def __init__(
-        self, *, install: bool = True, packages: Sequence[str] | None = None, db: Any = None
+        self,
+        *,
+        install: bool = True,
+        packages: Sequence[str] | None = None,
+        db: Any = None,
+        log: Callable[[str], None] | None = None,
     ) -> None:
         from chaos.cluster.db import os_packages
 
         self.install = install
+        self.log = log
         base = list(REQUIRED_PACKAGES) if packages is None else list(packages)
         self.packages = list(dict.fromkeys([*base, *os_packages(db)]))
 
@@ -61,7 +69,7 @@ class DebianOS:
         return missing_packages(remote, self.packages)
 
     def setup_node(self, remote: Remote) -> None:
-        install_packages(remote, self.packages, install=self.install)
+        install_packages(remote, self.packages, install=self.install, log=self.log)
         self.heal_node(remote)
 
     def heal_node(self, remote: Remote) -> None:
@@ -101,13 +109,24 @@ def missing_packages(remote: Remote, packages: Sequence[str]) -> list[str]:
     return res.stdout.split()
 
 
-def install_packages(remote: Remote, packages: Sequence[str], *, install: bool = True) -> None:
+def install_packages(
+    remote: Remote,
+    packages: Sequence[str],
+    *,
+    install: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> None:
     """Make sure ``packages`` are installed on ``remote``: apt-get install the missing ones (when
     ``install``; a no-op when none is missing); OSSetupError naming the node, the packages still
-    missing and apt's last error line otherwise. A DB may call it from its own ``setup``."""
+    missing and apt's last error line otherwise. ``log`` (optional) gets a line when the install
+    starts and when it ends, with its length: an install takes a minute or more. A DB may call it
+    from its own ``setup``."""
     missing = missing_packages(remote, packages)
     why = ""
     if missing and install:
+        t0 = time.monotonic()
+        if log is not None:
+            log(f"{remote.node.name}: installing {' '.join(missing)} with apt-get")
         res = remote.exec_raw(
             "DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=120 update -q && "
             "DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=120 install -y -q "
@@ -119,7 +138,15 @@ def install_packages(remote: Remote, packages: Sequence[str], *, install: bool =
         if not res.ok:
             lines = (res.stderr or res.stdout).strip().splitlines()
             why = f"; apt-get: {lines[-1]}" if lines else f"; apt-get exited {res.exit_code}"
-        missing = missing_packages(remote, missing)
+        missing_after = missing_packages(remote, missing)
+        if log is not None:
+            done = [p for p in missing if p not in missing_after]
+            log(
+                f"{remote.node.name}: installed {' '.join(done) or 'nothing'} in "
+                f"{time.monotonic() - t0:.0f} s"
+                + (f"; still missing {' '.join(missing_after)}" if missing_after else "")
+            )
+        missing = missing_after
     if missing:
         raise OSSetupError(
             remote.node.name,

@@ -22,7 +22,8 @@ raise:
 Any other exception is recorded ``info`` too (Jepsen: "a crashed op is info"): whether it was sent
 is unknown. Two kinds are told apart (:func:`is_declared`):
 
-- the DB's **declared** errors: :class:`ClientError`, :class:`chaos.errors.DBError`, the standard
+- the DB's **declared** errors: :class:`ClientError`, :class:`chaos.errors.DBError`,
+  :class:`chaos.control.ssh.RemoteError` (a client running the system's CLI over SSH), the standard
   library's network errors (:data:`NETWORK_ERRORS`: ``OSError`` but the file system's, DNS,
   ``URLError``, ``HTTPException``, ``ssl.SSLError``) and the classes the DB lists in its
   ``client_errors`` attribute (e.g. ``(psycopg.Error,)``): ``info``, ``error: "indeterminate:
@@ -123,9 +124,12 @@ def own_errors(db: Any) -> tuple[type[BaseException], ...]:
 
 def declared_errors(db: Any) -> tuple[type[BaseException], ...]:
     """The exception classes that are statements about the database for ``db``'s clients:
-    :class:`ClientError`, :class:`chaos.errors.DBError`, :data:`NETWORK_ERRORS` (but
+    :class:`ClientError`, :class:`chaos.errors.DBError`, :class:`chaos.control.ssh.RemoteError`
+    (a client that runs the system's own CLI over SSH), :data:`NETWORK_ERRORS` (but
     :data:`FILE_ERRORS`) and the DB's own (:func:`own_errors`)."""
-    return (ClientError, DBError, *NETWORK_ERRORS, *own_errors(db))
+    from chaos.control.ssh import RemoteError  # fabric and paramiko: only when a client raised
+
+    return (ClientError, DBError, RemoteError, *NETWORK_ERRORS, *own_errors(db))
 
 
 def is_declared(exc: BaseException, db: Any = None) -> bool:

@@ -24,6 +24,7 @@ slow steps (a first ``apt-get install``, a large download) their own, e.g. ``tim
 from __future__ import annotations
 
 import codecs
+import contextlib
 import io
 import logging
 import os
@@ -581,16 +582,26 @@ class Remote:
     def download(self, remote: str, local: str | os.PathLike[str], timeout: float | None = None) -> None:
         """Copy the remote file to ``local`` over SFTP (``Connection.get``; Jepsen's ``download``).
 
-        Missing local directories are created. ``timeout`` (s; None = the remote's default) bounds
+        Missing local directories are created; a failed copy leaves no local file behind (none
+        existed before). ``timeout`` (s; None = the remote's default) bounds
         each wait for an SFTP answer, not the whole transfer. Raises RemoteError for a missing or
         unreadable remote file or a session lost more than ``retries`` times, CommandTimeout,
         NodeUnreachable.
         """
         # fabric formats {host}, {basename} ... into a local path: keep braces literal
         path = os.fspath(local).replace("{", "{{").replace("}", "}}")
-        self._transfer(
-            f"sftp get {remote}", timeout, lambda conn: conn.get(remote, path, preserve_mode=False)
-        )
+        existed = os.path.exists(local)
+        try:
+            self._transfer(
+                f"sftp get {remote}", timeout, lambda conn: conn.get(remote, path, preserve_mode=False)
+            )
+        except BaseException:
+            # SFTP opens the local file before it learns the remote one is missing: a failed copy
+            # must not leave an empty file that reads as an empty log
+            if not existed:
+                with contextlib.suppress(OSError):
+                    os.remove(local)
+            raise
 
     def write_file(
         self, remote: str, content: str | bytes, sudo: bool = False, timeout: float | None = None

@@ -2,7 +2,7 @@
 
 An op's completion carries ``client_error: {"type", "message", "where", ...}`` when the client
 raised an exception that is not one of the DB's declared errors (:func:`chaos.control.client.crashed`:
-not a ``ClientError``, ``DBError``, a standard-library network error or a class of the DB's
+not a ``ClientError``, ``DBError``, ``RemoteError``, a standard-library network error or a class of the DB's
 ``client_errors``). Such an op is recorded ``info`` (Jepsen: a crashed op is indeterminate), so
 the safety checkers treat it as an op that may or may not have happened, which is sound.
 

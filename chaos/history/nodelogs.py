@@ -103,7 +103,8 @@ class ServerLogChecker:
     node's log is missing or unreadable, so nothing can be said about it; else True), ``kinds``:
     ``{kind: {"severity", "description", "count", "by_node": {node: n}, "lines": [{"node", "file",
     "line", "text"}, ...]}}`` (the first :data:`MAX_QUOTED` lines), ``scanned`` (``node/file`` paths
-    relative to the run directory), ``missing``, ``summary`` (one line), and ``cause`` when invalid.
+    relative to the run directory), ``missing``, ``not_downloaded`` (declared logs a node did not
+    have, from test.json's ``node_logs``), ``summary`` (one line), and ``cause`` when invalid.
     Follows ``jepsen.checker/log-file-pattern``.
     """
 
@@ -165,6 +166,12 @@ class ServerLogChecker:
             parts.append(f"{len(missing)} log(s) missing: {', '.join(missing)}")
         else:
             out["valid"] = True
+        declared = (
+            (test.get("node_logs") or {}).get("missing") if isinstance(test.get("node_logs"), dict) else None
+        )
+        if declared:  # logs the DB named that a node did not have (the runner's download)
+            out["not_downloaded"] = list(declared)
+            parts.append(f"{len(declared)} declared log(s) not on their node: {', '.join(declared[:3])}")
         if not patterns:
             downloaded = _downloaded(run_dir)
             parts.append(

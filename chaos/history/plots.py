@@ -7,7 +7,8 @@ latency per time bucket), fault windows shaded, written into the run directory b
 
 - **Throughput** counts completions per bucket by completion time, in buckets of 1 s (2 s for runs
   longer than 10 minutes), stacked by outcome: ok, fail that was an answered no (a cas whose compare
-  did not match), fail that was the DB not serving, info (:func:`chaos.history.analysis.fail_class`).
+  did not match), fail the system aborted (a serialization failure, a deadlock), fail that was the
+  DB not serving, info (:func:`chaos.history.analysis.fail_class`).
   Per-f ok lines are there on demand (hidden until picked in the report's legend).
 - **Latency quantiles** group completed ops by invocation time into the same buckets (at least
   :data:`MIN_QUANTILE_BUCKET_S`) and give nearest-rank p50, p95, p99 and the max, in ms, per
@@ -28,6 +29,7 @@ QUANTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
 OUTCOMES = (
     ("ok", "#2b83ba"),
     ("fail: no match", "#9e9ac8"),
+    ("fail: aborted", "#8073ac"),
     ("fail: unavailable", "#d7191c"),
     ("info", "#fdae61"),
 )
@@ -40,11 +42,11 @@ def bucket_seconds(span_s: float) -> float:
     return 1.0 if span_s <= LONG_RUN_S else 2.0
 
 
-def _outcome(t: int, no_match: int) -> str:
+def _outcome(t: int, no_match: int, aborted: int = 0) -> str:
     if t == 0:
         return "ok"
     if t == 1:
-        return "fail: no match" if no_match else "fail: unavailable"
+        return "fail: no match" if no_match else "fail: aborted" if aborted else "fail: unavailable"
     return "info"
 
 
@@ -61,7 +63,7 @@ def rate_series(pairs: Any, end_ns: int) -> dict[str, Any]:
         if e < 0:
             continue
         b = min(int(e / 1e6 / width), nb - 1)
-        stack[_outcome(pairs.t[m], pairs.nm[m])][b] += 1
+        stack[_outcome(pairs.t[m], pairs.nm[m], pairs.ab[m] if m < len(pairs.ab) else 0)][b] += 1
         if pairs.t[m] == 0:
             by_f.setdefault(pairs.fs[pairs.f[m]], [0] * nb)[b] += 1
     return {

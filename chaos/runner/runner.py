@@ -67,6 +67,35 @@ class AbortedBeforeStart(RunAborted):
     """Ctrl-C or SIGTERM came before any node was touched: nothing ran, nothing to heal."""
 
 
+PROGRESS_S = 15.0
+"""How often a long step (package installs, the DB's setup, waits) says it is still running."""
+
+
+@contextlib.contextmanager
+def progress(say: Callable[[str], None], what: str, every: float = PROGRESS_S) -> Iterator[None]:
+    """While the block runs, ``say("still <what> (<N> s)")`` every ``every`` s, so a step that
+    takes minutes (an OS package install) is never silent; nothing for a shorter step."""
+    import threading
+
+    done = threading.Event()
+    t0 = time.monotonic()
+
+    def beat() -> None:
+        while not done.wait(every):
+            try:
+                say(f"still {what} ({time.monotonic() - t0:.0f} s)")
+            except Exception:  # a status line must never break the step it reports on
+                return
+
+    t = threading.Thread(target=beat, name="chaos-progress", daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        done.set()
+        t.join(timeout=1.0)
+
+
 def worst(codes: list[int]) -> int:
     """The worst of several exit statuses: crash, bad args, invalid, unknown, valid."""
     order = [EXIT_CRASH, EXIT_BAD_ARGS, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID]
@@ -243,6 +272,7 @@ class Runner:
         self.run_dir: Any = None
         self.results: dict[str, Any] | None = None
         self.recovery: dict[str, Any] | None = None  # DB.await_recovery's record, into test.json
+        self.node_logs_missing: list[str] = []  # declared logs a node did not have, into test.json
         self.db: Any = None  # built by prepare()
         self.db_kwargs: dict[str, Any] = {}
         self.log = logging.getLogger("chaos.run")
@@ -424,7 +454,9 @@ class Runner:
     def _os_phase(self, test: Test) -> None:
         from chaos.cluster.osetup import DebianOS
 
-        DebianOS(db=test.db).setup(test.control)  # the tool's packages and the DB's os_packages
+        with progress(self.say, "setting up the nodes' OS (packages)"):
+            # the tool's packages and the DB's os_packages
+            DebianOS(db=test.db, log=self.say).setup(test.control)
         self._heal_leftovers(test)
 
     def _db_phase(self, stack: contextlib.ExitStack, test: Test) -> None:
@@ -437,9 +469,11 @@ class Runner:
         if not self.opts.get("leave_db_running"):
             stack.callback(self._safe, "DB teardown", lambda: db.teardown(test.control))
         stack.callback(self._safe, "download node logs", lambda: self._download_logs(test))
-        db.setup(test.control)
+        with progress(self.say, f"setting up {db_name(db)}"):
+            db.setup(test.control)
         if has(db, Primary):
-            leader = db.await_leader(test.control, max(30.0, float(self.opts["recovery_time"])))
+            with progress(self.say, f"waiting for a {db_name(db)} leader"):
+                leader = db.await_leader(test.control, max(30.0, float(self.opts["recovery_time"])))
             self.say(f"{db_name(db)} leader: {leader}")
 
     def _nemesis_phase(self, stack: contextlib.ExitStack, test: Test) -> None:
@@ -577,6 +611,8 @@ class Runner:
             doc["crashed"] = f"{type(state.crashed).__name__}: {state.crashed}"
         if self.recovery is not None:
             doc["recovery"] = self.recovery
+        if self.node_logs_missing:
+            doc["node_logs"] = {"missing": self.node_logs_missing}
         from chaos.plugins import DEPRECATIONS
 
         if DEPRECATIONS:
@@ -654,7 +690,8 @@ class Runner:
         )
         self.say(f"waiting up to {bound:g} s for the cluster to recover (a leader, every node caught up)")
         try:
-            rec = test.db.await_recovery(test.control, bound)
+            with progress(self.say, "waiting for the cluster to recover"):
+                rec = test.db.await_recovery(test.control, bound)
         except Exception as e:  # the wait itself broke (e.g. SSH): nothing was decided
             self.log.exception("recovery wait failed")
             self.say(f"{type(e).__name__}: {e}", lead="[yellow]recovery wait failed:[/yellow]")
@@ -689,10 +726,13 @@ class Runner:
                     self.say(item["evidence"], lead=f"[yellow]environment on {escape(node)}:[/yellow]")
 
     def _download_logs(self, test: Test) -> None:
+        """Every node's ``log_files`` into ``nodes/<node>/``; a file missing on a node is said and
+        recorded (test.json ``node_logs.missing``), never left as an empty file."""
         from chaos.cluster.db import capabilities
 
         if "log-files" not in capabilities(test.db):
             return
+        missing: list[str] = []
 
         def fetch(remote: Any) -> None:
             d = self.run_dir.nodes_dir(remote.node.name)
@@ -701,8 +741,16 @@ class Runner:
                     remote.download(path, d / os.path.basename(path))
                 except Exception as e:
                     self.log.warning("download %s from %s: %s", path, remote.node.name, e)
+                    why = getattr(e, "cause", None) or e
+                    missing.append(f"{remote.node.name}:{path} ({' '.join(str(why).split())[:120]})")
 
-        test.control.on_nodes(fetch)
+        try:
+            test.control.on_nodes(fetch)
+        finally:
+            for line in sorted(missing):
+                where, _, why = line.partition(" (")
+                self.say(f"log {where} not downloaded ({why}", lead="[yellow]missing:[/yellow]")
+            self.node_logs_missing = sorted(missing)
 
     def _check_and_report(self, run: Any) -> int:
         from chaos.history.checkers import check_run
