@@ -5,7 +5,8 @@ The fixture starts a standalone master and two workers (one core each) from the 
 ``sbin/``), each its own process bound to 127.0.0.1, and stops them (their executors with them) in a
 finalizer. The commands run as separate driver processes with ``--master spark://127.0.0.1:PORT``,
 as a user runs them (docs/spark-cluster.md), and their verdicts are compared with the local path:
-run by run with ``chaos check``'s checkers, seed by seed with the local campaign's rows.
+run by run with ``chaos check``'s checkers, seed by seed with the local campaign's (the
+rows themselves are compared with the local ones on ``local[2]`` in ``test_sim_spark.py``).
 """
 
 from __future__ import annotations
@@ -190,50 +191,14 @@ def test_analyze_on_a_standalone_cluster_gives_chaos_checks_verdicts(
     assert sorted(on_cluster.values(), key=str) == [False, False, True, True]
     # the executors wrote every run's ops
     assert len(list((out / "history.parquet").glob("run=*/part-0.parquet"))) == len(runs)
-    # again over the earlier analysis: replaced, the same verdicts
-    again = _chaos("analyze", "--master", cluster, "--out", out, runs[0], runs[1])
-    assert again.returncode == 1, again.stderr
-    assert {r["run"] for r in json.loads((out / "summary.json").read_text())["runs"]} == {
-        run_id(runs[0]),
-        run_id(runs[1]),
-    }
-
-
-_ROWS = """
-import json, sys
-from chaos_dledger.sim import SimOptions
-from chaos_dledger.sim_spark import spark_imap
-todo = [(SimOptions.swarm_for(s),) for s in range(int(sys.argv[2]))]
-with spark_imap(todo, sys.argv[1]) as rows:
-    print(json.dumps(list(rows)))
-"""
-
-
-def test_sim_on_a_standalone_cluster_gives_the_local_rows_seed_by_seed(cluster: str, tmp_path: Path) -> None:
-    from chaos_dledger.sim import SimOptions, _run_one
-
-    seeds = 24
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "CHAOS_SPARK_CDS": "0"}
-    p = subprocess.run(
-        [sys.executable, "-c", _ROWS, cluster, str(seeds)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=COMMAND_S,
-        check=False,
-    )
-    assert p.returncode == 0, p.stderr[-3000:]
-    on_cluster = json.loads(p.stdout.strip().splitlines()[-1])
-    local = json.loads(json.dumps([_run_one((SimOptions.swarm_for(s),)) for s in range(seeds)]))
-    assert [r[0] for r in on_cluster] == list(range(seeds))
-    assert on_cluster == local
 
 
 def test_sim_command_on_a_standalone_cluster_prints_and_exits_as_the_local_run(
     cluster: str, tmp_path: Path
 ) -> None:
     """A known-bad configuration (unsafe reads) fails some seeds: the same failing-seed lines,
-    summary and exit status on the cluster as with the local pool."""
+    summary and exit status on the cluster as with the local pool; the command prints every seed
+    that is not valid and counts the rest, so equal lines are equal verdicts seed by seed."""
     bad = ["sim", "--workload", "register", "--read-mode", "unsafe", "--nemesis", "partition,pause",
            "--time-limit", "3", "--seeds", "20", "--store", tmp_path]  # fmt: skip
     local = _chaos(*bad, "--jobs", "1")
@@ -245,7 +210,8 @@ def test_sim_command_on_a_standalone_cluster_prints_and_exits_as_the_local_run(
         return [ln for ln in out.splitlines() if "seeds/s" not in ln]
 
     assert lines(on_cluster.stdout) == lines(local.stdout)
-    assert re.search(r"^seed \d+: valid = False", on_cluster.stdout, re.M)
+    failing = re.findall(r"^seed (\d+): valid = False", on_cluster.stdout, re.M)
+    assert failing, on_cluster.stdout
 
 
 def test_an_unreachable_master_is_one_line_at_once(tmp_path: Path, runs: list[Path]) -> None:
