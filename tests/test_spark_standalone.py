@@ -32,6 +32,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[1]
 START_S = 240.0  # the master and both workers registered, on a loaded 2-core machine
 COMMAND_S = 600.0
+_QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def _free_port() -> int:
@@ -87,6 +88,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "PYSPARK_PYTHON": sys.executable,  # the executors' Python workers: this interpreter
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         "SPARK_WORKER_OPTS": "-Dspark.worker.cleanup.enabled=false",
+        "SPARK_DAEMON_JAVA_OPTS": _QUICK_JVM,  # the daemons only schedule: C1 alone starts them in half the CPU
     }
     env.pop("PYSPARK_SUBMIT_ARGS", None)
     port = _free_port()
@@ -141,7 +143,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def _chaos(*args: object, timeout: float = COMMAND_S) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CHAOS_SPARK_CDS": "0", "SPARK_LOCAL_IP": "127.0.0.1"}
+    env = {
+        **os.environ,
+        "CHAOS_SPARK_CDS": "0",
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        # the executors run short Python tasks: their JVMs too on C1 alone (the driver's is, by _CONF)
+        "PYSPARK_SUBMIT_ARGS": f'--conf "spark.executor.defaultJavaOptions={_QUICK_JVM}" pyspark-shell',
+    }
     return subprocess.run(
         [sys.executable, "-m", "chaos.cli", *map(str, args)],
         capture_output=True,
@@ -154,12 +162,12 @@ def _chaos(*args: object, timeout: float = COMMAND_S) -> subprocess.CompletedPro
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """Four register runs, two with linearizability violations, one with a partition window."""
+    """Three register runs, two with linearizability violations, one with a partition window."""
     store = tmp_path_factory.mktemp("store")
     dirs = []
-    for i, violations in enumerate([0, 2, 0, 1]):
+    for i, violations in enumerate([2, 1, 0]):
         ops, _ = register_history(1500, keys=8, processes=5, seed=300 + i, violations=violations)
-        if i == 2:
+        if i == 1:
             mid = ops[len(ops) // 2].time
             for t, f in ((mid, "start-partition"), (mid + 5_000_000, "stop-partition")):
                 ops.append(Op(type="info", process="nemesis", f=f, value={"grudge": {}}, time=t))
@@ -188,7 +196,7 @@ def test_analyze_on_a_standalone_cluster_gives_chaos_checks_verdicts(
     on_cluster = {r["run"]: r["valid"] for r in summary["runs"]}
     local = {run_id(d): check_run(find_run(d))["valid"] for d in runs}
     assert on_cluster == local, (on_cluster, local)
-    assert sorted(on_cluster.values(), key=str) == [False, False, True, True]
+    assert sorted(on_cluster.values(), key=str) == [False, False, True]
     # the executors wrote every run's ops
     assert len(list((out / "history.parquet").glob("run=*/part-0.parquet"))) == len(runs)
 
@@ -200,7 +208,7 @@ def test_sim_command_on_a_standalone_cluster_prints_and_exits_as_the_local_run(
     summary and exit status on the cluster as with the local pool; the command prints every seed
     that is not valid and counts the rest, so equal lines are equal verdicts seed by seed."""
     bad = ["sim", "--workload", "register", "--read-mode", "unsafe", "--nemesis", "partition,pause",
-           "--time-limit", "3", "--seeds", "20", "--store", tmp_path]  # fmt: skip
+           "--time-limit", "3", "--seeds", "12", "--store", tmp_path]  # fmt: skip
     local = _chaos(*bad, "--jobs", "1")
     on_cluster = _chaos(*bad, "--master", cluster)
     assert local.returncode == 1, local.stdout + local.stderr

@@ -254,6 +254,7 @@ def _loads(raw: bytes, lineno: int, path: Path) -> Any:
             d = json.loads(raw, parse_constant=_not_finite, parse_float=_finite_float)
             fallback = True
         except _NotFinite as nf:
+            _refuse_duplicates(raw, lineno, path)  # a key named twice is the first thing to say
             raise HistoryError(
                 f"{nf.args[0]} is not a history value (expected a finite number)", line=lineno, path=path
             ) from None
