@@ -252,7 +252,8 @@ def main() -> None:
         if len(per) == 2:
             j, e = per["jsonl"], per["edn"]
             print(
-                f"n={n:>8} edn/jsonl: time {e['wall'] / j['wall']:.2f}x, peak {e['peak_mib'] / j['peak_mib']:.2f}x "
+                f"n={n:>8} edn/jsonl: time {e['wall'] / j['wall']:.2f}x (cpu {e['cpu'] / j['cpu']:.2f}x), "
+                f"peak {e['peak_mib'] / j['peak_mib']:.2f}x "
                 f"(goal <= 1.5x; same verdict: {e['valid'] == j['valid']})"
             )
         rows.append((n, per[formats[0]]))

@@ -293,14 +293,17 @@ _JEPSEN = (
 # and is read again as an array
 _JEPSEN_OBJECT = (
     ("\n#jepsen.history.Op{:index ", '\n{"index"\x03'),
-    *((f"\n{{:type :{t}, ", f'\n{{"type"\x03"{t}", ') for t in _STATES),  # Jepsen 0.2: type first
     (", :time ", ',"time"\x03'),
     *((f", :type :{t}, ", f',"type"\x03"{t}", ') for t in _STATES),
     (", :process ", ',"process"\x03'),
     (", :f :txn, ", ',"f"\x03"txn", '),
     (", :value ", ',"value"\x03'),
-    (", :index ", ',"index"\x03'),
     *_MOPS,
+)
+# Jepsen 0.2 printed plain maps, :type first and :index last (Elle's huge-scc.edn)
+_JEPSEN_02 = (
+    *((f"\n{{:type :{t}, ", f'\n{{"type"\x03"{t}", ') for t in _STATES),
+    (", :index ", ',"index"\x03'),
 )
 # what is left of the keywords of Jepsen and Elle histories, after spaces became commas
 _VOCAB = ("index", "time", "type", "process", "f", "value", "invoke", "ok", "fail", "info", "txn", "r", "w")
@@ -345,6 +348,9 @@ def translate(block: str, loose: bool = False, obj: bool = False) -> list[str] |
     text = "\n" + text
     if loose:
         text = _SPACES.sub(" ", text).replace("\n ", "\n").replace(" \n", "\n")
+    if obj and "\n{:type :" in text:
+        for a, b in _JEPSEN_02:
+            text = text.replace(a, b)
     for a, b in _JEPSEN_OBJECT if obj else _JEPSEN:
         text = text.replace(a, b)
     if obj:

@@ -11,7 +11,9 @@
   follows knossos's tests: ``multi-register`` for ``:txn`` ops, ``mutex`` for acquire/release, else
   ``cas-register``; all with knossos's rule that a read of nil matches any value. A
   ``jepsen.independent`` history (``:value [k v]`` tuples) is split per key (``op.key = k``).
-  Nesting deeper than ``MAX_DEPTH`` and bytes that are not UTF-8 are errors naming the line.
+  Read streaming by :mod:`chaos.history.edn` (Jepsen's one-op-per-line layout rewritten to JSON a
+  block at a time; anything else by a generic reader); its errors name the line. A transaction
+  history goes to the Elle checker without Op objects (:func:`collect_edn`).
 - ``porcupine-etcd``: porcupine's ``test_data/jepsen/etcd_NNN.log``, read as porcupine's
   ``parseJepsenLog``: the line number is the time; ``:info`` lines leave the op open (crashed);
   ``:fail :read :timed-out`` is a failed read (no information); ``:fail :cas`` is a completed cas whose
@@ -40,7 +42,8 @@ FORMATS = ("jsonl", "edn", "porcupine-etcd", "porcupine-kv")
 
 
 def load_history(path: str | os.PathLike[str], format: str = "auto") -> tuple[list[Op], str]:
-    """Read a history file (or a run directory holding ``history.jsonl``).
+    """Read a history file (or a run directory holding ``history.jsonl``, or a Jepsen store
+    directory holding ``history.edn``).
 
     Args:
         path: the file, or a run directory.
@@ -52,8 +55,12 @@ def load_history(path: str | os.PathLike[str], format: str = "auto") -> tuple[li
         ValueError: unknown ``format``. FileNotFoundError: no such file.
     """
     p = Path(path)
-    if p.is_dir():
-        p = p / "history.jsonl"
+    if p.is_dir():  # a run directory, or a Jepsen store directory (history.edn)
+        p = (
+            p / "history.jsonl"
+            if (p / "history.jsonl").exists() or not (p / "history.edn").exists()
+            else p / "history.edn"
+        )
     format = detect_format(p) if format == "auto" else check_format(p, format)
     if format == "jsonl":
         ops = list(read_history(p))

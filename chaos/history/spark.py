@@ -31,6 +31,7 @@ import json
 import math
 import os
 import shutil
+import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -128,6 +129,8 @@ def spark_context(master: str = "local[*]", app: str = "chaos-analyze", log: Pat
         ) from e
     if SparkContext._active_spark_context is not None:
         return SparkContext._active_spark_context
+    if master.startswith("spark://"):
+        probe_standalone_master(master)
     conf = SparkConf().setMaster(master).setAppName(app).setAll(list(_CONF))
     cds = _cds_option() if SparkContext._gateway is None else ""
     if cds:
@@ -148,6 +151,31 @@ def spark_context(master: str = "local[*]", app: str = "chaos-analyze", log: Pat
         raise RuntimeError(f"cannot start Spark with --master {master}: {e}{tail}") from e
     sc.setLogLevel("ERROR")
     return sc
+
+
+MASTER_PROBE_S = 5.0  # seconds to wait for a standalone master's port to answer
+
+
+def probe_standalone_master(master: str, timeout: float = MASTER_PROBE_S) -> None:
+    """Raise RuntimeError (one line, naming ``master``) unless some master of a standalone URL
+    (``spark://host:port[,host:port...]``, Spark's high-availability form) accepts a TCP connection
+    within ``timeout`` seconds. Spark itself retries an unreachable master for a minute and then
+    fails inside Py4J; this answers at once."""
+    hosts = master[len("spark://") :].split(",")
+    errors = []
+    for hp in hosts:
+        host, _, port = hp.rpartition(":")
+        if not host or not port.isdigit():
+            raise RuntimeError(f"--master {master}: expected spark://HOST:PORT[,HOST:PORT...]")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+            return
+        except OSError as e:
+            errors.append(f"{hp}: {e.strerror or e}")
+    raise RuntimeError(
+        f"cannot reach the Spark master {master} ({'; '.join(errors)}); expected a running standalone "
+        "master there (docs/spark-cluster.md), or --master local[*]"
+    )
 
 
 def spark_session(master: str = "local[*]", app: str = "chaos-analyze", log: Path | None = None) -> Any:
@@ -867,6 +895,11 @@ def analyze(
         seen.add(run_id(d))
     if out is None:
         out = dirs[0].parent.parent / "analysis" / time.strftime("%Y%m%dT%H%M%S")
+    if out.exists() and not out.is_dir():
+        raise ValueError(
+            f"--out {out}: exists and is not a directory; expected a new directory or an earlier analysis "
+            "(whose files are replaced)"
+        )
     timings: dict[str, float] = {}
     tell = say or (lambda _msg: None)
     created = [d for d in reversed(out.parents) if not d.exists()]
@@ -940,16 +973,22 @@ def add_runs(summary: dict[str, Any], rows: list[dict[str, Any]]) -> None:
         write_summary(summary, Path(summary["out"]))
 
 
+def _remove(path: Path) -> None:
+    """Remove what an earlier analysis left at ``path``: a directory (not followed if a link), a
+    file or a link, whatever it is now (a file where a directory is written next, or the reverse)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
 def _publish(staging: Path, out: Path) -> None:
     """Move what the run wrote to ``staging`` into ``out`` (replacing an earlier analysis' files
     of the same names) and remove ``staging``."""
     out.mkdir(parents=True, exist_ok=True)
     for name in ("history.parquet", "spark.log", "calls.parquet"):
         old = out / name
-        if old.is_dir():
-            shutil.rmtree(old)
-        elif old.exists():
-            old.unlink()
+        _remove(old)
         if (staging / name).exists():
             (staging / name).rename(old)
     shutil.rmtree(staging, ignore_errors=True)
@@ -985,8 +1024,7 @@ def write_summary_parquet(runs: list[dict[str, Any]], path: Path) -> None:
         )
         for n, t in _SUMMARY_COLUMNS
     }
-    if path.is_dir():
-        shutil.rmtree(path)
+    _remove(path)
     path.mkdir(parents=True)
     pq.write_table(pa.table(columns), str(path / "part-00000.parquet"))
 

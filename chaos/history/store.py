@@ -227,6 +227,21 @@ def _refuse_surrogates(d: Any, lineno: int, path: Path) -> None:
         ) from None
 
 
+class _NotFinite(ValueError):
+    """NaN or an infinity in a JSON line (raised inside ``json.loads``)."""
+
+
+def _not_finite(name: str) -> Any:
+    raise _NotFinite(name)
+
+
+def _finite_float(text: str) -> float:
+    f = float(text)
+    if f != f or f in (float("inf"), float("-inf")):
+        raise _NotFinite(text[:40])
+    return f
+
+
 def _loads(raw: bytes, lineno: int, path: Path) -> Any:
     """One line's JSON value. Raises HistoryError for invalid JSON, invalid UTF-8, a lone surrogate,
     a key repeated in one object, or deep nesting."""
@@ -234,10 +249,15 @@ def _loads(raw: bytes, lineno: int, path: Path) -> Any:
         d = orjson.loads(raw)
         fallback = False
     except orjson.JSONDecodeError as e:
-        try:  # what orjson refuses but the standard library reads (NaN, lone surrogate escapes)
+        try:  # what orjson refuses but the standard library reads (lone surrogate escapes)
             raw.decode("utf-8")
-            d = json.loads(raw)
+            d = json.loads(raw, parse_constant=_not_finite, parse_float=_finite_float)
             fallback = True
+        except _NotFinite as nf:
+            _refuse_duplicates(raw, lineno, path)  # a key named twice is the first thing to say
+            raise HistoryError(
+                f"{nf.args[0]} is not a history value (expected a finite number)", line=lineno, path=path
+            ) from None
         except UnicodeDecodeError as u:
             raise HistoryError(
                 f"not UTF-8 (byte {raw[u.start]:#04x} at column {u.start + 1}); expected a JSON object",
