@@ -14,12 +14,19 @@
   minutes. The Spark-marked tests run together on one worker, so one JVM serves them all
   (``spark_session`` is getOrCreate); a test marked both runs with its docker stream. xdist starts
   the largest groups first and spreads the other tests over the workers as they free up.
+- Every test runs in an empty working directory of its own (``own_working_directory``), and the
+  session's module fixtures in one of the session's: no test sees the checkout's ``store/`` (the
+  README's first command leaves ``store/latest`` there, and a bare ``chaos check`` checks it) and
+  none writes into it. Paths the suite was started with (a relative ``PYTHONPATH``, ``sys.path``'s
+  ``""``) are made absolute first, so subprocesses import the same code.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,6 +34,31 @@ import pytest
 DATA = Path(__file__).resolve().parent / "data"
 
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
+
+# the working directory changes below: what was relative to the one the suite started in stays put
+if os.environ.get("PYTHONPATH"):
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        os.path.abspath(p) if p else os.getcwd() for p in os.environ["PYTHONPATH"].split(os.pathsep)
+    )
+sys.path[:] = [os.path.abspath(p) if p in ("", ".") else p for p in sys.path]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_working_directory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """An empty working directory for the session (module fixtures run in it), never the checkout."""
+    with pytest.MonkeyPatch.context() as mp:
+        d = tmp_path_factory.mktemp("session-cwd")
+        mp.chdir(d)
+        yield d
+
+
+@pytest.fixture(autouse=True)
+def own_working_directory(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty working directory for each test: whatever the checkout's (or another test's)
+    ``store/`` holds, a test sees none of it (issue 35 item 7b)."""
+    d = tmp_path_factory.mktemp("cwd")
+    monkeypatch.chdir(d)
+    return d
 
 
 # the modules of the docker-runs stream; none of the other docker modules touches their clusters

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 import pytest
@@ -271,3 +273,36 @@ def test_sigterm_is_not_swallowed_by_code_catching_exception() -> None:
         signal.signal(signal.SIGTERM, old)
         runner._TERMINATED.clear()
         log.removeHandler(handler)
+
+
+def test_no_test_sees_the_checkouts_store(request: pytest.FixtureRequest) -> None:
+    """Issue 35 item 7b: the README's first command leaves ``store/latest`` in the checkout, where
+    a bare ``chaos check`` then found a run and the bad-argument test above failed. Every test
+    runs in an empty directory of its own (tests/conftest.py), so none sees it."""
+    assert Path.cwd().resolve() != Path(str(request.config.rootpath)).resolve()
+    assert list(Path.cwd().iterdir()) == []
+
+
+def test_a_bare_check_checks_the_working_directorys_store(tmp_path: Path) -> None:
+    """What a bare ``chaos check`` depends on is the working directory's ``store/latest``: a run
+    there is checked (its verdict, its summary); without one it is one line, 254."""
+    from chaos.history.store import RunDir
+
+    run = RunDir.create(tmp_path / "store", "log-none")
+    run.write_test({"workload": "log"})
+    ops = [
+        {"index": 0, "type": "invoke", "process": 0, "f": "append", "value": 1, "time": 1},
+        {"index": 1, "type": "ok", "process": 0, "f": "append", "value": 1, "time": 2, "log_index": 0},
+        {"index": 2, "type": "invoke", "process": 1, "f": "read", "value": None, "time": 3},
+        {"index": 3, "type": "ok", "process": 1, "f": "read", "value": [1], "time": 4},
+    ]
+    run.history_path.write_text("".join(json.dumps(o) + "\n" for o in ops))
+    r = subprocess.run(
+        [sys.executable, "-m", "chaos.cli", "check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert r.returncode in (0, 2) and str(run.path) in r.stdout.splitlines()[-1], r.stdout + r.stderr
+    assert chaos("check").returncode == 254  # the test's own directory has no store

@@ -10,14 +10,22 @@ the DB's own capabilities (:mod:`chaos.cluster.db`; the DB is ``--db``/``--db-op
 capability reset the DB's libfaketime offset file to ``+0``; with ``pause`` resume the server (the
 DB's ``resume``) and SIGCONT stopped leftovers its ``kill_match`` names; take a lose-unfsynced FUSE
 layer off. Killed servers are not restarted (``chaos run`` restarts what its nemeses killed).
+Then, as Jepsen's ``net/heal!`` does, whatever else filters or shapes the node's traffic:
+iptables/ip6tables DROP and REJECT rules and shaping qdiscs chaos did not create (a partition added
+by hand), by :mod:`chaos.nemesis.netstate`; ``--keep-foreign-rules`` leaves them and lists them.
+
+The heal takes the cluster lock as ``chaos run`` does (:mod:`chaos.cluster.lock`): while a run
+holds it the heal is refused (254, naming the run), since it would undo that run's faults;
+``--force`` heals anyway and says whose lock it ignored.
 
 Every node is checked for leftovers (:func:`residue`) before and after, and after the heal also for
 any process stopped by a signal (:data:`STOPPED_SCRIPT`), whoever stopped it: a plug-in DB's second
 daemon that its ``kill_match`` does not name is found too. What a node's lines say comes from that
 check after the heal, never from the commands sent: ``healed: X`` for a leftover found before and
 gone after, ``still present: X`` for one found after, each once, then one status line naming what
-was checked: ``clean: nothing found after the heal (checked: ...)`` or ``not clean: N left after
-the heal (checked: ...)``. Exit status 0 when every node is clean afterwards, 255 when a node could
+was checked (and, when a module cannot tell its leftovers, what was not):
+``clean: nothing found after the heal (checked: ...)`` or ``not clean: N left after the heal
+(checked: ...)``: "clean" is said only of what was looked at. Exit status 0 when every node is clean afterwards, 255 when a node could
 not be reached, something remains or a registered fault module did not load, 254 for bad
 arguments.
 """
@@ -211,6 +219,15 @@ def _cluster_name(ctx: click.Context, param: click.Parameter, value: str) -> str
     help="A fault module not registered as a chaos.nemeses entry point whose faults to heal too "
     "(repeatable; registered ones are always healed).",
 )
+@click.option(
+    "--keep-foreign-rules",
+    is_flag=True,
+    help="Leave DROP/REJECT iptables rules and qdiscs that chaos did not create (by default they "
+    "are deleted, as Jepsen's net/heal! does); they are still listed, and the node is not clean.",
+)
+@click.option(
+    "--force", is_flag=True, help="Heal even while a run holds the cluster lock (undoing its faults)."
+)
 def heal(
     provider: str,
     cluster: str,
@@ -223,21 +240,25 @@ def heal(
     db: str | None,
     db_opt: tuple[str, ...],
     extra: tuple[str, ...],
+    keep_foreign_rules: bool,
+    force: bool,
 ) -> int:
     """Heal every fault the tool may have left on every node: partitions, packet shaping, clock
     offsets, paused servers (through the DB's capabilities), a plug-in fault module's leftovers.
-    Prints one status line per node, naming what was healed; exit 0 when every node is clean
-    afterwards, 255 when a node could not be reached or healed, still has faults, or a registered
-    fault module did not load."""
+    Also DROP/REJECT rules and qdiscs chaos did not create, as Jepsen's net/heal! does (unless
+    --keep-foreign-rules). Refuses (254) while a run holds the cluster lock, unless --force.
+    Prints one status line per node, naming what was healed and what was checked; exit 0 when every node is clean afterwards, 255 when a node could not be
+    reached or healed, still has faults, or a registered fault module did not load."""
     from chaos.cluster.db import build_db
-    from chaos.control.ssh import Control
     from chaos.errors import BadArguments
+    from chaos.nemesis import netstate
 
     try:
         the_db = build_db(db, list(db_opt))
         modules, problems = fault_modules(extra)
     except ValueError as e:
         raise BadArguments(str(e)) from None
+    modules.append((netstate.NAME, netstate.OBSERVE_ONLY if keep_foreign_rules else netstate.NETWORK))
 
     node_list = _nodes(
         provider,
@@ -250,33 +271,106 @@ def heal(
         strict_host_key_checking=strict_host_key_checking,
     )
 
+    status = _heal_all(node_list, the_db, modules, force)
+    for line in problems:
+        click.echo(f"chaos heal: fault module not loaded, its faults not healed: {line}", err=True)
+    if not _report(status, checked_names(modules), unchecked_names(modules)) or problems:
+        return EXIT_CRASH  # 1 would read as *invalid*
+    return 0
+
+
+def _heal_all(node_list: list[Any], db: Any, modules: Modules, force: bool) -> dict[str, Any]:
+    """Heal every node under the cluster lock (:func:`_take_lock`): ``{node: ("ok"|"error",
+    residue before, what the check after the heal found, or the error)}``."""
+    from chaos.control.ssh import Control
+
     def one(remote: Any) -> tuple[str, list[str], list[str]]:
         # every node is healed on its own: one unreachable node must not stop the others
         try:
-            before = residue(remote, the_db, modules)
-            errors = _heal_each(remote, the_db, modules)[1]
-            return "ok", before, errors + after_heal(remote, the_db, modules)
+            before = residue(remote, db, modules)
+            errors = _heal_each(remote, db, modules)[1]
+            return "ok", before, errors + after_heal(remote, db, modules)
         except Exception as e:
             return "error", [], [f"{type(e).__name__}: {e}"]
 
     control = Control(node_list)
     try:
-        status = control.on_nodes(one)
+        lock = _take_lock(control, force)
+        try:
+            return dict(control.on_nodes(one))
+        finally:
+            if lock is not None:
+                lock.release()
     finally:
         control.close()
-    for line in problems:
-        click.echo(f"chaos heal: fault module not loaded, its faults not healed: {line}", err=True)
-    if not _report(status, checked_names(modules)) or problems:
-        return EXIT_CRASH  # 1 would read as *invalid*
-    return 0
 
 
-def _report(status: dict[str, tuple[str, list[str], list[str]]], checked: Sequence[str] = ()) -> bool:
+HEAL_HINT = "chaos heal would undo that run's faults: wait for it to end, or pass --force to heal anyway"
+
+
+def _take_lock(control: Any, force: bool) -> Any:
+    """The cluster lock for the heal, as ``chaos run`` takes it (:mod:`chaos.cluster.lock`; a
+    stale lock of a dead run on this host is replaced): a live run's lock refuses the heal
+    (ClusterLocked, exit 254) unless ``force``, which heals without the lock and says whose it
+    is. A node that cannot be reached does not stop the heal (its line says so): the other nodes'
+    locks are then read, not taken. Returns the lock to release, or None."""
+    from chaos.cluster.lock import ClusterLock, ClusterLocked, is_stale
+
+    def holder(remote: Any) -> dict[str, Any] | None:
+        from chaos.cluster.lock import holders
+
+        try:
+            return holders([remote]).get(remote.node.name)
+        except Exception:  # unreachable: its own line reports it
+            return None
+
+    if force:
+        from chaos.cluster.lock import describe
+
+        held: dict[str, list[str]] = {}
+        for node, h in sorted(control.on_nodes(holder).items()):
+            if h is not None and not is_stale(h):
+                held.setdefault(describe(h), []).append(node)
+        for who, where in held.items():
+            click.echo(
+                f"chaos heal: --force: healing {', '.join(where)} while run {who} holds the lock", err=True
+            )
+        return None
+    lock = ClusterLock(control, "chaos heal", log=lambda s: click.echo(f"chaos heal: {s}", err=True))
+    try:
+        lock.acquire()
+        return lock
+    except ClusterLocked as e:
+        raise ClusterLocked(e.node, e.holder, HEAL_HINT) from None
+    except Exception:  # a node unreachable: read the others' locks instead
+        lock.release()
+    for node, h in sorted(control.on_nodes(holder).items()):
+        if h is not None and not is_stale(h):
+            raise ClusterLocked(node, h, HEAL_HINT)
+    return None
+
+
+def unchecked_names(modules: Modules) -> list[str]:
+    """The fault modules that cannot tell their leftovers (no ``residue``): healed, never checked."""
+    return [name for name, kind in modules if kind.residue is None and kind.heal is not None]
+
+
+def _report(
+    status: dict[str, tuple[str, list[str], list[str]]],
+    checked: Sequence[str] = (),
+    unchecked: Sequence[str] = (),
+) -> bool:
     """Print each node's lines from ``{node: ("ok"|"error", residue before, what the check after
-    the heal found, or the error)}`` and ``checked`` (what that check looked at): each leftover
-    once, then the node's status from the check after the heal. True when every node is clean."""
+    the heal found, or the error)}``, ``checked`` (what that check looked at) and ``unchecked``
+    (modules healed but unable to tell their leftovers): each leftover once, then the node's
+    status from the check after the heal, naming both. True when every node is clean."""
     clean = True
-    what = f" (checked: {', '.join(checked)})" if checked else ""
+    what = f"checked: {', '.join(checked)}" if checked else ""
+    if unchecked:
+        what += (
+            "; " if what else ""
+        ) + f"not checked: {', '.join(unchecked)} (they cannot tell their leftovers)"
+    what = f" ({what})" if what else ""
     for name in sorted(status):
         kind, before, after = status[name]
         if kind == "error":

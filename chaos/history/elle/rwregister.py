@@ -237,5 +237,5 @@ class RwRegister:
                 f"the inferred version order of {case['key']} is cyclic among {_show(case['values'])}"
             )
         else:
-            out["explanation"] = kind
+            out["explanation"] = f"{who} is part of this case (its fields say how)"
         return out
