@@ -93,6 +93,9 @@ from chaos.nemesis.base import (
 from chaos.nemesis.base import complete as complete_nemesis_op
 from chaos.plugins import API_VERSION as VERSION
 from chaos.workloads import Workload
+from chaos.workloads.bank import BankClient
+from chaos.workloads.counter import CounterClient
+from chaos.workloads.set import SetClient
 
 __all__ = [
     # the version of this API
@@ -140,6 +143,9 @@ __all__ = [
     "RegisterClient",
     "LogClient",
     "TxnClient",
+    "BankClient",
+    "CounterClient",
+    "SetClient",
     "Answer",
     "ClientError",
     "Failed",

@@ -180,11 +180,11 @@ def test_test_count_two_exits_with_the_worst_status_and_leaves_the_db_running(
 
 
 def _readme_workload_file(tmp_path: Path) -> Path:
-    """docs/usage.md's "Adding a workload" example, exactly as written, as ``<tmp>/counter.py``."""
+    """docs/usage.md's "Adding a workload" example, exactly as written, as ``<tmp>/appends.py``."""
     page = (ROOT / "docs" / "usage.md").read_text()
     section = page.split("## Adding a workload", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
-    path = tmp_path / "counter.py"
+    path = tmp_path / "appends.py"
     path.write_text(code)
     return path
 
@@ -194,12 +194,12 @@ def test_readme_adding_a_workload_example_runs(
 ) -> None:
     from chaos.runner.runner import Runner
 
-    # the README's step: counter.py on the Python path, run as --workload counter:workload
+    # the page's step: appends.py on the Python path, run as --workload appends:workload
     monkeypatch.syspath_prepend(str(_readme_workload_file(tmp_path).parent))
-    monkeypatch.delitem(sys.modules, "counter", raising=False)
+    monkeypatch.delitem(sys.modules, "appends", raising=False)
     runner = Runner(
         {
-            "workload": "counter:workload",
+            "workload": "appends:workload",
             "time_limit": 5.0,
             "recovery_time": 1.0,
             "store": str(tmp_path / "store"),
