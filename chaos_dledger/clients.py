@@ -10,8 +10,9 @@ UNEXPECTED_ARGUMENT answer, a ``fail``.
 
 Register (``DLedgerClient.kv_get/kv_put/kv_cas/kv_delete``, key ``"r<key>"``). Sticky processes (``sticky``,
 default on): odd-numbered processes read from the node they were given and nowhere else
-(``DLedgerClient(sticky=True)``: no leader discovery, no redirect) and record that node's answer;
-NOT_LEADER is a ``fail``. Their writes and cas go through the redirecting client, which still reaches
+(``DLedgerClient(sticky=True)``: no leader discovery) and record that node's answer; a NOT_LEADER
+that names another leader is followed once through the redirecting client, as DLedger's own client
+does (the completion says ``redirected_from``), and one naming none is a ``fail``. Their writes and cas go through the redirecting client, which still reaches
 a deposed leader it believes in. So a deposed leader that still answers reads (a read-index read
 without its heartbeat round, a lease read after the lease ran out, a paused leader resuming with
 queued reads) is observed, while the other processes follow the leader. Since client thread ``i``
@@ -44,6 +45,7 @@ from typing import Any
 from chaos.control.client import Answer, Failed, Indeterminate
 
 STICKY_READ_TIMEOUT_S = 10.0
+NOT_LEADER = 404  # dledger.protocol.ResponseCode.NOT_LEADER
 # DLedger's INDEX_OUT_OF_RANGE (reading past the end / below the start)
 OUT_OF_RANGE = frozenset({410, 419})
 
@@ -102,7 +104,15 @@ class DLedgerRegisterClient:
 
     def read(self, key: Any) -> Answer:
         r = self._reader().kv_get(kv_key(key))
-        extra = {"sticky": True} if self.sticky else {}
+        extra: dict[str, Any] = {"sticky": True} if self.sticky else {}
+        hint = getattr(r, "leader_id", None)
+        if self.sticky and getattr(r, "code", None) == NOT_LEADER and hint and hint != self.node:
+            # a follower that knows the leader redirects, and DLedger's client follows it
+            # (DLedgerClient's NOT_LEADER handling): a refusal naming the leader is no outage. A
+            # member that still believes it leads answers itself and is observed, as sticky reads
+            # are meant to; one that knows no leader refuses, and that is unavailability.
+            r = self.c.kv_get(kv_key(key))
+            extra["redirected_from"] = self.node
         return result(r, getattr(r, "value", None), **extra)
 
     def write(self, key: Any, value: Any) -> Answer:

@@ -233,3 +233,23 @@ def test_the_register_workloads_delete_removes_the_key_on_the_real_server(cluste
     for n in cluster.ids:
         with cluster.client(prefer=n) as c:
             assert c.kv_get("r7", read_mode="raft-log").value is None
+
+
+@pytest.mark.slow
+def test_a_sticky_read_on_a_healthy_follower_follows_the_redirect(cluster: Cluster) -> None:
+    """Issue 35 item 1: a sticky reader bound to a follower that knows the leader was refused with
+    NOT_LEADER and the op filed as "unavailable" (223 of a healthy 30-s run's ops); DLedger's own
+    client follows the redirect, and so does the register client now, saying where it came from."""
+    from chaos_dledger.clients import DLedgerRegisterClient
+
+    ld = cluster.leader()
+    follower = next(n for n in cluster.ids if n != ld)
+    client = DLedgerRegisterClient(lambda node: cluster.client(prefer=node), follower, 1)  # odd: sticky
+    try:
+        assert client.sticky
+        assert client.write(9, 4).value == 4
+        r = client.read(9)
+        assert r.value == 4 and r.node == ld, r
+        assert r.fields == {"sticky": True, "redirected_from": follower}, r.fields
+    finally:
+        client.close()
