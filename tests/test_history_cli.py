@@ -139,7 +139,7 @@ def test_two_hard_keys_are_unknown_with_any_number_of_workers(tmp_path: Path, wo
     assert r.returncode == 2, r.stdout + r.stderr
     assert r.stdout.splitlines()[-1].startswith(f"unknown: {run}")
     assert "ops by f and type" in r.stdout  # the run summary chaos run prints
-    assert "linear   unknown  undecided: key 0, 1" in r.stdout
+    assert "linear   unknown  undecided: 2 keys: 0, 1" in r.stdout
     linear = json.loads((run / "results.json").read_text())["checkers"]["linear"]
     assert sorted(linear["unknown"]) == ["0", "1"] and linear["failures"] == []
     assert all(k["valid"] == "unknown" and k["cause"] == "timeout" for k in linear["keys"].values())
@@ -159,7 +159,7 @@ def test_a_history_that_does_not_tell_its_model_asks_for_model(tmp_path: Path) -
     assert r.returncode == 254
     assert r.stderr.splitlines() == [
         f"chaos: malformed history: {path}: line 7: client op f 'append' is not one the cas-register "
-        "model checks (expected cas, get, put, read, write; pass --model)"
+        "model checks (expected cas, delete, get, put, read, write; pass --model)"
     ]
     r = _chaos("--workers", "0", path)
     assert r.returncode == 254 and r.stderr.splitlines() == ["chaos: --workers must be at least 1, got 0"]
@@ -220,7 +220,7 @@ def test_a_history_files_summary_on_a_pipe_is_the_text_rich_writes(shared_data: 
     for src, name in (("c50-bad", "c50 \u00e9 [b]x \x1b.txt"), ("c01-ok", "ok :smile:.txt")):
         path = tmp_path / name
         shutil.copy(kv / f"{src}.txt", path)
-        results, where = run_check(path, model=None, fmt="porcupine-kv", time_limit=None, workers=1)
+        results, where, _ = run_check(path, model=None, fmt="porcupine-kv", time_limit=None, workers=1)
         rich = io.StringIO()
         summary.print_run_summary(summary.console(rich), results, None, where)
         r = _chaos("--format", "porcupine-kv", "--workers", "1", path)
@@ -259,7 +259,8 @@ def test_check_writes_the_report_again_three_views_one_verdict(tmp_path: Path) -
     b.write(run.history_path)
     r = _chaos(run.path)
     assert r.returncode == 2, r.stdout + r.stderr
-    assert r.stdout.splitlines()[-1].startswith(f"unknown: {run.path} (results in results.json, report ")
+    assert r.stdout.splitlines()[-1] == f"unknown: {run.path}"  # the verdict line last, short
+    assert r.stdout.splitlines()[-2].startswith("results in results.json, report ")
     assert run.load_results()["valid"] == "unknown"
     assert _report_verdict(run) == "unknown"
 

@@ -166,8 +166,9 @@ def run_check(
     time_limit: float | None,
     workers: int | None = None,
     txn: CheckFlags = CheckFlags(),
-) -> tuple[dict[str, Any], str]:
-    """Check a run directory or a history file; returns (results, description). Raises BadArguments.
+) -> tuple[dict[str, Any], str, list[str]]:
+    """Check a run directory or a history file; returns (results, description, notes: where a run's
+    results went, printed before the verdict). Raises BadArguments.
 
     The checkers come from the run's ``test.json``; for a bare JSON Lines history, or a run without
     ``test.json``, from the workload the whole history shows (``--model`` when it cannot be told).
@@ -199,23 +200,20 @@ def run_check(
                 fail_fast=txn.fail_fast,
                 write=False,
             )
+            # where the results went is a note before the verdict line, which stays short
             if target != RESULTS_FILE:  # another model's verdict: beside the run's, never over it
                 _write_beside(run.path / target, results)
-                return (
-                    results,
-                    f"{run.path} (results in {target}; the run's {RESULTS_FILE} and report unchanged)",
-                )
-            run.write_results(results)
-            return (
-                results,
-                f"{run.path} (results in {run.results_path.name}, report {_rewrite_report(run.path)})",
-            )
+                note = f"results in {target}; the run's {RESULTS_FILE} and report unchanged"
+            else:
+                run.write_results(results)
+                note = f"results in {run.results_path.name}, report {_rewrite_report(run.path)}"
+            return results, str(run.path), [note]
         if not path.is_file():
             raise BadArguments(f"{path}: no such run directory or history file")
         formats = importlib.import_module("chaos.history.formats")
         fmt = formats.detect_format(path) if fmt == "auto" else formats.check_format(path, fmt)
         if fmt != "jsonl":
-            return _check_foreign(path, fmt, model, time_limit, workers, txn), f"{path} ({fmt})"
+            return _check_foreign(path, fmt, model, time_limit, workers, txn), f"{path} ({fmt})", []
         # inference reads the whole history: read it once, and the checkers reuse what it read
         history: Path | ParsedHistory = path if txn.workload else ParsedHistory.read(path)
         test = {"workload": txn.workload} if txn.workload else infer_test(history, model=model)
@@ -231,7 +229,7 @@ def run_check(
             "fail_fast": txn.fail_fast,
         }
         results = compose(checkers).check(test, history, opts)
-        return results, f"{path} ({test.get('workload') or model})"
+        return results, f"{path} ({test.get('workload') or model})", []
     except HistoryError as e:
         raise BadArguments(f"malformed history: {e}") from None
     except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
@@ -308,11 +306,13 @@ def check(
     if workers is not None and workers < 1:
         raise BadArguments(f"--workers must be at least 1, got {workers}")
     txn = CheckFlags(workload, consistency_model, fail_fast)
-    results, where = run_check(path, model=model, fmt=fmt, time_limit=time_limit, workers=workers, txn=txn)
+    results, where, notes = run_check(
+        path, model=model, fmt=fmt, time_limit=time_limit, workers=workers, txn=txn
+    )
     from chaos.history.summary import print_summary
 
     run_history = _run_history(path)
-    print_summary(results, where, run_history)
+    print_summary(results, where, run_history, notes)
     ctx.exit(exit_code(results.get("valid")))
 
 

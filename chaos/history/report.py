@@ -960,7 +960,10 @@ _VERDICT_STYLE = {"valid": "bold green", "invalid": "bold red", "unknown": "bold
 
 
 def summary_table(
-    results: dict[str, Any] | None, history_path: str | os.PathLike[str], checkers_table: bool = True
+    results: dict[str, Any] | None,
+    history_path: str | os.PathLike[str],
+    checkers_table: bool = True,
+    compact: bool = False,
 ) -> Table:
     """The closing summary's tables: ops by f and type (fails apart), checker verdicts (unless
     ``checkers_table`` is false: :mod:`chaos.history.summary` gives one line per checker after
@@ -969,7 +972,9 @@ def summary_table(
 
     ``results`` is the results.json dict (None if the checkers did not run); ``history_path`` is the
     run's history.jsonl, whose directory holds ``index.html``. Counts come from the history (the
-    stats checker's ``by_f`` when the history cannot be read).
+    stats checker's ``by_f`` when the history cannot be read). ``compact`` (a valid run): no ops
+    table and no fault tables, which the report holds; client errors, the faults' caption and the
+    report's path stay.
     """
     hp = Path(history_path)
     by_f: dict[str, dict[str, int]] = defaultdict(
@@ -996,7 +1001,12 @@ def summary_table(
                     by_f[str(f)][t] = int(c.get(t, 0) or 0)
     outer = Table.grid(padding=(0, 0))
     outer.add_column()
-    outer.add_row(Text("Run summary", style="bold"))
+    outer.add_row(
+        Text(
+            "Run summary" + (" (ops by f, fault windows and leadership: in the report)" if compact else ""),
+            style="bold",
+        )
+    )
     ops = Table(title="ops by f and type", title_justify="left", expand=False)
     ops.add_column("f")
     ops.add_column("ok", justify="right", style="green")
@@ -1018,7 +1028,8 @@ def summary_table(
     if fault_caption is None and nemesis_ops:
         ops.caption = f"{nemesis_ops} nemesis fault{'s' if nemesis_ops != 1 else ''} requested"
         ops.caption_justify = "left"
-    outer.add_row(ops)
+    if not compact:
+        outer.add_row(ops)
     crashed = client_errors_row(results)
     if crashed is not None:
         outer.add_row(Text(f"client errors: {crashed}", style="bold yellow"))
@@ -1037,7 +1048,7 @@ def summary_table(
         chk.add_row("none", Text("unknown", style=_VERDICT_STYLE["unknown"]), "results.json missing")
     if checkers_table or not checkers:
         outer.add_row(chk)
-    for part in report_faults.summary_tables(results):
+    for part in [] if compact else report_faults.summary_tables(results):
         outer.add_row(part)
     anomalies = _anomaly_counts(results)
     if anomalies:

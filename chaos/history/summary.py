@@ -25,6 +25,14 @@ def _verdict(valid: Any) -> str:
     return "valid" if valid is True else "INVALID" if valid is False else "unknown"
 
 
+def _key_order(label: Any) -> tuple[int, float, str]:
+    """Key labels in numeric order where they are numbers (``2`` before ``10``), then as text."""
+    try:
+        return (0, float(label), "")
+    except (TypeError, ValueError):
+        return (1, 0.0, str(label))
+
+
 def _summary_line(name: str, r: dict[str, Any]) -> str:
     detail = r.get("error") or ""
     if not detail:
@@ -37,7 +45,9 @@ def _summary_line(name: str, r: dict[str, Any]) -> str:
                 if r.get("not_checked"):
                     detail += f"; {len(r['not_checked'])} key(s) not checked (--fail-fast)"
             elif r.get("unknown"):
-                detail = f"undecided: key {', '.join(map(str, r['unknown'][:5]))}"
+                unk = sorted(r["unknown"], key=_key_order)
+                more = f" and {len(unk) - 5} more" if len(unk) > 5 else ""
+                detail = f"undecided: {len(unk)} key{'s' if len(unk) != 1 else ''}: {', '.join(map(str, unk[:5]))}{more}"
             else:
                 detail = f"{len(keys)} key(s), {r.get('ops', '?')} ops"
         elif name == "perf":
@@ -251,7 +261,11 @@ def print_run_summary(
     if history_path is not None:
         from chaos.history.report import summary_table
 
-        table = summary_table(results, history_path, checkers_table=False)
+        # a valid run fits a terminal: the tables (ops by f, fault windows, leadership) are in the
+        # report, the checkers' lines say the rest (issue 35 item 8)
+        table = summary_table(
+            results, history_path, checkers_table=False, compact=results.get("valid") is True
+        )
         if con.is_terminal:
             con.print(table)
         else:  # a pipe: no padding to the widest row at the end of each line
@@ -279,25 +293,27 @@ _RICH_ENV = (
 )
 
 
-def _plain_lines(results: dict[str, Any], where: str) -> list[str] | None:
+def _plain_lines(results: dict[str, Any], where: str, notes: list[str] | None = None) -> list[str] | None:
     """The closing lines of a history file's check as rich would write them to a pipe, when
     plain text is exactly that (stdout not a terminal, nothing that makes rich style a pipe, no
     emoji code), so the common case is printed without importing rich; else None."""
     isatty = getattr(sys.stdout, "isatty", None)
     if not callable(isatty) or isatty() or any(os.environ.get(k) for k in _RICH_ENV):
         return None
-    lines = [printable(line, keep="\n") for line in closing_lines(results, where)[:-1]]
+    lines = [printable(line, keep="\n") for line in closing_lines(results, where, notes)[:-1]]
     lines.append(f"{_verdict(results.get('valid'))}: {printable(where)}")
     if any(_RICH_CHANGES.search(line) for line in lines):
         return None
     return lines
 
 
-def print_summary(results: dict[str, Any], where: str, history_path: Any = None) -> None:
+def print_summary(
+    results: dict[str, Any], where: str, history_path: Any = None, notes: list[str] | None = None
+) -> None:
     """``chaos check``'s output on stdout: :func:`print_run_summary` (for a history file on a
-    pipe, the same text written without rich)."""
-    plain = None if history_path else _plain_lines(results, where)
+    pipe, the same text written without rich); ``notes`` are printed before the verdict line."""
+    plain = None if history_path else _plain_lines(results, where, notes)
     if plain is not None:
         sys.stdout.write("".join(line + "\n" for line in plain))
         return
-    print_run_summary(console(), results, Path(history_path) if history_path else None, where)
+    print_run_summary(console(), results, Path(history_path) if history_path else None, where, notes)

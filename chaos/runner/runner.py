@@ -814,9 +814,7 @@ def run_tests(opts: dict[str, Any], *, console: Any = None, live: bool = True) -
             else:
                 console.print(f"--- test {i + 1} of {n}", highlight=False)
         r = Runner(dict(opts), console=console, live=live)
-        codes.append(r.run())
-        if console is not None and r.run_dir is not None:
-            console.print(f"run directory: {escape(str(r.run_dir.path))}", highlight=False)
+        codes.append(r.run())  # the summary ends with the verdict and the run directory
     return worst(codes)
 
 
