@@ -4,7 +4,6 @@ a Jepsen store directory checked as is, and bad numbers refused with the file an
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import subprocess
@@ -214,19 +213,16 @@ def test_a_jepsen_store_directory_is_checked_as_is(tmp_path: Path) -> None:
     res = chaos("check", store)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "history.edn" in res.stdout and "valid" in res.stdout
-    # a lost append (a read that misses an acknowledged one) makes the same directory invalid
+    # the last read of a key changed to a value never appended: the same directory is invalid
     text = (store / "history.edn").read_text()
-    last_read = text.rindex(":value [[:r ")
-    start = text.index("[", text.index("nil", last_read) - 30) if False else None
     lines = text.splitlines()
     for n in range(len(lines) - 1, 0, -1):
         if ":type :ok" in lines[n] and "[[:r " in lines[n] and "nil]]" not in lines[n]:
             head, _, tail = lines[n].partition("[[:r ")
-            key, rest = tail.split(" ", 1)
+            key = tail.split(" ", 1)[0]
             lines[n] = f"{head}[[:r {key} [99]]]}}"
             break
     (store / "history.edn").write_text("\n".join(lines) + "\n")
-    assert start is None
     res = chaos("check", store)
     assert res.returncode == 1, res.stdout + res.stderr
 
@@ -335,4 +331,3 @@ def test_analyze_refuses_an_out_that_is_a_file_and_replaces_an_earlier_analysis_
         make()
         write_summary_parquet([{"run": "r", "valid": True, "ops": 1}], target)
         assert (target / "part-00000.parquet").is_file()
-    assert json.loads(json.dumps(True))
