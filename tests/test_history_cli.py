@@ -342,3 +342,18 @@ def test_a_register_run_refuses_a_consistency_model(tmp_path: Path) -> None:
         run.path, "--workload", "log", timeout=REPORT_TIMEOUT
     )  # agreeing with test.json is no contradiction
     assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+def test_a_run_without_test_json_takes_a_consistency_model(tmp_path: Path) -> None:
+    """A run whose workload only its history tells (no test.json) has nothing to contradict: its
+    re-check under a model goes beside, as any re-check under a model the run was not checked at."""
+    run = RunDir.create(tmp_path / "store", "bare")
+    txn = [["append", "x", 1]]
+    ops = [
+        {"index": 0, "type": "invoke", "process": 0, "f": "txn", "value": txn, "time": 1},
+        {"index": 1, "type": "ok", "process": 0, "f": "txn", "value": txn, "time": 2},
+    ]
+    run.history_path.write_text("".join(json.dumps(o) + "\n" for o in ops))
+    r = _chaos(run.path, "--consistency-model", "serializable", timeout=REPORT_TIMEOUT)
+    assert r.returncode in (0, 2), r.stdout + r.stderr
+    assert (run.path / "results-serializable.json").is_file() and not run.results_path.exists()
