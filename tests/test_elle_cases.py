@@ -526,7 +526,7 @@ def test_chaos_check_prints_the_anomaly_name_once(tmp_path: Path):
     write_history(path, h.ops)
     cmd = [sys.executable, "-m", "chaos.cli", "check", str(path), "--workload", "list-append"]
     cmd += ["--consistency-model", "serializable"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr
     lines = [ln for ln in out.stdout.splitlines() if "G2-item:" in ln]
     assert lines and all(ln.count("G2-item") == 1 for ln in lines), out.stdout

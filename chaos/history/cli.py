@@ -100,8 +100,6 @@ def results_file(test: dict[str, Any], model: str | None, fmt: str, txn: CheckFl
     BadArguments for an option that contradicts ``test.json`` (``--workload`` naming another
     workload, ``--format`` other than jsonl, a model option the run's checkers do not take), as
     the option would otherwise be ignored."""
-    from chaos.history.store import RESULTS_FILE
-
     workload = test.get("workload")
     checkers = test.get("checkers")
     named: list[Any] = checkers if isinstance(checkers, list) else []
@@ -117,6 +115,8 @@ def results_file(test: dict[str, Any], model: str | None, fmt: str, txn: CheckFl
         )
     if fmt not in ("auto", "jsonl"):
         raise BadArguments(f"--format {fmt} contradicts the run: a run directory's history is jsonl")
+    if workload is None and not named:  # the history tells the workload (inferred): nothing to contradict
+        return _beside_or_own(test, model, txn)
     if txn.consistency_model is not None and not is_txn:
         raise BadArguments(
             f"--consistency-model {txn.consistency_model} applies to list-append and rw-register; "
@@ -127,6 +127,13 @@ def results_file(test: dict[str, Any], model: str | None, fmt: str, txn: CheckFl
             f"--model {model} is a linearizability model; the run ({shown}) is checked by Elle "
             "(use --consistency-model)"
         )
+    return _beside_or_own(test, model, txn)
+
+
+def _beside_or_own(test: dict[str, Any], model: str | None, txn: CheckFlags) -> str:
+    """``results-<model>.json`` for a model the run was not checked under, else ``results.json``."""
+    from chaos.history.store import RESULTS_FILE
+
     ours = str(test.get("consistency_model") or "strict-serializable")
     if txn.consistency_model is not None and txn.consistency_model != ours:
         return f"results-{txn.consistency_model}.json"
