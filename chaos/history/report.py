@@ -959,24 +959,9 @@ def write_report(run_dir: str | os.PathLike[str]) -> Path:
 _VERDICT_STYLE = {"valid": "bold green", "invalid": "bold red", "unknown": "bold yellow"}
 
 
-def summary_table(
-    results: dict[str, Any] | None,
-    history_path: str | os.PathLike[str],
-    checkers_table: bool = True,
-    compact: bool = False,
-) -> Table:
-    """The closing summary's tables: ops by f and type (fails apart), checker verdicts (unless
-    ``checkers_table`` is false: :mod:`chaos.history.summary` gives one line per checker after
-    the tables instead), faults and leadership, anomalies, the report's path. The verdict comes
-    last, after these (:func:`chaos.history.summary.print_run_summary`).
-
-    ``results`` is the results.json dict (None if the checkers did not run); ``history_path`` is the
-    run's history.jsonl, whose directory holds ``index.html``. Counts come from the history (the
-    stats checker's ``by_f`` when the history cannot be read). ``compact`` (a valid run): no ops
-    table and no fault tables, which the report holds; client errors, the faults' caption and the
-    report's path stay.
-    """
-    hp = Path(history_path)
+def _ops_by_f(results: dict[str, Any] | None, hp: Path) -> tuple[dict[str, dict[str, int]], int]:
+    """Per f, the counts of ok / fail / info and of the fails that were no match or aborted (from
+    the history, else the stats checker's ``by_f``); and how many faults were requested."""
     by_f: dict[str, dict[str, int]] = defaultdict(
         lambda: {"ok": 0, "fail": 0, "info": 0, "no_match": 0, "aborted": 0}
     )
@@ -999,14 +984,11 @@ def summary_table(
             if isinstance(c, dict):
                 for t in TYPE_ORDER:
                     by_f[str(f)][t] = int(c.get(t, 0) or 0)
-    outer = Table.grid(padding=(0, 0))
-    outer.add_column()
-    outer.add_row(
-        Text(
-            "Run summary" + (" (ops by f, fault windows and leadership: in the report)" if compact else ""),
-            style="bold",
-        )
-    )
+    return by_f, nemesis_ops
+
+
+def _ops_table(by_f: dict[str, dict[str, int]]) -> Table:
+    """The "ops by f and type" table, fails apart, with a total row."""
     ops = Table(title="ops by f and type", title_justify="left", expand=False)
     ops.add_column("f")
     ops.add_column("ok", justify="right", style="green")
@@ -1022,6 +1004,37 @@ def summary_table(
         for t in tot:
             tot[t] += by_f[f].get(t, 0)
     ops.add_row(Text("total", style="bold"), *_op_cells(tot, aborted))
+    return ops
+
+
+def summary_table(
+    results: dict[str, Any] | None,
+    history_path: str | os.PathLike[str],
+    checkers_table: bool = True,
+    compact: bool = False,
+) -> Table:
+    """The closing summary's tables: ops by f and type (fails apart), checker verdicts (unless
+    ``checkers_table`` is false: :mod:`chaos.history.summary` gives one line per checker after
+    the tables instead), faults and leadership, anomalies, the report's path. The verdict comes
+    last, after these (:func:`chaos.history.summary.print_run_summary`).
+
+    ``results`` is the results.json dict (None if the checkers did not run); ``history_path`` is the
+    run's history.jsonl, whose directory holds ``index.html``. Counts come from the history (the
+    stats checker's ``by_f`` when the history cannot be read). ``compact`` (a valid run): no ops
+    table and no fault tables, which the report holds; client errors, the faults' caption and the
+    report's path stay.
+    """
+    hp = Path(history_path)
+    by_f, nemesis_ops = _ops_by_f(results, hp)
+    outer = Table.grid(padding=(0, 0))
+    outer.add_column()
+    outer.add_row(
+        Text(
+            "Run summary" + (" (ops by f, fault windows and leadership: in the report)" if compact else ""),
+            style="bold",
+        )
+    )
+    ops = _ops_table(by_f)
     from chaos.history import report_faults
 
     fault_caption = report_faults.caption(results)  # took effect, not merely requested
@@ -1030,6 +1043,8 @@ def summary_table(
         ops.caption_justify = "left"
     if not compact:
         outer.add_row(ops)
+    elif ops.caption:
+        outer.add_row(Text(str(ops.caption)))
     crashed = client_errors_row(results)
     if crashed is not None:
         outer.add_row(Text(f"client errors: {crashed}", style="bold yellow"))
