@@ -278,7 +278,12 @@ def print_run_summary(
     for line in lines[:-1]:
         con.print(printable(line, keep="\n"), markup=False, highlight=False)
     word = _verdict(results.get("valid"))
-    con.print(f"[{_STYLE[word]}]{word}[/{_STYLE[word]}]: {escape(printable(where))}", highlight=False)
+    # one logical line, never broken by rich (a long path wraps on the terminal, not in the text)
+    con.print(
+        f"[{_STYLE[word]}]{word}[/{_STYLE[word]}]: {escape(printable(where))}",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 # what rich would change in a line printed without markup on a pipe: an emoji code (``:name:``)
