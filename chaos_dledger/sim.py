@@ -1739,10 +1739,17 @@ def _options_maker(
     return options
 
 
+def _unknown_names(names: list[str]) -> str:
+    """``"unknown partiton (did you mean partition?); "`` for the unknown names, or ``""``."""
+    from chaos.errors import did_you_mean
+
+    return f"unknown {', '.join(names)}{did_you_mean(names, NEMESES)}; " if names else ""
+
+
 def _parse_nemesis(nemesis: str | None) -> list[str] | None:
     """``--nemesis a,b``: the fault names (None: not given); BadArguments for an unknown or empty
     name (``a,,b``, ``a,``)."""
-    from chaos.errors import BadArguments, did_you_mean
+    from chaos.errors import BadArguments
 
     if nemesis is None:
         return None
@@ -1751,8 +1758,7 @@ def _parse_nemesis(nemesis: str | None) -> list[str] | None:
     if bad:
         raise BadArguments(
             f"--nemesis {nemesis!r}: {'an empty name; ' if '' in bad else ''}"
-            f"unknown{did_you_mean([b for b in bad if b], NEMESES)}: expected a "
-            f"comma-separated list of {', '.join(NEMESES)}"
+            f"{_unknown_names([b for b in bad if b])}expected a comma-separated list of {', '.join(NEMESES)}"
         )
     return faults
 

@@ -118,10 +118,9 @@ def results_file(test: dict[str, Any], model: str | None, fmt: str, txn: CheckFl
     if workload is None and not named:  # the history tells the workload (inferred): nothing to contradict
         return _beside_or_own(test, model, txn)
     if txn.consistency_model is not None and not is_txn:
-        raise BadArguments(
-            f"--consistency-model {txn.consistency_model} applies to list-append and rw-register; "
-            f"the run has {shown}"
-        )
+        from chaos.history.checkers import refuse_consistency_model
+
+        refuse_consistency_model(txn.consistency_model, test)  # one wording for run and check
     if model is not None and is_txn:
         raise BadArguments(
             f"--model {model} is a linearizability model; the run ({shown}) is checked by Elle "

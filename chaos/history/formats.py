@@ -464,7 +464,7 @@ def collect_edn(path: str | os.PathLike[str], sink: Any) -> Any:
             raise Unsupported(f"op {pos}: {f!r} with value {v!r:.60} is not a transaction")
         if t == fail:
             table.fail_values.append((pos, value))
-            sink(fails, fail, value)
+            _fed(sink, fails, fail, value, line)
             fails += 1
             continue
         tid = len(table.ok)
@@ -479,7 +479,7 @@ def collect_edn(path: str | os.PathLike[str], sink: Any) -> Any:
         else:
             lines.append(-len(kept) - 1)
             kept.append(value)
-        sink(tid, t, value)
+        _fed(sink, tid, t, value, line)
     starts: list[tuple[list[int], list[int]]] = []
 
     def fetch(tid: int) -> list[Any]:
@@ -495,6 +495,18 @@ def collect_edn(path: str | os.PathLike[str], sink: Any) -> Any:
 
     table.fetch = fetch
     return table
+
+
+def _fed(sink: Any, tid: int, t: str, value: Any, line: int) -> None:
+    """``sink(tid, t, value)``; a malformed transaction names the completion's line of the file."""
+    from chaos.history.elle.history import MalformedTxn
+
+    try:
+        sink(tid, t, value)
+    except MalformedTxn as e:
+        if e.position is None:
+            e.position = line - 1  # the checker names position + 1 as the line
+        raise
 
 
 def _block_starts(path: Path) -> tuple[list[int], list[int]]:
