@@ -855,3 +855,23 @@ def test_sim_restart_loads_the_snapshot_and_replays_only_what_follows(disk: str)
     sim.propose(b"after")
     assert sim.run(3000, lambda: sim.nodes[victim].commit_index == sim.stores[ld].end_index)
     sim.check_all()
+
+
+def test_a_leader_elected_right_after_a_snapshot_install_is_not_ready_for_reads() -> None:
+    """Issue 33 (found by the swarm, chaos sim seed 252 with a mutant): a member that installed a
+    snapshot (commitIndex = ledgerBeginIndex - 1, an entry its file store no longer holds) and was
+    elected answers a read index LEADER_NOT_READY until its no-op commits, instead of raising
+    IndexError reading the term of the compacted entry."""
+    import random as _random
+    from pathlib import Path as _Path
+
+    from dledger.simdisk import SimDisk
+    from dledger.store.file import FileLogStore
+
+    st = FileLogStore(
+        _Path("/sim/r"), fs=SimDisk(_random.Random(0)), data_file_size=4096, index_file_size=4096
+    )
+    st.reset(144, 3 * 4096 + 512, 2)
+    c = Core(CoreConfig(self_id="n0", peers=PEERS), st, term=3, commit_index=143)
+    c.role, c.leader_id, c.term = Role.LEADER, "n0", 3
+    assert c.read_index(1, 0) == Code.LEADER_NOT_READY

@@ -254,3 +254,27 @@ def test_verify_only_the_newest_files(tmp_path: Path) -> None:
     assert s.recovery.trusted_files == 0 and s.recovery.entries_checked == 400
     assert s.recovery.index_rebuilt_from == 20 and s.get(20).body == entries[20].body
     s.close()
+
+
+def test_a_crash_right_after_reset_keeps_the_new_begin() -> None:
+    """Issue 33 (chaos sim seed 1180): ``reset`` (INSTALL_SNAPSHOT) recorded the new begin in the
+    checkpoint while removing the old segments and creating the new one was not durable yet; a
+    crash brought the old files back under a checkpoint calling them committed, and recovery cut
+    and "repaired" a prefix no fault had damaged. On a simulated disk that loses every name whose
+    directory was not fsynced, the restarted log now begins where the reset put it."""
+    import random
+
+    from dledger.simdisk import SimDisk
+
+    disk = SimDisk(random.Random(1))
+    d = Path("/sim/x")
+    st = FileLogStore(d, fs=disk, data_file_size=4096, index_file_size=4096)
+    for i in range(40):
+        st.append(Entry(i, 1, b"v%d" % i))
+    st.sync()
+    st.save_checkpoint(39)
+    st.reset(100, 3 * 4096 + 512, 2)
+    disk.crash(0.0, 1.0)
+    again = FileLogStore(d, fs=disk, data_file_size=4096, index_file_size=4096)
+    assert again.repair_to == -1
+    assert (again.begin_index, again.end_index) == (100, 99)

@@ -577,7 +577,9 @@ class Core:
         self.now = now
         if self.role != _LEADER:
             return _NOT_LEADER
-        if self.commit_index < 0 or self.term_at(self.commit_index) != self.term:
+        # (a commitIndex below ledgerBeginIndex: elected right after INSTALL_SNAPSHOT, its no-op,
+        # which comes after the snapshot, not committed yet; the store no longer holds that entry)
+        if self.commit_index < max(0, self.begin_index) or self.term_at(self.commit_index) != self.term:
             return Code.LEADER_NOT_READY
         # followers wait lease_ms after their last heartbeat before electing; keep a heartbeat of margin
         if lease and now < self.lease_start + self.cfg.lease_ms - self.cfg.heartbeat_ms:

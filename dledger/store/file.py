@@ -621,7 +621,9 @@ class FileLogStore:
         chainCrc ``chain_crc`` (-1: unknown, seed 0), as the leader has it (DLedger follower side of
         INSTALL_SNAPSHOT). The data file holding ``next_pos`` starts with a blank record covering
         the bytes before it (a leading gap, only valid at the start of the first file), so recovery
-        and inspection find the first record. Durable after the next sync().
+        and inspection find the first record. The new begin is durable when this returns (files
+        and directories fsynced before the checkpoint records it); entries appended after it are
+        durable after the next sync().
         Raises StoreError for negative arguments or a ``next_pos`` that leaves no room in its file."""
         for name, v in (("begin_index", begin_index), ("next_pos", next_pos)):
             if type(v) is not int or v < 0:
@@ -654,6 +656,12 @@ class FileLogStore:
                 seg = self._new_segment(self._data, self.data_dir, start, fsize)
                 if gap:
                     self._fs.pwrite(seg.fd, codec.BLANK.pack(codec.BLANK_MAGIC, gap), 0)
+                # the old segments' removal and the new one must be durable before the checkpoint
+                # names the new begin: a crash in between would bring the old files back under a
+                # checkpoint that calls them committed up to begin_index - 1 (chaos sim seed 1180)
+                self._fs.fsync(seg.fd)
+                self._fs.fsync_dir(self.data_dir)
+                self._fs.fsync_dir(self.index_dir)
             except OSError as e:
                 raise StoreError(f"reset of {self.directory} at {begin_index} failed: {e}") from e
             self._dirty[seg.fd] = seg.fd
