@@ -203,9 +203,10 @@ def test_checkers_for_workloads() -> None:
         "faults",
         "client-errors",
     ]
-    assert list(checkers_for({"workload": "bank"})) == ["stats", "perf", "faults", "client-errors"]
+    assert list(checkers_for({"workload": "bank"})) == ["bank", "stats", "perf", "faults", "client-errors"]
     assert list(checkers_for({"workload": "bank"}, model="register")) == [
         "linear",
+        "bank",
         "stats",
         "perf",
         "faults",

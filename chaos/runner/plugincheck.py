@@ -45,7 +45,7 @@ import click
 
 from chaos.errors import EXIT_INVALID, EXIT_VALID, BadArguments, ConfigError
 
-KNOWN_PROTOCOLS = ("register", "log", "txn")
+KNOWN_PROTOCOLS = ("register", "log", "txn", "bank", "counter", "set")
 
 # method -> (the arguments the tool passes, what the call looks like in a message)
 CALLS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -317,6 +317,19 @@ def _protocol_ops(protocol: str, first: str) -> Iterator[tuple[str, Any, Any]]:
         k = random.randrange(10**6, 10**7)
         yield "txn (list-append)", get("list-append", {}), _op("txn", [["append", k, 1], ["r", k, None]])
         yield "txn (rw-register)", get("rw-register", {}), _op("txn", [["w", k + 1, 1], ["r", k + 1, None]])
+    elif protocol == "bank":
+        wl = get("bank", {})
+        yield "bank transfer", wl, _op("transfer", {"from": 0, "to": 1, "amount": 1})
+        yield "bank read", wl, _op("read", None)
+    elif protocol == "counter":
+        wl = get("counter", {})
+        yield "counter add", wl, _op("add", 1)
+        yield "counter read", wl, _op("read", None)
+    elif protocol == "set":
+        wl = get("set", {})
+        element = random.randrange(10**6, 10**7)
+        yield "set add", wl, _op("add", element)
+        yield "set read", wl, _op("read", None)
 
 
 def _expected(label: str, comp: Any) -> str | None:
