@@ -140,9 +140,10 @@ def test_sticky_register_process_records_its_nodes_answer(local: tuple[Cluster, 
     assert follows.type == "ok" and "sticky" not in follows.extra
     assert write.type == "ok" and "sticky" not in write.extra  # writes follow the leader
     assert read.type == "ok" and read.value == 4
-    # raft-log reads go through the log: the follower itself answers NOT_LEADER
-    assert sticks.type == "fail" and sticks.extra["sticky"] is True and sticks.node == follower
-    assert "NOT_LEADER" in (sticks.error or "")
+    # raft-log reads go through the log: the follower answers NOT_LEADER naming the leader, and
+    # the sticky reader follows the redirect as DLedger's client does (issue 35 item 1)
+    assert sticks.type == "ok" and sticks.value == 4 and sticks.node == leader
+    assert sticks.extra["sticky"] is True and sticks.extra["redirected_from"] == follower
     unstuck = SimpleNamespace(db=LocalDB(cluster, sticky=False), nodes=test.nodes)
     off = register.RegisterWorker().open(unstuck, follower)
     try:
@@ -157,7 +158,8 @@ def test_sticky_read_sent_to_a_paused_node_is_answered_when_it_resumes(
     local: tuple[Cluster, SimpleNamespace],
 ) -> None:
     """A sticky read queued at a SIGSTOPped member waits past the 1 s client timeout and records the
-    member's own answer after SIGCONT (here a follower's NOT_LEADER), not an indeterminate info."""
+    member's own answer after SIGCONT (here a follower's NOT_LEADER naming the leader, followed to
+    it), not an indeterminate info."""
     import signal
     import threading
 
@@ -183,5 +185,5 @@ def test_sticky_read_sent_to_a_paused_node_is_answered_when_it_resumes(
         proc.send_signal(signal.SIGCONT)
         client.close(test)
     assert len(out) == 1
-    assert out[0].type == "fail" and out[0].node == follower and "NOT_LEADER" in (out[0].error or "")
-    assert out[0].extra["sticky"] is True
+    assert out[0].type == "ok" and out[0].node == leader
+    assert out[0].extra["sticky"] is True and out[0].extra["redirected_from"] == follower
