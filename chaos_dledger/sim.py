@@ -288,6 +288,7 @@ class _Client:
         self.op: Op | None = None
         self.sticky_op = False
         self.thread = process  # the worker thread (its process changes after an info)
+        self.last: Op | None = None  # its last op's completion
         self.ready = False  # bank: this client saw the accounts created (chaos.workloads.bank.BankWorker)
         self.init_token: int | None = None  # bank: the init transaction in flight before the op
         self.after_init: tuple[str, bytes, str | None] | None = None  # and the op's request, sent after
@@ -666,6 +667,7 @@ class SimRun:
             comp.extra["sticky"] = True
         self._write(comp)
         c.op = None
+        c.last = comp
         c.init_token = c.after_init = None
         if comp.type == INFO:
             c.process = self._next_process  # Jepsen: an indeterminate op retires its process
@@ -1234,20 +1236,27 @@ class SimRun:
 
     def _final_op(self, c: _Client, op: Op | None, node: str | None = None) -> None:
         """Run one final op of client ``c`` at the leader (``node`` in the unsafe read mode) and
-        wait for it (at most 5 simulated s). ``op`` None: the workload's next op; an add's value
-        None: the next add's value drawn as during the run."""
+        wait for it; a ``fail`` (nothing done: a leader still transferring, say) is sent again
+        after 100 ms, for at most 5 simulated s in all. ``op`` None: the workload's next op; an
+        add's value None: the next add's value drawn as during the run."""
         sim = self.sim
-        ld = sim.leader()
-        c.target = node if node is not None and self.opts.read_mode == "unsafe" else ld or c.home
-        c.sticky_op = False
         if op is not None:
             op.process = c.process
             if op.f == "add":
                 op = self._new_kv_op_add(c)
-        self._invoke(c, op)
         end = sim.now + 5_000
-        while sim.now < end and c.op is not None:
-            sim.run_to(sim.now + 10)
+        while True:
+            ld = sim.leader()
+            c.target = node if node is not None and self.opts.read_mode == "unsafe" else ld or c.home
+            c.sticky_op = False
+            self._invoke(c, op)
+            while sim.now < end and c.op is not None:
+                sim.run_to(sim.now + 10)
+            last = c.last
+            if c.op is not None or last is None or last.type != FAIL or sim.now >= end:
+                return
+            sim.run_to(sim.now + 100)
+            op = Op(INVOKE, c.process, last.f, last.value)
 
     def _new_kv_op_add(self, c: _Client) -> Op:
         """An add as the counter or set workload draws it (the next element of the set)."""
