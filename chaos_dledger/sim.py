@@ -1236,8 +1236,8 @@ class SimRun:
 
     def _final_op(self, c: _Client, op: Op | None, node: str | None = None) -> None:
         """Run one final op of client ``c`` at the leader (``node`` in the unsafe read mode) and
-        wait for it; a ``fail`` (nothing done: a leader still transferring, say) is sent again
-        after 100 ms, for at most 5 simulated s in all. ``op`` None: the workload's next op; an
+        wait for it; after a ``fail`` (nothing done: a leader still transferring, say) a read is
+        sent again, a write drawn afresh, 100 ms later, for at most 5 simulated s in all. ``op`` None: the workload's next op; an
         add's value None: the next add's value drawn as during the run."""
         sim = self.sim
         if op is not None:
@@ -1256,7 +1256,11 @@ class SimRun:
             if c.op is not None or last is None or last.type != FAIL or sim.now >= end:
                 return
             sim.run_to(sim.now + 100)
-            op = Op(INVOKE, c.process, last.f, last.value)
+            # a read again; a write drawn afresh (each long-fork key and set element once)
+            reads = last.f == "read" or (last.f == "txn" and all(m[0] == "r" for m in last.value))
+            op = Op(INVOKE, c.process, last.f, last.value) if reads else None
+            if op is None and last.f == "add":
+                op = self._new_kv_op_add(c)
 
     def _new_kv_op_add(self, c: _Client) -> Op:
         """An add as the counter or set workload draws it (the next element of the set)."""
