@@ -93,6 +93,10 @@ CONFIGS: dict[str, list[str]] = {
     ],
     "replay-after-restart": ["--workload", "list-append", "--nemesis", "kill,leader-transfer"],
     "compaction-racing-lagging-follower": ["--workload", "register", "--nemesis", "kill,partition"],
+    # issue 39's classes, each with the Jepsen workload that catches it
+    "transfer-applied-half-way": ["--workload", "bank", "--nemesis", "partition,kill"],
+    "increment-applied-twice": ["--workload", "counter", "--nemesis", "kill,leader-transfer"],
+    "add-lost-on-leader-change": ["--workload", "set", "--nemesis", "partition,kill,partition-leader"],
     # harmful only under a partial failure: the leader's inbound slowed, then its outbound stalled
     "heartbeat-stale-round": [
         "--workload",

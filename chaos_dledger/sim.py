@@ -33,7 +33,12 @@ Without ``--nemesis`` each seed draws its own fault mix, rates, workload (regist
 list-append), read mode and time limit (:func:`draw_mix`; Groce et al., Swarm Testing, ISSTA
 2012), printed for a failing seed and replayed by ``--seed``. A list-append seed ends, after the
 heal, with one transaction per client and a read of every active key, so that a seed whose faults
-let nothing commit still gives Elle dependencies to check. The world under every seed also draws an fsync latency (a crash lands
+let nothing commit still gives Elle dependencies to check. Jepsen's ``bank``, ``counter``, ``set``
+and ``long-fork`` run as their workloads draw them, through the KV's txn micro-ops (``init``,
+``add``, which aborts below zero, ``sadd``) as ``chaos_dledger.clients`` sends them (a bank client
+creates the accounts before its first op), checked by ``bank``, ``counter``,
+``set-full-linearizable`` and ``long-fork``; they too end with a fault-free add or write per client
+and final reads (:meth:`SimRun._final_kv`). The world under every seed also draws an fsync latency (a crash lands
 between a write, its fsync's issue and its completion; the held acknowledgements wait for it) and
 whether a crash keeps an out-of-order subset of unsynced pages. ``slow-network`` holds messages on
 live links for up to several election timeouts, delivers late duplicates, holds messages (of
@@ -91,7 +96,21 @@ from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
 from chaos.history.store import HistoryWriter, RunDir
 from chaos.workloads.register import DELETE_ONE_IN, VALUES
 
-WORKLOADS = ("register", "log", "list-append")
+WORKLOADS = ("register", "log", "list-append", "bank", "counter", "set", "long-fork")
+# Jepsen's workloads on the KV's txn micro-ops (init, add, sadd; chaos_dledger.clients' protocols)
+KV_WORKLOADS = ("bank", "counter", "set", "long-fork")
+# the safety checkers of each workload (Jepsen's stats checker, every f needs an ok, is a liveness
+# figure); the set workload's reads are linearizable in every drawn read mode
+SIM_CHECKERS: dict[str, list[str]] = {
+    "register": ["linear"],
+    "log": ["log", "log-reads"],
+    "list-append": ["elle"],
+    "bank": ["bank"],
+    "counter": ["counter"],
+    "set": ["set-full-linearizable"],
+    "long-fork": ["long-fork"],
+}
+SET_READ_FRACTION = 0.25  # chaos.workloads.set's default read_fraction
 # the swarm's draw: every workload (a list-append seed costs about a quarter more CPU than a
 # register or log seed: bench/sim_power.py --swarm prints the campaign's seeds/s)
 SWARM_WORKLOADS = WORKLOADS
@@ -268,6 +287,11 @@ class _Client:
         self.target = home
         self.op: Op | None = None
         self.sticky_op = False
+        self.thread = process  # the worker thread (its process changes after an info)
+        self.last: Op | None = None  # its last op's completion
+        self.ready = False  # bank: this client saw the accounts created (chaos.workloads.bank.BankWorker)
+        self.init_token: int | None = None  # bank: the init transaction in flight before the op
+        self.after_init: tuple[str, bytes, str | None] | None = None  # and the op's request, sent after
 
 
 class SimRun:
@@ -317,6 +341,7 @@ class SimRun:
         self._key_ops = 0
         self._key = 0
         self._txn_state: tuple[tuple[int, ...], dict[int, int], int] | None = None
+        self._lf_pending: dict[int, int] = {}  # long-fork: thread -> the key it wrote and has not read
         self.faults: dict[str, Any] = {}  # fault id (its kind, or "kill:<member>") -> what it holds
         self.clogs: dict[str, dict[tuple[str, str], int]] = {}  # fault id -> the clogs it set (Sim.clog)
         self.queued: dict[str, list[tuple[Any, ...]]] = {}  # requests waiting at a paused member
@@ -376,10 +401,78 @@ class SimRun:
         self._txn_state = tuple(state)  # type: ignore[assignment]
         return Op(INVOKE, c.process, "txn", mops)
 
+    def _new_kv_op(self, c: _Client) -> Op:
+        """The next op of the bank, counter, set or long-fork workload, drawn as its generator
+        draws it (chaos.workloads.bank, counter, set, long_fork): bank and counter a 50/50 mix,
+        set a read with probability :data:`SET_READ_FRACTION` else an add of the next element,
+        long-fork Jepsen's generator (:class:`chaos.workloads.long_fork.LongForkOps`; its state
+        kept here, keys become ``"t<key>"``)."""
+        rng, w = self.wl_rng, self.opts.workload
+        if w == "bank":
+            from chaos.history.bank import ACCOUNTS, MAX_TRANSFER
+
+            if rng.random() < 0.5:
+                frm, to = rng.sample(ACCOUNTS, 2)
+                value = {"from": frm, "to": to, "amount": rng.randint(1, MAX_TRANSFER)}
+                return Op(INVOKE, c.process, "transfer", value)
+            return Op(INVOKE, c.process, "read", None)
+        if w == "counter":
+            from chaos.workloads.counter import MAX_ADD
+
+            if rng.random() < 0.5:
+                return Op(INVOKE, c.process, "add", rng.randint(1, MAX_ADD))
+            return Op(INVOKE, c.process, "read", None)
+        if w == "set":
+            if rng.random() < SET_READ_FRACTION:
+                return Op(INVOKE, c.process, "read", None)
+            self._next_value += 1
+            return Op(INVOKE, c.process, "add", self._next_value - 1)
+        from chaos.workloads.long_fork import GROUP_SIZE, read_txn
+
+        own = self._lf_pending.pop(c.thread, None)
+        if own is not None:
+            txn = read_txn(GROUP_SIZE, own, rng)
+        elif self._lf_pending and rng.random() < 0.5:
+            txn = read_txn(GROUP_SIZE, rng.choice(sorted(self._lf_pending.values())), rng)
+        else:
+            txn = [["append", self._next_value, 1]]
+            self._lf_pending[c.thread] = self._next_value
+            self._next_value += 1
+        return Op(INVOKE, c.process, "txn", txn)
+
+    def _kv_mops(self, op: Op) -> list[list[Any]]:
+        """The KV txn of a bank, counter or set op, as chaos_dledger.clients' clients send it."""
+        from chaos.history.bank import ACCOUNTS
+
+        w = self.opts.workload
+        if w == "bank":
+            if op.f == "transfer":
+                v = op.value
+                return [["add", f"a{v['from']}", -v["amount"]], ["add", f"a{v['to']}", v["amount"]]]
+            return [["r", f"a{a}", None] for a in ACCOUNTS]
+        key = "counter" if w == "counter" else "set"
+        if op.f == "add":
+            return [["add" if w == "counter" else "sadd", key, op.value]]
+        return [["r", key, None]]
+
+    def _kv_read_value(self, got: list[list[Any]]) -> Any:
+        """An ok read's value from the txn's answer, as the real clients record it: bank
+        ``{"<account>": balance}``, counter an int (null: 0), set a list (null: empty)."""
+        from chaos.history.bank import ACCOUNTS
+
+        w = self.opts.workload
+        if w == "bank":
+            return {str(a): g[2] for a, g in zip(ACCOUNTS, got, strict=True)}
+        if w == "counter":
+            return got[0][2] or 0
+        return list(got[0][2] or [])
+
     def _new_op(self, c: _Client) -> Op:
         rng = self.wl_rng
         if self.opts.workload == "list-append":
             return self._new_txn(c)
+        if self.opts.workload in KV_WORKLOADS:
+            return self._new_kv_op(c)
         if self.opts.workload == "log":
             if rng.random() < LOG_READ_FRACTION:
                 return Op(INVOKE, c.process, READ_RANGE, None)
@@ -398,50 +491,74 @@ class SimRun:
             value = [rng.randrange(5), rng.randrange(5)]
         return Op(INVOKE, c.process, f, value, key=self._key)
 
-    def _invoke(self, c: _Client, final: str | None = None) -> None:
+    def _invoke(self, c: _Client, final: str | Op | None = None) -> None:
         """Start client ``c``'s next op (``final`` "read-all": a transaction reading every active
-        key of the list-append workload)."""
-        from dledger.statemachine import encode_kv
-
-        if final is not None and self._txn_state is not None:
+        key of the list-append workload; an :class:`Op`: that op, of the final phase)."""
+        if isinstance(final, Op):
+            op = final
+        elif final is not None and self._txn_state is not None:
             op = Op(INVOKE, c.process, "txn", [["r", k, None] for k in self._txn_state[0]])
         else:
             op = self._new_op(c)
         # the register workload's sticky processes: odd ones read from their own member only
-        c.sticky_op = self.opts.sticky and op.f == "read" and c.process % 2 == 1
+        c.sticky_op = (
+            self.opts.sticky and self.opts.workload == "register" and op.f == "read" and c.process % 2 == 1
+        )
         op.node = c.home if c.sticky_op or op.f == READ_RANGE else c.target
         self._write(op)
         c.op = op
         if op.f == READ_RANGE:
             self._read_range(c, op)
             return
-        self._token += 1
-        token = self._token
-        key = None
-        if op.f == "append":
-            kind, body = "append", str(op.value).encode()
-        elif op.f == "txn":
+        kind, body, key = self._request(op)
+        if self.opts.workload == "bank" and not c.ready:
+            # BankWorker: create the accounts (idempotent init) before the client's first op
+            from chaos.workloads.bank import initial_balances
             from dledger.statemachine import encode_txn
 
-            kind, body = "kv:txn", encode_txn([[f, f"t{k}", v] for f, k, v in op.value])
-        else:
-            key = f"r{op.key}"
-            if op.f == "read":
-                kind, body = "kv:get", b""
-            elif op.f == "write":
-                kind, body = "kv:put", encode_kv("put", key, op.value)
-            elif op.f == "delete":
-                kind, body = "kv:delete", encode_kv("delete", key)
-            else:
-                kind, body = "kv:cas", encode_kv("cas", key, *op.value)
+            c.after_init = (kind, body, key)
+            init = [["init", f"a{a}", b] for a, b in initial_balances().items()]
+            self._dispatch(c, op, "kv:txn", encode_txn(init), None, init=True)
+            return
+        self._dispatch(c, op, kind, body, key)
+
+    def _request(self, op: Op) -> tuple[str, bytes, str | None]:
+        """The driver request ``(kind, body, key)`` of a client op."""
+        from dledger.statemachine import encode_kv, encode_txn
+
+        if op.f == "append":
+            return "append", str(op.value).encode(), None
+        if op.f == "txn":
+            return "kv:txn", encode_txn([[f, f"t{k}", v] for f, k, v in op.value]), None
+        if self.opts.workload in KV_WORKLOADS:
+            return "kv:txn", encode_txn(self._kv_mops(op)), None
+        key = f"r{op.key}"
+        if op.f == "read":
+            return "kv:get", b"", key
+        if op.f == "write":
+            return "kv:put", encode_kv("put", key, op.value), key
+        if op.f == "delete":
+            return "kv:delete", encode_kv("delete", key), key
+        return "kv:cas", encode_kv("cas", key, *op.value), key
+
+    def _dispatch(
+        self, c: _Client, op: Op, kind: str, body: bytes, key: str | None, init: bool = False
+    ) -> None:
+        """Send one request of ``op`` to ``op.node`` (queued while it is paused) under a fresh token,
+        with the client's timeout (``init``: the bank client's init transaction before ``op``)."""
+        self._token += 1
+        token = self._token
         self.by_token[token] = c
+        if init:
+            c.init_token = token
         wait = STICKY_READ_TIMEOUT_MS if c.sticky_op else self.opts.timeout_ms
         self.sim.call_at(self.sim.now + wait, lambda: self._timeout(c, op, token))
         request = (c, op, token, kind, body, key)
-        if op.node in self.sim.paused:
-            self.queued.setdefault(op.node, []).append(request)  # the request waits in its socket
+        node = str(op.node)
+        if node in self.sim.paused:
+            self.queued.setdefault(node, []).append(request)  # the request waits in its socket
         else:
-            self._send(op.node, request)
+            self._send(node, request)
 
     def _send(self, node: str, request: tuple[Any, ...]) -> None:
         from dledger.protocol import Code
@@ -505,8 +622,13 @@ class SimRun:
         if c is None or c.op is None:
             return  # answered after the client gave up
         op = c.op
+        if token == c.init_token:
+            self._on_init(c, op, code)
+            return
         if code == Code.SUCCESS:
-            if op.f == "read":
+            if op.f == "read" and self.opts.workload in KV_WORKLOADS:
+                comp = op.completion(OK, self._kv_read_value(fields.get("value") or []))
+            elif op.f == "read":
                 comp = op.completion(OK, fields.get("value"))
             elif op.f == "cas" and not fields.get("applied"):
                 comp = op.completion(
@@ -526,12 +648,27 @@ class SimRun:
             comp = op.completion(INFO, op.value, error=Code(code).name)
         self._complete(c, comp)
 
+    def _on_init(self, c: _Client, op: Op, code: int) -> None:
+        """The bank client's init answered: send the op (the accounts exist from now on), or fail
+        it, not sent (BankWorker: "accounts not created")."""
+        from dledger.protocol import Code
+
+        c.init_token = None
+        request, c.after_init = c.after_init, None
+        if code == Code.SUCCESS and request is not None:
+            c.ready = True
+            self._dispatch(c, op, *request)
+        else:
+            self._complete(c, op.completion(FAIL, op.value, error=f"accounts not created: {Code(code).name}"))
+
     def _complete(self, c: _Client, comp: Op) -> None:
         comp.node = comp.node or (c.home if c.sticky_op else c.target)
         if c.sticky_op:
             comp.extra["sticky"] = True
         self._write(comp)
         c.op = None
+        c.last = comp
+        c.init_token = c.after_init = None
         if comp.type == INFO:
             c.process = self._next_process  # Jepsen: an indeterminate op retires its process
             self._next_process += 1
@@ -548,11 +685,15 @@ class SimRun:
         )
 
     def _timeout(self, c: _Client, op: Op, token: int) -> None:
-        if c.op is not op:
-            return  # answered in time
+        if c.op is not op or token not in self.by_token:
+            return  # answered in time (or a bank client's init was, and the op went on)
         self.by_token.pop(token, None)
         if not c.sticky_op:
             c.target = self.sim.ids[(self.sim.ids.index(c.target) + 1) % NODES]
+        if token == c.init_token:  # the op itself was not sent
+            c.init_token = c.after_init = None
+            self._complete(c, op.completion(FAIL, op.value, error="accounts not created: timeout"))
+            return
         self._complete(c, op.completion(INFO, op.value, error="timeout"))
 
     # ------------------------------------------------------------ nemesis
@@ -1041,6 +1182,8 @@ class SimRun:
             self._final_reads()
         elif opts.workload == "list-append":
             self._final_txns()
+        elif opts.workload in KV_WORKLOADS:
+            self._final_kv()
         sim.check_all()
 
     def _settled(self) -> bool:
@@ -1065,6 +1208,68 @@ class SimRun:
             end = sim.now + 5_000
             while sim.now < end and any(c.op is not None for c in clients):
                 sim.run_to(sim.now + 10)
+
+    def _final_kv(self) -> None:
+        """The fault-free end of the bank, counter, set and long-fork workloads, at the leader (at
+        most 5 simulated s a round), so that every seed leaves reads to check: counter and set one
+        more add per client, long-fork one more write per client; then bank one read, counter one,
+        set one per member (Jepsen's final generator; in the ``unsafe`` mode at that member, else
+        at the leader, where the real client's redirect ends), long-fork one read per client of the
+        group it wrote last."""
+        w, clients = self.opts.workload, [c for c in self.clients if c.op is None]
+        if not clients:
+            return
+        if w in ("counter", "set"):
+            for c in clients:
+                self._final_op(c, Op(INVOKE, c.process, "add", None))
+        elif w == "long-fork":
+            for c in clients:
+                self._final_op(c, None)  # a write, or a read of a group written
+            for c in clients:
+                if c.thread in self._lf_pending:
+                    self._final_op(c, None)  # the read of its own write's group
+        if w == "set":
+            for n in self.sim.ids:
+                self._final_op(clients[0], Op(INVOKE, clients[0].process, "read", None), n)
+        elif w != "long-fork":
+            self._final_op(clients[0], Op(INVOKE, clients[0].process, "read", None))
+
+    def _final_op(self, c: _Client, op: Op | None, node: str | None = None) -> None:
+        """Run one final op of client ``c`` at the leader (``node`` in the unsafe read mode) and
+        wait for it; after a ``fail`` (nothing done: a leader still transferring, say) a read is
+        sent again, a write drawn afresh, 100 ms later, for at most 5 simulated s in all. ``op`` None: the workload's next op; an
+        add's value None: the next add's value drawn as during the run."""
+        sim = self.sim
+        if op is not None:
+            op.process = c.process
+            if op.f == "add":
+                op = self._new_kv_op_add(c)
+        end = sim.now + 5_000
+        while True:
+            ld = sim.leader()
+            c.target = node if node is not None and self.opts.read_mode == "unsafe" else ld or c.home
+            c.sticky_op = False
+            self._invoke(c, op)
+            while sim.now < end and c.op is not None:
+                sim.run_to(sim.now + 10)
+            last = c.last
+            if c.op is not None or last is None or last.type != FAIL or sim.now >= end:
+                return
+            sim.run_to(sim.now + 100)
+            # a read again; a write drawn afresh (each long-fork key and set element once)
+            reads = last.f == "read" or (last.f == "txn" and all(m[0] == "r" for m in last.value))
+            op = Op(INVOKE, c.process, last.f, last.value) if reads else None
+            if op is None and last.f == "add":
+                op = self._new_kv_op_add(c)
+
+    def _new_kv_op_add(self, c: _Client) -> Op:
+        """An add as the counter or set workload draws it (the next element of the set)."""
+        if self.opts.workload == "set":
+            self._next_value += 1
+            return Op(INVOKE, c.process, "add", self._next_value - 1)
+        from chaos.workloads.counter import MAX_ADD
+
+        return Op(INVOKE, c.process, "add", self.wl_rng.randint(1, MAX_ADD))
 
     def _final_reads(self) -> None:
         """One final ``read`` per member: its committed log, workload values (None for others)."""
@@ -1130,7 +1335,7 @@ def run_seed(opts: SimOptions, directory: Path | None = None) -> SeedResult:
         safety["steps"] = run.sim.steps
         test = test_doc(opts)
         # safety checkers only: Jepsen's stats checker (every f needs an ok) is a liveness figure
-        names = {"register": ["linear"], "log": ["log", "log-reads"], "list-append": ["elle"]}[opts.workload]
+        names = SIM_CHECKERS[opts.workload]
         checkers = checkers_for({**test, "checkers": names})
         with codecov.paused():  # the checkers are the tool's code: at full speed, within their time
             results = compose(checkers).check(test, hist, {"time_limit": 60.0})
@@ -1423,7 +1628,7 @@ _SIM_OPTIONS = [
     click.option(
         "--workload",
         default=None,
-        help="register | log | list-append (default: register, or the swarm's draw)",
+        help="register | log | list-append | bank | counter | set | long-fork (default: register, or the swarm's draw)",
     ),
     click.option(
         "--nemesis",

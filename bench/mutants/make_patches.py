@@ -391,6 +391,75 @@ MUTANTS: dict[str, dict[str, object]] = {
             )
         ],
     },
+    # issue 39's classes, one per Jepsen workload that catches it
+    "transfer-applied-half-way": {
+        "bug": "a transaction micro-op that fails (an add that would go below zero) is skipped and the "
+        "others commit, though the transaction is answered as aborted",
+        "source": "Jepsen's bank test (jepsen.tests.bank: reads must sum to the total); Redis MULTI/EXEC "
+        "(a command that errs at EXEC does not roll back the others)",
+        "real": "bank partition-ring,kill-leader",
+        "sim": "bank partition,kill",
+        "why": "a transfer the source account cannot cover still credits the target: reads sum to more "
+        "than the total (wrong-total)",
+        "edits": [
+            (
+                "dledger/statemachine.py",
+                "        out: list[list[Any]] = []\n        for f, key, value in mops:\n",
+                "        out: list[list[Any]] = []\n        aborted = None\n        for f, key, value in mops:\n",
+            ),
+            (
+                "dledger/statemachine.py",
+                "                if isinstance(new, TxnAborted):\n                    return new\n",
+                "                if isinstance(new, TxnAborted):\n                    aborted = new\n                    continue\n",
+            ),
+            (
+                "dledger/statemachine.py",
+                "                self.data[key] = value\n        return out\n",
+                "                self.data[key] = value\n        return aborted if aborted is not None else out\n",
+            ),
+        ],
+    },
+    "increment-applied-twice": {
+        "bug": "a snapshot is labelled with the index before the last entry its state holds (taken "
+        "after that entry applied), so a restart or INSTALL_SNAPSHOT applies that entry again",
+        "source": "Raft paper section 7 (lastIncludedIndex: the last entry the snapshot's state "
+        "reflects); Jepsen's counter test (jepsen.checker/counter: reads above the attempted adds)",
+        "real": "counter kill,partition-ring --server-arg=--snapshot-every=20 --server-arg=--data-file-size=16384",
+        "sim": "counter kill,leader-transfer",
+        "why": "a member restarted from its snapshot, or given it by the leader, counts that entry's "
+        "add twice; once it leads, reads exceed every add attempted",
+        "edits": [
+            (
+                "dledger/driver.py",
+                "        index = self.last_applied\n        term = self.store.term_at(index)\n",
+                "        index = self.last_applied - 1\n        term = self.store.term_at(index)\n",
+            )
+        ],
+    },
+    "add-lost-on-leader-change": {
+        "bug": "a transaction of writes only (sadd, append, w: nothing to abort) is acknowledged once "
+        "the leader appended it, before it commits",
+        "source": "Raft paper section 5.3 (answer once the entry is committed and applied); Jepsen's "
+        "set-full (jepsen.checker/set-full: lost elements), e.g. the MongoDB and Redis-Raft reports",
+        "real": "set partition-leader,kill-leader; set partition-ring",
+        "sim": "set partition,kill,partition-leader",
+        "why": "a leader cut off with an acknowledged add is replaced; the new leader's log lacks it and "
+        "every later read misses the element (lost)",
+        "edits": [
+            (
+                "dledger/driver.py",
+                '        if not is_read_only(mops) or mode == "raft-log":\n'
+                "            return self.propose(encode_txn(mops), waiter, now)\n",
+                '        if not is_read_only(mops) or mode == "raft-log":\n'
+                "            code = self.propose(encode_txn(mops), waiter, now)\n"
+                '            if code == Code.SUCCESS and all(m[0] in ("sadd", "append", "w") for m in mops):\n'
+                "                # nothing in it can abort: acknowledged once in the leader's log\n"
+                "                self.waiters = {i: w for i, w in self.waiters.items() if w is not waiter}\n"
+                "                self.host.answer(waiter, Code.SUCCESS, value=mops)\n"
+                "            return code\n",
+            )
+        ],
+    },
 }
 
 
