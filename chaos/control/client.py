@@ -394,3 +394,20 @@ class ProtocolWorker:
         if self.c is not None:
             c, self.c = self.c, None
             c.close()
+
+    def read_list_on(self, test: Any, op: Op) -> Answer:
+        """The client's ``read()`` on the op's node (a final read names each node), else on the
+        worker's own, as an :class:`Answer` whose value is a list (the ``log`` and ``set``
+        protocols' whole-state reads); a client of another node is opened for it and closed."""
+        target = op.node or self.node
+        if target == self.node:
+            r = self.client(test, op).read()
+        else:
+            c = open_db_client(test, self.protocol, str(target), op.process)
+            try:
+                r = c.read()
+            finally:
+                c.close()
+        if isinstance(r, Answer):
+            return Answer(list(r.value), r.node or target, r.fields)
+        return Answer(list(r), target)

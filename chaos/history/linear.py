@@ -697,31 +697,36 @@ def _counterexample(
             starts = list(dict.fromkeys([*starts, *res.reached]))
         starts = starts[-WINDOW_STATES:]
         n_in = sum(1 for i in order if calls[i].call <= t_cut)
+
+        def probe(lo: int) -> bool | None:
+            """Is the window from ``lo`` still invalid (it then becomes the window)? None: no time."""
+            nonlocal window
+            sub = _cut(calls, order, lo, t_cut)
+            r = _invalid_from(sub, m, starts, t_end)
+            if r:
+                window = [c.id for c in sub]
+            return r
+
         a, b = 0, n_in - 1  # find the largest lo with the cut still invalid
         # gallop back from the cut first: the window is usually a few ops before it, and short
         # sub-histories are cheap to search, where a first probe at half the key is not
         step = 1
         while a < b and time.monotonic() < t_end and n_in - step > 0:
-            lo = n_in - step
-            sub = _cut(calls, order, lo, t_cut)
-            r = _invalid_from(sub, m, starts, t_end)
+            r = probe(n_in - step)
             if r is None:
                 break
             if r:
-                a = lo
-                window = [c.id for c in sub]
+                a = n_in - step
                 break
-            b = lo - 1
+            b = n_in - step - 1
             step *= 2
         while a < b and time.monotonic() < t_end:
             mid = (a + b + 1) // 2
-            sub = _cut(calls, order, mid, t_cut)
-            r = _invalid_from(sub, m, starts, t_end)
+            r = probe(mid)
             if r is None:
                 break
             if r:
                 a = mid
-                window = [c.id for c in sub]
             else:
                 b = mid - 1
     prefix = res.prefix

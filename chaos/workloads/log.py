@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from chaos.control import generator as gen
-from chaos.control.client import Answer, ProtocolWorker, complete, open_db_client
+from chaos.control.client import Answer, ProtocolWorker, complete
 from chaos.history.op import OK, Op
 from chaos.workloads import Workload
 
@@ -94,7 +94,7 @@ class LogWorker(ProtocolWorker):
         if op.f == READ_RANGE:
             return complete(op, lambda: self._read_range(test, op), test=test)
         if op.f == "read":
-            return complete(op, lambda: self._read_all(test, op), test=test)
+            return complete(op, lambda: self.read_list_on(test, op), test=test)
         raise ValueError(f"log client: unknown f {op.f!r}; expected append, {READ_RANGE} or read")
 
     def _read_range(self, test: Any, op: Op) -> Any:
@@ -105,20 +105,6 @@ class LogWorker(ProtocolWorker):
         r = c.read()
         values = r.value if isinstance(r, Answer) else r
         return Answer(list(values), self.node, {"from_index": 0, "to_end": True})
-
-    def _read_all(self, test: Any, op: Op) -> Any:
-        target = op.node or self.node
-        if target == self.node:
-            r = self.client(test, op).read()
-        else:
-            c = open_db_client(test, PROTOCOL, str(target), op.process)
-            try:
-                r = c.read()
-            finally:
-                c.close()
-        if isinstance(r, Answer):
-            return Answer(list(r.value), r.node or target, r.fields)
-        return Answer(list(r), target)
 
 
 def workload(opts: dict[str, Any]) -> Workload:

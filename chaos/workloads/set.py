@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 from chaos.control import generator as gen
-from chaos.control.client import Answer, ProtocolWorker, complete, open_db_client
+from chaos.control.client import ProtocolWorker, complete
 from chaos.history.op import Op
 from chaos.workloads import Workload
 
@@ -65,22 +65,8 @@ class SetWorker(ProtocolWorker):
         if op.f == "add":
             return complete(op, lambda: self.client(test, op).add(op.value), lambda _: op.value)
         if op.f == "read":
-            return complete(op, lambda: self._read(test, op))
+            return complete(op, lambda: self.read_list_on(test, op))
         raise ValueError(f"set client: unknown f {op.f!r}; expected add or read")
-
-    def _read(self, test: Any, op: Op) -> Any:
-        target = op.node or self.node
-        if target == self.node:
-            r = self.client(test, op).read()
-        else:
-            c = open_db_client(test, PROTOCOL, str(target), op.process)
-            try:
-                r = c.read()
-            finally:
-                c.close()
-        if isinstance(r, Answer):
-            return Answer(list(r.value), r.node or target, r.fields)
-        return Answer(list(r), target)
 
 
 def workload(opts: dict[str, Any]) -> Workload:
