@@ -201,6 +201,11 @@ class DLedgerDB:
     listing_file = "/var/log/dledger-data.txt"
     secret_file = "/opt/dledger/peer.secret"
 
+    # what gate_campaign runs, as `chaos gate --list` shows it (chaos_dledger.sim.GATE_SEEDS)
+    gate_campaign_command = (
+        "chaos sim --seeds 300 --coverage (simulation: the default swarm, in this process)"
+    )
+
     @staticmethod
     def gate_campaign(store: str, master: str | None = None) -> list[dict[str, Any]]:
         """The simulation row of a default ``chaos gate`` (``chaos.history.gate.db_campaign_rows``):

@@ -160,6 +160,19 @@ def db_campaign_rows(run_args: list[str], store: str, master: str | None = None)
     return list(campaign(store, master=master) if master is not None else campaign(store))
 
 
+def db_campaign_command(run_args: list[str]) -> str | None:
+    """What the DB's gate campaign runs, as its ``gate_campaign_command`` says (None when the DB
+    declares none); the DB is resolved as :func:`db_campaign_rows` resolves it."""
+    from chaos import plugins
+
+    name = next((b for a, b in zip(run_args, run_args[1:], strict=False) if a == "--db"), None)
+    db = plugins.resolve("db", name or plugins.default_db())
+    text = (
+        getattr(db, "gate_campaign_command", None) if callable(getattr(db, "gate_campaign", None)) else None
+    )
+    return str(text) if text else None
+
+
 def print_table(summary: dict[str, Any], file: Any = None) -> None:
     """The gate's table of runs on ``file`` (default stdout): a terminal's width, whole rows on a
     pipe (a CI log keeps every column however long a run's directory is)."""
@@ -524,12 +537,17 @@ _GATE_OPTIONS = [
 ]
 
 
-def _list(configs: list[MatrixRun], runs: int, store: str, args: list[str]) -> int:
-    """Print each run's ``chaos run`` line as it comes (the first at once, whatever ``runs`` is);
-    a reader that stops early (``| head``) ends the listing quietly."""
+def _list(
+    configs: list[MatrixRun], runs: int, store: str, args: list[str], campaign: str | None = None
+) -> int:
+    """Print each run's ``chaos run`` line as it comes (the first at once, whatever ``runs`` is),
+    then the DB's campaign (``campaign``: its ``gate_campaign_command``), if any; a reader that
+    stops early (``| head``) ends the listing quietly."""
     try:
         for cfg in repeated(configs, runs):
             click.echo(shlex.join(["chaos", *cfg.run_args(store, args)]))
+        if campaign:
+            click.echo(campaign)
     except BrokenPipeError:
         # nothing more can be written: point stdout at /dev/null so the exit's flush is silent
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -578,9 +596,11 @@ def gate_cmd(
     """Release gate: analyse RUN_DIRS (or run the matrix) and exit 0 only if every run is valid and
     every threshold holds.
 
-    Without RUN_DIRS, --workload or --nemesis it runs the preset (default "power": the
-    configurations that caught the bug catalogue's classes on real clusters; see the README's
-    bug catalogue section)."""
+    A bare `chaos gate` runs the "power" preset: one 30-s run on 5 nodes of each configuration
+    that caught a class of the bug catalogue on real clusters (storage faults, late packets,
+    snapshots with small segments, leadership transfer to the member furthest behind), then the
+    DB's simulation campaign (DLedger: 300 seeds of the default swarm, with coverage). `--list`
+    prints every run of it without starting any (docs/catalogue.md, docs/gate-and-spark.md)."""
     if runs < 1:
         raise BadArguments(f"--runs {runs}: expected a positive number of runs")
     check_threshold("--max-unavailable-s", max_unavailable_s)
@@ -595,7 +615,8 @@ def gate_cmd(
     if list_only or not run_dirs:
         check_configurations(configs, store, args, _run_command())
     if list_only:
-        return _list(configs, runs, store, args)
+        default = not run_dirs and workload is None and nemesis is None
+        return _list(configs, runs, store, args, db_campaign_command(args) if default else None)
     if run_dirs:
         dirs = _run_dirs(run_dirs)
     else:
