@@ -328,3 +328,24 @@ def test_stream_checkers_in_a_forked_child_give_the_results_of_this_process(
         if n != "linear"
     } == same
     assert out["composed"]["valid"] is out["here"]["valid"] is (violations == 0)
+
+
+def test_an_f_the_client_has_no_method_for_is_not_a_db_failure() -> None:
+    """A register client without the optional ``delete`` fails each delete with ``unsupported``:
+    the DB was asked nothing, so stats does not call the run invalid for "no ok delete"."""
+    from chaos.history.checkers import _StatsAcc
+    from chaos.history.op import Op
+
+    acc = _StatsAcc()
+    for i, (t, f, extra) in enumerate(
+        [
+            ("ok", "read", {}),
+            ("fail", "delete", {"unsupported": True}),
+            ("fail", "delete", {"unsupported": True}),
+        ]
+    ):
+        acc.step(Op(t, i, f, None, i, i, None, None, 0, extra))
+    out = acc.finish()
+    assert out["valid"] is True and out["by_f"]["delete"]["unsupported"] == 2
+    acc.step(Op("fail", 9, "cas", [1, 2], 9, 9, None, None, 0, {}))  # a real refusal still counts
+    assert acc.finish()["valid"] is False

@@ -197,6 +197,7 @@ class _StatsAcc:
     def __init__(self) -> None:
         self.by_f: dict[str, dict[str, int]] = {}
         self.crashed: dict[str, int] = {}  # f -> completions with a client error
+        self.unsupported: dict[str, int] = {}  # f -> fails because the client has no such method
 
     def step(self, op: Op) -> None:
         if op.process == NEMESIS or op.type == INVOKE:
@@ -207,6 +208,8 @@ class _StatsAcc:
         c[op.type] = c.get(op.type, 0) + 1
         if op.extra and "client_error" in op.extra:
             self.crashed[op.f] = self.crashed.get(op.f, 0) + 1
+        if op.extra and op.extra.get("unsupported") is True and op.type == FAIL:
+            self.unsupported[op.f] = self.unsupported.get(op.f, 0) + 1
 
     def finish(self) -> dict[str, Any]:
         by_f: dict[str, dict[str, Any]] = {}
@@ -215,7 +218,13 @@ class _StatsAcc:
             n = c[OK] + c[FAIL] + c[INFO]
             # no ok because the client crashed says nothing of the DB (chaos.history.clienterrors)
             valid: Any = True if c[OK] > 0 else UNKNOWN if self.crashed.get(f) else False
+            if c[OK] == 0 and n and self.unsupported.get(f) == n:
+                valid = (
+                    True  # the client offers no such method (an optional one): nothing was asked of the DB
+                )
             by_f[f] = {**c, "count": n, "valid": valid}
+            if self.unsupported.get(f):
+                by_f[f]["unsupported"] = self.unsupported[f]
             if self.crashed.get(f):
                 by_f[f]["client_errors"] = self.crashed[f]
         total = {t: sum(c[t] for c in self.by_f.values()) for t in (OK, FAIL, INFO)}

@@ -66,7 +66,10 @@ class RegisterWorker(ProtocolWorker):
             def delete() -> Any:
                 client = self.client(test, op)
                 if not callable(getattr(client, "delete", None)):  # an optional method of the protocol
-                    raise Failed(f"delete: the {PROTOCOL} client {type(client).__name__} has no delete")
+                    raise Failed(
+                        f"delete: the {PROTOCOL} client {type(client).__name__} has no delete",
+                        unsupported=True,
+                    )
                 return client.delete(k)
 
             return complete(op, delete, lambda _: None, test=test)
