@@ -25,6 +25,9 @@ class Broken:
     def cas(self, key, expected, new):
         return self._host()
 
+    def delete(self, key):
+        return self._host()
+
     def close(self):
         pass
 
