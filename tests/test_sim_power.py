@@ -139,12 +139,13 @@ def test_read_path_mutants_are_caught_by_chaos_sim(
 
 
 def test_the_default_swarm_catches_a_vote_counted_from_an_earlier_term(tmp_path: Path) -> None:
-    """stale-vote-response under plain ``chaos sim`` (seed 212 of the swarm: slow-network holds vote
-    answers until their candidate has moved on a term and has a vote round open): the candidate
-    counts a grant of an earlier term and leads without a majority of that term's votes."""
-    p = _mutant_sim("stale-vote-response", tmp_path, "--first-seed", "212", "--seeds", "1")
+    """stale-vote-response under plain ``chaos sim`` (seed 204 of the swarm, one of 11 of seeds
+    0-599 it fails: slow-network holds vote answers until their candidate has moved on a term and
+    has a vote round open): the candidate counts a grant of an earlier term and leads without a
+    majority of that term's votes."""
+    p = _mutant_sim("stale-vote-response", tmp_path, "--first-seed", "204", "--seeds", "1")
     assert p.returncode == 1, p.stdout + p.stderr
-    assert re.search(r"^seed 212: valid = False: .*safety \(.* not a majority of 5\)", p.stdout, re.M), (
+    assert re.search(r"^seed 204: valid = False: .*safety \(.* not a majority of 5\)", p.stdout, re.M), (
         p.stdout
     )
 

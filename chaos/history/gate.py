@@ -599,8 +599,9 @@ def gate_cmd(
     A bare `chaos gate` runs the "power" preset: one 30-s run on 5 nodes of each configuration
     that caught a class of the bug catalogue on real clusters (storage faults, late packets,
     snapshots with small segments, leadership transfer to the member furthest behind), then the
-    DB's simulation campaign (DLedger: 300 seeds of the default swarm, with coverage). `--list`
-    prints every run of it without starting any (docs/catalogue.md, docs/gate-and-spark.md)."""
+    DB's simulation campaign (for the bundled server: 300 seeds of the default swarm, with
+    coverage). `--list` prints every run of it without starting any (docs/catalogue.md,
+    docs/gate-and-spark.md)."""
     if runs < 1:
         raise BadArguments(f"--runs {runs}: expected a positive number of runs")
     check_threshold("--max-unavailable-s", max_unavailable_s)
