@@ -47,8 +47,10 @@ def test_register_run_15s_valid(tmp_path: Path) -> None:
     run = RunDir(tmp_path / "latest")
     ops = list(read_history(run.history_path))  # validates pairing and time order
     oks = [o for o in ops if o.type == "ok"]
-    assert len(oks) > 150, f"only {len(oks)} ok ops in 15 s"
-    assert {o.f for o in oks} == {"read", "write", "cas"}
+    # the figure depends on the machine's load (562 quiet, 63 under CI's parallel runs): a run that
+    # did each kind of op is what this asserts; throughput lives in bench/
+    assert len(oks) > 20, f"only {len(oks)} ok ops in 15 s"
+    assert {o.f for o in oks} >= {"read", "write", "cas"}
     assert max(o.time for o in ops) >= 14e9  # the generator phase lasted the time limit
     results = json.loads(run.results_path.read_text())
     assert results["valid"] is True
