@@ -349,3 +349,30 @@ def test_an_f_the_client_has_no_method_for_is_not_a_db_failure() -> None:
     assert out["valid"] is True and out["by_f"]["delete"]["unsupported"] == 2
     acc.step(Op("fail", 9, "cas", [1, 2], 9, 9, None, None, 0, {}))  # a real refusal still counts
     assert acc.finish()["valid"] is False
+
+
+def test_perf_files_an_unsupported_fail_apart_and_not_as_an_outage() -> None:
+    """perf counts a fail the client could not send as ``unsupported``, never ``unavailable``, and
+    leaves it out of availability (the DB was not asked)."""
+    from chaos.history.op import Op
+    from chaos.history.perf import PerfChecker, ops_line
+
+    ops = []
+    for i in range(40):  # one delete a second, each unsupported, between ok reads
+        t = i * 500_000_000
+        f, typ, extra = ("delete", "fail", {"unsupported": True}) if i % 2 else ("read", "ok", {})
+        ops.append(Op("invoke", 0, f, None, t, 2 * i, None, None, 0, {}))
+        ops.append(Op(typ, 0, f, None, t + 1_000_000, 2 * i + 1, None, None, 0, extra))
+
+    def perf(history: list[Op]) -> dict:
+        acc = PerfChecker().begin({}, {})
+        for op in history:
+            acc.step(op)
+        return acc.finish()
+
+    out = perf(ops)
+    assert out["ops"]["fail_unsupported"] == 20 and out["ops"]["fail_unavailable"] == 0, out["ops"]
+    assert "20 unsupported by the client" in ops_line(out["ops"])
+    # availability is what it would be without the deletes at all
+    reads_only = perf([o for o in ops if o.f == "read"])
+    assert out["availability"] == reads_only["availability"]

@@ -113,7 +113,7 @@ def test_fails_are_counted_apart_in_the_summary_and_perf(tmp_path: Path) -> None
     ops = results["checkers"]["perf"]["ops"]
     assert ops == {
         "count": 7, "ok": 1, "fail": 5, "info": 1, "fail_no_match": 3, "fail_aborted": 0,
-        "fail_unavailable": 2, "client_errors": 0,
+        "fail_unsupported": 0, "fail_unavailable": 2, "client_errors": 0,
     }  # fmt: skip
     console = Console(width=200, record=True)
     console.print(rep.summary_table(results, run.history_path))

@@ -66,6 +66,9 @@ def test_fails_are_shown_apart_and_faults_as_short_phrases_with_their_age() -> N
     for typ, extra in (("ok", {}), ("fail", {"compare_failed": True}), ("fail", {}), ("fail", {})):
         stats.completed(Op(type=typ, process=0, f="cas", value=[1, 2], time=1, extra=extra))
     assert ops_text(stats) == "ok 1  fail 3 (no match 1, unavailable 2)  info 0"
+    # a delete the plug-in's client has no method for was never sent: not an outage
+    stats.completed(Op(type="fail", process=0, f="delete", value=None, time=1, extra={"unsupported": True}))
+    assert ops_text(stats) == "ok 1  fail 4 (no match 1, unsupported 1, unavailable 2)  info 0"
     kill = {"targets": "leader", "nodes": ["n5"], "killed": ["n5"], "applied": True}
     part = {"shape": "majorities-ring", "grudge": {"n1": ["n3"], "n3": ["n1"]}, "applied": True}
     for f, value in (("start-kill", kill), ("start-partition", part)):

@@ -65,6 +65,7 @@ from chaos.control.generator import (
     Thread,
     to_gen,
 )
+from chaos.history.analysis import NO_MATCH, UNAVAILABLE, fail_class
 from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
 
 if TYPE_CHECKING:
@@ -204,6 +205,7 @@ class Stats:
     ok: int = 0
     fail: int = 0
     fail_no_match: int = 0  # of ``fail``: answered, compare did not match (chaos.history.analysis)
+    fail_other: dict[str, int] = field(default_factory=dict)  # aborted / unsupported fails, by class
     info: int = 0
     invoked: int = 0
     faults: dict[str, Any] = field(default_factory=dict)  # kind -> value of the open start-<kind>
@@ -225,8 +227,11 @@ class Stats:
             self.ok += 1
         elif typ == FAIL:
             self.fail += 1
-            if op.extra and op.extra.get("compare_failed") is True:  # analysis.fail_class's rule
+            cls = fail_class(op)
+            if cls == NO_MATCH:
                 self.fail_no_match += 1
+            elif cls is not None and cls != UNAVAILABLE:  # aborted, or unsupported by the client
+                self.fail_other[cls] = self.fail_other.get(cls, 0) + 1
         else:
             self.info += 1
         self.last_time = t = op.time

@@ -66,26 +66,27 @@ MIN_GAP_NS = 1_000_000  # shorter stretches between ok ops are not worth listing
 
 NO_MATCH = "no-match"
 ABORTED = "aborted"
+UNSUPPORTED = "unsupported"
 UNAVAILABLE = "unavailable"
-FAIL_CLASSES = (NO_MATCH, ABORTED, UNAVAILABLE)
+FAIL_CLASSES = (NO_MATCH, ABORTED, UNSUPPORTED, UNAVAILABLE)  # the last is the default
 
 
 def fail_class(op: Op | dict[str, Any]) -> str | None:
     """For a ``fail`` completion, :data:`NO_MATCH` (the op was served and its compare did not
     match: ``compare_failed: true``), :data:`ABORTED` (the system aborted it, a serialization
-    failure or a deadlock victim: ``aborted: true``, a DB client's ``chaos.api.Aborted``) or
-    :data:`UNAVAILABLE` (any other definite failure); None for any other type. Takes an
-    :class:`Op` or a history line as a dict."""
-    if isinstance(op, dict):
-        typ, flag, aborted = op.get("type"), op.get("compare_failed"), op.get("aborted")
-    else:
-        extra = op.extra or {}
-        typ, flag, aborted = op.type, extra.get("compare_failed"), extra.get("aborted")
+    failure or a deadlock victim: ``aborted: true``, a DB client's ``chaos.api.Aborted``),
+    :data:`UNSUPPORTED` (the plug-in's client has no method for the op, optional in its protocol:
+    ``unsupported: true``; the DB was not asked) or :data:`UNAVAILABLE` (any other definite
+    failure); None for any other type. Takes an :class:`Op` or a history line as a dict."""
+    extra = op if isinstance(op, dict) else (op.extra or {})
+    typ = op.get("type") if isinstance(op, dict) else op.type
     if typ != "fail":
         return None
-    if flag is True:
+    if extra.get("compare_failed") is True:
         return NO_MATCH
-    return ABORTED if aborted is True else UNAVAILABLE
+    if extra.get("aborted") is True:
+        return ABORTED
+    return UNSUPPORTED if extra.get("unsupported") is True else UNAVAILABLE
 
 
 class NemesisPairing:

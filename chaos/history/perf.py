@@ -22,7 +22,14 @@ import math
 from array import array
 from typing import Any
 
-from chaos.history.analysis import FAIL_CLASSES, Availability, FaultWindows, fail_class, fault_value
+from chaos.history.analysis import (
+    FAIL_CLASSES,
+    UNSUPPORTED,
+    Availability,
+    FaultWindows,
+    fail_class,
+    fault_value,
+)
 from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
 from chaos.history.verdict import Accumulator, StreamChecker
 
@@ -164,6 +171,8 @@ def ops_line(ops: dict[str, Any]) -> str:
     """``"2975 ops: 1700 ok, 1203 fail (764 no match, 439 unavailable), 72 info"`` from the perf
     checker's ``ops`` (a cas whose compare did not match is an answer, not an outage)."""
     aborted = f"{ops['fail_aborted']} aborted, " if ops.get("fail_aborted") else ""
+    if ops.get("fail_unsupported"):  # the client has no such method: not the DB's
+        aborted += f"{ops['fail_unsupported']} unsupported by the client, "
     crashed = f" ({ops['client_errors']} client errors)" if ops.get("client_errors") else ""
     return (
         f"{ops.get('count', 0)} ops: {ops.get('ok', 0)} ok, {ops.get('fail', 0)} fail "
@@ -246,9 +255,10 @@ class _PerfAcc:
         if b >= len(counts):
             counts.extend([0] * (b + 1 - len(counts)))
         counts[b] += 1
-        if typ == FAIL:
-            self.fails[fail_class(op) or FAIL_CLASSES[-1]] += 1
-        if op.extra and "client_error" in op.extra:  # the client crashed: the DB was not asked
+        cls = fail_class(op) if typ == FAIL else None
+        if cls is not None:
+            self.fails[cls] += 1
+        if cls == UNSUPPORTED or (op.extra and "client_error" in op.extra):  # the DB was not asked
             self.client_errors += 1
             self.avail.withdraw()
             return
@@ -272,7 +282,7 @@ class _PerfAcc:
 
     def _totals(self) -> dict[str, int]:
         """Client completions by type, with the fails apart: ``count``, ``ok``, ``fail``, ``info``,
-        ``fail_no_match``, ``fail_unavailable``."""
+        ``fail_no_match``, ``fail_aborted``, ``fail_unsupported``, ``fail_unavailable``."""
         by = {t: 0 for t in (OK, FAIL, INFO)}
         for (_f, typ), ser in self.series.items():
             by[typ] = by.get(typ, 0) + len(ser.all)
@@ -396,7 +406,8 @@ class PerfChecker(StreamChecker):
 
     Options: ``top_windows`` (int, default 10): how many unavailability windows to list.
     Result: ``{"valid", "duration_s", "ops": {"count", "ok", "fail", "info", "fail_no_match",
-    "fail_aborted", "fail_unavailable", "client_errors"}, "latency": {"by_f", "by_f_all", "outside_faults", "faults"}, "throughput",
+    "fail_aborted", "fail_unsupported", "fail_unavailable", "client_errors"}, "latency": {"by_f",
+    "by_f_all", "outside_faults", "faults"}, "throughput",
     "ok_rate", "availability": {"windows", "longest_s", "summary"}, "nemesis", "nemesis_count"}``.
     """
 

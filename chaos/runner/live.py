@@ -112,9 +112,11 @@ def ops_text(stats: Any, markup: bool = False) -> str:
     fail is either an answered no (a cas whose compare did not match) or the DB not serving, and
     only the second is an outage (:func:`chaos.history.analysis.fail_class`)."""
     nm = int(getattr(stats, "fail_no_match", 0) or 0)
+    other = dict(getattr(stats, "fail_other", None) or {})
     fail = f"fail {stats.fail}"
     if stats.fail:
-        fail += f" (no match {nm}, unavailable {stats.fail - nm})"
+        rest = "".join(f", {k} {n}" for k, n in sorted(other.items()) if n)
+        fail += f" (no match {nm}{rest}, unavailable {stats.fail - nm - sum(other.values())})"
     parts = [("green", f"ok {stats.ok}"), ("red", fail), ("yellow", f"info {stats.info}")]
     return "  ".join(f"[{c}]{t}[/{c}]" if markup else t for c, t in parts)
 
