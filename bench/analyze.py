@@ -17,8 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from chaos.history.linear import check_history
-from chaos.history.spark import analyze, run_id
+from chaos.history.checkers.linear import check_history
+from chaos.history.spark.pipeline import analyze
+from chaos.history.spark.tasks import run_id
 from chaos.history.store import read_history
 from chaos.history.synth import register_history, write_run
 

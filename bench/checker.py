@@ -13,9 +13,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from chaos.history.checkers.linear import check_calls, check_history, history_calls
+from chaos.history.checkers.models import get_model
 from chaos.history.formats import load_history
-from chaos.history.linear import check_calls, check_history, history_calls
-from chaos.history.models import get_model
 from chaos.workloads.memory import register_workload_history
 
 ROOT = Path(__file__).resolve().parent.parent

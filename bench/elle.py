@@ -20,7 +20,7 @@ Target (issue 24): >= 50,000 txns/s at 1M, peak <= 4 GiB, growth close to linear
 ``history.edn`` (``jepsen.store/write-history!``: one ``prn`` of a ``jepsen.history.Op`` record per
 line, ``#jepsen.history.Op{:index 0, :time 1000, :type :invoke, :process 3, :f :txn, :value [[:r 5
 nil] [:append 7 1]]}``) and checks it the same way (``ElleChecker`` on the ``.edn`` file, read by
-``chaos.history.formats.collect_edn``); the line per size then gives EDN beside JSON Lines and the
+``chaos.history.checkers.elle.edn.collect_edn``); the line per size then gives EDN beside JSON Lines and the
 ratios (issue 38 goal: EDN <= 1.5x JSON Lines in time and peak memory; 1M txns <= 2 GiB).
 """
 
@@ -173,7 +173,7 @@ def write_edn(jsonl: Path, edn: Path) -> None:
 
 
 def _child(path: str, model: str, conn: Any) -> None:
-    from chaos.history.elle import ElleChecker
+    from chaos.history.checkers.elle import ElleChecker
 
     t0 = time.perf_counter()
     c0 = time.process_time()

@@ -26,10 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chaos.history.checkers import StatsChecker, compose  # noqa: E402
-from chaos.history.logcheck import LogChecker  # noqa: E402
+from chaos.history.checkers.logcheck import LogChecker  # noqa: E402
+from chaos.history.checkers.perf import PerfChecker  # noqa: E402
+from chaos.history.checkers.registry import StatsChecker, compose  # noqa: E402
 from chaos.history.op import Op  # noqa: E402
-from chaos.history.perf import PerfChecker  # noqa: E402
 from chaos.history.store import HistoryWriter, read_history  # noqa: E402
 
 MS = 1_000_000

@@ -13,8 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from chaos.history.checkers import check_run
-from chaos.history.report import write_report
+from chaos.history.checkers.registry import check_run
+from chaos.history.report.html import write_report
 from chaos.history.synth import register_history, write_run
 
 

@@ -14,7 +14,7 @@ the median of the per-pair ratios), so a shared, loaded machine moves both sides
    start), and the difference: the tool's start-up.
 4. `chaos analyze --master local[1]` and `local[2]`, the whole command (JVM start-up included),
    against the in-process `chaos check` loop (one Python process running
-   :func:`chaos.history.checkers.check_run` per run), over the same runs, for each run count:
+   :func:`chaos.history.checkers.registry.check_run` per run), over the same runs, for each run count:
    wall and CPU seconds of each process tree, the ratios, whether every run's verdict is the
    loop's, and the marginal wall and CPU per run (slope between the smallest and the largest run
    count) with the fixed cost (intercept). CPU seconds vary less with the machine's load.
@@ -97,7 +97,7 @@ def write_register(path: Path, n_ops: int, keys: int, seed: int = 1) -> Path:
 
 
 def bench_check(sizes: list[tuple[int, int]], repeat: int, baseline: Path | None, tmp: Path) -> None:
-    from chaos.history.linear import check_history
+    from chaos.history.checkers.linear import check_history
     from chaos.history.store import ParsedHistory
 
     rows = []
@@ -133,8 +133,8 @@ def bench_check(sizes: list[tuple[int, int]], repeat: int, baseline: Path | None
 
 
 def bench_kv_bad(repeat: int, baseline: Path | None) -> None:
+    from chaos.history.checkers.linear import check_history
     from chaos.history.formats import load_history
-    from chaos.history.linear import check_history
 
     kv = ROOT / "tests" / "data" / "porcupine" / "test_data" / "kv"
     files = sorted(kv.glob("c*-bad.txt")) if kv.is_dir() else []
@@ -222,8 +222,8 @@ def make_runs(store: Path, runs: int, ops_per_run: int) -> list[Path]:
 
 LOOP = (
     "import json, sys\n"
-    "from chaos.history.checkers import check_run\n"
-    "from chaos.history.spark import run_id\n"
+    "from chaos.history.checkers.registry import check_run\n"
+    "from chaos.history.spark.pipeline import run_id\n"
     "print(json.dumps({run_id(__import__('pathlib').Path(d)): check_run(d, workers=1)['valid']"
     " for d in sys.argv[1:]}))"
 )
@@ -288,7 +288,7 @@ def analyze_argv(master: str, out: Path, dirs: list[str]) -> list[str]:
 
 def warm_spark(tmp: Path) -> None:
     """Two `chaos analyze` of one small run, 12 s apart: the first writes the JVM's class-data
-    archive as it exits (``chaos.history.spark._cds_option``), the second adopts it, so every
+    archive as it exits (``chaos.history.spark.session._cds_option``), the second adopts it, so every
     timed command starts as a user's second and later analyses do."""
     run = make_runs(tmp / "warm", 1, 100)[0]
     for n in range(2):
@@ -300,7 +300,7 @@ def warm_spark(tmp: Path) -> None:
 def bench_analyze(run_counts: list[int], ops_per_run: int, repeat: int, tmp: Path) -> None:
     """`chaos analyze --master local[1]` and `local[2]`, each the whole command as a user runs it
     (JVM start-up included), against the in-process loop (one Python process running
-    :func:`chaos.history.checkers.check_run` per run, as `chaos check` does), on the same runs."""
+    :func:`chaos.history.checkers.registry.check_run` per run, as `chaos check` does), on the same runs."""
     import json
 
     warm_spark(tmp)

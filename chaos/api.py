@@ -75,7 +75,7 @@ from chaos.control.util import (
     tail_log,
 )
 from chaos.errors import BadArguments, ConfigError, DBError, Refused
-from chaos.history.nodelogs import INVALID, WARNING, LogPattern
+from chaos.history.checkers.nodelogs import INVALID, WARNING, LogPattern
 from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
 from chaos.history.verdict import UNKNOWN, Checker, StreamChecker, merge_valid
 from chaos.nemesis.base import (

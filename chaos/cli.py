@@ -33,9 +33,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("chaos.runner.cli:run", "Run a test: cluster, DB, workload, nemesis, check, report."),
     "heal": ("chaos.nemesis.cli:heal", "Heal every fault the tool may have left on the nodes."),
     "cluster": ("chaos.cluster.cli:cluster", "Provision, inspect and remove the node cluster."),
-    "check": ("chaos.history.cli:check", "Re-check a stored run or a history file."),
-    "report": ("chaos.history.report:report", "Write the HTML report of a run directory."),
-    "serve": ("chaos.history.serve:serve", "Serve the store's runs and reports over HTTP."),
+    "check": ("chaos.history.report.cli:check", "Re-check a stored run or a history file."),
+    "report": ("chaos.history.report.html:report", "Write the HTML report of a run directory."),
+    "serve": ("chaos.history.report.serve:serve", "Serve the store's runs and reports over HTTP."),
     "analyze": ("chaos.history.gate:analyze_cmd", "Analyse runs on Spark: verdicts, latency, availability."),
     "gate": (
         "chaos.history.gate:gate_cmd",

@@ -19,7 +19,7 @@ What each kind's object must be:
   ``start-<kind>``/``stop-<kind>``), ``requires`` (capability names, see
   :func:`chaos.cluster.db.capabilities`) and ``nemesis_options`` (``{key: kind}`` as
   :data:`chaos.nemesis.NEMESIS_OPTIONS`); see :func:`chaos.nemesis.build`.
-- a checker (``chaos.checkers``): a factory ``() -> Checker`` (``chaos.history.checkers``).
+- a checker (``chaos.checkers``): a factory ``() -> Checker`` (``chaos.history.checkers.registry``).
 
 Errors are :class:`chaos.control.test.ConfigError` (one line naming the flag, the plug-in and what
 was wrong: the module that is missing, the attribute that is not there, the object that is not a
@@ -83,7 +83,7 @@ BUILTINS: Mapping[str, Mapping[str, str]] = {
         "files": "chaos.nemesis.files:NEMESIS",
         "leadership": "chaos.nemesis.leadership:NEMESIS",
     },
-    "checker": {},  # the built-in checkers live in chaos.history.checkers.checkers_for
+    "checker": {},  # the built-in checkers live in chaos.history.checkers.registry.checkers_for
     "provider": {"docker": "chaos.cluster.docker:DockerProvider", "ssh": "chaos.cluster.sshhosts:SSHHosts"},
     "command": {},  # the tool's own commands: chaos.cli.COMMANDS
 }

@@ -43,7 +43,7 @@ VERSION = "0.1.0"
 
 
 def _log_patterns() -> list[Any]:
-    from chaos.history.nodelogs import INVALID, WARNING, LogPattern
+    from chaos.history.checkers.nodelogs import INVALID, WARNING, LogPattern
 
     return [
         # dledger/core/node.py, the follower's defence in depth (EntryHandler): a leader without
@@ -593,7 +593,7 @@ class DLedgerDB:
         The condition, from every node's own METADATA answer: some node is leader and every node
         answers, names that leader and is in its term, with a commitIndex at least the leader's
         (sampled in the same round; after healing no client writes). Returns the record the
-        ``liveness`` checker judges (:mod:`chaos.history.liveness`): ``recovered``, ``bound_s``,
+        ``liveness`` checker judges (:mod:`chaos.history.checkers.liveness`): ``recovered``, ``bound_s``,
         ``waited_s``, ``leader``, ``term``, ``commit_index``, ``problems`` (what was still missing
         in the last round, e.g. ``"n3 does not answer: ..."``) and ``nodes`` (each node's last answer).
         Never raises for an unhealthy cluster; that is the answer.
@@ -660,7 +660,7 @@ class DLedgerDB:
         }
         # members repairing a damaged committed prefix abstain from votes: with a majority of them
         # (or of them and silent members) no leader can be elected, and the damage is beyond what
-        # the replicas can repair (chaos.history.liveness reports it as unknown with this cause)
+        # the replicas can repair (chaos.history.checkers.liveness reports it as unknown with this cause)
         repairing = sorted(n for n, v in view.items() if v["ok"] and (v.get("repair_to") or -1) >= 0)
         voters = sum(1 for v in view.values() if v["ok"]) - len(repairing)
         if problems and repairing and leader is None and voters <= len(view) // 2:

@@ -254,8 +254,8 @@ def _history(path: Path, completions: list[dict[str, object]]) -> Path:
 
 
 def test_client_errors_make_the_checks_unknown_never_invalid(tmp_path: Path) -> None:
-    from chaos.history.checkers import StatsChecker, compose
-    from chaos.history.clienterrors import ClientErrorsChecker
+    from chaos.history.checkers.clienterrors import ClientErrorsChecker
+    from chaos.history.checkers.registry import StatsChecker, compose
 
     ce = {"type": "ValueError", "message": "unknown node 'n2'", "where": "etcd_db.py:42"}
     h = _history(tmp_path / "h.jsonl", [{"type": "info", "f": "read", "client_error": ce}] * 3)
@@ -282,10 +282,10 @@ def test_a_txn_client_is_told_what_the_keys_hold() -> None:
 def test_the_summary_shows_aborted_fails_and_client_errors_apart(tmp_path: Path) -> None:
     from rich.console import Console
 
-    from chaos.history.checkers import StatsChecker, compose
-    from chaos.history.clienterrors import ClientErrorsChecker
-    from chaos.history.perf import PerfChecker
-    from chaos.history.report import summary_table
+    from chaos.history.checkers.clienterrors import ClientErrorsChecker
+    from chaos.history.checkers.perf import PerfChecker
+    from chaos.history.checkers.registry import StatsChecker, compose
+    from chaos.history.report.summary import summary_table
 
     ce = {"type": "KeyError", "message": "'n2'", "where": "mydb.py:7"}
     h = _history(

@@ -29,7 +29,7 @@ def test_check_lists_every_non_linearizable_key_and_leaves_none_undecided(bad_ru
     assert f"3 not linearizable: key {', '.join(violated)}" in out
     assert "undecided" not in out and "not checked" not in out
 
-    from chaos.history.checkers import check_run
+    from chaos.history.checkers.registry import check_run
 
     linear = check_run(run, workers=1)["checkers"]["linear"]
     assert sorted(linear["failures"]) == violated and linear["unknown"] == [] and "not_checked" not in linear

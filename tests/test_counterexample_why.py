@@ -1,12 +1,12 @@
-"""The counterexample's sentence of why (chaos.history.why): each witness it names holds in every
+"""The counterexample's sentence of why (chaos.history.checkers.why): each witness it names holds in every
 linearization, and a failure that needs several ops says so instead of naming one."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from chaos.history.linear import check_calls
-from chaos.history.models import UNKNOWN, Call
+from chaos.history.checkers.linear import check_calls
+from chaos.history.checkers.models import UNKNOWN, Call
 
 S = 1_000_000_000
 
@@ -64,7 +64,7 @@ def test_the_terminal_summary_prints_the_sentence(tmp_path: Path) -> None:
 
     from test_report_fixtures import make_long_invalid_register_run
 
-    from chaos.history.summary import counterexample_lines
+    from chaos.history.report.summary import counterexample_lines
 
     d = make_long_invalid_register_run(tmp_path)
     lines = counterexample_lines(json.loads((d / "results.json").read_text()))

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from chaos.history import edn
-from chaos.history.elle import check_file, check_ops
-from chaos.history.formats import collect_edn, edn_txn_workload, load_edn, load_history
+from chaos.history.checkers.elle import check_file, check_ops
+from chaos.history.checkers.elle.edn import collect_edn
+from chaos.history.formats import edn_txn_workload, load_edn, load_history
 from chaos.history.store import HistoryError
 
 ELLE = Path(__file__).resolve().parent / "data" / "elle"
@@ -308,7 +309,7 @@ def test_analyze_refuses_an_out_that_is_a_file_and_replaces_an_earlier_analysis_
     """Issue 36 item 7: ``--out`` over an earlier analysis must not crash with FileExistsError: its
     files are replaced whatever they are now (a file where a directory goes, a link); an ``--out``
     that is a plain file is refused in one line before Spark starts."""
-    from chaos.history.spark import _remove, analyze, write_summary_parquet
+    from chaos.history.spark.pipeline import _remove, analyze, write_summary_parquet
     from chaos.history.synth import register_history, write_run
 
     ops, _ = register_history(100, keys=2, processes=2, seed=1)

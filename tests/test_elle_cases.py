@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from chaos.history.elle import ElleChecker, check_file, check_ops
+from chaos.history.checkers.elle import ElleChecker, check_file, check_ops
 from chaos.history.op import Op
 from chaos.history.store import write_history
 
@@ -501,7 +501,7 @@ def test_a_cycle_explanation_names_its_anomaly_nowhere_and_ends_with_the_cycle()
     printed ``G-single-item: G-single-item:``); the report lists each edge's why once."""
     import html as htmllib
 
-    from chaos.history.report_txn import case_html
+    from chaos.history.report.txn import case_html
 
     h = H().invoke(0, "ax1 ry").invoke(1, "ay1 rx").complete(0, "ax1 ry").complete(1, "ay1 rx")
     r = check(h, "serializable")

@@ -23,7 +23,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chaos.history.elle import check_ops
+from chaos.history.checkers.elle import check_ops
 from chaos.history.op import Op
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.history.liveness import LivenessChecker, environment_causes
+from chaos.history.checkers.liveness import LivenessChecker, environment_causes
 
 ROOT = Path(__file__).resolve().parents[1]
 

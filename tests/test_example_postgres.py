@@ -103,7 +103,7 @@ def test_serializable_is_valid_under_kill_and_pause(env: dict[str, str], tmp_pat
 def test_repeatable_read_shows_write_skew_invalid_for_serializable_valid_for_si(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    from chaos.history.elle import check_file
+    from chaos.history.checkers.elle import check_file
 
     # write skew needs two transactions to overlap on the same keys: a loaded machine (the whole
     # suite on 2 cores) commits few per run, so a run may show none; 5 runs, stopping at the first
@@ -129,7 +129,7 @@ def test_repeatable_read_shows_write_skew_invalid_for_serializable_valid_for_si(
 def test_read_committed_shows_an_anomaly_snapshot_isolation_forbids(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    from chaos.history.elle.anomalies import prohibited_by
+    from chaos.history.checkers.elle.anomalies import prohibited_by
 
     forbidden = prohibited_by("snapshot-isolation")
     for attempt in range(3):

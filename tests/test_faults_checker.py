@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from chaos.history.analysis import fault_nodes
-from chaos.history.checkers import check_run
-from chaos.history.faults import FaultsChecker
+from chaos.history.checkers.faults import FaultsChecker
+from chaos.history.checkers.registry import check_run
 from chaos.history.leadership import LEADERSHIP_FILE, read_leadership, summarize
 from chaos.history.store import RunDir
 
@@ -239,7 +239,8 @@ def test_leadership_samples_and_torn_last_line(tmp_path: Path) -> None:
 def test_report_and_summary_show_faults_per_kind_and_window(tmp_path: Path) -> None:
     from rich.console import Console
 
-    from chaos.history.report import summary_table, write_report
+    from chaos.history.report.html import write_report
+    from chaos.history.report.summary import summary_table
 
     run = write_run(tmp_path, history(), [sample(0.2, "n3", 1), sample(1.8, "n1", 2)])
     results = check_run(run)
@@ -270,7 +271,8 @@ def test_split_brain_is_reported_with_its_length_and_nodes(tmp_path: Path) -> No
     report, never one leader."""
     from rich.console import Console
 
-    from chaos.history.report import summary_table, write_report
+    from chaos.history.report.html import write_report
+    from chaos.history.report.summary import summary_table
 
     samples = [
         sample(0.2, "n1", 2),
@@ -301,7 +303,8 @@ def test_two_leaders_in_different_terms_are_a_stale_leader_not_a_split_brain(tmp
     leader, is legal in Raft: "a stale leader for 11.8 s (terms 1, 2)", never "split brain"."""
     from rich.console import Console
 
-    from chaos.history.report import summary_table, write_report
+    from chaos.history.report.html import write_report
+    from chaos.history.report.summary import summary_table
 
     samples = [
         sample(0.2, "n1", 1),
@@ -349,7 +352,7 @@ def test_leader_change_just_after_a_window_is_attributed_to_it(tmp_path: Path) -
     assert r["bite"]["changed_leadership"] is True and r["attribution_s"] == 2.0
     assert "never changed" not in r["summary"] and "no leader change" not in r["summary"]
     assert "a change within 2 s after a fault counts for it" in r["summary"]
-    from chaos.history.report_faults import window_rows
+    from chaos.history.report.faults import window_rows
 
     assert window_rows({"checkers": {"faults": r}})[0]["leader_changes"] == "0 (+1 within 0.9 s after)"
     # beyond the bound it is not the fault's, and the run still had a leader change

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.history.checkers import check_run
+from chaos.history.checkers.registry import check_run
 
 pytestmark = [pytest.mark.docker, pytest.mark.spark, pytest.mark.slow]
 
@@ -33,7 +33,7 @@ def register_run(store: Path, *extra: str) -> tuple[int, Path]:
 
 @pytest.fixture(scope="module")
 def spark() -> object:
-    from chaos.history.spark import spark_session
+    from chaos.history.spark.session import spark_session
 
     return spark_session("local[2]")  # getOrCreate: shared with the other Spark tests of the session
 
@@ -62,7 +62,7 @@ def test_gate_over_real_runs(spark: object, tmp_path: Path, capsys: pytest.Captu
         assert r["valid"] == check_run(Path(r["dir"]))["valid"], r["run"]
     # issue 25 item 1: on the unsafe-read run, chaos run (its results.json as written), chaos check
     # and chaos analyze list the same non-linearizable keys, and none is left undecided
-    from chaos.history.spark import run_id
+    from chaos.history.spark.tasks import run_id
 
     by_run = json.loads((unsafe / "results.json").read_text())["checkers"]["linear"]
     by_check = check_run(unsafe)["checkers"]["linear"]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.history import serve as srv_mod
+from chaos.history.report import serve as srv_mod
 
 ROOT = Path(__file__).resolve().parent.parent
 

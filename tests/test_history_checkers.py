@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from test_history_util import Builder
 
-from chaos.history.checkers import (
+from chaos.history.checkers.registry import (
     Checker,
     StatsChecker,
     StreamChecker,
@@ -70,7 +70,7 @@ def test_verdicts_that_crossed_pickling_merge_by_value() -> None:
 def test_infer_test_from_the_whole_history(
     tmp_path: Path, ops: list[tuple[str, Any, Any]], test: Any
 ) -> None:
-    from chaos.history.checkers import infer_test
+    from chaos.history.checkers.registry import infer_test
 
     b = Builder()
     for _ in range(2500):  # more than any prefix a guess would read
@@ -91,7 +91,7 @@ def test_infer_test_from_the_whole_history(
     ],
 )
 def test_infer_test_refuses_to_guess(tmp_path: Path, ops: list[tuple[str, Any, Any]], why: str) -> None:
-    from chaos.history.checkers import infer_test
+    from chaos.history.checkers.registry import infer_test
 
     b = Builder()
     for p, (f, v, out) in enumerate(ops):
@@ -104,7 +104,7 @@ def test_infer_test_refuses_to_guess(tmp_path: Path, ops: list[tuple[str, Any, A
 
 
 def test_no_client_op_is_not_a_test(tmp_path: Path) -> None:
-    from chaos.history.checkers import infer_test
+    from chaos.history.checkers.registry import infer_test
 
     b = Builder()
     b.nemesis("start-kill")
@@ -277,7 +277,7 @@ def _without_times(results: dict[str, Any]) -> dict[str, Any]:
 
 _FORKED = """
 import json, sys
-import chaos.history.checkers as checkers
+import chaos.history.checkers.registry as checkers
 from chaos.history.store import ParsedHistory
 h = ParsedHistory.read(sys.argv[1])
 test = checkers.infer_test(h)
@@ -333,7 +333,7 @@ def test_stream_checkers_in_a_forked_child_give_the_results_of_this_process(
 def test_an_f_the_client_has_no_method_for_is_not_a_db_failure() -> None:
     """A register client without the optional ``delete`` fails each delete with ``unsupported``:
     the DB was asked nothing, so stats does not call the run invalid for "no ok delete"."""
-    from chaos.history.checkers import _StatsAcc
+    from chaos.history.checkers.registry import _StatsAcc
     from chaos.history.op import Op
 
     acc = _StatsAcc()
@@ -354,8 +354,8 @@ def test_an_f_the_client_has_no_method_for_is_not_a_db_failure() -> None:
 def test_perf_files_an_unsupported_fail_apart_and_not_as_an_outage() -> None:
     """perf counts a fail the client could not send as ``unsupported``, never ``unavailable``, and
     leaves it out of availability (the DB was not asked)."""
+    from chaos.history.checkers.perf import PerfChecker, ops_line
     from chaos.history.op import Op
-    from chaos.history.perf import PerfChecker, ops_line
 
     ops = []
     for i in range(40):  # one delete a second, each unsupported, between ok reads

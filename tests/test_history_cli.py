@@ -216,8 +216,8 @@ def test_a_history_files_summary_on_a_pipe_is_the_text_rich_writes(shared_data: 
     markup, non-ASCII letters, control characters or an emoji code (left to rich) included."""
     import io
 
-    from chaos.history import summary
-    from chaos.history.cli import run_check
+    from chaos.history.report import summary
+    from chaos.history.report.cli import run_check
 
     kv = shared_data / "porcupine" / "test_data" / "kv"
     for src, name in (("c50-bad", "c50 \u00e9 [b]x \x1b.txt"), ("c01-ok", "ok :smile:.txt")):
@@ -243,7 +243,7 @@ def test_check_writes_the_report_again_three_views_one_verdict(tmp_path: Path) -
     """Issue 35 item 3: ``chaos check`` rewrote results.json, not index.html, and still printed the
     report's path: a run forced to unknown kept a green VALID report. The report is written again
     from the new results: the report, the check's output and results.json say one verdict."""
-    from chaos.history.report import write_report
+    from chaos.history.report.html import write_report
 
     store = tmp_path / "store"
     run = RunDir.create(store, "log-kill")

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from test_history_util import Builder
 
-from chaos.history.bank import BankChecker, check_read
-from chaos.history.counter import CounterChecker
-from chaos.history.longfork import LongForkChecker
-from chaos.history.setfull import SetFullChecker
+from chaos.history.checkers.bank import BankChecker, check_read
+from chaos.history.checkers.counter import CounterChecker
+from chaos.history.checkers.longfork import LongForkChecker
+from chaos.history.checkers.setfull import SetFullChecker
 
 MS = 1_000_000
 

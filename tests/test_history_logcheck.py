@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from test_history_util import Builder
 
-from chaos.history.logcheck import LogChecker, SetChecker
+from chaos.history.checkers.logcheck import LogChecker, SetChecker
 
 NODES = ("n1", "n2", "n3")
 

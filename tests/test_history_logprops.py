@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_history_util import Builder
 
-from chaos.history.logcheck import LogChecker
+from chaos.history.checkers.logcheck import LogChecker
 
 NODES = ("n1", "n2", "n3")
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from test_history_util import Builder
 
-from chaos.history.checkers import checkers_for
-from chaos.history.logcheck import LogReadsChecker
+from chaos.history.checkers.logcheck import LogReadsChecker
+from chaos.history.checkers.registry import checkers_for
 
 NODES = ("n1", "n2", "n3")
 

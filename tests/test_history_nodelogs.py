@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from chaos.history.checkers import UNKNOWN
-from chaos.history.nodelogs import LogPattern, ServerLogChecker, patterns_doc
+from chaos.history.checkers.nodelogs import LogPattern, ServerLogChecker, patterns_doc
+from chaos.history.checkers.registry import UNKNOWN
 
 GUARD = LogPattern("safety-guard", r"refusing to", "invalid", "a safety guard fired")
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from test_history_util import Builder
 
-from chaos.history.perf import PerfChecker, describe_nemesis, quantiles
+from chaos.history.checkers.perf import PerfChecker, describe_nemesis, quantiles
 
 MS = 1_000_000
 
@@ -191,7 +191,7 @@ def test_perf_windows_and_availability_are_the_analysis_core(tmp_path: Path) -> 
 def test_a_runs_recorded_verbs_word_its_faults_and_unknown_kinds_stay_neutral(tmp_path: Path) -> None:
     """test.json's ``nemesis_styles`` (the fault modules' own phrases) words the availability
     sentence; a kind it lacks is described neutrally; a run without it keeps today's phrases."""
-    from chaos.history.perf import LEGACY_VERBS, nemesis_verbs
+    from chaos.history.checkers.perf import LEGACY_VERBS, nemesis_verbs
 
     styles = {"stall": {"colour": "#123456", "verbs": {"start": "{nodes} stalled", "stop": "stall over"}}}
     verbs = nemesis_verbs({"nemesis_styles": styles})

@@ -60,9 +60,9 @@ def _write_log_history(path: Path, n_appends: int, lost: int) -> int:
 
 _CHECK_AND_MEASURE = """
 import json, sys
-from chaos.history.checkers import StatsChecker, compose
-from chaos.history.logcheck import LogChecker
-from chaos.history.perf import PerfChecker
+from chaos.history.checkers.registry import StatsChecker, compose
+from chaos.history.checkers.logcheck import LogChecker
+from chaos.history.checkers.perf import PerfChecker
 
 def status(field):
     with open("/proc/self/status") as f:

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from chaos.history.checkers.linear import check_calls, check_history
+from chaos.history.checkers.models import KV, MODELS, UNKNOWN, BaseModel, Call, get_model
 from chaos.history.formats import load_history
-from chaos.history.linear import check_calls, check_history
-from chaos.history.models import KV, MODELS, UNKNOWN, BaseModel, Call, get_model
 from chaos.history.op import Op
 from chaos.history.store import HistoryError
 
@@ -288,7 +288,7 @@ def test_undecided_keys_stay_unknown_with_any_number_of_workers(
 ) -> None:
     """Issue 12: keys that come back undecided from worker processes (their verdicts unpickled,
     so not the VALID_UNKNOWN object) make the whole check unknown, never valid."""
-    import chaos.history.linear as linear
+    import chaos.history.checkers.linear as linear
 
     from_pool: list[linear.KeyResult] = []
     run_pool = linear._run_pool
@@ -312,7 +312,7 @@ def test_undecided_keys_stay_unknown_with_any_number_of_workers(
 
 def test_distinct_keys_get_distinct_labels() -> None:
     """Keys 1, "1", 1.5 and True are four registers with four labels (issue 12 item 3)."""
-    from chaos.history.linear import key_label
+    from chaos.history.checkers.linear import key_label
 
     labels = [key_label(k) for k in (1, "1", 1.5, True, None, "null", "a", [1, 2], "[1,2]")]
     assert labels == ["1", '"1"', "1.5", "true", "null", '"null"', "a", "[1,2]", '"[1,2]"']
@@ -394,7 +394,7 @@ def test_malformed_edn_names_line(tmp_path: Path) -> None:
 def test_edn_and_etcd_input_errors_name_file_and_line(tmp_path: Path) -> None:
     """Deep nesting, bytes that are not UTF-8 and an f the model does not check: HistoryError with
     the file and line, never a RecursionError or a bare ValueError (issue 12 items 4 and 7)."""
-    from chaos.history.formats import require_checkable
+    from chaos.history.checkers.models import require_checkable
 
     p = tmp_path / "h.edn"
     p.write_text(
@@ -632,7 +632,7 @@ def test_search_agrees_with_brute_force(seed: int, model: str, n: int, procs: in
 
 def test_parts_left_after_the_budget_go_to_the_pool(monkeypatch: pytest.MonkeyPatch) -> None:
     """With no in-process budget every part is checked by worker processes, same verdicts."""
-    import chaos.history.linear as linear
+    import chaos.history.checkers.linear as linear
 
     ops, reads = _history(7, 300, 4, 0.05, keys=6)
     assert check_history(ops, "cas-register", workers=1)["valid"] is True
@@ -658,7 +658,7 @@ def test_each_bad_kv_key_fails_alone(shared_data: Path, monkeypatch: pytest.Monk
     """Every key of porcupine's kv/c50-bad is invalid on its own, found within 100,000 configs
     (the plain WGL search needs millions for keys 0, 7 and 9; porcupine relies on another key failing
     first)."""
-    import chaos.history.linear as linear
+    import chaos.history.checkers.linear as linear
 
     monkeypatch.setattr(linear, "MAX_CONFIGS", 100_000)
     ops, spec = load_history(shared_data / "porcupine/test_data/kv/c50-bad.txt")

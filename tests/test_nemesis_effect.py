@@ -18,8 +18,8 @@ import pytest
 from test_nemesis_support import dledger_test, make_test
 
 from chaos.control.interpreter import Clock
-from chaos.history.checkers import check_run
-from chaos.history.faults import leadership_windows, overall_leadership
+from chaos.history.checkers.faults import leadership_windows, overall_leadership
+from chaos.history.checkers.registry import check_run
 from chaos.history.leadership import LEADERSHIP_FILE, read_leadership
 from chaos.history.op import Op
 from chaos.history.store import RunDir
@@ -143,7 +143,7 @@ def test_faults_that_cannot_take_effect_are_recorded_and_not_counted(env: Any, t
 
     from rich.console import Console
 
-    from chaos.history.report import summary_table
+    from chaos.history.report.summary import summary_table
 
     console = Console(width=300, record=True)
     console.print(summary_table(results, run.history_path))

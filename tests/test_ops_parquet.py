@@ -1,4 +1,4 @@
-"""The per-op Parquet an executor writes for `chaos analyze` (chaos.history.spark.write_ops_parquet):
+"""The per-op Parquet an executor writes for `chaos analyze` (chaos.history.spark.tasks.write_ops_parquet):
 each op's process and key as text, exactly as JSON spells them."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from chaos.history.op import Op
-from chaos.history.spark import write_ops_parquet
+from chaos.history.spark.tasks import write_ops_parquet
 
 
 def _op(i: int, process: int | str, key: Any) -> Op:

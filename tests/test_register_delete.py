@@ -12,9 +12,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from chaos.history.checkers import infer_test
-from chaos.history.linear import check_calls, check_history
-from chaos.history.models import UNKNOWN, Call
+from chaos.history.checkers.linear import check_calls, check_history
+from chaos.history.checkers.models import UNKNOWN, Call
+from chaos.history.checkers.registry import infer_test
 from chaos.history.op import FAIL, INVOKE, OK, Op
 from chaos.workloads.register import DELETE_ONE_IN, VALUES, RegisterWorker, _write, workload
 

@@ -8,7 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chaos.history import report as rep
+from chaos.history.report import html as rep
+from chaos.history.report import run as report_run
+from chaos.history.report import summary, verdicts
 from chaos.history.store import RunDir
 
 S = 1_000_000_000
@@ -46,24 +48,24 @@ def test_report_of_latest_is_titled_by_the_resolved_run(tmp_path: Path) -> None:
     html = out.read_text()
     title = html.split("<title>")[1].split("</title>")[0]
     assert run.name in title and "latest" not in title
-    assert rep.build_data(rep.load_run(tmp_path / "store" / "latest"))["meta"]["run"] == run.name
+    assert rep.build_data(report_run.load_run(tmp_path / "store" / "latest"))["meta"]["run"] == run.name
 
 
 def test_unknown_linear_check_never_says_every_key_is_linearizable(tmp_path: Path) -> None:
     """Item 3: an undecided linearizability check says so, with what was left undecided."""
     linear = {"valid": "unknown", "failures": [], "unknown": ["3", "4"], "keys": {}, "cause": "timeout"}
     run = write_run(tmp_path / "store", simple_ops(), {"valid": "unknown", "checkers": {"linear": linear}})
-    note = rep.build_data(rep.load_run(run.path))["counterexample_note"]
+    note = rep.build_data(report_run.load_run(run.path))["counterexample_note"]
     assert "Every key is linearizable" not in note
     assert "unknown" in note and "2 keys undecided" in note and "timeout" in note
     valid = {"valid": True, "checkers": {"linear": {"valid": True, "keys": {"1": {"valid": True}}}}}
-    assert rep.counterexample_note(valid).startswith("Every key is linearizable")
-    assert rep.counterexample_note({"valid": True, "checkers": {}}).startswith("No linearizability")
+    assert verdicts.counterexample_note(valid).startswith("Every key is linearizable")
+    assert verdicts.counterexample_note({"valid": True, "checkers": {}}).startswith("No linearizability")
 
 
 def test_server_logs_without_patterns_says_none_were_declared(tmp_path: Path) -> None:
     """Item 6: ten logs downloaded and no pattern declared is not "no anomalies in 0 log(s)"."""
-    from chaos.history.nodelogs import ServerLogChecker
+    from chaos.history.checkers.nodelogs import ServerLogChecker
 
     run = write_run(tmp_path / "store", simple_ops())
     for n in range(5):
@@ -79,7 +81,7 @@ def test_server_logs_without_patterns_says_none_were_declared(tmp_path: Path) ->
 
 def test_write_of_one_shows_its_output() -> None:
     """Item 6: ``write(1)`` completing with 1 renders ``-> 1`` (1 == True must not hide it)."""
-    from chaos.history.models import Call
+    from chaos.history.checkers.models import Call
 
     assert Call(0, "write", 1, 1, 0, 1).describe() == "write(1) -> 1"
     assert Call(0, "write", 2, None, 0, 1).describe() == "write(2)"
@@ -106,7 +108,7 @@ def test_fails_are_counted_apart_in_the_summary_and_perf(tmp_path: Path) -> None
     checker, the run summary and the report count them apart (the history keeps Jepsen's types)."""
     from rich.console import Console
 
-    from chaos.history.checkers import check_run
+    from chaos.history.checkers.registry import check_run
 
     run = cas_run(tmp_path / "store")
     results = check_run(run)
@@ -116,12 +118,12 @@ def test_fails_are_counted_apart_in_the_summary_and_perf(tmp_path: Path) -> None
         "fail_unsupported": 0, "fail_unavailable": 2, "client_errors": 0,
     }  # fmt: skip
     console = Console(width=200, record=True)
-    console.print(rep.summary_table(results, run.history_path))
+    console.print(summary.summary_table(results, run.history_path))
     text = console.export_text()
     assert "fail: no match" in text and "fail: unavailable" in text
     rows = [line.replace("│", " ").split() for line in text.splitlines()]
     assert ["cas", "1", "3", "2", "1"] in rows  # ok, no match, unavailable, info
-    perf_line = next(c for c in rep.checker_summaries(results) if c["name"] == "perf")["summary"]
+    perf_line = next(c for c in verdicts.checker_summaries(results) if c["name"] == "perf")["summary"]
     assert "7 ops: 1 ok, 5 fail (3 no match, 2 unavailable), 1 info" in perf_line
 
 
@@ -132,7 +134,7 @@ def test_summary_ends_with_the_verdict_after_the_first_counterexample(tmp_path: 
 
     from test_report_fixtures import make_invalid_register_run
 
-    from chaos.history.summary import console, print_run_summary
+    from chaos.history.report.summary import console, print_run_summary
 
     d = make_invalid_register_run(tmp_path)
     results = json.loads((d / "results.json").read_text())

@@ -27,7 +27,7 @@ from test_report_fixtures import (
     make_xss_run,
 )
 
-from chaos.history.report import write_report
+from chaos.history.report.html import write_report
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"

@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-from chaos.history import report as rep
+from chaos.history.report import figures, summary
+from chaos.history.report import html as rep
+from chaos.history.report import run as report_run
 
 MS = 1_000_000  # ns
 XSS = '<img src=x onerror="window.__pwned=1">'
@@ -251,7 +253,7 @@ def make_invalid_register_run(root: Path) -> Path:
                 "latency": {},
                 "throughput": [],
                 "availability": {
-                    # as chaos.history.perf writes it (seconds; the report computes none itself)
+                    # as chaos.history.checkers.perf writes it (seconds; the report computes none itself)
                     "windows": [{"start_s": 2.1, "end_s": 3.4, "duration_s": 1.3, "first_ok_f": "write"}]
                 },
             },
@@ -404,10 +406,10 @@ def test_pair_ops_pairs_and_keeps_unfinished(tmp_path: Path) -> None:
     h.op("ok", 0, "write", 1, 3 * MS)
     h.op("invoke", 0, "cas", [1, 2], 4 * MS)
     h.op("fail", 0, "cas", [1, 2], 5 * MS)
-    pairs, nem, end = rep.pair_ops(h.lines)
+    pairs, nem, end = report_run.pair_ops(h.lines)
     assert end == 5 * MS and nem == []
     assert [pairs.fs[f] for f in pairs.f] == ["write", "read", "cas"]
-    assert [rep.TYPE_ORDER[t] for t in pairs.t] == ["ok", "info", "fail"]
+    assert [report_run.TYPE_ORDER[t] for t in pairs.t] == ["ok", "info", "fail"]
     assert pairs.e == [3000, -1, 5000]
     assert pairs.j == [2, -1, 4]
 
@@ -417,7 +419,7 @@ def test_nemesis_windows_from_completions() -> None:
     _nemesis(h, "partition", 100 * MS, 300 * MS, {"nodes": ["n1", "n2"]})
     h.op("info", "nemesis", "start-kill", {"nodes": ["n3"]}, 400 * MS)
     h.op("info", "nemesis", "start-kill", {"nodes": ["n3"]}, 410 * MS)
-    wins = rep.nemesis_windows(h.lines, 500 * MS)
+    wins = figures.nemesis_windows(h.lines, 500 * MS)
     assert [(w["kind"], w["start"], w["end"], w["open"]) for w in wins] == [
         ("partition", 105 * MS, 305 * MS, False),
         ("kill", 410 * MS, 500 * MS, True),
@@ -432,17 +434,17 @@ def test_fault_colours_come_from_the_runs_recorded_styles() -> None:
     _nemesis(h, "stall", 100 * MS, 200 * MS, {"nodes": ["n1"]})
     _nemesis(h, "kill", 250 * MS, 300 * MS, {"nodes": ["n2"]})
     styles = {"stall": {"colour": "#123456", "verbs": {}}}
-    wins = rep.nemesis_windows(h.lines, 400 * MS, rep.nemesis_colours({"nemesis_styles": styles}))
+    wins = figures.nemesis_windows(h.lines, 400 * MS, figures.nemesis_colours({"nemesis_styles": styles}))
     colours = {w["kind"]: w["colour"] for w in wins}
     assert colours["stall"] == "#123456"
-    assert colours["kill"] != rep.NEMESIS_COLOURS["kill"] and colours["kill"] in rep._FALLBACK_COLOURS
-    old = rep.nemesis_windows(h.lines, 400 * MS, rep.nemesis_colours({"name": "old run"}))
-    assert {w["kind"]: w["colour"] for w in old}["kill"] == rep.NEMESIS_COLOURS["kill"]
+    assert colours["kill"] != figures.NEMESIS_COLOURS["kill"] and colours["kill"] in figures._FALLBACK_COLOURS
+    old = figures.nemesis_windows(h.lines, 400 * MS, figures.nemesis_colours({"name": "old run"}))
+    assert {w["kind"]: w["colour"] for w in old}["kill"] == figures.NEMESIS_COLOURS["kill"]
 
 
 def test_log_rows_name_writers_and_readers(tmp_path: Path) -> None:
-    run = rep.load_run(make_invalid_log_run(tmp_path))
-    rows = {r["kind"]: r for r in rep.log_anomaly_rows(run.results, run.history)}
+    run = report_run.load_run(make_invalid_log_run(tmp_path))
+    rows = {r["kind"]: r for r in figures.log_anomaly_rows(run.results, run.history)}
     assert rows["lost"]["value"] == "7" and rows["lost"]["read"] == []
     assert any("ok @index 8" in w for w in rows["lost"]["wrote"])
     assert rows["unexpected"]["wrote"] == [] and len(rows["unexpected"]["read"]) == 3
@@ -451,7 +453,7 @@ def test_log_rows_name_writers_and_readers(tmp_path: Path) -> None:
 
 
 def test_checkers_failing_first_and_computed_availability(tmp_path: Path) -> None:
-    run = rep.load_run(make_invalid_register_run(tmp_path))
+    run = report_run.load_run(make_invalid_register_run(tmp_path))
     data = rep.build_data(run)
     assert data["verdict"] == "invalid"
     assert [c["verdict"] for c in data["checkers"]][0] == "invalid"
@@ -466,35 +468,35 @@ def test_availability_comes_from_results_only() -> None:
         t = k * 100 * MS + (3000 * MS if k >= 5 else 0)
         h.op("invoke", 0, "read", None, t)
         h.op("ok", 0, "read", 1, t + MS)
-    pairs, nem, end = rep.pair_ops(h.lines)
-    wins, src = rep.availability_windows(None, pairs, [], end)
+    pairs, nem, end = report_run.pair_ops(h.lines)
+    wins, src = figures.availability_windows(None, pairs, [], end)
     assert wins == [] and "no perf checker result" in src
     results = {
         "checkers": {
             "perf": {"availability": {"windows": [{"start_s": 0.401, "end_s": 3.501, "summary": "gap"}]}}
         }
     }
-    wins, src = rep.availability_windows(results, pairs, [], end)
+    wins, src = figures.availability_windows(results, pairs, [], end)
     assert src.startswith("perf checker")
     assert [(w["start"], w["end"], w["note"]) for w in wins] == [(401 * MS, 3501 * MS, "gap")]
     assert wins[0]["counts"]["ok"] == 0  # no ok completion strictly inside the window
 
 
 def test_bad_inputs_are_named(tmp_path: Path) -> None:
-    with pytest.raises(rep.ReportError, match="expected an existing directory"):
-        rep.load_run(tmp_path / "missing")
+    with pytest.raises(report_run.ReportError, match="expected an existing directory"):
+        report_run.load_run(tmp_path / "missing")
     (tmp_path / "r").mkdir()
-    with pytest.raises(rep.ReportError, match="history.jsonl or test.json"):
-        rep.load_run(tmp_path / "r")
+    with pytest.raises(report_run.ReportError, match="history.jsonl or test.json"):
+        report_run.load_run(tmp_path / "r")
     (tmp_path / "r" / "history.jsonl").write_text(
         '{"type":"invoke","process":0,"f":"read","time":1}\nnot json\n{"type"'
     )
-    with pytest.raises(rep.ReportError, match="line 2"):
-        rep.load_run(tmp_path / "r")
+    with pytest.raises(report_run.ReportError, match="line 2"):
+        report_run.load_run(tmp_path / "r")
     (tmp_path / "r" / "history.jsonl").write_text(
         '{"type":"invoke","process":0,"f":"read","time":1}\n{"type"'
     )
-    run = rep.load_run(tmp_path / "r")
+    run = report_run.load_run(tmp_path / "r")
     assert run.skipped_lines == 1 and len(run.history) == 1
 
 
@@ -505,7 +507,7 @@ def test_summary_table_counts_and_report_path(tmp_path: Path) -> None:
     rep.write_report(d)
     results = json.loads((d / "results.json").read_text())
     console = Console(record=True, width=140)
-    console.print(rep.summary_table(results, d / "history.jsonl"))
+    console.print(summary.summary_table(results, d / "history.jsonl"))
     text = console.export_text()
     assert "invalid" in text
     assert "append" in text and " 59 " in text  # 59 ok appends
@@ -533,23 +535,9 @@ def test_report_html_embeds_history_values_escaped(tmp_path: Path) -> None:
     assert "&lt;img src=x" in html
 
 
-def test_run_progress_shows_rate_faults_leader() -> None:
-    from rich.console import Console
-
-    console = Console(record=True, width=160, force_terminal=False)
-    with rep.RunProgress(time_limit_s=30, console=console) as p:
-        p.update(ops=50, faults=["partition"], leader="n2")
-        p.update(ops=25)
-        assert p.total_ops == 75 and p.rate() > 0
-    text = console.export_text()
-    assert "75 ops" in text and "faults: partition" in text and "leader: n2" in text and "/ 30 s" in text
-    with pytest.raises(ValueError, match="time_limit_s"):
-        rep.RunProgress(time_limit_s=0)
-
-
 def test_checker_summary_names_keys_as_check_does() -> None:
     """The run summary names the failing and undecided keys plainly, as ``chaos check`` does."""
-    from chaos.history.report import checker_summaries
+    from chaos.history.report.verdicts import checker_summaries
 
     rows = checker_summaries(
         {"checkers": {"linear": {"valid": False, "failures": ["13", "x"], "unknown": ["7"], "keys": {}}}}
@@ -561,7 +549,7 @@ def make_long_invalid_register_run(root: Path, n_writes: int = 120) -> Path:
     """One key written ``n_writes`` times in turn by three processes, each write read back, then a
     stale read at the end (of the value two writes before the last): the counterexample's failing
     window is far to the right of the key's first op. results.json comes from the real checker."""
-    from chaos.history.linear import check_history
+    from chaos.history.checkers.linear import check_history
     from chaos.history.op import Op
 
     d = _run_dir(root, "register-long-invalid")

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from test_history_util import Builder
 
-from chaos.history.bank import BankChecker
-from chaos.history.counter import CounterChecker
-from chaos.history.longfork import LongForkChecker
-from chaos.history.report_jepsen import BAD, GOOD, sections_html
-from chaos.history.setfull import SetFullChecker
+from chaos.history.checkers.bank import BankChecker
+from chaos.history.checkers.counter import CounterChecker
+from chaos.history.checkers.longfork import LongForkChecker
+from chaos.history.checkers.setfull import SetFullChecker
+from chaos.history.report.jepsen import BAD, GOOD, sections_html
 
 
 def test_each_section_shows_what_its_checker_found(tmp_path: Path) -> None:

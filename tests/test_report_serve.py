@@ -17,7 +17,7 @@ import pytest
 from test_report_fixtures import XSS, make_invalid_log_run, make_invalid_register_run, make_valid_register_run
 
 from chaos.errors import BadArguments
-from chaos.history import serve as srv_mod
+from chaos.history.report import serve as srv_mod
 
 
 def _rename(run: Path, stamp: str) -> Path:

@@ -7,9 +7,9 @@ import re
 from typing import Any
 from xml.etree import ElementTree
 
-from chaos.history.elle import check_ops
+from chaos.history.checkers.elle import check_ops
 from chaos.history.op import Op
-from chaos.history.report_txn import anomaly_band_html, cycle_svg, elle_result, txn_section_html
+from chaos.history.report.txn import anomaly_band_html, cycle_svg, elle_result, txn_section_html
 
 
 def _history(*txns: tuple[int, list[list[Any]], list[list[Any]]]) -> list[Op]:

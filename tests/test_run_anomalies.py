@@ -1,4 +1,4 @@
-"""Server-log anomalies in the verdict (Jepsen's log-file-pattern checker, chaos.history.nodelogs).
+"""Server-log anomalies in the verdict (Jepsen's log-file-pattern checker, chaos.history.checkers.nodelogs).
 
 Pure logic first: the DLedger DB's declared patterns classify real server log lines, and
 ``check_run`` on a stored run (test.json + nodes/<node>/dledger.log) reaches the verdict from the
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos.history.checkers import check_run
-from chaos.history.nodelogs import ServerLogChecker, patterns_doc, report_rows, scan_file
+from chaos.history.checkers.nodelogs import ServerLogChecker, patterns_doc, report_rows, scan_file
+from chaos.history.checkers.registry import check_run
 from chaos.history.store import RunDir
 from chaos_dledger.db import DLedgerDB
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.history.checkers import check_run
+from chaos.history.checkers.registry import check_run
 from chaos.history.store import RunDir, read_history
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -1,4 +1,4 @@
-"""Liveness after healing (chaos.history.liveness, DLedgerDB.await_recovery).
+"""Liveness after healing (chaos.history.checkers.liveness, DLedgerDB.await_recovery).
 
 Pure logic: the liveness checker turns the recovery record in test.json into the verdict, so
 ``chaos check`` reproduces it. A real run on the Docker cluster in which one node's server dies and
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos.history.checkers import check_run
-from chaos.history.liveness import LivenessChecker
+from chaos.history.checkers.liveness import LivenessChecker
+from chaos.history.checkers.registry import check_run
 from chaos.history.store import RunDir
 
 

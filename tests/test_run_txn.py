@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.history.report_txn import anomaly_band_html, txn_section_html
+from chaos.history.report.txn import anomaly_band_html, txn_section_html
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

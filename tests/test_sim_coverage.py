@@ -91,7 +91,7 @@ def test_coverage_is_for_a_campaign_not_a_replayed_seed(tmp_path: Path) -> None:
 @pytest.mark.spark
 @pytest.mark.slow
 def test_spark_tasks_data_is_combined_on_the_driver(tmp_path: Path) -> None:
-    from chaos.history.spark import spark_session
+    from chaos.history.spark.session import spark_session
 
     spark_session("local[2]")  # getOrCreate: shared with the other Spark tests of the session
     local_out, local, _ = _campaign(tmp_path / "local", "--jobs", "2")

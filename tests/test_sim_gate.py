@@ -55,7 +55,7 @@ def test_a_plugin_campaign_without_a_master_parameter_still_runs_without_one(mon
 
 
 def test_damage_beyond_repair_is_unknown_with_its_cause_not_a_liveness_failure(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from chaos.history.liveness import LivenessChecker
+    from chaos.history.checkers.liveness import LivenessChecker
 
     base = {
         "recovered": False,
@@ -77,7 +77,7 @@ def test_the_summary_files_say_what_the_gate_table_says(tmp_path) -> None:  # ty
     its verdict joins the overall one (a failing campaign makes the summary invalid)."""
     import json
 
-    from chaos.history.spark import add_runs, write_summary
+    from chaos.history.spark.pipeline import add_runs, write_summary
 
     run = {
         "run": "r1",

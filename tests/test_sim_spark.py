@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def spark() -> Any:
-    from chaos.history.spark import spark_session
+    from chaos.history.spark.session import spark_session
 
     return spark_session("local[2]")  # getOrCreate: shared with the other Spark tests of the session
 

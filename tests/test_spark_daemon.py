@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from chaos.history.spark_daemon import installed_copies
+from chaos.history.spark.daemon import installed_copies
 
 
 def _spark_home(site: Path) -> Path:

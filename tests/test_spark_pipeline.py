@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def spark():
-    from chaos.history.spark import spark_session
+    from chaos.history.spark.session import spark_session
 
     # getOrCreate: every Spark test module of the session shares this JVM; the process ends it
     return spark_session("local[2]")
@@ -39,7 +39,7 @@ def chaos_here(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> tuple[Path, list[Path], dict[str, list[str]]]:
-    from chaos.history.spark import run_id
+    from chaos.history.spark.tasks import run_id
 
     store = tmp_path_factory.mktemp("store")
     dirs, expected = [], {}
@@ -64,7 +64,7 @@ def runs(tmp_path_factory) -> tuple[Path, list[Path], dict[str, list[str]]]:
 
 @pytest.fixture(scope="module")
 def analyzed(spark, runs, tmp_path_factory) -> tuple[dict, Path]:
-    from chaos.history.spark import analyze
+    from chaos.history.spark.pipeline import analyze
 
     _, dirs, _ = runs
     out = tmp_path_factory.mktemp("analysis") / "out"
@@ -72,8 +72,8 @@ def analyzed(spark, runs, tmp_path_factory) -> tuple[dict, Path]:
 
 
 def test_spark_verdicts_equal_in_process_checker(spark, runs, analyzed):
-    from chaos.history.checkers import check_run
-    from chaos.history.spark import run_id
+    from chaos.history.checkers.registry import check_run
+    from chaos.history.spark.tasks import run_id
 
     _, dirs, expected = runs
     summary, out = analyzed
@@ -114,7 +114,7 @@ def test_spark_verdicts_equal_in_process_checker(spark, runs, analyzed):
 
 
 def test_spark_statistics(runs, analyzed):
-    from chaos.history.spark import run_id
+    from chaos.history.spark.tasks import run_id
 
     _, dirs, _ = runs
     summary, _ = analyzed
@@ -141,7 +141,7 @@ def test_statistics_of_the_executors_equal_spark_sql_over_the_ops(spark, analyze
     """The latency, per-fault and throughput rows the executors computed per run (run_stats)
     equal those Spark SQL builds from every op in the Parquet (window function, join on the
     fault windows)."""
-    from chaos.history.spark import perf, read_ops_parquet
+    from chaos.history.spark.stats import perf, read_ops_parquet
 
     summary, out = analyzed
     from_ops = perf(read_ops_parquet(spark, out / "history.parquet"), summary["verdicts"])
@@ -154,7 +154,8 @@ def test_spark_fault_windows_follow_the_core_rule(spark, tmp_path):
     """Windows as Spark joins on them equal chaos.history.analysis's on the same history, including
     a start completing while its kind is in force, a stop with nothing open and a window left open."""
     from chaos.history.analysis import fault_windows as core_windows
-    from chaos.history.spark import check_on_executors, fault_windows, read_ops_parquet, windows_frame
+    from chaos.history.spark.stats import fault_windows, read_ops_parquet, windows_frame
+    from chaos.history.spark.tasks import check_on_executors
     from chaos.history.store import read_history
 
     ops, _ = register_history(200, keys=2, processes=3, seed=7)
@@ -275,7 +276,7 @@ def test_require_faults_applied():
 
 
 def test_fault_counts_read_from_the_faults_checker():
-    from chaos.history.spark import fault_counts
+    from chaos.history.spark.pipeline import fault_counts
 
     verdict = {
         "checkers": {
@@ -298,8 +299,9 @@ def test_spark_totals_equal_the_history_with_overlapping_windows(spark, tmp_path
     """Issue 25 item 2: a kill inside a partition puts many calls in two fault windows at once;
     each call still counts once, so per-run ops, ok / fail / info and the p99 the gate reads equal
     the history's and ``chaos check``'s perf figures; the calls under both faults are one group."""
-    from chaos.history.checkers import check_run
-    from chaos.history.spark import analyze, run_id
+    from chaos.history.checkers.registry import check_run
+    from chaos.history.spark.pipeline import analyze
+    from chaos.history.spark.tasks import run_id
 
     ops, _ = register_history(1500, keys=6, processes=5, seed=11)
     t = [ops[n].time for n in (300, 600, 900, 1200)]
@@ -346,7 +348,7 @@ def test_spark_totals_equal_the_history_with_overlapping_windows(spark, tmp_path
 def test_runs_are_grouped_into_tasks_of_about_equal_work(tmp_path):
     """Every run lands in exactly one task; at least 8 tasks per slot while there are runs for
     them, about 8 runs a task beyond that; the largest histories are spread first."""
-    from chaos.history.spark import batches
+    from chaos.history.spark.tasks import batches
 
     jobs = []
     for i in range(100):
@@ -365,7 +367,7 @@ def test_runs_are_grouped_into_tasks_of_about_equal_work(tmp_path):
 def test_bad_input_found_by_a_worker_leaves_no_output(spark, runs, tmp_path):
     """A malformed history among good ones is raised as chaos check raises it (file and line),
     and --out is not created: the executors wrote to a staging directory, removed."""
-    from chaos.history.spark import analyze
+    from chaos.history.spark.pipeline import analyze
     from chaos.history.store import HistoryError
 
     _, dirs, _ = runs
@@ -385,7 +387,7 @@ def test_workers_import_the_installed_pyspark_compiled(spark):
     the installed pyspark package, not the copy of its source in Spark's ``pyspark.zip``, which
     Python compiles at every daemon start (a second or more)."""
     sc = spark.sparkContext
-    assert sc.getConf().get("spark.python.daemon.module") == "chaos.history.spark_daemon"
+    assert sc.getConf().get("spark.python.daemon.module") == "chaos.history.spark.daemon"
     files = sc.parallelize(range(2), 2).map(lambda _: __import__("pyspark").__file__).collect()
     assert files and all(".zip" not in f for f in files), files
 

@@ -184,8 +184,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 def test_analyze_on_a_standalone_cluster_gives_chaos_checks_verdicts(
     cluster: str, runs: list[Path], tmp_path: Path
 ) -> None:
-    from chaos.history.checkers import check_run
-    from chaos.history.spark import run_id
+    from chaos.history.checkers.registry import check_run
+    from chaos.history.spark.tasks import run_id
     from chaos.history.store import find_run
 
     out = tmp_path / "analysis"

@@ -84,7 +84,7 @@ def test_malformed_history_is_one_line_254(case: dict[str, Any], command: str, t
 
 @pytest.fixture(scope="module")
 def spark() -> Any:
-    from chaos.history.spark import spark_session
+    from chaos.history.spark.session import spark_session
 
     return spark_session("local[2]")  # shared with the other Spark tests of this session
 

@@ -16,7 +16,7 @@ from test_dledger_cluster import Cluster
 from chaos.control import generator as gen
 from chaos.control.interpreter import Interpreter
 from chaos.control.node import Node
-from chaos.history.checkers import checkers_for, compose
+from chaos.history.checkers.registry import checkers_for, compose
 from chaos.history.store import HistoryWriter, read_history
 from chaos.workloads import get as get_workload
 from chaos.workloads.bank import initial_balances

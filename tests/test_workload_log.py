@@ -17,7 +17,7 @@ from test_dledger_cluster import Cluster
 from chaos.control import generator as gen
 from chaos.control.interpreter import Interpreter
 from chaos.control.node import Node
-from chaos.history.logcheck import LogChecker, LogReadsChecker
+from chaos.history.checkers.logcheck import LogChecker, LogReadsChecker
 from chaos.history.op import Op
 from chaos.history.store import HistoryWriter, read_history
 from chaos.workloads import log, register

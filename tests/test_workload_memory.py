@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.history.linear import check_history
+from chaos.history.checkers.linear import check_history
 from chaos.history.op import INFO
 from chaos.history.store import read_history
 from chaos.workloads.memory import MemoryRegisterClient, register_workload_history

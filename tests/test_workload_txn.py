@@ -18,7 +18,7 @@ from chaos.control import generator as gen
 from chaos.control.client import Failed, Indeterminate, TxnClient
 from chaos.control.interpreter import Interpreter
 from chaos.control.node import Node
-from chaos.history.elle import check_file
+from chaos.history.checkers.elle import check_file
 from chaos.history.op import Op
 from chaos.history.store import HistoryWriter, read_history
 from chaos.workloads import get as get_workload

@@ -49,7 +49,7 @@ from chaos.errors import ConfigError, DBError
 if TYPE_CHECKING:
     from chaos.control.node import Node
     from chaos.control.ssh import Control, Remote
-    from chaos.history.nodelogs import LogPattern
+    from chaos.history.checkers.nodelogs import LogPattern
 
 
 # -- options -----------------------------------------------------------------------------------------
@@ -238,7 +238,7 @@ class LogFiles(Protocol):
     the DB runs there (``daemons``); a file missing on a node is reported as missing (a status
     line, ``test.json``'s ``node_logs.missing``, the ``server-logs`` summary), never kept as an
     empty file; two files of one node must differ in base name. Optional: ``log_patterns``,
-    :class:`chaos.history.nodelogs.LogPattern` s (Jepsen's ``log-file-pattern``) the
+    :class:`chaos.history.checkers.nodelogs.LogPattern` s (Jepsen's ``log-file-pattern``) the
     ``server-logs`` checker searches, and ``pattern_files``, base names of the downloaded files
     those patterns apply to (empty: every downloaded file); without patterns the logs are still
     downloaded, and nothing is searched.
@@ -288,7 +288,7 @@ class Recovery(Protocol):
     ``await_recovery(control, timeout)``: called once by the runner after the heal, before the
     final phase; waits up to ``timeout`` s (the runner passes the larger of ``recovery_timeout`` and
     ``--recovery-time``) and returns ``{"recovered": bool, "bound_s", "waited_s", "problems":
-    [one line each], ...}`` (see :mod:`chaos.history.liveness`). An unhealthy cluster is the answer,
+    [one line each], ...}`` (see :mod:`chaos.history.checkers.liveness`). An unhealthy cluster is the answer,
     not an error: raise only when the wait itself broke. ``recovery_timeout``: seconds.
     Without this capability the run records no recovery and liveness is ``unknown``.
     """

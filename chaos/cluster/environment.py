@@ -4,7 +4,7 @@ A node whose disk filled, whose processes the kernel's OOM killer ended, or that
 answers over SSH (a container gone) stops the system through no fault of its code; the run then
 tells nothing about the system's liveness. After a failed recovery the runner asks each node
 (:func:`probe`) and records what it found in ``test.json``'s ``recovery.environment``; the
-``liveness`` checker (:mod:`chaos.history.liveness`) then says ``unknown`` with those causes
+``liveness`` checker (:mod:`chaos.history.checkers.liveness`) then says ``unknown`` with those causes
 quoted, unless the run's own nemesis injected that condition on purpose (a kind named after it:
 :data:`KINDS`), when the liveness rule applies as usual.
 """

@@ -32,7 +32,7 @@ is unknown. Two kinds are told apart (:func:`is_declared`):
   no statement about the database: ``info`` with ``error: "client error: <type>: <message> at
   <file>:<line>"`` and the field ``client_error: {"type", "message", "where", "path", "line"}``
   (:func:`client_error`: ``where`` is the innermost frame of the traceback in the plug-in's own
-  files). The ``client-errors`` checker (:mod:`chaos.history.clienterrors`) makes a run with any
+  files). The ``client-errors`` checker (:mod:`chaos.history.checkers.clienterrors`) makes a run with any
   client error at best ``unknown``, never invalid or "unavailable" because of it.
 
 A method may return an :class:`Answer` instead of a bare value to record which node answered and

@@ -1,8 +1,8 @@
 """The one history-analysis core: pairing, fault windows, availability and the verdict merge.
 
 Every consumer of a history uses these rules and no copy of its own: the perf checker
-(:mod:`chaos.history.perf`), the report (:mod:`chaos.history.report`), ``chaos serve`` and the Spark
-pipeline (:mod:`chaos.history.spark`, whose SQL statistics join on the windows computed here).
+(:mod:`chaos.history.checkers.perf`), the report (:mod:`chaos.history.report.html`), ``chaos serve`` and the Spark
+pipeline (:mod:`chaos.history.spark.pipeline`, whose SQL statistics join on the windows computed here).
 
 - **Reading** with validation is :func:`chaos.history.store.read_history` (re-exported): Jepsen's
   ``jepsen.history`` pairing rules, a malformed line raises ``HistoryError`` naming file and line.
@@ -21,7 +21,7 @@ pipeline (:mod:`chaos.history.spark`, whose SQL statistics join on the windows c
 - **Availability** (after ``jepsen.checker.perf``): the longest stretches with no ok client
   completion while clients were trying (an op was in flight or invoked), from the first invocation
   on; a stretch still open at the end of the history ends there. An op whose client crashed
-  (``client_error``, :mod:`chaos.history.clienterrors`) does not count as trying: the DB was not
+  (``client_error``, :mod:`chaos.history.checkers.clienterrors`) does not count as trying: the DB was not
   asked.
 - **Failures apart** (Jepsen's op types are kept): a ``fail`` is either a definite *no match*, an
   answer the operation allows (a ``cas`` whose compare did not match: ``compare_failed: true``, as
@@ -30,7 +30,7 @@ pipeline (:mod:`chaos.history.spark`, whose SQL statistics join on the windows c
   system chose (a serialization failure, a deadlock: ``aborted: true``): :func:`fail_class`. Counts, the live view,
   the summary and the report show the two apart, so a healthy cas workload does not look like an
   outage.
-- **Verdicts** merge worst-first with :func:`chaos.history.checkers.merge_valid` (re-exported), the
+- **Verdicts** merge worst-first with :func:`chaos.history.checkers.registry.merge_valid` (re-exported), the
   function ``chaos check`` uses: ``False`` over ``"unknown"`` over ``True``.
 """
 
@@ -283,7 +283,7 @@ class Availability:
 
     def withdraw(self) -> None:
         """The op invoked last by its process completed with a client error (the client's own code
-        crashed, chaos.history.clienterrors): it was not the DB failing to serve, so it no longer
+        crashed, chaos.history.checkers.clienterrors): it was not the DB failing to serve, so it no longer
         counts as a client trying. Call instead of :meth:`complete`."""
         self.pending -= 1
         self.since_ok = max(0, self.since_ok - 1)

@@ -1,7 +1,7 @@
 """``chaos analyze`` and ``chaos gate``: the Spark pipeline over many runs, and the release gate.
 
 ``chaos gate`` runs a matrix of tests (or takes existing run directories), analyses them with the
-pipeline in :mod:`chaos.history.spark`, prints a table, writes the summary page, and exits 0 only if
+pipeline in :mod:`chaos.history.spark.pipeline`, prints a table, writes the summary page, and exits 0 only if
 every run is valid and every threshold holds (1 otherwise; 2 when nothing failed but some verdict is
 unknown). This is the command a CI job calls before a release.
 
@@ -179,8 +179,8 @@ def print_table(summary: dict[str, Any], file: Any = None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from chaos.history.spark import iter_table_rows
-    from chaos.history.summary import console
+    from chaos.history.report.summary import console
+    from chaos.history.spark.pipeline import iter_table_rows
 
     table = Table(title="runs")
     for col in ("run", "workload", "nemesis", "verdict", "ops", "ok rate", "p99 ms", "unavail s"):
@@ -194,7 +194,7 @@ def print_table(summary: dict[str, Any], file: Any = None) -> None:
 def _analyze(
     dirs: list[Path], master: str, out: str | None, time_limit: float | None, stop: bool = True
 ) -> dict[str, Any]:
-    from chaos.history.spark import analyze
+    from chaos.history.spark.pipeline import analyze
     from chaos.history.store import HistoryError
 
     try:
@@ -626,7 +626,7 @@ def gate_cmd(
             raise click.ClickException("gate: no run produced a run directory")
     summary = _analyze(dirs, master, out, time_limit)
     if not run_dirs and workload is None and nemesis is None:
-        from chaos.history.spark import add_runs
+        from chaos.history.spark.pipeline import add_runs
 
         # e.g. a DB's simulation campaign; on the Spark master the gate was pointed at, if it was
         given = click.get_current_context().get_parameter_source("master") == ParameterSource.COMMANDLINE

@@ -1,5 +1,5 @@
 """``leadership.jsonl``: the leadership observer's samples (written by :mod:`chaos.runner.observer`),
-and how the history layer reads them (:func:`chaos.history.faults.leadership_windows`).
+and how the history layer reads them (:func:`chaos.history.checkers.faults.leadership_windows`).
 
 A sample is ``{"time": ns, "nodes": {node: {"leader", "term"} | {"error"}}, "primaries": [...],
 "leader": node | null, "term": int | null}``.

@@ -5,7 +5,7 @@ Layout (docs/design.md, "Run directory"; after Jepsen's ``jepsen.store``)::
     store/<test-name>/<YYYYmmddTHHMMSS.fff>/
         history.jsonl   one op per line, written and flushed as each op completes
         test.json       every option, nodes, versions, seed, start time
-        results.json    the checkers' verdicts (chaos.history.checkers)
+        results.json    the checkers' verdicts (chaos.history.checkers.registry)
         chaos.log       the control node's log
         nodes/<node>/   logs and listings fetched from each node
     store/latest, store/<test-name>/latest   symlinks to the newest run

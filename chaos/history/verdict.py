@@ -2,7 +2,7 @@ r"""The verdict vocabulary every checker shares (``jepsen.checker``): valid / in
 :class:`Checker` protocol, single-pass :class:`StreamChecker`\ s and the worst-first merge.
 
 A leaf of the history layer: it imports only the history reader, so any checker module can use it
-without importing the composition in :mod:`chaos.history.checkers`.
+without importing the composition in :mod:`chaos.history.checkers.registry`.
 """
 
 from __future__ import annotations

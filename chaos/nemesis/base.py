@@ -351,7 +351,7 @@ class NemesisKind:
     - ``residue(remote, db)``: this module's faults still present on one node, one line each.
     - ``colours``: ``{op kind: "#rrggbb"}`` (the report's fault windows).
     - ``verbs``: ``{op kind: {"start": phrase, "stop": phrase}}`` for the availability sentences
-      (:func:`chaos.history.perf.describe_nemesis`; ``{nodes}`` stands for the nodes).
+      (:func:`chaos.history.checkers.perf.describe_nemesis`; ``{nodes}`` stands for the nodes).
     """
 
     names: Mapping[str, str]

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from chaos.errors import EXIT_CRASH, EXIT_SIGINT, EXIT_SIGTERM, BadArguments, from_signal
-from chaos.history.elle.anomalies import MODEL_CHOICES
+from chaos.history.checkers.elle.anomalies import MODEL_CHOICES
 from chaos.plugins import default_db
 
 

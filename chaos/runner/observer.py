@@ -15,7 +15,7 @@ A line (a *sample*)::
      "leader": "n3" | null,    # the primary with the highest term (null: no node claims it)
      "term": 4 | null}         # the highest term any node answered with
 
-:func:`chaos.history.faults.leadership_windows` reads it per fault window. Polling a node costs one
+:func:`chaos.history.checkers.faults.leadership_windows` reads it per fault window. Polling a node costs one
 TCP request from the control node; a paused or unreachable node answers ``{"error": ...}`` after
 ``timeout_s``. The observer never changes a verdict.
 """

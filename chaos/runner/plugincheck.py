@@ -207,7 +207,7 @@ def _names(value: Any) -> bool:
 
 def check_declarations(db: Any, found: Findings) -> None:
     """The types of what the DB declares (see the module docstring)."""
-    from chaos.history.nodelogs import LogPattern
+    from chaos.history.checkers.nodelogs import LogPattern
 
     for attr in ("os_packages", "daemons", "data_files", "pattern_files"):
         value = getattr(db, attr, None)

@@ -14,9 +14,9 @@ stop op, then the nemesis's ``heal``) and recovery wait (the DB's ``await_recove
 node answering, followers caught up, within the DB's ``recovery_timeout`` or ``recovery_time`` s,
 whichever is longer; recorded in test.json for the ``liveness`` checker) -> final phase (the
 workload's final generator, e.g. reads) -> history closed -> node logs downloaded -> DB teardown
-(unless ``leave_db_running``) -> lock released -> check (``chaos.history.checkers.check_run``, with
+(unless ``leave_db_running``) -> lock released -> check (``chaos.history.checkers.registry.check_run``, with
 the ``server-logs`` checker scanning the downloaded logs for the DB's ``log_patterns`` and the
-``liveness`` checker) -> report (``chaos.history.report.write_report``) -> exit status.
+``liveness`` checker) -> report (``chaos.history.report.html.write_report``) -> exit status.
 
 On every exit path (normal, an exception, Ctrl-C / SIGTERM) every fault is healed and node logs are
 downloaded before returning. The history is written as ops happen, so even a SIGKILLed run leaves a
@@ -184,7 +184,7 @@ def _server_logs_doc(db: Any) -> dict[str, Any]:
     """test.json's ``server_logs``: the files the DB's log patterns apply to (``pattern_files``, as
     downloaded under nodes/<node>/) and its declared anomaly patterns, so ``chaos check`` scans the
     same files the same way (none without the ``log-files`` capability)."""
-    from chaos.history.nodelogs import patterns_doc
+    from chaos.history.checkers.nodelogs import patterns_doc
 
     names = [os.path.basename(str(p)) for p in getattr(db, "pattern_files", ()) or ()]
     return patterns_doc(names, list(getattr(db, "log_patterns", ()) or ()))
@@ -698,7 +698,7 @@ class Runner:
             return
         self.recovery = rec
         if rec.get("recovered"):
-            from chaos.history.liveness import recovered_line
+            from chaos.history.checkers.liveness import recovered_line
 
             self.say(recovered_line(rec))
         else:
@@ -753,7 +753,7 @@ class Runner:
             self.node_logs_missing = sorted(missing)
 
     def _check_and_report(self, run: Any) -> int:
-        from chaos.history.checkers import check_run
+        from chaos.history.checkers.registry import check_run
         from chaos.history.text import write_history_text
 
         try:
@@ -772,9 +772,9 @@ class Runner:
         self.results = results
         self.say(f"checked in {time.monotonic() - t0:.1f} s: valid = {results.get('valid')}")
         try:
-            from chaos.history.report import write_report
+            from chaos.history.report.html import write_report
         except ImportError:
-            self.log.warning("chaos.history.report not available: no HTML report")
+            self.log.warning("chaos.history.report.html not available: no HTML report")
         else:
             try:
                 path = write_report(run.path)
@@ -783,7 +783,7 @@ class Runner:
                 self.log.exception("report failed")
                 self.say(str(e), lead="[yellow]report failed:[/yellow]")
         if self.console is not None:
-            from chaos.history.summary import print_run_summary
+            from chaos.history.report.summary import print_run_summary
 
             print_run_summary(self.console, results, run.history_path, str(run.path), _deprecation_notes())
         return exit_code(results.get("valid"))

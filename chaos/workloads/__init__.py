@@ -14,7 +14,7 @@ for a client of that protocol. The :class:`Workload` gives:
 - ``generator``: the client ops of the main phase (unbounded; the runner applies ``--rate`` and
   ``--time-limit``), see :mod:`chaos.control.generator`;
 - ``final_generator``: client ops after the faults are healed (e.g. final reads), or None;
-- ``checkers``: checker names for ``chaos.history.checkers.checkers_for`` (``linear``, ``log``,
+- ``checkers``: checker names for ``chaos.history.checkers.registry.checkers_for`` (``linear``, ``log``,
   ``log-reads``, ``set``, ``elle``, ``stats``, ``perf``), and ``model`` for ``linear``;
 - ``idempotent``: fs whose indeterminate completions are recorded as ``fail``;
 - ``value_kind``: for the ``txn`` protocol, what a key holds: ``"list"`` (list-append) or

@@ -1,7 +1,7 @@
 """The bank workload (Jepsen's ``jepsen.tests.bank``): transfers between accounts in transactions,
 and reads of every balance in one transaction, through the DB's ``bank`` client (:class:`BankClient`).
 
-Accounts ``0 .. 7`` hold a total of 100 (Jepsen's defaults, :mod:`chaos.history.bank`; the checker
+Accounts ``0 .. 7`` hold a total of 100 (Jepsen's defaults, :mod:`chaos.history.checkers.bank`; the checker
 knows them): account 0 starts with ``100 - 7 * 12`` and the others with 12 each, created by the
 client's :meth:`BankClient.init` before each worker's first op (idempotent: accounts that exist keep their
 balances). Ops, a 50/50 mix (Jepsen's ``generator``):
@@ -21,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from chaos.control import generator as gen
 from chaos.control.client import Answer, ClientError, NotSent, ProtocolWorker, complete
-from chaos.history.bank import ACCOUNTS, MAX_TRANSFER, TOTAL
+from chaos.history.checkers.bank import ACCOUNTS, MAX_TRANSFER, TOTAL
 from chaos.history.op import Op
 from chaos.workloads import Workload
 

@@ -1,6 +1,6 @@
 """The list-append workload (Elle's ``elle.list-append``, as Jepsen's ``jepsen.tests.cycle.append``):
 transactions of reads and appends of unique values to lists under integer keys, through the DB's
-``txn`` client, checked by Elle (``chaos.history.elle``) for the run's ``consistency_model``
+``txn`` client, checked by Elle (``chaos.history.checkers.elle``) for the run's ``consistency_model``
 (default strict-serializable).
 
 List-append gives Elle the most to infer: a read returns the whole list, so every read reveals

@@ -20,7 +20,7 @@ from index 0, committed entries only. Checked by the log checker (final logs: lo
 unexpected, reordered, divergent) and the ``log-reads`` checker (every read: an entry seen at an
 index and later another at the same index, an element seen or acknowledged and later absent, a
 value no client wrote; stale reads and the latency until stable), both in
-``chaos.history.logcheck``.
+``chaos.history.checkers.logcheck``.
 """
 
 from __future__ import annotations

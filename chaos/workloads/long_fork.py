@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from chaos.control import generator as gen
-from chaos.history.longfork import LongForkChecker
+from chaos.history.checkers.longfork import LongForkChecker
 from chaos.workloads import Workload
 from chaos.workloads.txn import PROTOCOL, TxnWorker
 

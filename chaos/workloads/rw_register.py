@@ -1,6 +1,6 @@
 """The rw-register workload (Elle's ``elle.rw-register``): transactions of reads and blind writes of
 unique values to registers under integer keys, through the DB's ``txn`` client, checked by Elle
-(``chaos.history.elle``) for the run's ``consistency_model`` (default strict-serializable).
+(``chaos.history.checkers.elle``) for the run's ``consistency_model`` (default strict-serializable).
 
 A read returns one value, so Elle learns less than from list-append: the version order of a key
 comes from the initial state and, when asked, from writes-follow-reads (``wfr_keys``). Op shape,

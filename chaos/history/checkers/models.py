@@ -23,9 +23,13 @@ option values are JSON when they parse as JSON, else strings (``kv:init=""``).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
+
+from chaos.history.op import NEMESIS, Op
+from chaos.history.store import HistoryError
 
 State = Hashable
 
@@ -66,7 +70,7 @@ class Call:
         index: the invocation's index in the history (-1 if unknown).
         key: the independent key (Jepsen ``independent``), or None.
         type: the completion's type, ``ok`` or ``info`` (``fail`` calls are dropped unless they carry
-            information, see ``chaos.history.linear``).
+            information, see ``chaos.history.checkers.linear``).
     """
 
     id: int
@@ -645,3 +649,27 @@ def get_model(model: Model | str) -> Model:
     except TypeError as e:
         raise ValueError(f"model {model!r}: bad options ({e})") from None
     return m
+
+
+def require_checkable(ops: list[Op], model: str, path: str | os.PathLike[str]) -> None:
+    """Raise HistoryError naming the file and line unless ``ops`` has a client op and every client
+    op's ``f`` is one ``model`` checks (its ``fs``); the check command's test of a foreign history."""
+    m = get_model(model)
+    fs = getattr(m, "fs", None)
+    client = False
+    for op in ops:
+        if op.process == NEMESIS:
+            continue
+        client = True
+        if fs is not None and op.f not in fs:
+            line = op.extra.get("line", op.index + 1)
+            raise HistoryError(
+                f"client op f {op.f!r} is not one the {m.name} model checks "
+                f"(expected {', '.join(sorted(fs))}; pass --model)",
+                line=line if isinstance(line, int) else None,
+                path=path,
+            )
+    if not client:
+        raise HistoryError(
+            "no client op: nothing was tested (an empty history is not a valid test)", path=path
+        )

@@ -205,7 +205,7 @@ class _PerfAcc:
         self.nemesis_count = 0
         self.end_time = 0
         self.fails = {c: 0 for c in FAIL_CLASSES}  # fail completions apart (analysis.fail_class)
-        self.client_errors = 0  # completions whose client crashed (chaos.history.clienterrors)
+        self.client_errors = 0  # completions whose client crashed (chaos.history.checkers.clienterrors)
 
     def _nemesis(self, op: Op) -> None:
         inv = self.faults.step(op)

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from chaos.history.models import ModelError, get_model
+from chaos.history.checkers.models import ModelError, get_model
 from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
 from chaos.history.store import HistoryError, ParsedHistory, RunDir, find_run, parsed, read_history
 from chaos.history.verdict import UNKNOWN, Accumulator, Checker, CheckOptions, StreamChecker, merge_valid
@@ -216,7 +216,7 @@ class _StatsAcc:
         for f in sorted(self.by_f):
             c = self.by_f[f]
             n = c[OK] + c[FAIL] + c[INFO]
-            # no ok because the client crashed says nothing of the DB (chaos.history.clienterrors)
+            # no ok because the client crashed says nothing of the DB (chaos.history.checkers.clienterrors)
             valid: Any = True if c[OK] > 0 else UNKNOWN if self.crashed.get(f) else False
             if c[OK] == 0 and n and self.unsupported.get(f) == n:
                 valid = (
@@ -249,7 +249,7 @@ class StatsChecker(StreamChecker):
     Result: ``{"valid", "by_f": {f: {"ok", "fail", "info", "count", "valid", "client_errors"?}},
     "ok", "fail", "info", "count"}``; valid is False when some f never completed ok (a workload
     that never succeeds at something tells nothing about it), ``"unknown"`` instead when some of
-    that f's ops crashed in the client (``client_error``: chaos.history.clienterrors).
+    that f's ops crashed in the client (``client_error``: chaos.history.checkers.clienterrors).
     """
 
     name = "stats"
@@ -259,13 +259,13 @@ class StatsChecker(StreamChecker):
 
 
 # --------------------------------------------------------------------------------------------------
-# linearizability (the search itself is chaos.history.linear, imported lazily)
+# linearizability (the search itself is chaos.history.checkers.linear, imported lazily)
 
 
 def model_ops(history: Path | ParsedHistory, model: Any) -> list[Op]:
     """Every op of the history (a path, read and validated here, or one already parsed), in order.
     Raises HistoryError naming the line for a client op whose ``f`` the model (a
-    :mod:`chaos.history.models` model, or None for any) does not check."""
+    :mod:`chaos.history.checkers.models` model, or None for any) does not check."""
     h = parsed(history)
     fs = getattr(model, "fs", None)
     if fs is not None:
@@ -282,7 +282,7 @@ def model_ops(history: Path | ParsedHistory, model: Any) -> list[Op]:
 
 
 class LinearChecker:
-    """Linearizability of the whole history under a model, per key (``chaos.history.linear``).
+    """Linearizability of the whole history under a model, per key (``chaos.history.checkers.linear``).
 
     Needs the full history in memory (the search is not streaming). Options: ``model`` (name),
     ``time_limit`` (seconds, None for no deadline), ``workers`` (processes; default the CPU count).
@@ -298,7 +298,7 @@ class LinearChecker:
     def check(
         self, test: dict[str, Any], history: Path | ParsedHistory, opts: dict[str, Any]
     ) -> dict[str, Any]:
-        linear = importlib.import_module("chaos.history.linear")  # the checker helper's module
+        linear = importlib.import_module("chaos.history.checkers.linear")  # the checker helper's module
 
         model = opts.get("model") or self.model
         h = parsed(history)
@@ -434,14 +434,14 @@ def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str,
 
     register -> linear (cas-register), stats, perf; log -> log, stats, perf; set -> set, stats, perf;
     any other workload -> stats, perf (plus linear when ``model`` is given). ``faults``
-    (:mod:`chaos.history.faults`) and ``client-errors`` (:mod:`chaos.history.clienterrors`) are
+    (:mod:`chaos.history.checkers.faults`) and ``client-errors`` (:mod:`chaos.history.checkers.clienterrors`) are
     always added.
     Raises ValueError for an unknown checker name in ``"checkers"``.
     """
-    from chaos.history.perf import PerfChecker
+    from chaos.history.checkers.perf import PerfChecker
 
     def logcheck(name: str) -> Any:  # imported only for the runs that use it
-        return getattr(importlib.import_module("chaos.history.logcheck"), name)()
+        return getattr(importlib.import_module("chaos.history.checkers.logcheck"), name)()
 
     factories: dict[str, Any] = {
         "linear": lambda: LinearChecker(model or test.get("model") or "cas-register"),
@@ -450,18 +450,20 @@ def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str,
         "set": lambda: logcheck("SetChecker"),
         "stats": StatsChecker,
         "perf": PerfChecker,
-        "server-logs": lambda: importlib.import_module("chaos.history.nodelogs").ServerLogChecker(),
-        "liveness": lambda: importlib.import_module("chaos.history.liveness").LivenessChecker(),
-        "faults": lambda: importlib.import_module("chaos.history.faults").FaultsChecker(),
-        "bank": lambda: importlib.import_module("chaos.history.bank").BankChecker(),
-        "counter": lambda: importlib.import_module("chaos.history.counter").CounterChecker(),
-        "long-fork": lambda: importlib.import_module("chaos.history.longfork").LongForkChecker(),
-        "set-full": lambda: importlib.import_module("chaos.history.setfull").SetFullChecker(),
-        "set-full-linearizable": lambda: importlib.import_module("chaos.history.setfull").SetFullChecker(
-            True
-        ),
-        "client-errors": lambda: importlib.import_module("chaos.history.clienterrors").ClientErrorsChecker(),
-        "elle": lambda: importlib.import_module("chaos.history.elle").ElleChecker(
+        "server-logs": lambda: importlib.import_module("chaos.history.checkers.nodelogs").ServerLogChecker(),
+        "liveness": lambda: importlib.import_module("chaos.history.checkers.liveness").LivenessChecker(),
+        "faults": lambda: importlib.import_module("chaos.history.checkers.faults").FaultsChecker(),
+        "bank": lambda: importlib.import_module("chaos.history.checkers.bank").BankChecker(),
+        "counter": lambda: importlib.import_module("chaos.history.checkers.counter").CounterChecker(),
+        "long-fork": lambda: importlib.import_module("chaos.history.checkers.longfork").LongForkChecker(),
+        "set-full": lambda: importlib.import_module("chaos.history.checkers.setfull").SetFullChecker(),
+        "set-full-linearizable": lambda: importlib.import_module(
+            "chaos.history.checkers.setfull"
+        ).SetFullChecker(True),
+        "client-errors": lambda: importlib.import_module(
+            "chaos.history.checkers.clienterrors"
+        ).ClientErrorsChecker(),
+        "elle": lambda: importlib.import_module("chaos.history.checkers.elle").ElleChecker(
             str(test.get("workload") or "list-append"),
             str(test.get("consistency_model") or "strict-serializable"),
         ),

@@ -23,14 +23,14 @@ when anything is stale; else ``"unknown"`` when nothing is stable; else True. Fi
 ``lost_latencies`` (quantiles 0, 0.5, 0.95, 0.99, 1, ms), ``duplicated`` / ``duplicated_count``;
 plus ``lost_timelines``: for each lost element (the first 1,000) its add, known, last-present and
 last-absent ops ``{index, time_s, node}``, the timeline the report draws. Lists are capped at
-:data:`~chaos.history.logcheck.MAX_REPORTED`; shares logcheck's quantiles and caps.
+:data:`~chaos.history.checkers.logcheck.MAX_REPORTED`; shares logcheck's quantiles and caps.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from chaos.history.logcheck import MAX_REPORTED, _hashable, _quantiles
+from chaos.history.checkers.logcheck import MAX_REPORTED, _hashable, _quantiles
 from chaos.history.op import INVOKE, NEMESIS, OK, Op
 from chaos.history.verdict import UNKNOWN, Accumulator, StreamChecker
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from chaos.history.models import UNKNOWN, Call
+from chaos.history.checkers.models import UNKNOWN, Call
 
 # f names meaning a write of their value, a write of nothing (a delete), a read, a compare-and-set
 _WRITES = ("write", "put")

@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from chaos.errors import BadArguments, exit_code
-from chaos.history.elle.anomalies import MODEL_CHOICES
+from chaos.history.checkers.elle.anomalies import MODEL_CHOICES
 
 FORMATS = ("auto", "jsonl", "edn", "porcupine-etcd", "porcupine-kv")
 
@@ -26,19 +26,19 @@ def _check_foreign(
 ) -> dict[str, Any]:
     """An imported history: transactions with the Elle checker (``txn`` names the workload and
     model, or the ops are ``txn``), else linearizability (chaos.history.formats + linear)."""
-    from chaos.history.models import ModelError
+    from chaos.history.checkers.models import ModelError, require_checkable
     from chaos.history.store import HistoryError
 
     formats = importlib.import_module("chaos.history.formats")
     if fmt == "edn" and model is None and path.suffix.lower() == ".edn":  # streamed, never all in memory
         workload = txn.workload if txn.workload in TXN_WORKLOADS else formats.edn_txn_workload(path)
         if workload is not None and txn.workload in (None, workload):
-            elle = importlib.import_module("chaos.history.elle")
+            elle = importlib.import_module("chaos.history.checkers.elle")
             result = elle.check_file(path, workload, txn.consistency_model or elle.DEFAULT_MODEL, time_limit)
             return {"valid": result["valid"], "checkers": {"elle": result}}
     ops, default_model = formats.load_history(path, format=fmt)
     if txn.workload in TXN_WORKLOADS or (txn.workload is None and model is None and _all_txn(ops)):
-        elle = importlib.import_module("chaos.history.elle")
+        elle = importlib.import_module("chaos.history.checkers.elle")
         workload = txn.workload or ("list-append" if _any_append(ops) else "rw-register")
         try:
             result = elle.check_ops(ops, workload, txn.consistency_model or elle.DEFAULT_MODEL, time_limit)
@@ -50,9 +50,9 @@ def _check_foreign(
             f"--consistency-model {txn.consistency_model}: {path} holds no transactions (elle, which alone "
             "reads the option, checks list-append and rw-register); drop the option"
         )
-    linear = importlib.import_module("chaos.history.linear")
+    linear = importlib.import_module("chaos.history.checkers.linear")
     spec = model or default_model
-    formats.require_checkable(ops, spec, path)
+    require_checkable(ops, spec, path)
     try:
         result = linear.check_history(
             ops, spec, time_limit=time_limit, workers=workers, cancel_on_failure=txn.fail_fast
@@ -118,7 +118,7 @@ def results_file(test: dict[str, Any], model: str | None, fmt: str, txn: CheckFl
     if workload is None and not named:  # the history tells the workload (inferred): nothing to contradict
         return _beside_or_own(test, model, txn)
     if txn.consistency_model is not None and not is_txn:
-        from chaos.history.checkers import refuse_consistency_model
+        from chaos.history.checkers.registry import refuse_consistency_model
 
         refuse_consistency_model(txn.consistency_model, test)  # one wording for run and check
     if model is not None and is_txn:
@@ -152,7 +152,7 @@ def _rewrite_report(run_dir: Path) -> str:
     shows another verdict than ``results.json`` and ``chaos check``; if that fails, the old
     report is removed (``chaos serve`` and ``chaos report`` write a new one) and a line on stderr
     says why. Returns what the description says of it."""
-    from chaos.history.report import write_report
+    from chaos.history.report.html import write_report
 
     try:
         return f"{write_report(run_dir).name} written again"
@@ -179,7 +179,13 @@ def run_check(
     The checkers come from the run's ``test.json``; for a bare JSON Lines history, or a run without
     ``test.json``, from the workload the whole history shows (``--model`` when it cannot be told).
     """
-    from chaos.history.checkers import check_run, checkers_for, compose, infer_test, refuse_consistency_model
+    from chaos.history.checkers.registry import (
+        check_run,
+        checkers_for,
+        compose,
+        infer_test,
+        refuse_consistency_model,
+    )
     from chaos.history.store import (
         HISTORY_FILE,
         RESULTS_FILE,
@@ -191,7 +197,7 @@ def run_check(
 
     try:
         if model is not None:
-            importlib.import_module("chaos.history.models").get_model(model)  # a bad name fails here
+            importlib.import_module("chaos.history.checkers.models").get_model(model)  # a bad name fails here
         if path.is_dir() and (path / "history.edn").is_file() and not (path / HISTORY_FILE).exists():
             path = path / "history.edn"  # a Jepsen store directory (history.edn, results.edn, test.fressian)
         if path.is_dir() or (path.name == HISTORY_FILE and (path.parent / TEST_FILE).is_file()):
@@ -315,7 +321,7 @@ def check(
     results, where, notes = run_check(
         path, model=model, fmt=fmt, time_limit=time_limit, workers=workers, txn=txn
     )
-    from chaos.history.summary import print_summary
+    from chaos.history.report.summary import print_summary
 
     run_history = _run_history(path)
     print_summary(results, where, run_history, notes)
@@ -338,6 +344,6 @@ def _run_history(path: Path) -> Path | None:
 # ----------------------------------------------------------------------------------------------
 # Room for the other helpers' commands (chaos/cli.py COMMANDS points here):
 #   report, serve  -- the report helper (chaos/history/report*.py, serve.py)
-#   analyze, gate  -- the Spark helper (chaos/history/spark.py, gate.py)
+#   analyze, gate  -- the Spark helper (chaos/history/spark/pipeline.py, gate.py)
 # Define each as a small click command that imports its module inside the function body.
 # ----------------------------------------------------------------------------------------------

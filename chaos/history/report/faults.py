@@ -1,6 +1,6 @@
 """The faults section of the report and the terminal summary: requested / applied / failed faults
 per kind and leadership per fault window, rendered from ``results.json`` ``checkers.faults``
-(:mod:`chaos.history.faults`) only."""
+(:mod:`chaos.history.checkers.faults`) only."""
 
 from __future__ import annotations
 

@@ -2,9 +2,9 @@
 expect them: bank, the total of every ok read over time with the bad reads marked (Jepsen's
 ``bank.png``); counter, each read against its lower and upper bound; set-full, the timeline of each
 lost element (added, known, last present, last absent); long-fork, the forked read pairs.
-Rendered from ``results.json`` only (:mod:`chaos.history.bank`, :mod:`chaos.history.counter`,
-:mod:`chaos.history.setfull`, :mod:`chaos.history.longfork`); plain HTML and inline SVG, every text
-escaped, no script. Entry point for ``chaos.history.report``: :func:`sections_html`.
+Rendered from ``results.json`` only (:mod:`chaos.history.checkers.bank`, :mod:`chaos.history.checkers.counter`,
+:mod:`chaos.history.checkers.setfull`, :mod:`chaos.history.checkers.longfork`); plain HTML and inline SVG, every text
+escaped, no script. Entry point for ``chaos.history.report.html``: :func:`sections_html`.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ def _outcome(t: int, no_match: int, aborted: int = 0) -> str:
 
 def rate_series(pairs: Any, end_ns: int) -> dict[str, Any]:
     """``{"bucket_s", "x": [bucket start s], "stack": {outcome: [ops/s]}, "by_f": {f: [ok ops/s]}}``
-    from the report's paired ops (:class:`chaos.history.report.Paired`: ``t`` type index 0 ok /
+    from the report's paired ops (:class:`chaos.history.report.run.Paired`: ``t`` type index 0 ok /
     1 fail / 2 info, ``nm`` no-match flags, ``e`` completion µs, -1 never)."""
     span_s = max(end_ns / 1e9, 1e-3)
     width = bucket_seconds(span_s)

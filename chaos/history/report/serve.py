@@ -52,9 +52,9 @@ import click
 import jinja2
 from markupsafe import Markup
 
-from chaos.history import report as _report
 from chaos.history.analysis import HistoryError, read_history
 from chaos.history.op import NEMESIS
+from chaos.history.report import html as _report
 
 _TEXT_SUFFIXES = {".jsonl", ".log", ".txt", ".edn", ".out", ".err", ".json", ".csv", ".yaml", ".yml", ".conf"}
 # text/* types that a browser renders or runs: never sent as themselves from a run directory

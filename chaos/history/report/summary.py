@@ -1,7 +1,7 @@
 """The closing summary of a run on the terminal, the same for ``chaos run`` and ``chaos check``.
 
 Jepsen's order (``jepsen.cli``'s test output): the tables first (ops by f and type with fails apart,
-faults and leadership, anomalies, the report's path; :func:`chaos.history.report.summary_table`),
+faults and leadership, anomalies, the report's path; :func:`chaos.history.report.summary.summary_table`),
 then what liveness and the server logs found, then one line per checker with a few anomalies and
 the first counterexample in a few lines (the op that cannot be placed, the state the longest
 linearizable prefix leaves), and last the verdict. A history file without a run directory gets the
@@ -13,10 +13,16 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from rich.table import Table
+from rich.text import Text
+
 from chaos.errors import printable
+from chaos.history.report.run import TYPE_ORDER, ReportError, pair_ops, read_history_lines
+from chaos.history.report.verdicts import checker_summaries
 
 PIPE_WIDTH = 4096  # as the runner's console: a pipe gets whole lines, never folded
 
@@ -53,7 +59,7 @@ def _summary_line(name: str, r: dict[str, Any]) -> str:
         elif name == "perf":
             detail = (r.get("availability") or {}).get("summary", "")
             if isinstance(r.get("ops"), dict):
-                from chaos.history.perf import ops_line
+                from chaos.history.checkers.perf import ops_line
 
                 detail = f"{ops_line(r['ops'])}; {detail}"
         elif name == "stats":
@@ -229,7 +235,7 @@ def escape(text: str) -> str:
 
 def print_findings(con: Any, results: dict[str, Any]) -> None:
     """What liveness and the server logs found, with the lines quoted."""
-    from chaos.history.nodelogs import INVALID, report_rows
+    from chaos.history.checkers.nodelogs import INVALID, report_rows
 
     checkers = results.get("checkers") or {}
     live = checkers.get("liveness")
@@ -259,7 +265,7 @@ def print_run_summary(
     a history file without a run directory (no tables then); ``notes``: lines printed before the
     verdict (the run's deprecation warnings)."""
     if history_path is not None:
-        from chaos.history.report import summary_table
+        from chaos.history.report.summary import summary_table
 
         # a valid run fits a terminal: the tables (ops by f, fault windows, leadership) are in the
         # report, the checkers' lines say the rest (issue 35 item 8)
@@ -322,3 +328,164 @@ def print_summary(
         sys.stdout.write("".join(line + "\n" for line in plain))
         return
     print_run_summary(console(), results, Path(history_path) if history_path else None, where, notes)
+
+
+# --------------------------------------------------------------------------------------------
+# the closing summary's tables
+
+_VERDICT_STYLE = {"valid": "bold green", "invalid": "bold red", "unknown": "bold yellow"}
+
+
+def _ops_by_f(results: dict[str, Any] | None, hp: Path) -> tuple[dict[str, dict[str, int]], int]:
+    """Per f, the counts of ok / fail / info and of the fails that were no match or aborted (from
+    the history, else the stats checker's ``by_f``); and how many faults were requested."""
+    by_f: dict[str, dict[str, int]] = defaultdict(
+        lambda: {"ok": 0, "fail": 0, "info": 0, "no_match": 0, "aborted": 0}
+    )
+    nemesis_ops = 0
+    try:
+        hist, _ = read_history_lines(hp)
+    except ReportError:
+        hist = []
+    if hist:
+        pairs, nem, _end = pair_ops(hist)
+        for m in range(len(pairs.p)):
+            counts = by_f[pairs.fs[pairs.f[m]]]
+            counts[TYPE_ORDER[pairs.t[m]]] += 1
+            counts["no_match"] += pairs.nm[m]
+            counts["aborted"] += pairs.ab[m]
+        nemesis_ops = sum(1 for d in nem if d["f"].startswith("start-"))
+    else:
+        stats = ((results or {}).get("checkers") or {}).get("stats") or {}
+        for f, c in (stats.get("by_f") or {}).items():
+            if isinstance(c, dict):
+                for t in TYPE_ORDER:
+                    by_f[str(f)][t] = int(c.get(t, 0) or 0)
+    return by_f, nemesis_ops
+
+
+def _ops_table(by_f: dict[str, dict[str, int]]) -> Table:
+    """The "ops by f and type" table, fails apart, with a total row."""
+    ops = Table(title="ops by f and type", title_justify="left", expand=False)
+    ops.add_column("f")
+    ops.add_column("ok", justify="right", style="green")
+    ops.add_column("fail: no match", justify="right", style="magenta")
+    aborted = any(c.get("aborted") for c in by_f.values())
+    if aborted:  # a definite failure the system chose (chaos.api.Aborted), not an outage
+        ops.add_column("fail: aborted", justify="right", style="magenta")
+    ops.add_column("fail: unavailable", justify="right", style="red")
+    ops.add_column("info", justify="right", style="yellow")
+    tot = {"ok": 0, "fail": 0, "info": 0, "no_match": 0, "aborted": 0}
+    for f in sorted(by_f):
+        ops.add_row(f, *_op_cells(by_f[f], aborted), end_section=f == max(by_f))
+        for t in tot:
+            tot[t] += by_f[f].get(t, 0)
+    ops.add_row(Text("total", style="bold"), *_op_cells(tot, aborted))
+    return ops
+
+
+def summary_table(
+    results: dict[str, Any] | None,
+    history_path: str | os.PathLike[str],
+    checkers_table: bool = True,
+    compact: bool = False,
+) -> Table:
+    """The closing summary's tables: ops by f and type (fails apart), checker verdicts (unless
+    ``checkers_table`` is false: :mod:`chaos.history.report.summary` gives one line per checker after
+    the tables instead), faults and leadership, anomalies, the report's path. The verdict comes
+    last, after these (:func:`chaos.history.report.summary.print_run_summary`).
+
+    ``results`` is the results.json dict (None if the checkers did not run); ``history_path`` is the
+    run's history.jsonl, whose directory holds ``index.html``. Counts come from the history (the
+    stats checker's ``by_f`` when the history cannot be read). ``compact`` (a valid run): no ops
+    table and no fault tables, which the report holds; client errors, the faults' caption and the
+    report's path stay.
+    """
+    hp = Path(history_path)
+    by_f, nemesis_ops = _ops_by_f(results, hp)
+    outer = Table.grid(padding=(0, 0))
+    outer.add_column()
+    outer.add_row(
+        Text(
+            "Run summary" + (" (ops by f, fault windows and leadership: in the report)" if compact else ""),
+            style="bold",
+        )
+    )
+    ops = _ops_table(by_f)
+    from chaos.history.report import faults as report_faults
+
+    fault_caption = report_faults.caption(results)  # took effect, not merely requested
+    if fault_caption is None and nemesis_ops:
+        ops.caption = f"{nemesis_ops} nemesis fault{'s' if nemesis_ops != 1 else ''} requested"
+        ops.caption_justify = "left"
+    if not compact:
+        outer.add_row(ops)
+    elif ops.caption:
+        outer.add_row(Text(str(ops.caption)))
+    crashed = client_errors_row(results)
+    if crashed is not None:
+        outer.add_row(Text(f"client errors: {crashed}", style="bold yellow"))
+    if fault_caption is not None and nemesis_ops:
+        outer.add_row(Text(fault_caption))
+    checkers = checker_summaries(results)
+    chk = Table(title="checkers", title_justify="left", expand=False)
+    chk.add_column("checker")
+    chk.add_column("verdict")
+    chk.add_column("details", overflow="fold")
+    for c in checkers:
+        chk.add_row(
+            Text(c["name"]), Text(c["verdict"], style=_VERDICT_STYLE[c["verdict"]]), Text(c["summary"])
+        )
+    if not checkers:
+        chk.add_row("none", Text("unknown", style=_VERDICT_STYLE["unknown"]), "results.json missing")
+    if checkers_table or not checkers:
+        outer.add_row(chk)
+    for part in [] if compact else report_faults.summary_tables(results):
+        outer.add_row(part)
+    anomalies = _anomaly_counts(results)
+    if anomalies:
+        an = Table(title="anomalies", title_justify="left", expand=False)
+        an.add_column("anomaly")
+        an.add_column("count", justify="right", style="red")
+        for k, v in anomalies.items():
+            an.add_row(k, str(v))
+        outer.add_row(an)
+    report = hp.parent / "index.html"
+    outer.add_row(
+        Text.assemble(
+            "report: ", (str(report), "bold cyan") if report.exists() else (f"{report} (not written)", "dim")
+        )
+    )
+    return outer
+
+
+def _op_cells(c: dict[str, int], aborted: bool = False) -> list[str]:
+    """ok, fail that was an answered no, (fail the system aborted,) fail that was the DB not
+    serving, info."""
+    ab = int(c.get("aborted", 0))
+    mid = [str(ab)] if aborted else []
+    return [str(c["ok"]), str(c["no_match"]), *mid, str(c["fail"] - c["no_match"] - ab), str(c["info"])]
+
+
+def client_errors_row(results: dict[str, Any] | None) -> str | None:
+    """The "client errors" row (``ValueError: ... at etcd_db.py:42, 1,499 of 1,499 ops``) of a
+    run whose client code crashed, else None (:func:`chaos.history.checkers.clienterrors.row`)."""
+    from chaos.history.checkers.clienterrors import NAME, row
+
+    return row(((results or {}).get("checkers") or {}).get(NAME))
+
+
+def _anomaly_counts(results: dict[str, Any] | None) -> dict[str, int]:
+    out: dict[str, int] = {}
+    checkers = (results or {}).get("checkers") or {}
+    lin = checkers.get("linear")
+    if isinstance(lin, dict) and isinstance(lin.get("failures"), list) and lin["failures"]:
+        out["non-linearizable keys"] = len(lin["failures"])
+    log = checkers.get("log")
+    if isinstance(log, dict):
+        for k in ("lost", "duplicated", "unexpected", "reordered", "divergent"):
+            if isinstance(log.get(f"{k}_count"), int) and log[f"{k}_count"]:
+                out[k] = log[f"{k}_count"]
+            elif isinstance(log.get(k), list) and log[k]:
+                out[k] = len(log[k])
+    return out

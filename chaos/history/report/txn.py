@@ -1,10 +1,10 @@
 """The transactional part of the report: each anomaly's cycle drawn as a graph (its transactions
 and the labelled dependency edges between them, as Elle's ``elle.viz`` plots), the transactions'
 micro-ops and why each edge holds, and the anomaly types with their counts for the verdict band.
-Rendered from ``results.json`` ``checkers.elle`` (:mod:`chaos.history.elle`) only; plain HTML and
+Rendered from ``results.json`` ``checkers.elle`` (:mod:`chaos.history.checkers.elle`) only; plain HTML and
 inline SVG, every text escaped, no script.
 
-Entry points for ``chaos.history.report``: :func:`elle_result` (the result or None),
+Entry points for ``chaos.history.report.html``: :func:`elle_result` (the result or None),
 :func:`anomaly_band_html` (the verdict band's line) and :func:`txn_section_html` (the section).
 """
 
@@ -163,7 +163,7 @@ def _txn_table(case: dict[str, Any]) -> str:
 
 def case_html(case: dict[str, Any]) -> str:
     """One anomaly case: its cycle drawing, its transactions, why each edge holds, and the cycle's
-    conclusion (:func:`chaos.history.elle.explain.cycle_case`; a case without edges: its
+    conclusion (:func:`chaos.history.checkers.elle.explain.cycle_case`; a case without edges: its
     explanation alone), each said once."""
     parts = ['<div class="txn-case">']
     svg = cycle_svg(case)

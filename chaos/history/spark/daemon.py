@@ -9,7 +9,7 @@ masters run), both hold the same files, so the daemon drops the zip from ``sys.p
 the package, byte-compiled at install. Any other zip (a cluster's own Spark) stays first, as Spark
 put it. Then it runs pyspark's own daemon (``pyspark.daemon.manager``) unchanged.
 
-Run as ``python -m chaos.history.spark_daemon`` by Spark; nothing else imports it.
+Run as ``python -m chaos.history.spark.daemon`` by Spark; nothing else imports it.
 """
 
 from __future__ import annotations

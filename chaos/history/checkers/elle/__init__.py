@@ -1,12 +1,12 @@
 """An Elle-style transactional consistency checker (Kingsbury & Alvaro, "Elle: Inferring Isolation
 Anomalies from Experimental Observations", VLDB 2020; jepsen-io/elle).
 
-Workloads: ``list-append`` (``chaos.history.elle.listappend``) and ``rw-register``
-(``chaos.history.elle.rwregister``). The pipeline is Elle's: pair the transactions, run the checks
+Workloads: ``list-append`` (``chaos.history.checkers.elle.listappend``) and ``rw-register``
+(``chaos.history.checkers.elle.rwregister``). The pipeline is Elle's: pair the transactions, run the checks
 that need no graph, infer ww / wr / rw edges (plus realtime or process order when the consistency
 model proscribes such anomalies), split the graph into strongly connected components and search
-each for short cycles of every anomaly type (``chaos.history.elle.graph``), then decide the verdict
-from the model lattice (``chaos.history.elle.anomalies``).
+each for short cycles of every anomaly type (``chaos.history.checkers.elle.graph``), then decide the verdict
+from the model lattice (``chaos.history.checkers.elle.anomalies``).
 
 Result (``check_ops``, ``ElleChecker.check``)::
 
@@ -34,7 +34,7 @@ _LAZY = ("ElleChecker", "check_ops", "check_file", "WORKLOADS", "DEFAULT_MODEL")
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        from chaos.history.elle import checker
+        from chaos.history.checkers.elle import checker
 
         return getattr(checker, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

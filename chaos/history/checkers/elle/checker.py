@@ -1,4 +1,4 @@
-"""The Elle checker's pipeline and result (see the package docstring, :mod:`chaos.history.elle`)."""
+"""The Elle checker's pipeline and result (see the package docstring, :mod:`chaos.history.checkers.elle`)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from chaos.history.elle import anomalies as lattice
-from chaos.history.elle.explain import cycle_case
-from chaos.history.elle.graph import order_edges_exist, search
-from chaos.history.elle.history import (
+from chaos.history.checkers.elle import anomalies as lattice
+from chaos.history.checkers.elle.explain import cycle_case
+from chaos.history.checkers.elle.graph import order_edges_exist, search
+from chaos.history.checkers.elle.history import (
     FastPathRefused,
     MalformedTxn,
     TxnTable,
@@ -19,8 +19,8 @@ from chaos.history.elle.history import (
     collect_ops,
     gc_paused,
 )
-from chaos.history.elle.listappend import ListAppend, _show
-from chaos.history.elle.rwregister import RwRegister
+from chaos.history.checkers.elle.listappend import ListAppend, _show
+from chaos.history.checkers.elle.rwregister import RwRegister
 from chaos.history.op import Op
 
 UNKNOWN = "unknown"
@@ -74,7 +74,7 @@ def check_file(
     **opts: Any,
 ) -> dict[str, Any]:
     """Check a JSON Lines history file, or an EDN one (a ``.edn`` name: read by
-    ``chaos.history.formats.collect_edn``), see :func:`check_ops`. Raises HistoryError for a
+    ``chaos.history.checkers.elle.edn.collect_edn``), see :func:`check_ops`. Raises HistoryError for a
     malformed file (as ``chaos.history.store.read_history`` does), a malformed transaction included
     (naming the file and line)."""
     from chaos.history.store import read_history
@@ -87,7 +87,7 @@ def check_file(
         try:
             try:
                 if p.suffix.lower() == ".edn":
-                    from chaos.history.formats import collect_edn
+                    from chaos.history.checkers.elle.edn import collect_edn
 
                     table = collect_edn(p, w.add)
                 else:
@@ -224,7 +224,7 @@ def _summary(r: dict[str, Any], bad: list[str]) -> str:
 
 
 class ElleChecker:
-    """Elle's transactional checker as a ``chaos.history.checkers.Checker``.
+    """Elle's transactional checker as a ``chaos.history.checkers.registry.Checker``.
 
     ``opts`` may override ``consistency_model``, ``workload`` and ``time_limit`` (seconds of
     cycle search per component). Reads the history file once, streaming (see :func:`check_file`).

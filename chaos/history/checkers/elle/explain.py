@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from chaos.history.elle.graph import LABELS, PROCESS, REALTIME
-from chaos.history.elle.history import TxnTable
+from chaos.history.checkers.elle.graph import LABELS, PROCESS, REALTIME
+from chaos.history.checkers.elle.history import TxnTable
 
 
 class Explainer(Protocol):

@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 import rustworkx as rx
 
-from chaos.history.elle.anomalies import CYCLE_BASES, IMPLIES, implied, impossible_models
-from chaos.history.elle.history import TxnTable
+from chaos.history.checkers.elle.anomalies import CYCLE_BASES, IMPLIES, implied, impossible_models
+from chaos.history.checkers.elle.history import TxnTable
 
 WW, WR, RW, PROCESS, REALTIME = 1, 2, 4, 8, 16
 DATA = WW | WR | RW

@@ -23,8 +23,8 @@ from __future__ import annotations
 import array
 from typing import Any
 
-from chaos.history.elle.graph import RW, WR, WW
-from chaos.history.elle.history import MalformedTxn, TxnTable, Unsupported
+from chaos.history.checkers.elle.graph import RW, WR, WW
+from chaos.history.checkers.elle.history import MalformedTxn, TxnTable, Unsupported
 from chaos.history.op import FAIL, OK
 
 INIT = ("init",)  # the empty list every key starts as (never equal to an element)

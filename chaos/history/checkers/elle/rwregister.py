@@ -28,9 +28,9 @@ from __future__ import annotations
 import array
 from typing import Any
 
-from chaos.history.elle.graph import RW, WR, WW, has_cycle
-from chaos.history.elle.history import MalformedTxn, TxnTable, Unsupported
-from chaos.history.elle.listappend import _show
+from chaos.history.checkers.elle.graph import RW, WR, WW, has_cycle
+from chaos.history.checkers.elle.history import MalformedTxn, TxnTable, Unsupported
+from chaos.history.checkers.elle.listappend import _show
 from chaos.history.op import FAIL, OK
 
 
