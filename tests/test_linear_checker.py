@@ -659,8 +659,9 @@ def test_each_bad_kv_key_fails_alone(shared_data: Path, monkeypatch: pytest.Monk
     (the plain WGL search needs millions for keys 0, 7 and 9; porcupine relies on another key failing
     first)."""
     import chaos.history.checkers.linear as linear
+    import chaos.history.checkers.wgl as wgl
 
-    monkeypatch.setattr(linear, "MAX_CONFIGS", 100_000)
+    monkeypatch.setattr(wgl, "MAX_CONFIGS", 100_000)
     ops, spec = load_history(shared_data / "porcupine/test_data/kv/c50-bad.txt")
     m = get_model(spec)
     groups, _ = linear.history_calls(ops)

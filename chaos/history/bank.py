@@ -1,4 +1,4 @@
-"""Moved to :mod:`chaos.history.checkers.bank`; this name stays until ``chaos_dledger/sim.py``
+"""Moved to :mod:`chaos.history.checkers.bank`; this name stays until the simulation campaign
 imports the new one (issue 37: the history's sub-packages), then goes."""
 
 from __future__ import annotations
