@@ -223,7 +223,7 @@ def make_runs(store: Path, runs: int, ops_per_run: int) -> list[Path]:
 LOOP = (
     "import json, sys\n"
     "from chaos.history.checkers.registry import check_run\n"
-    "from chaos.history.spark.pipeline import run_id\n"
+    "from chaos.history.spark.tasks import run_id\n"
     "print(json.dumps({run_id(__import__('pathlib').Path(d)): check_run(d, workers=1)['valid']"
     " for d in sys.argv[1:]}))"
 )
