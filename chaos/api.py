@@ -30,6 +30,7 @@ from chaos.cluster.db import (
     Clock,
     DataDir,
     DBOption,
+    GateRun,
     Leadership,
     LeaderTransfer,
     LogFiles,
@@ -103,6 +104,7 @@ __all__ = [
     # the DB contract and its capabilities (chaos/cluster/db.py)
     "DB",
     "DBOption",
+    "GateRun",
     "CAPABILITIES",
     "Clients",
     "Clock",

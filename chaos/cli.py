@@ -36,9 +36,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("chaos.history.report.cli:check", "Re-check a stored run or a history file."),
     "report": ("chaos.history.report.html:report", "Write the HTML report of a run directory."),
     "serve": ("chaos.history.report.serve:serve", "Serve the store's runs and reports over HTTP."),
-    "analyze": ("chaos.history.gate:analyze_cmd", "Analyse runs on Spark: verdicts, latency, availability."),
+    "analyze": ("chaos.runner.gate:analyze_cmd", "Analyse runs on Spark: verdicts, latency, availability."),
     "gate": (
-        "chaos.history.gate:gate_cmd",
+        "chaos.runner.gate:gate_cmd",
         "Release gate: run or analyse a matrix of tests, exit 0 only if all pass.",
     ),
     "plugin": ("chaos.runner.plugincheck:plugin", "Check a DB plug-in: its API contract and a smoke run."),

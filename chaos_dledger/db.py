@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chaos.cluster import deploy, osetup
-from chaos.cluster.db import DBError, DBOption
+from chaos.cluster.db import DBError, DBOption, GateRun
 from chaos.control import util
 from chaos.control.node import Node
 
@@ -207,8 +207,16 @@ class DLedgerDB:
     )
 
     @staticmethod
+    def gate_presets() -> dict[str, tuple[GateRun, ...]]:
+        """The real-cluster runs of ``chaos gate``'s presets for DLedger (``power`` first, the
+        default; :mod:`chaos_dledger.presets`)."""
+        from chaos_dledger.presets import PRESETS
+
+        return PRESETS
+
+    @staticmethod
     def gate_campaign(store: str, master: str | None = None) -> list[dict[str, Any]]:
-        """The simulation row of a default ``chaos gate`` (``chaos.history.gate.db_campaign_rows``):
+        """The simulation row of a default ``chaos gate`` (``chaos.runner.gate.db_campaign_rows``):
         the default swarm ``chaos sim`` over :data:`chaos_dledger.sim.GATE_SEEDS` seeds, as Spark
         tasks at ``master`` when the gate was given one."""
         from chaos_dledger.sim import gate_campaign

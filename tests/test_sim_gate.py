@@ -4,7 +4,7 @@ adds nothing."""
 
 from __future__ import annotations
 
-from chaos.history.gate import db_campaign_rows, threshold_failures
+from chaos.runner.gate import db_campaign_rows, threshold_failures
 from chaos_dledger.sim import gate_campaign
 
 

@@ -427,6 +427,48 @@ def data_files(db: Any) -> list[str]:
     return [str(p) for p in (getattr(db, "data_files", None) or ("**/*",))]
 
 
+@dataclass(frozen=True)
+class GateRun:
+    """One run of a DB's ``chaos gate`` preset (:func:`gate_presets`): ``workload``, ``nemesis``
+    (faults joined with ``+`` run together in one run), extra ``chaos run`` words ``args`` (e.g.
+    the DB's own options, ``("--read-mode", "lease")``), and ``catches``: the names of the bug
+    classes this configuration caught (e.g. mutants of a bug catalogue), for the listing."""
+
+    workload: str
+    nemesis: str
+    args: tuple[str, ...] = ()
+    catches: tuple[str, ...] = ()
+
+    def run_args(self, store: str, extra: Sequence[str]) -> list[str]:
+        """The ``chaos run`` arguments: this configuration's, then ``extra`` (the gate's --run-arg
+        words; a repeated option's last value wins, so they override the preset's)."""
+        faults = self.nemesis.replace("+", ",")
+        return ["run", "--workload", self.workload, "--nemesis", faults, "--store", store, *self.args, *extra]
+
+    def label(self) -> str:
+        return " ".join([self.workload, self.nemesis, *self.args])
+
+
+def gate_presets(db: Any) -> dict[str, tuple[GateRun, ...]]:
+    """The ``chaos gate`` presets ``db`` (a DB or its factory) declares: its optional
+    ``gate_presets()``, called with no argument, returns ``{name: [GateRun, ...]}``, the first
+    name being the preset a bare ``chaos gate`` runs; ``{}`` when it declares none. ConfigError
+    (one line naming the DB) when the hook raises or returns anything else."""
+    hook = getattr(db, "gate_presets", None)
+    if hook is None:
+        return {}
+    where = f"the DB {db_name(db)}: gate_presets()"
+    try:
+        presets = hook()
+        out = {str(name): tuple(runs) for name, runs in dict(presets).items()}
+    except Exception as e:
+        raise ConfigError(f"{where}: {type(e).__name__}: {e}") from None
+    for name, runs in out.items():
+        if not runs or not all(isinstance(r, GateRun) for r in runs):
+            raise ConfigError(f"{where}: preset {name!r} is not a non-empty sequence of GateRun")
+    return out
+
+
 def _call(method: Callable[..., Any], remote: Remote, daemon: str | None) -> Any:
     """``method(remote)`` for the one unnamed daemon, else ``method(remote, daemon=daemon)``."""
     return method(remote) if daemon is None else method(remote, daemon=daemon)
