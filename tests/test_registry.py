@@ -13,8 +13,8 @@ import click
 import pytest
 
 from chaos import plugins
-from chaos.history.checkers.registry import checkers_for, make_checker
 from chaos.history.checkers.models import get_model, model_names
+from chaos.history.checkers.registry import checkers_for, make_checker
 
 ROOT = Path(__file__).resolve().parents[1]
 
