@@ -41,8 +41,17 @@ from typing import Any
 
 from rich.markup import escape
 
+import chaos
+from chaos import plugins
+from chaos.cluster import db as dbmod
+from chaos.cluster.db import Leadership, LogFiles, Primary, Recovery, capabilities, db_name, has
+from chaos.cluster.environment import probe
+from chaos.cluster.lock import ClusterLock
+from chaos.cluster.osetup import DebianOS
 from chaos.cluster.providers import docker_node_count, provision
 from chaos.control import generator as gen
+from chaos.control.interpreter import Clock, Interpreter
+from chaos.control.ssh import Control
 from chaos.control.test import DEFAULTS, RunOptions, Test, parse_concurrency, run_name, validate_options
 from chaos.errors import (
     EXIT_BAD_ARGS,
@@ -56,6 +65,18 @@ from chaos.errors import (
     from_signal,
     raised_in,
 )
+from chaos.history.checkers.liveness import recovered_line
+from chaos.history.checkers.nodelogs import patterns_doc
+from chaos.history.leadership import LEADERSHIP_FILE
+from chaos.history.store import RunDir
+from chaos.history.text import op_line
+from chaos.nemesis import build, check_capabilities
+from chaos.nemesis import styles as nemesis_styles
+from chaos.plugins import DEPRECATIONS, default_db
+from chaos.runner.check import check_and_report
+from chaos.runner.live import LiveView
+from chaos.runner.observer import LeadershipObserver
+from chaos.workloads import get as get_workload
 
 
 class RunAborted(BaseException):
@@ -110,8 +131,6 @@ def _versions() -> dict[str, str]:
     Python's and the platform's."""
     from importlib.metadata import PackageNotFoundError, packages_distributions, version
 
-    import chaos
-
     dist = (packages_distributions().get("chaos") or ["chaos"])[0]
     try:
         v = version(dist)
@@ -147,7 +166,6 @@ class _LoggedHistory:
     jepsen.log."""
 
     def __init__(self, writer: Any) -> None:
-        from chaos.history.text import op_line
 
         self.writer = writer
         self.op_line = op_line
@@ -184,7 +202,6 @@ def _server_logs_doc(db: Any) -> dict[str, Any]:
     """test.json's ``server_logs``: the files the DB's log patterns apply to (``pattern_files``, as
     downloaded under nodes/<node>/) and its declared anomaly patterns, so ``chaos check`` scans the
     same files the same way (none without the ``log-files`` capability)."""
-    from chaos.history.checkers.nodelogs import patterns_doc
 
     names = [os.path.basename(str(p)) for p in getattr(db, "pattern_files", ()) or ()]
     return patterns_doc(names, list(getattr(db, "log_patterns", ()) or ()))
@@ -194,7 +211,6 @@ def _db_checkers(db: Any) -> list[str]:
     """The checkers the DB's capabilities make possible: ``server-logs`` for a DB with log files,
     ``liveness`` for one that can say when it recovered. A DB offering neither is not judged on
     them (nothing was asked of it), rather than left unknown forever."""
-    from chaos.cluster.db import LogFiles, Recovery, has
 
     return [name for name, cap in (("server-logs", LogFiles), ("liveness", Recovery)) if has(db, cap)]
 
@@ -219,7 +235,6 @@ def _describe(db: Any) -> str:
 
 
 def plugins_default_db() -> str:
-    from chaos.plugins import default_db
 
     return default_db()
 
@@ -290,11 +305,6 @@ class Runner:
         (:func:`chaos.cluster.db.build_db`, kept in :attr:`db`), the workload and the nemesis, and check
         the DB can serve both (the workload's client protocol, every nemesis's capabilities). Touches
         no node. Raises ConfigError (a ValueError) naming the option for bad input."""
-        from chaos import plugins
-        from chaos.cluster import db as dbmod
-        from chaos.cluster.db import db_name
-        from chaos.nemesis import build, check_capabilities
-        from chaos.workloads import get as get_workload
 
         o = self.opts
         validate_options(o)
@@ -335,7 +345,6 @@ class Runner:
         Phases nest as Jepsen's ``run!`` (lock > run directory > control > test.json > signals > OS
         > DB > nemesis > history > interpreter > observer); each owns its teardown, which runs on
         every exit path, innermost first, and never stops the others (:meth:`_safe`)."""
-        from chaos.control.ssh import Control
 
         o = self.opts
         try:
@@ -406,7 +415,6 @@ class Runner:
             lock.control.close()
 
     def _run_dir_phase(self, state: _RunState) -> _Logs:
-        from chaos.history.store import RunDir
 
         state.run = RunDir.create(self.opts["store"], state.name)
         self.run_dir = state.run
@@ -414,7 +422,6 @@ class Runner:
 
     def _enter_phases(self, stack: contextlib.ExitStack, state: _RunState) -> None:
         """Control, test.json, signals, OS, DB, nemesis, history and interpreter, in that order."""
-        from chaos.control.ssh import Control
 
         o = self.opts
         control = Control(state.nodes)
@@ -452,7 +459,6 @@ class Runner:
         stack.callback(signal.signal, signal.SIGTERM, old_term)
 
     def _os_phase(self, test: Test) -> None:
-        from chaos.cluster.osetup import DebianOS
 
         with progress(self.say, "setting up the nodes' OS (packages)"):
             # the tool's packages and the DB's os_packages
@@ -462,7 +468,6 @@ class Runner:
     def _db_phase(self, stack: contextlib.ExitStack, test: Test) -> None:
         """DB setup (and the first leader when the DB has ``primary``); teardown: node logs
         downloaded, then the DB torn down unless ``leave_db_running``."""
-        from chaos.cluster.db import Primary, db_name, has
 
         db = test.db
         self.say(f"{db_name(db)} setup on {len(test.nodes)} nodes ({_describe(db)})")
@@ -485,7 +490,6 @@ class Runner:
 
     def _interpreter_phase(self, stack: contextlib.ExitStack, state: _RunState) -> None:
         """The history writer, the interpreter and the live view (stopped on every exit path)."""
-        from chaos.control.interpreter import Clock, Interpreter
 
         o, test = self.opts, state.test
         writer = _LoggedHistory(state.run.writer())
@@ -505,8 +509,6 @@ class Runner:
         )
         stack.callback(interp.stop)
         if self.live and self.console is not None:
-            from chaos.runner.live import LiveView
-
             state.live_view = LiveView(self.console, test, interp, o["time_limit"])
             state.live_view.start()
             stack.callback(state.live_view.stop)
@@ -514,9 +516,6 @@ class Runner:
     def _observer(self, state: _RunState) -> contextlib.AbstractContextManager[Any]:
         """The leadership observer while faults run (a DB with ``leadership`` or ``primary``), or
         nothing: a DB offering neither is not observed."""
-        from chaos.cluster.db import Leadership, Primary, has
-        from chaos.history.leadership import LEADERSHIP_FILE
-        from chaos.runner.observer import LeadershipObserver
 
         db, test = self.db, state.test
         if not (has(db, Leadership) or has(db, Primary)):
@@ -572,8 +571,6 @@ class Runner:
 
     def _test_doc(self, state: _RunState) -> dict[str, Any]:
         """``test.json`` as written at the start (completed by :meth:`_finish_test_doc`)."""
-        from chaos.cluster.db import capabilities, db_name
-        from chaos.nemesis import styles as nemesis_styles
 
         o, db, workload, nodes = self.opts, self.db, state.workload, state.nodes
         start_wall = time.time()
@@ -613,7 +610,6 @@ class Runner:
             doc["recovery"] = self.recovery
         if self.node_logs_missing:
             doc["node_logs"] = {"missing": self.node_logs_missing}
-        from chaos.plugins import DEPRECATIONS
 
         if DEPRECATIONS:
             doc["deprecations"] = list(DEPRECATIONS)
@@ -665,8 +661,6 @@ class Runner:
 
     def _lock_cluster(self, nodes: list[Any], name: str) -> Any:
         """Take the cluster lock for this run (ClusterLocked naming the holder when it is taken)."""
-        from chaos.cluster.lock import ClusterLock
-        from chaos.control.ssh import Control
 
         lock = ClusterLock(Control(nodes), name, str(self.opts.get("store") or ""), log=self.say)
         self.say(f"taking the cluster lock on {len(nodes)} nodes (one run per cluster)")
@@ -680,7 +674,6 @@ class Runner:
     def _recover(self, test: Test) -> None:
         """Wait until the cluster serves again (the DB's condition, within its bound); record it.
         A DB without the ``recovery`` capability records nothing (liveness is then unknown)."""
-        from chaos.cluster.db import capabilities
 
         if "recovery" not in capabilities(test.db):
             self.say("the DB has no recovery capability: no recovery wait (liveness unknown)")
@@ -698,8 +691,6 @@ class Runner:
             return
         self.recovery = rec
         if rec.get("recovered"):
-            from chaos.history.checkers.liveness import recovered_line
-
             self.say(recovered_line(rec))
         else:
             self.say(
@@ -712,7 +703,6 @@ class Runner:
         """After a failed recovery, ask the nodes whether the environment stopped the system (a
         full disk, the OOM killer, a node gone: :mod:`chaos.cluster.environment`); the liveness
         checker judges with what is recorded in ``recovery.environment``."""
-        from chaos.cluster.environment import probe
 
         try:
             found = probe(test.control, test.db)
@@ -728,7 +718,6 @@ class Runner:
     def _download_logs(self, test: Test) -> None:
         """Every node's ``log_files`` into ``nodes/<node>/``; a file missing on a node is said and
         recorded (test.json ``node_logs.missing``), never left as an empty file."""
-        from chaos.cluster.db import capabilities
 
         if "log-files" not in capabilities(test.db):
             return
@@ -752,49 +741,12 @@ class Runner:
                 self.say(f"log {where} not downloaded ({why}", lead="[yellow]missing:[/yellow]")
             self.node_logs_missing = sorted(missing)
 
-    def _check_and_report(self, run: Any) -> int:
-        from chaos.history.checkers.registry import check_run
-        from chaos.history.text import write_history_text
-
-        try:
-            write_history_text(run.history_path)  # history.txt, Jepsen's human-readable history
-        except Exception as e:
-            self.log.warning("history.txt not written: %s", e)
-
-        self.say("checking the history")
-        t0 = time.monotonic()
-        try:
-            results = check_run(run, time_limit=float(self.opts["check_time_limit"]))
-        except Exception as e:
-            self.log.exception("check failed")
-            results = {"valid": "unknown", "error": f"{type(e).__name__}: {e}", "checkers": {}}
-            run.write_results(results)
+    def _check_and_report(self, run: RunDir) -> int:
+        results = check_and_report(
+            run, time_limit=float(self.opts["check_time_limit"]), say=self.say, console=self.console
+        )
         self.results = results
-        self.say(f"checked in {time.monotonic() - t0:.1f} s: valid = {results.get('valid')}")
-        try:
-            from chaos.history.report.html import write_report
-        except ImportError:
-            self.log.warning("chaos.history.report.html not available: no HTML report")
-        else:
-            try:
-                path = write_report(run.path)
-                self.say(f"report {path}")
-            except Exception as e:
-                self.log.exception("report failed")
-                self.say(str(e), lead="[yellow]report failed:[/yellow]")
-        if self.console is not None:
-            from chaos.history.report.summary import print_run_summary
-
-            print_run_summary(self.console, results, run.history_path, str(run.path), _deprecation_notes())
         return exit_code(results.get("valid"))
-
-
-def _deprecation_notes() -> list[str]:
-    """One line per deprecated name a plug-in used in this process (:data:`chaos.plugins.DEPRECATIONS`),
-    for the run summary."""
-    from chaos.plugins import DEPRECATIONS
-
-    return [f"deprecated: {m}" for m in DEPRECATIONS]
 
 
 def _in_main_thread() -> bool:

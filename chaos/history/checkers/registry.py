@@ -527,9 +527,11 @@ def check_run(
     consistency_model: str | None = None,
     fail_fast: bool = False,
     write: bool = True,
+    history: ParsedHistory | None = None,
 ) -> dict[str, Any]:
     """Re-check a stored run: pick checkers from ``test.json`` (:func:`load_run_test`), write
-    ``results.json`` (unless ``write`` is false), return it.
+    ``results.json`` (unless ``write`` is false), return it. ``history``: the run's history
+    already read (:class:`ParsedHistory`), shared with every checker instead of reading the file.
 
     Args:
         run_dir: a RunDir, or any path :func:`chaos.history.store.find_run` accepts.
@@ -549,10 +551,10 @@ def check_run(
     if not run.history_path.is_file():
         raise FileNotFoundError(f"{run.history_path}: no history in run directory {run.path}")
     test = run.load_test() if run.test_path.is_file() else {}
-    history: Path | ParsedHistory = run.history_path
-    if needs_inference(test):  # the whole history is read for it: read once, shared with the checkers
-        history = ParsedHistory.read(run.history_path)
-    test = load_run_test(run, model=model, history=history if isinstance(history, ParsedHistory) else None)
+    source: Path | ParsedHistory = history if history is not None else run.history_path
+    if needs_inference(test) and history is None:  # read whole for it: once, shared with the checkers
+        source = ParsedHistory.read(run.history_path)
+    test = load_run_test(run, model=model, history=source if isinstance(source, ParsedHistory) else None)
     if consistency_model:
         test = {**test, "consistency_model": consistency_model}
     checkers = checkers_for(test, model=model)
@@ -565,7 +567,7 @@ def check_run(
         run_dir=str(run.path),
         fail_fast=fail_fast,
     ).as_dict()
-    results = compose(checkers).check(test, history, opts)
+    results = compose(checkers).check(test, source, opts)
     if write:
         run.write_results(results)
     return results

@@ -157,14 +157,14 @@ def _write_beside(path: Path, results: dict[str, Any]) -> None:
     _write_json_atomic(path, results)
 
 
-def _rewrite_report(run_dir: Path) -> str:
+def _rewrite_report(run_dir: Path, history: ParsedHistory | None = None) -> str:
     """Write the run's ``index.html`` again from the results just written, so the report never
     shows another verdict than ``results.json`` and ``chaos check``; if that fails, the old
     report is removed (``chaos serve`` and ``chaos report`` write a new one) and a line on stderr
     says why. Returns what the description says of it."""
 
     try:
-        return f"{write_report(run_dir).name} written again"
+        return f"{write_report(run_dir, history).name} written again"
     except Exception as e:  # a report that cannot be written must not keep the old verdict
         (run_dir / "index.html").unlink(missing_ok=True)
         click.echo(
@@ -181,9 +181,11 @@ def run_check(
     time_limit: float | None,
     workers: int | None = None,
     txn: CheckFlags = CheckFlags(),
+    history: ParsedHistory | None = None,
 ) -> tuple[dict[str, Any], str, list[str]]:
     """Check a run directory or a history file; returns (results, description, notes: where a run's
-    results went, printed before the verdict). Raises BadArguments.
+    results went, printed before the verdict). ``history``: the run's history already read, shared
+    by the checkers and the report. Raises BadArguments.
 
     The checkers come from the run's ``test.json``; for a bare JSON Lines history, or a run without
     ``test.json``, from the workload the whole history shows (``--model`` when it cannot be told).
@@ -205,6 +207,7 @@ def run_check(
                 consistency_model=txn.consistency_model,
                 fail_fast=txn.fail_fast,
                 write=False,
+                history=history,
             )
             # where the results went is a note before the verdict line, which stays short
             if target != RESULTS_FILE:  # another model's verdict: beside the run's, never over it
@@ -212,7 +215,7 @@ def run_check(
                 note = f"results in {target}; the run's {RESULTS_FILE} and report unchanged"
             else:
                 run.write_results(results)
-                note = f"results in {run.results_path.name}, report {_rewrite_report(run.path)}"
+                note = f"results in {run.results_path.name}, report {_rewrite_report(run.path, history)}"
             return results, str(run.path), [note]
         if not path.is_file():
             raise BadArguments(f"{path}: no such run directory or history file")
@@ -220,8 +223,8 @@ def run_check(
         if fmt != "jsonl":
             return _check_foreign(path, fmt, model, time_limit, workers, txn), f"{path} ({fmt})", []
         # inference reads the whole history: read it once, and the checkers reuse what it read
-        history: Path | ParsedHistory = path if txn.workload else ParsedHistory.read(path)
-        test = {"workload": txn.workload} if txn.workload else infer_test(history, model=model)
+        source: Path | ParsedHistory = path if txn.workload else ParsedHistory.read(path)
+        test = {"workload": txn.workload} if txn.workload else infer_test(source, model=model)
         if txn.consistency_model:
             test["consistency_model"] = txn.consistency_model
         checkers = checkers_for(test, model=model)
@@ -233,7 +236,7 @@ def run_check(
             "workers": workers,
             "fail_fast": txn.fail_fast,
         }
-        results = compose(checkers).check(test, history, opts)
+        results = compose(checkers).check(test, source, opts)
         return results, f"{path} ({test.get('workload') or model})", []
     except HistoryError as e:
         raise BadArguments(f"malformed history: {e}") from None
@@ -311,13 +314,24 @@ def check(
     if workers is not None and workers < 1:
         raise BadArguments(f"--workers must be at least 1, got {workers}")
     txn = CheckFlags(workload, consistency_model, fail_fast)
-    results, where, notes = run_check(
-        path, model=model, fmt=fmt, time_limit=time_limit, workers=workers, txn=txn
-    )
-
     run_history = _run_history(path)
-    print_summary(results, where, run_history, notes)
+    history = _read_once(run_history)  # one read, shared by the checkers, the report and the summary
+    results, where, notes = run_check(
+        path, model=model, fmt=fmt, time_limit=time_limit, workers=workers, txn=txn, history=history
+    )
+    print_summary(results, where, run_history, notes, history.ops if history is not None else None)
     ctx.exit(exit_code(results.get("valid")))
+
+
+def _read_once(history_path: Path | None) -> ParsedHistory | None:
+    """A run's history read and validated once, or None (no run, or a history that does not read:
+    the check then reads the file itself and names the problem)."""
+    if history_path is None:
+        return None
+    try:
+        return ParsedHistory.read(history_path)
+    except (HistoryError, OSError):
+        return None
 
 
 def _run_history(path: Path) -> Path | None:
