@@ -15,12 +15,12 @@ packaging declares them::
 What each kind's object must be:
 
 - a DB (``chaos.dbs``): a factory called with the parsed ``--db-opt`` options as keyword
-  arguments, returning a :class:`chaos.cluster.db.DB`; its options are declared in
-  ``db_options`` (see :mod:`chaos.cluster.db`). A ready DB object is accepted too.
+  arguments, returning a :class:`chaos.control.db.DB`; its options are declared in
+  ``db_options`` (see :mod:`chaos.control.db`). A ready DB object is accepted too.
 - a workload (``chaos.workloads``): a function ``opts -> chaos.workloads.Workload``.
 - a nemesis (``chaos.nemeses``): a factory ``opts -> Nemesis`` with ``kind`` (its ops are
   ``start-<kind>``/``stop-<kind>``), ``requires`` (capability names, see
-  :func:`chaos.cluster.db.capabilities`) and ``nemesis_options`` (``{key: kind}`` as
+  :func:`chaos.control.db.capabilities`) and ``nemesis_options`` (``{key: kind}`` as
   :data:`chaos.nemesis.NEMESIS_OPTIONS`); see :func:`chaos.nemesis.build`.
 - a checker (``chaos.checkers``): a factory ``() -> Checker``; it may take the keywords ``test``
   (the run's ``test.json`` dict) and ``model`` (a ``--model`` given to ``chaos check``), which
@@ -74,7 +74,7 @@ DEFAULTS_GROUP = "chaos.defaults"
 object a name in that kind's group registers)."""
 
 BUILTINS: Mapping[str, Mapping[str, str]] = {
-    "db": {"noop": "chaos.cluster.db:NoopDB"},
+    "db": {"noop": "chaos.control.db:NoopDB"},
     "workload": {
         "register": "chaos.workloads.register:workload",
         "log": "chaos.workloads.log:workload",

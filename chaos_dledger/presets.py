@@ -1,5 +1,5 @@
 """DLedger's ``chaos gate`` presets: the real-cluster runs a bare ``chaos gate`` starts for the
-bundled server (``DLedgerDB.gate_presets``, read by :func:`chaos.cluster.db.gate_presets`).
+bundled server (``DLedgerDB.gate_presets``, read by :func:`chaos.control.db.gate_presets`).
 
 ``power``, the default, holds the configurations that caught the bug catalogue's classes on real
 clusters (``bench/catalogue.md``: runs to detection per class; ``bench/catalogue.py --preset``),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.cluster.db import GateRun
+from chaos.control.db import GateRun
 from chaos.runner.gate import matrix
 from chaos_dledger.presets import DEFAULT_PRESET, PRESETS
 
@@ -48,16 +48,15 @@ def test_gate_without_matrix_arguments_runs_the_default_preset() -> None:
 
 def test_every_preset_run_is_accepted_by_chaos_run(tmp_path: Path) -> None:
     from chaos import nemesis, workloads
-    from chaos.control.test import validate_options
     from chaos.runner.cli import run, run_options
 
     for name, configs in PRESETS.items():
         for cfg in configs:
             words = cfg.run_args(str(tmp_path / "store"), [])
             ctx = run.make_context("run", words[1:])  # click checks options and choices (read modes)
-            opts = run_options(ctx.params, ctx.args)  # the DB's own options (read modes) too
-            extra = opts["nemesis_opts"]
-            validate_options(opts)
+            options, spec = run_options(ctx.params, ctx.args)  # the DB's own options (read modes) too
+            opts, extra = options.as_dict(), dict(options.nemesis_opts)
+            assert list(spec.names) == cfg.nemesis.split("+")
             assert opts["workload"] == cfg.workload
             assert workloads.get(cfg.workload, {"node_count": 5}).name == cfg.workload
             names = nemesis.parse_names(opts["nemesis"])

@@ -1,7 +1,7 @@
 """OS setup for a node (Jepsen's ``jepsen.os.debian``): make any Debian host fit to be a node.
 
 Per node, idempotent: install the Debian packages the tool needs and those the DB declares
-(``os_packages``, :func:`chaos.cluster.db.os_packages`) with apt-get when they are missing, remove
+(``os_packages``, :func:`chaos.control.db.os_packages`) with apt-get when they are missing, remove
 the tool's iptables chains (``CHAOS-*``) and the jumps to them, and delete tc qdiscs on every
 non-loopback interface. Nothing of a DB is reset here (its files, processes, clock offset file):
 the DB's own ``setup`` and ``teardown`` do that. Fault-specific heals belong to the nemeses; this
@@ -52,7 +52,7 @@ class DebianOS:
         db: Any = None,
         log: Callable[[str], None] | None = None,
     ) -> None:
-        from chaos.cluster.db import os_packages
+        from chaos.control.db import os_packages
 
         self.install = install
         self.log = log

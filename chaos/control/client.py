@@ -52,11 +52,15 @@ import traceback
 import urllib.error
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from chaos.control.db import Clients, has
 from chaos.control.node import Node
 from chaos.errors import DBError
 from chaos.history.op import FAIL, INFO, OK, Op
+
+if TYPE_CHECKING:
+    from chaos.control.test import Test
 
 
 class ClientError(Exception):
@@ -298,7 +302,7 @@ class TxnClient(Protocol):
 
 
 def complete(
-    op: Op, call: Callable[[], Any], value: Callable[[Any], Any] | None = None, *, test: Any = None
+    op: Op, call: Callable[[], Any], value: Callable[[Any], Any] | None = None, *, test: Test | None = None
 ) -> Op:
     """The completion of ``op`` after ``call()`` (a protocol method): ok with ``value(result)``
     (default: the result itself; an :class:`Answer` gives its value, node and fields); ``fail`` for
@@ -337,7 +341,7 @@ def _errored(op: Op, type_: str, e: ClientError, prefix: str = "") -> Op:
     return comp
 
 
-def value_kind(test: Any) -> str | None:
+def value_kind(test: Test) -> str | None:
     """What the keys of a ``txn`` workload hold: ``"list"`` (list-append: ``append`` micro-ops, a
     read returns the whole list) or ``"register"`` (rw-register: ``w`` micro-ops, a read returns
     the value); None for a workload that does not say (``test.workload.value_kind``)."""
@@ -345,7 +349,7 @@ def value_kind(test: Any) -> str | None:
     return str(kind) if kind else None
 
 
-def node_of(test: Any, node: Node | str) -> Node:
+def node_of(test: Test, node: Node | str) -> Node:
     """The :class:`~chaos.control.node.Node` named ``node`` among ``test.nodes`` (a Node is
     returned as it is); a name the test does not list is a node known by its hostname only
     (``Node(name, host=name)``, as Jepsen's nodes are hostnames)."""
@@ -357,14 +361,14 @@ def node_of(test: Any, node: Node | str) -> Node:
     return Node(name=str(node), host=str(node))
 
 
-def open_db_client(test: Any, protocol: str, node: Node | str, process: Any) -> Any:
+def open_db_client(test: Test, protocol: str, node: Node | str, process: Any) -> Any:
     """``test.db.open_client(protocol, test, node, process)`` with ``node`` as a
     :class:`~chaos.control.node.Node` (a name is looked up with :func:`node_of`);
     :class:`NotSent` naming the DB when the DB offers no client of ``protocol`` (the runner checks
     that at start)."""
     db = test.db
     offered = getattr(db, "client_protocols", None) or ()
-    if protocol not in offered or not callable(getattr(db, "open_client", None)):
+    if protocol not in offered or not has(db, Clients):
         name = getattr(db, "name", type(db).__name__)
         raise NotSent(f"the DB {name} offers no {protocol!r} client (offers: {', '.join(offered) or 'none'})")
     return db.open_client(protocol, test, node_of(test, node), process)
@@ -383,19 +387,19 @@ class ProtocolWorker:
         self.c: Any = None
         self.process: Any = None
 
-    def client(self, test: Any, op: Op) -> Any:
+    def client(self, test: Test, op: Op) -> Any:
         if self.c is None or op.process != self.process:
             self.close(test)
             self.c = open_db_client(test, self.protocol, str(self.node), op.process)
             self.process = op.process
         return self.c
 
-    def close(self, test: Any) -> None:
+    def close(self, test: Test) -> None:
         if self.c is not None:
             c, self.c = self.c, None
             c.close()
 
-    def read_list_on(self, test: Any, op: Op) -> Answer:
+    def read_list_on(self, test: Test, op: Op) -> Answer:
         """The client's ``read()`` on the op's node (a final read names each node), else on the
         worker's own, as an :class:`Answer` whose value is a list (the ``log`` and ``set``
         protocols' whole-state reads); a client of another node is opened for it and closed."""

@@ -1,4 +1,8 @@
-"""The test object handed to clients, nemeses and generators (Jepsen's test map), and option parsing."""
+"""The test object handed to clients, nemeses and generators (Jepsen's test map), what it holds
+(the DB, :mod:`chaos.control.db`; the :class:`Workload`; the :class:`Nemesis`), and option parsing.
+
+These are the seams a plug-in implements or reads, typed in the kit so that every layer above
+(the nemeses, the workloads, the runner) takes the same typed :class:`Test`."""
 
 from __future__ import annotations
 
@@ -8,12 +12,15 @@ import os
 import random
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from chaos.control.db import DB
 from chaos.errors import ConfigError
+from chaos.history.op import Op
+from chaos.history.store import RunDir
 
 if TYPE_CHECKING:
     from chaos.control.node import Node
@@ -44,10 +51,16 @@ DEFAULTS: dict[str, Any] = {
 @dataclass(frozen=True)
 class RunOptions:
     """The options of one run, checked and typed (``chaos run``'s flags; defaults in
-    :data:`DEFAULTS`). Built once by :meth:`parse` before any node is touched; plug-in and nemesis
-    options the tool does not know stay in :attr:`extra` (``--nemesis-opt`` keys, a plug-in's own).
+    :data:`DEFAULTS`): the one source of a run's options. Built once by :meth:`parse` before any
+    node is touched (``chaos run`` builds it, the runner reads it, :attr:`Test.options` carries
+    it); what the runner learns later (the seed it drew, the nodes it got) is a new copy
+    (:meth:`with_`). Plug-in and nemesis options the tool does not know stay in :attr:`extra`
+    (``--nemesis-opt`` keys, a plug-in's own); :meth:`as_dict` is the flat dict plug-ins read as
+    ``test.opts``.
 
     Times in seconds, rates in ops/s. ``concurrency`` is ``N`` or ``"Kn"`` (K x nodes).
+    ``nemesis_opts``: the ``--nemesis-opt`` items parsed (their keys are also in :attr:`extra`,
+    where the nemeses read them); ``node_names``: the nodes' names once known.
     """
 
     db: str | None
@@ -70,6 +83,10 @@ class RunOptions:
     check_time_limit: float
     checkers: tuple[str, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
+    consistency_model: str | None = None
+    break_lock: bool = False
+    node_names: tuple[str, ...] = ()
+    nemesis_opts: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, opts: Mapping[str, Any]) -> RunOptions:
@@ -100,14 +117,63 @@ class RunOptions:
             check_time_limit=float(merged["check_time_limit"]),
             checkers=tuple(merged.get("checkers") or ()),
             extra=MappingProxyType({k: v for k, v in merged.items() if k not in known}),
+            consistency_model=merged.get("consistency_model"),
+            break_lock=bool(merged.get("break_lock")),
+            node_names=tuple(str(n) for n in merged.get("node_names") or ()),
+            nemesis_opts=MappingProxyType(dict(merged.get("nemesis_opts") or {})),
         )
+
+    def with_(self, **changes: Any) -> RunOptions:
+        """A copy with ``changes`` (typed fields by name): what the runner learns as it goes."""
+        return replace(self, **changes)
 
     def as_dict(self) -> dict[str, Any]:
         """The options as one flat dict (what plug-ins read as ``test.opts``, and test.json's
         ``opts``)."""
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
         out["db_opts"], out["checkers"] = list(self.db_opts), list(self.checkers)
+        out["node_names"], out["nemesis_opts"] = list(self.node_names), dict(self.nemesis_opts)
         return {**out, **self.extra}
+
+
+@dataclass
+class Workload:
+    """What a workload function (``opts -> Workload``, :mod:`chaos.workloads`) returns: ``name``;
+    ``client``, a client template (``open(test, node) -> client``, ``invoke(test, op) -> op``,
+    ``close(test)``; Jepsen's jepsen.client), one opened per worker thread; ``generator``, the
+    client ops of the main phase (:mod:`chaos.control.generator`); ``final_generator``, client ops
+    after the faults are healed (or None); ``checkers`` and ``model`` for the checkers;
+    ``idempotent``, fs whose indeterminate completions are recorded ``fail``; ``protocol``, the
+    client protocol the DB must offer (None: the client talks to the system itself);
+    ``value_kind``, what a ``txn`` key holds (``"list"`` or ``"register"``)."""
+
+    name: str
+    client: Any
+    generator: Any
+    final_generator: Any = None
+    checkers: list[str] = field(default_factory=lambda: ["stats", "perf"])
+    model: str | None = None
+    idempotent: frozenset[str] = frozenset({"read"})
+    protocol: str | None = None
+    value_kind: str | None = None
+
+
+@runtime_checkable
+class Nemesis(Protocol):
+    """Jepsen's Nemesis protocol (``jepsen.nemesis``: ``setup!``, ``invoke!``, ``teardown!``,
+    ``Reflection/fs``) plus ``heal`` (idempotent, used on every exit path). ``invoke`` gets an
+    invocation op and returns its completion (:func:`chaos.nemesis.base.complete`); the nemesis
+    thread calls it, the runner the others (docs/design.md, "Ops and histories")."""
+
+    def setup(self, test: Test) -> None: ...
+
+    def invoke(self, test: Test, op: Op) -> Op: ...
+
+    def teardown(self, test: Test) -> None: ...
+
+    def heal(self, test: Test) -> None: ...
+
+    def fs(self) -> set[str]: ...
 
 
 @dataclass
@@ -115,7 +181,8 @@ class Test:
     """One test run (Jepsen's test map), handed to clients, nemeses and generators.
 
     ``nodes``: the :class:`~chaos.control.node.Node`\\ s; ``control``: their SSH connections;
-    ``db``: the system under test (:class:`chaos.cluster.db.DB`); ``rng``: seeded with the run's
+    ``db``: the system under test (:class:`chaos.control.db.DB`; ask for a capability with
+    :func:`chaos.control.db.has` before using it); ``rng``: seeded with the run's
     seed (generator and nemesis choices are reproducible); ``opts``: every option as a dict (what
     plug-ins read), ``options`` the same typed (:class:`RunOptions`, None for a test built by
     hand); ``log``: the run's logger (also written to ``chaos.log``); ``concurrency``: client
@@ -125,14 +192,14 @@ class Test:
     name: str
     nodes: list[Node]
     control: Control
-    db: Any  # a chaos.cluster.db.DB (a Protocol of the layer above)
+    db: DB
     rng: random.Random
     opts: dict[str, Any]
     log: logging.Logger
     concurrency: int
-    workload: Any = None
-    nemesis: Any = None
-    run_dir: Any = None
+    workload: Workload | None = None
+    nemesis: Nemesis | None = None
+    run_dir: RunDir | None = None
     options: RunOptions | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 

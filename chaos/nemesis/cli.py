@@ -3,7 +3,7 @@
 Per node, idempotently, through every registered fault module (:func:`chaos.nemesis.registered`:
 the built-ins and the ``chaos.nemeses`` plug-ins; ``--nemesis module:attr`` adds one that is not
 registered), each module's ``heal`` and ``residue`` (:class:`chaos.nemesis.base.NemesisKind`), with
-the DB's own capabilities (:mod:`chaos.cluster.db`; the DB is ``--db``/``--db-opt`` as for
+the DB's own capabilities (:mod:`chaos.control.db`; the DB is ``--db``/``--db-opt`` as for
 ``chaos run``). The built-ins delete the tool's iptables chains (``CHAOS-PARTITION``,
 ``CHAOS-PACKET``, ``CHAOS-PACKET-OUT``) and their jumps, never other rules; delete the tool's qdiscs
 (handle ``c4a5:``); stop the NFQUEUE delayer and the clock strobe loop; with the ``clock``
@@ -37,6 +37,7 @@ from typing import Any
 
 import click
 
+from chaos.control.test import Test
 from chaos.errors import EXIT_CRASH
 from chaos.nemesis.base import NemesisKind
 
@@ -78,7 +79,7 @@ def checked_names(modules: Modules) -> list[str]:
 
 def default_db() -> Any:
     """The default DB of ``chaos run`` (:func:`chaos.plugins.default_db`), with its defaults."""
-    from chaos.cluster.db import build_db
+    from chaos.control.db import build_db
 
     return build_db(None)
 
@@ -139,7 +140,7 @@ def heal_control(control: Any, db: Any = None, modules: Modules | None = None) -
     return dict(control.on_nodes(lambda r: heal_remote(r, db, modules)))
 
 
-def heal_nodes(test: Any) -> dict[str, list[str]]:
+def heal_nodes(test: Test) -> dict[str, list[str]]:
     """:func:`heal_control` for a runner ``Test`` (its DB)."""
     return heal_control(test.control, getattr(test, "db", None))
 
@@ -249,7 +250,7 @@ def heal(
     --keep-foreign-rules). Refuses (254) while a run holds the cluster lock, unless --force.
     Prints one status line per node, naming what was healed and what was checked; exit 0 when every node is clean afterwards, 255 when a node could not be
     reached or healed, still has faults, or a registered fault module did not load."""
-    from chaos.cluster.db import build_db
+    from chaos.control.db import build_db
     from chaos.errors import BadArguments
     from chaos.nemesis import netstate
 

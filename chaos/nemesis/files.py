@@ -48,8 +48,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from chaos.cluster.db import data_files as db_data_files
-from chaos.cluster.db import kill_all, running_all, running_any, start_all
+from chaos.control.db import data_files as db_data_files
+from chaos.control.db import kill_all, running_all, running_any, start_all
+from chaos.control.test import Test
 from chaos.history.op import Op
 from chaos.nemesis.base import (
     TARGETS,
@@ -251,7 +252,7 @@ class FileNemesis:
 
     # -- the FUSE layer -----------------------------------------------------------------------
 
-    def setup(self, test: Any) -> None:
+    def setup(self, test: Test) -> None:
         """With lose-unfsynced enabled: put every node's data directory on the FUSE layer (stop the
         server, mount, start it again) and wait for a leader. Raises NemesisError naming the node
         when a mount fails (e.g. no ``/dev/fuse`` or no ``python3-pyfuse3`` on it)."""
@@ -277,7 +278,7 @@ class FileNemesis:
         on_nodes(test, one)
         await_leader(test, self.leader_wait_s)
 
-    def teardown(self, test: Any) -> None:
+    def teardown(self, test: Test) -> None:
         """Restart what this nemesis left down, then unmount the layer and put the files back (a
         server still running, e.g. a run that leaves the DB up, is stopped and started again)."""
         self.heal(test)
@@ -292,13 +293,13 @@ class FileNemesis:
         on_nodes(test, one, sorted(self.mounted))
         self.mounted.clear()
 
-    def heal(self, test: Any) -> None:
+    def heal(self, test: Test) -> None:
         if self.down:
             self.restart(test)
 
     # -- faults -------------------------------------------------------------------------------
 
-    def invoke(self, test: Any, op: Op) -> Op:
+    def invoke(self, test: Test, op: Op) -> Op:
         if op.f == "stop-file":
             held = bool(self.held_back)
             res = self.restart(test)
@@ -345,7 +346,7 @@ class FileNemesis:
         why = "; ".join(f"{n}: {e}" for n, e in sorted(errors.items()))
         return complete(op, outcome(out, len(errors) < len(nodes), why))
 
-    def lose_unfsynced(self, test: Any, op: Op, spec: Any) -> Op:
+    def lose_unfsynced(self, test: Test, op: Op, spec: Any) -> Op:
         """Kill the chosen servers and have the layer drop what they did not fsync."""
         held: list[str] = []
         note: dict[str, Any] = {}
@@ -395,7 +396,7 @@ class FileNemesis:
         why = "; ".join(f"{n}: {e}" for n, e in sorted(errors.items()))
         return complete(op, outcome(out, bool(answered), why))
 
-    def restart(self, test: Any) -> dict[str, Any]:
+    def restart(self, test: Test) -> dict[str, Any]:
         """Start every node this nemesis left down (a held-back node after the others elected a
         leader, or after ``leader_wait_s``); after ``start_wait_s`` report, per node, whether the
         server runs and the tail of its log: ``{"nodes": {node: {...}}, "elected_first": node|None}``."""
@@ -448,24 +449,24 @@ def _db_data_dir(db: Any, remote: Any) -> str:
     return str(d(remote) if callable(d) else d)
 
 
-def data_dir(test: Any, remote: Any) -> str:
+def data_dir(test: Test, remote: Any) -> str:
     """The DB's data directory on ``remote`` (its ``data_dir``: a path or a function of the node)."""
     return _db_data_dir(test.db, remote)
 
 
-def db_kill(test: Any, remote: Any) -> None:
+def db_kill(test: Test, remote: Any) -> None:
     kill_all(test.db, remote)
 
 
-def db_start(test: Any, remote: Any) -> None:
+def db_start(test: Test, remote: Any) -> None:
     start_all(test.db, remote)
 
 
-def db_running(test: Any, remote: Any) -> bool:
+def db_running(test: Test, remote: Any) -> bool:
     return running_all(test.db, remote)
 
 
-def await_leader(test: Any, timeout: float, among: Sequence[str] | None = None) -> str | None:
+def await_leader(test: Test, timeout: float, among: Sequence[str] | None = None) -> str | None:
     """Wait up to ``timeout`` s until a node (of ``among``, default any) claims leadership; its
     name, or None (also for a DB that does not report primaries)."""
     primaries = getattr(test.db, "primaries", None)
@@ -518,7 +519,7 @@ def _heal(remote: Any, db: Any) -> list[str]:
     """A run that died with lose-unfsynced enabled leaves the FUSE layer under the data directory:
     take it off as the nemesis's teardown does. Needs the DB's process and data-dir capabilities
     (without them the residue names the layer)."""
-    from chaos.cluster.db import capabilities
+    from chaos.control.db import capabilities
 
     if not {"process", "data-dir"} <= capabilities(db):
         return []

@@ -36,6 +36,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from chaos.control.test import Test
 from chaos.errors import ConfigError
 from chaos.history.op import Op
 from chaos.nemesis.base import (
@@ -389,7 +390,7 @@ class PacketNemesis:
     def fs(self) -> set[str]:
         return {"start-packet", "stop-packet"}
 
-    def probe(self, test: Any) -> dict[str, dict[str, bool]]:
+    def probe(self, test: Test) -> dict[str, dict[str, bool]]:
         """Capabilities of every node: ``{node: {"netem": bool, "htb": bool, "statistic": bool,
         "mark": bool, "nfqueue": bool, "rawsend": bool}}``; ``nfqueue`` means the delayer really
         bound an nfnetlink queue there. Reasons for missing ones go to ``self.reasons``."""
@@ -399,7 +400,7 @@ class PacketNemesis:
         self.reasons = {n: parse_reasons(r.stdout) for n, r in res.items()}
         return self.caps
 
-    def setup(self, test: Any) -> None:
+    def setup(self, test: Test) -> None:
         """Probe every node and raise :class:`Unsupported` naming the node, the fault and why if
         any enabled behaviour has no mechanism there."""
         self.probe(test)
@@ -413,13 +414,13 @@ class PacketNemesis:
             raise Unsupported("unsupported nemesis: " + "; ".join(problems))
         self.heal(test)
 
-    def teardown(self, test: Any) -> None:
+    def teardown(self, test: Test) -> None:
         self.heal(test)
 
-    def heal(self, test: Any) -> None:
+    def heal(self, test: Test) -> None:
         on_nodes(test, lambda r: sh(r, heal_script()))
 
-    def stop(self, test: Any) -> dict[str, Any]:
+    def stop(self, test: Test) -> dict[str, Any]:
         """Heal every node; the completion value: ``{"healed": [nodes]}`` plus, where a delayer ran,
         ``"nfqueue": {node: {"queued": n, "accepted": n, "duplicated": n, "max_held": n}}`` and
         ``"delayer_exited": {node: last log line}`` for a delayer that died before the stop."""
@@ -433,7 +434,7 @@ class PacketNemesis:
                 value.setdefault("delayer_exited", {})[n] = exited
         return value
 
-    def invoke(self, test: Any, op: Op) -> Op:
+    def invoke(self, test: Test, op: Op) -> Op:
         if op.f == "stop-packet":
             return complete(op, self.stop(test))
         if op.f != "start-packet":

@@ -2,7 +2,7 @@
 
 Follows ``jepsen.nemesis.combined/db-package``: ``start-kill`` SIGKILLs the server on the chosen
 nodes through the DB's ``kill`` and ``stop-kill`` starts them again (``start``; the ``process``
-capability, :class:`chaos.cluster.db.Process`); ``start-pause`` / ``stop-pause`` send SIGSTOP /
+capability, :class:`chaos.control.db.Process`); ``start-pause`` / ``stop-pause`` send SIGSTOP /
 SIGCONT through the DB's ``pause`` / ``resume`` (the ``pause`` capability); ``start-restart`` stops
 the server cleanly (SIGTERM to the pid in the DB's ``pidfile``, wait for exit; a DB without a
 pidfile is killed instead, recorded ``forced``) and starts it again.
@@ -21,7 +21,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from chaos.cluster.db import kill_all, pause_all, resume_all, running_all, running_any, start_all
+from chaos.control.db import kill_all, pause_all, resume_all, running_all, running_any, start_all
+from chaos.control.test import Test
 from chaos.history.op import Op
 from chaos.nemesis.base import (
     TARGETS,
@@ -58,13 +59,13 @@ class KillNemesis:
     def fs(self) -> set[str]:
         return {"start-kill", "stop-kill"}
 
-    def setup(self, test: Any) -> None:
+    def setup(self, test: Test) -> None:
         pass
 
-    def teardown(self, test: Any) -> None:
+    def teardown(self, test: Test) -> None:
         self.heal(test)
 
-    def invoke(self, test: Any, op: Op) -> Op:
+    def invoke(self, test: Test, op: Op) -> Op:
         """``start-kill`` completes with ``killed`` (servers that ran before and not after) and, per
         other node, ``not_killed: {node: why}``; ``stop-kill`` with ``nodes`` (restarted) and
         ``not_started: {node: why}`` (those stay down and are started again by ``heal``)."""
@@ -100,7 +101,7 @@ class KillNemesis:
             return complete(op, outcome(value, not failed, _why(failed)))
         raise ValueError(f"kill nemesis: unexpected f {op.f!r}")
 
-    def _restart(self, test: Any) -> tuple[list[str], dict[str, str]]:
+    def _restart(self, test: Test) -> tuple[list[str], dict[str, str]]:
         """Start every node this nemesis killed: ``(started, {node: why not})``; the failed ones
         stay in ``down``."""
         nodes = sorted(self.down)
@@ -110,13 +111,13 @@ class KillNemesis:
         self.down = set(failed)
         return [n for n in nodes if n not in failed], failed
 
-    def heal(self, test: Any) -> None:
+    def heal(self, test: Test) -> None:
         _, failed = self._restart(test)
         if failed:  # the recovery wait and the liveness checker judge a node that stays down
             log.warning("kill nemesis: could not start %s", _why(failed))
 
 
-def _start(test: Any, remote: Any) -> str | None:
+def _start(test: Test, remote: Any) -> str | None:
     """Start the server on ``remote``; None when it runs afterwards, else why not."""
     try:
         start_all(test.db, remote)
@@ -145,13 +146,13 @@ class PauseNemesis:
     def fs(self) -> set[str]:
         return {"start-pause", "stop-pause"}
 
-    def setup(self, test: Any) -> None:
+    def setup(self, test: Test) -> None:
         pass
 
-    def teardown(self, test: Any) -> None:
+    def teardown(self, test: Test) -> None:
         self.heal(test)
 
-    def invoke(self, test: Any, op: Op) -> Op:
+    def invoke(self, test: Test, op: Op) -> Op:
         if op.f == "start-pause":
             spec = op.value if op.value is not None else test.rng.choice(self.targets)
             note: dict[str, Any] = {}
@@ -179,7 +180,7 @@ class PauseNemesis:
             return complete(op, outcome({"nodes": nodes}, True))
         raise ValueError(f"pause nemesis: unexpected f {op.f!r}")
 
-    def heal(self, test: Any) -> None:
+    def heal(self, test: Test) -> None:
         on_nodes(test, lambda r: resume_all(test.db, r))
         self.paused.clear()
 
@@ -210,7 +211,7 @@ class RestartNemesis(NoState):
     def fs(self) -> set[str]:
         return {"start-restart", "stop-restart"}
 
-    def invoke(self, test: Any, op: Op) -> Op:
+    def invoke(self, test: Test, op: Op) -> Op:
         """Completion of a start: ``restarted`` (stopped, then running again), ``stopped`` (per node
         ``clean``/``forced``/``absent``) and ``not_restarted: {node: why}``; applied when at least
         one server was restarted."""
@@ -329,7 +330,7 @@ def paused_scripts(db: Any) -> tuple[str, str]:
 def _heal(remote: Any, db: Any) -> list[str]:
     """Resume stopped servers (SIGCONT by pidfile and ``kill_match``; the DB's ``resume`` with the
     ``pause`` capability). Killed servers are not started (``chaos run`` starts what it killed)."""
-    from chaos.cluster.db import capabilities
+    from chaos.control.db import capabilities
 
     sh(remote, paused_scripts(db)[0], check=False)
     if "pause" in capabilities(db):

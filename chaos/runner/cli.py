@@ -10,9 +10,9 @@ import click
 from rich.markup import escape
 
 from chaos import nemesis, plugins
-from chaos.cluster import db as dbmod
+from chaos.control import db as dbmod
 from chaos.control.ssh import RemoteError
-from chaos.control.test import validate_options
+from chaos.control.test import RunOptions
 from chaos.errors import (
     EXIT_CRASH,
     EXIT_SIGINT,
@@ -24,8 +24,10 @@ from chaos.errors import (
     from_signal,
 )
 from chaos.history.checkers.elle.anomalies import MODEL_CHOICES
+from chaos.nemesis import NemesisSpec
 from chaos.plugins import default_db
-from chaos.runner.runner import AbortedBeforeStart, RunAborted, make_console, run_tests
+from chaos.runner.output import make_console
+from chaos.runner.runner import AbortedBeforeStart, RunAborted, run_tests
 from chaos.workloads import WORKLOADS
 
 
@@ -218,29 +220,32 @@ def _own_flags() -> list[str]:
     return [flag for option in run.params for flag in option.opts if flag.startswith("--")]
 
 
-def run_options(params: Mapping[str, Any], words: Sequence[str] = ()) -> dict[str, Any]:
-    """``chaos run``'s options as the runner reads them, from click's ``params`` and the ``words``
-    click left over (the DB's own options as long options, :func:`db_option_words`): ``db_opts``
-    (those first, then ``--db-opt``'s), ``checkers``, the ``--nemesis-opt`` keys parsed for the
-    chosen nemeses (also under ``nemesis_opts``), numbers checked (:func:`validate_options`) and
-    the workload loaded. Everything ``chaos run`` refuses before it touches anything, and what
-    ``chaos gate`` checks of its runs without starting them; BadArguments (one line) otherwise."""
-    opts = dict(params)
+def run_options(params: Mapping[str, Any], words: Sequence[str] = ()) -> tuple[RunOptions, NemesisSpec]:
+    """``chaos run``'s options, checked once and typed (:class:`RunOptions`, the one source of a
+    run's options), and its ``--nemesis`` parsed once (:class:`chaos.nemesis.NemesisSpec`), from
+    click's ``params`` and the ``words`` click left over (the DB's own options as long options,
+    :func:`db_option_words`): ``db_opts`` (those first, then ``--db-opt``'s), ``checkers``, the
+    ``--nemesis-opt`` keys parsed for the chosen nemeses (also under ``nemesis_opts``), numbers
+    checked (:meth:`RunOptions.parse`) and the workload loaded. Everything ``chaos run`` refuses
+    before it touches anything, and what ``chaos gate`` checks of its runs without starting them;
+    BadArguments (one line) otherwise. ``--no-live`` is the command's, not the run's."""
+    opts = {k: v for k, v in params.items() if k != "no_live"}
     try:
         opts["db_opts"] = [*db_option_words(opts.get("db"), words), *(opts.pop("db_opt", None) or ())]
         opts["checkers"] = list(opts.get("checkers") or ())
+        spec = nemesis.NemesisSpec.parse(opts["nemesis"])
         nemesis_opts = nemesis.parse_nemesis_opts(
-            opts.pop("nemesis_opt", None) or (), read=nemesis.selected_options(opts["nemesis"])
+            opts.pop("nemesis_opt", None) or (), read=nemesis.selected_options(spec)
         )
         opts.update(nemesis_opts)  # build() reads them from the run's options
         opts["nemesis_opts"] = nemesis_opts
-        validate_options(opts)
-        plugins.workload_function(str(opts["workload"]))
-        if opts["provider"] == "ssh" and not (opts["nodes"] or opts["nodes_file"]):
+        options = RunOptions.parse(opts)
+        plugins.workload_function(options.workload)
+        if options.provider == "ssh" and not (opts.get("nodes") or opts.get("nodes_file")):
             raise ConfigError("--provider ssh needs --nodes or --nodes-file")
     except ValueError as e:  # ConfigError and bad --nemesis-opt items
         raise BadArguments(str(e)) from None
-    return opts
+    return options, spec
 
 
 def _run_options(fn: Any) -> Any:
@@ -263,12 +268,11 @@ def run(**kw: Any) -> int:
     --time-limit seconds while the nemesis injects faults, heals, runs the final phase, checks the
     history, writes the report under --store and exits with the verdict.
     """
-    opts = run_options(kw, click.get_current_context().args)
-    plain = opts.pop("no_live")
+    options, spec = run_options(kw, click.get_current_context().args)
     # --no-live: the live view's plain form, one status line every 10 s
-    console = make_console(force_terminal=False if plain else None)
+    console = make_console(force_terminal=False if kw.get("no_live") else None)
     try:
-        return run_tests(opts, console=console, live=True)
+        return run_tests(options, console=console, live=True, spec=spec)
     except (KeyboardInterrupt, RunAborted) as e:
         if not from_signal(e):
             raise  # plug-in code raised KeyboardInterrupt: chaos.cli names it and exits 255

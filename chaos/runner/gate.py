@@ -8,7 +8,7 @@ each run is a ``chaos run`` (:mod:`chaos.runner.cli`) in a process of its own, w
 checks with the run command itself (:func:`chaos.runner.cli.run_options`) before it starts any.
 
 Without ``--workload``/``--nemesis`` the gate runs a preset of the DB's (its ``gate_presets()``,
-:func:`chaos.cluster.db.gate_presets`; the first is the default): for the bundled server, the
+:func:`chaos.control.db.gate_presets`; the first is the default): for the bundled server, the
 configurations that caught the bug catalogue's classes on real clusters (``bench/catalogue.py
 --preset``; Jepsen's habit of a fixed matrix of workload x nemesis packages).
 A DB that declares none gets :data:`DEFAULT_MATRIX`.
@@ -32,7 +32,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from chaos import plugins
-from chaos.cluster.db import GateRun, db_factory, db_name, gate_presets
+from chaos.control.db import GateRun, db_factory, db_name, gate_presets
 from chaos.errors import (
     EXIT_BAD_ARGS,
     EXIT_INVALID,
@@ -268,7 +268,7 @@ def configurations(
 ) -> list[GateRun]:
     """The distinct configurations of one gate, in order: ``workloads`` x ``nemeses``
     (comma-separated; a missing one takes :data:`DEFAULT_MATRIX`'s) when either is given, else the
-    ``preset`` of ``presets`` (the DB's, :func:`chaos.cluster.db.gate_presets`; default its first),
+    ``preset`` of ``presets`` (the DB's, :func:`chaos.control.db.gate_presets`; default its first),
     else, when the DB declares none, :data:`DEFAULT_MATRIX`. ValueError for an unknown (or empty)
     preset, an empty list or name, or a preset given with a matrix."""
     presets = dict(presets or {})

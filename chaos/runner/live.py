@@ -15,12 +15,14 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
+from chaos.control.test import Test
+
 
 class LiveView:
     """``start()`` / ``stop()`` around the generator phases; ``phase`` names the current one."""
 
     def __init__(
-        self, console: Console, test: Any, interp: Any, time_limit: float, every_s: float = 10.0
+        self, console: Console, test: Test, interp: Any, time_limit: float, every_s: float = 10.0
     ) -> None:
         self.console = console
         self.every_s = every_s
@@ -74,12 +76,13 @@ class LiveView:
         )
 
     def _poll_leader(self) -> None:
-        if not callable(getattr(self.test.db, "primaries", None)):
+        ask = getattr(self.test.db, "primaries", None)
+        if not callable(ask):
             self.leader = "n/a (the DB has no primary capability)"
             return
         while not self._stop.is_set():
             try:
-                p = self.test.db.primaries(self.test.control)
+                p = ask(self.test.control)
                 self.leader = ", ".join(p) if p else "none"
             except Exception as e:
                 self.leader = f"? ({type(e).__name__})"

@@ -1,7 +1,7 @@
 """The leadership observer: who leads, at which term, while the faults run.
 
 A thread independent of the nemesis polls every node's own view of leadership through the DB's
-``leadership`` capability (:class:`chaos.cluster.db.Leadership`: each node answers for itself with
+``leadership`` capability (:class:`chaos.control.db.Leadership`: each node answers for itself with
 its leader and term) every ``interval_s`` seconds (default 0.3) and appends one JSON
 line per poll to ``leadership.jsonl`` in the run directory, written and flushed as observed. It is
 not part of ``history.jsonl``: the history holds client and nemesis ops only, which every checker,

@@ -24,7 +24,7 @@ Two parts, each printing one line per finding:
 A violation is ``violation: <what>: <problem>; fix: <what to do>``; a note (``note: ...``) is
 advice that does not fail the check. Exit status: 0 no violation, 1 violations, 254 bad arguments
 (no such module, a bad option), 255 crash. Source: the DB contract (``docs/design.md``,
-``chaos/cluster/db.py``), Jepsen's ``jepsen.db`` and ``jepsen.client``.
+``chaos/control/db.py``), Jepsen's ``jepsen.db`` and ``jepsen.client``.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from typing import Any
 
 import click
 
+from chaos.control.test import Test
 from chaos.errors import EXIT_INVALID, EXIT_VALID, BadArguments, ConfigError
 
 KNOWN_PROTOCOLS = ("register", "log", "txn", "bank", "counter", "set")
@@ -116,7 +117,7 @@ def load(spec: str, db_opts: Sequence[str], found: Findings) -> Any:
     violation (the DB is still built, to check the rest). Raises BadArguments when it does not
     load or build."""
     from chaos import plugins
-    from chaos.cluster import db as dbmod
+    from chaos.control import db as dbmod
 
     try:
         factory = dbmod.db_factory(spec, check_api=False)
@@ -164,7 +165,7 @@ def _accepts(fn: Any, args: tuple[str, ...], kwargs: dict[str, Any] | None = Non
 
 def check_members(db: Any, found: Findings) -> None:
     """The required members, the capabilities offered in part, the signatures of what is offered."""
-    from chaos.cluster.db import CAPABILITIES, capabilities, daemons
+    from chaos.control.db import CAPABILITIES, capabilities, daemons
 
     name = getattr(db, "name", None)
     if not isinstance(name, str) or not name.strip():
@@ -344,7 +345,7 @@ def _expected(label: str, comp: Any) -> str | None:
     return None
 
 
-def run_ops(test: Any, db: Any, found: Findings) -> None:
+def run_ops(test: Test, db: Any, found: Findings) -> None:
     """One op of each f of every protocol the DB offers, through the workloads' client templates
     on the first node; a client error, an indeterminate answer or a refusal on a healthy cluster
     is a violation."""
@@ -401,9 +402,9 @@ def _step(found: Findings, what: str, fix: str, db: Any, fn: Callable[[], Any]) 
     return out if out is not None else True
 
 
-def download_logs(test: Any, db: Any, found: Findings) -> None:
+def download_logs(test: Test, db: Any, found: Findings) -> None:
     """Every node's declared log files, which must exist (a missing one is a violation)."""
-    from chaos.cluster.db import capabilities
+    from chaos.control.db import capabilities
 
     if "log-files" not in capabilities(db):
         found.note(
@@ -434,14 +435,14 @@ def smoke(db: Any, opts: dict[str, Any], found: Findings) -> None:
     """Part 2 (module docstring), on the nodes ``opts`` select."""
     import logging
 
-    from chaos.cluster.db import Primary, Recovery, has
     from chaos.cluster.lock import ClusterLock
     from chaos.cluster.osetup import DebianOS
     from chaos.cluster.providers import provision
+    from chaos.control.db import Primary, Recovery, has
     from chaos.control.ssh import Control
     from chaos.control.test import Test
     from chaos.nemesis.cli import heal_control
-    from chaos.runner.runner import progress
+    from chaos.runner.output import progress
 
     nodes = provision(opts, found.say)
     lock = ClusterLock(Control(nodes), "plugin-check", "", log=found.say)

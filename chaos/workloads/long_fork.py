@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from chaos.control import generator as gen
+from chaos.control.test import Test
 from chaos.history.checkers.longfork import LongForkChecker
 from chaos.workloads import Workload
 from chaos.workloads.txn import PROTOCOL, TxnWorker
@@ -43,7 +44,7 @@ class LongForkOps(gen.Generator):
         self.next_key = next_key
         self.pending = dict(pending or {})
 
-    def op(self, test: Any, ctx: gen.Context) -> gen.OpResult:
+    def op(self, test: Test | None, ctx: gen.Context) -> gen.OpResult:
         thread = ctx.some_free_thread()
         if thread is None:
             return gen.PENDING, self

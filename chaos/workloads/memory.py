@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.control.interpreter import Interpreter
+from chaos.control.test import Test
 from chaos.history.op import FAIL, INFO, OK, Op
 from chaos.history.store import HistoryWriter, read_history
 
@@ -49,11 +50,11 @@ class MemoryRegisterClient:
         self.rng = random.Random(seed)
         self._opened = 0
 
-    def open(self, test: Any, node: str) -> MemoryRegisterClient:
+    def open(self, test: Test | None, node: str) -> MemoryRegisterClient:
         self._opened += 1
         return MemoryRegisterClient(self.kv, self.crash, self.max_delay_s, self.seed * 7919 + self._opened)
 
-    def invoke(self, test: Any, op: Op) -> Op:
+    def invoke(self, test: Test | None, op: Op) -> Op:
         time.sleep(self.rng.uniform(0, self.max_delay_s))
         crashed = op.f != "read" and self.rng.random() < self.crash
         takes_effect = not crashed or self.rng.random() < 0.5
@@ -87,7 +88,7 @@ class MemoryRegisterClient:
             return op.completion(INFO, op.value, error="indeterminate: simulated client timeout")
         return result
 
-    def close(self, test: Any) -> None:
+    def close(self, test: Test | None) -> None:
         pass
 
 

@@ -231,7 +231,7 @@ class Register(BaseModel):
     def __init__(self, init: Any = None, nil_read: str = "absent"):
         if nil_read not in ("absent", "any"):
             raise ValueError(f"model {self.name}: nil_read must be 'absent' or 'any', got {nil_read!r}")
-        self._init = _freeze(init)
+        self._init: State = _freeze(init)
         self.nil_any = nil_read == "any"
 
     def init(self) -> State:
@@ -308,7 +308,7 @@ class KV(BaseModel):
     fs = frozenset({"get", "read", "put", "write", "append", "cas", "delete"})
 
     def __init__(self, init: Any = None):
-        self._init = _freeze(init)
+        self._init: State = _freeze(init)
 
     def init(self) -> State:
         return self._init

@@ -82,7 +82,7 @@ def _phrase(template: str, subject: str, kind: str, start: bool) -> str:
     return f"{kind} fault {'started' if start else 'stopped'} ({rest})"
 
 
-def quantiles(values: array | list[int]) -> dict[str, Any]:
+def quantiles(values: array[int] | list[int]) -> dict[str, Any]:
     """``{"count", "p50", "p95", "p99", "max", "mean"}`` of ns values, in ms (nearest-rank quantiles)."""
     n = len(values)
     if n == 0:
@@ -189,7 +189,7 @@ class _Series:
 
     def __init__(self) -> None:
         self.all = array("q")
-        self.groups: dict[Any, array] = {}
+        self.groups: dict[Any, array[int]] = {}
         self.counts: list[int] = []
 
 
@@ -275,7 +275,7 @@ class _PerfAcc:
 
     def _by_f_all(self) -> dict[str, dict[str, Any]]:
         """Quantiles per f over every completion type together (what ``chaos analyze`` shows)."""
-        per_f: dict[str, list[array]] = {}
+        per_f: dict[str, list[array[int]]] = {}
         for (f, _typ), ser in self.series.items():
             per_f.setdefault(f, []).append(ser.all)
         return {f: quantiles([x for a in arrays for x in a]) for f, arrays in sorted(per_f.items())}

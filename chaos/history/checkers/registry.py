@@ -88,7 +88,7 @@ class Compose:
                 t1 = time.perf_counter()
                 target = held if held is not None and getattr(c, "reads_parsed", False) else history_path
                 try:
-                    results[name] = c.check(test, target, opts)  # type: ignore[arg-type]
+                    results[name] = c.check(test, target, opts)
                 except HistoryError:
                     raise
                 except Exception as e:
@@ -440,10 +440,11 @@ def elle_checker(test: Mapping[str, Any] | None = None) -> Checker:
     """The ``elle`` checker of a run: its workload (list-append or rw-register) and its
     ``consistency_model`` (default strict-serializable), from ``test.json``."""
     test = test or {}
-    return elle.ElleChecker(  # the package loads its checker (rustworkx, numpy) on this first use
+    made: Checker = elle.ElleChecker(  # the package loads its checker (rustworkx, numpy) on first use
         str(test.get("workload") or "list-append"),
         str(test.get("consistency_model") or "strict-serializable"),
     )
+    return made
 
 
 # the checkers of a stored run whose test.json names none, by its workload

@@ -1,0 +1,660 @@
+"""The DB contract: how a test installs, runs, observes and breaks the system under test.
+
+Follows Jepsen's ``jepsen.db``: one required protocol (:class:`DB`: ``name``, ``setup``,
+``teardown``, ``describe``) and optional *capabilities*, each a small ``runtime_checkable`` Protocol.
+A DB offers a capability by having its members; :func:`capabilities` lists what a DB offers, and
+``chaos run`` refuses at start (exit 254, one line naming the DB and the capability) a nemesis or
+workload that needs one the DB lacks (the table is ``chaos.nemesis.REQUIRES``).
+
+=====================  =========================  ==============================================================
+capability             protocol                   used by
+=====================  =========================  ==============================================================
+``process``            :class:`Process`           kill, restart, file faults, ``stop-kill`` restarts
+``pause``              :class:`Pause`             pause nemesis, ``chaos heal`` (resume)
+``primary``            :class:`Primary`           ``*-leader`` targets, leader-transfer, the runner's leader wait
+``log-files``          :class:`LogFiles`          node logs downloaded into the run, the ``server-logs`` checker
+``data-dir``           :class:`DataDir`           truncate, bitflip, lose-unfsynced
+``clock``              :class:`Clock`             clock-skew, clock-slow-leader (libfaketime)
+``recovery``           :class:`Recovery`          the wait after healing, the ``liveness`` checker
+``leadership``         :class:`Leadership`        the leadership observer (``leadership.jsonl``)
+``leader-transfer``    :class:`LeaderTransfer`    the leader-transfer nemesis
+``clients``            :class:`Clients`           every workload: the DB supplies the client of its protocol
+=====================  =========================  ==============================================================
+
+Who calls what: the runner (``chaos.runner.runner``) calls ``setup``/``teardown`` once per run on
+the control node's main thread; nemeses call the per-node methods (``remote``: a
+:class:`chaos.control.ssh.Remote`) from the nemesis thread, often for several nodes in parallel,
+so a per-node method must be safe to run concurrently for *different* nodes. Unless a method says
+otherwise it may raise; a nemesis records the error in its completion (``applied: false``, ``why``)
+and never counts such a fault as injected.
+
+Plugging a DB in: ``chaos run --db module:attr`` (or an entry point in the ``chaos.dbs`` group,
+see :mod:`chaos.plugins`) names either a DB object or a factory (a class or function) called with
+the parsed ``--db-opt key=value`` options as keyword arguments. The factory declares its options
+in an attribute ``db_options`` (a sequence of :class:`DBOption`); the factory validates them itself
+and raises ValueError (one line naming the option) for a bad value. The default DB is the one the
+``chaos.defaults`` entry point names (:func:`chaos.plugins.default_db`); :class:`NoopDB` is the
+smallest DB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, TypeVar, runtime_checkable
+
+from chaos import plugins
+from chaos.errors import ConfigError, DBError
+
+if TYPE_CHECKING:
+    from chaos.control.node import Node
+    from chaos.control.ssh import Control, Remote
+    from chaos.control.test import Test
+    from chaos.history.checkers.nodelogs import LogPattern
+
+
+# -- options -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DBOption:
+    """One option a DB factory takes (``--db-opt name=value``).
+
+    ``name``: the key (and the factory's keyword argument, ``-`` read as ``_``, unless ``dest``
+    names another); ``parse``: text ->
+    value (raises ValueError for bad text; default: the text itself); ``choices``: the allowed
+    values (after parsing; empty: any); ``multiple``: the option may repeat and the factory gets a
+    list; ``help``: one line for ``chaos run --help``.
+    """
+
+    name: str
+    parse: Callable[[str], Any] = str
+    choices: Sequence[Any] = ()
+    multiple: bool = False
+    help: str = ""
+    dest: str = ""
+
+    @property
+    def keyword(self) -> str:
+        return self.dest or self.name.replace("-", "_")
+
+
+def db_options(factory: Any) -> list[DBOption]:
+    """The options ``factory`` declares (its ``db_options`` attribute; none when it has none)."""
+    return list(getattr(factory, "db_options", ()) or ())
+
+
+def parse_db_opts(factory: Any, items: Sequence[str], db_name: str = "the DB") -> dict[str, Any]:
+    """``["flush=async", "server-arg=--x"]`` -> the factory's keyword arguments, each parsed as its
+    :class:`DBOption` says (a ``multiple`` option collects a list).
+
+    Raises ValueError, one line naming the item and what was expected: an item without ``=``, a key
+    the DB does not declare (the declared keys are listed), a value its ``parse`` rejects or not
+    among its ``choices``, a second value of a single option."""
+    declared = {o.name: o for o in db_options(factory)}
+    declared.update({o.keyword: o for o in declared.values()})
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = str(item).partition("=")
+        key = key.strip()
+        if not sep or key not in declared:
+            names = ", ".join(o.name for o in db_options(factory)) or "none"
+            raise ValueError(
+                f"--db-opt {item!r}: expected KEY=VALUE with KEY an option of {db_name} ({names})"
+            )
+        opt = declared[key]
+        try:
+            value = opt.parse(raw)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"--db-opt {item!r}: bad value for {opt.name} of {db_name}: {e}") from None
+        if opt.choices and value not in opt.choices:
+            raise ValueError(
+                f"--db-opt {item!r}: expected {opt.name} one of {', '.join(map(str, opt.choices))}"
+            )
+        if opt.multiple:
+            out.setdefault(opt.keyword, []).append(value)
+        elif opt.keyword in out:
+            raise ValueError(f"--db-opt {item!r}: {opt.name} given twice")
+        else:
+            out[opt.keyword] = value
+    return out
+
+
+# -- the required protocol ---------------------------------------------------------------------------
+
+
+@runtime_checkable
+class DB(Protocol):
+    """The protocol every system under test implements (``jepsen.db/DB`` plus a name).
+
+    ``name``: the system's name for messages and ``test.json`` (e.g. ``"etcd"``).
+    ``setup(control)``: install and start the system on every node of ``control`` (in parallel,
+    ``control.on_nodes``) and return when it is ready to serve clients; called once by the runner
+    after OS setup; raises :class:`DBError` (naming the node, with its log tail) when it cannot.
+    ``teardown(control)``: stop it and wipe its state on every node; called by the runner at the
+    end of every run (also after a crash) and by setup retries; must be idempotent and should not
+    raise for a system that is already down. ``describe()``: one short phrase of the options in
+    force, for the runner's ``"<name> setup on N nodes (<describe>)"`` line; must not raise.
+
+    Optional members: ``description`` (one line for ``chaos run --help``); ``loggers`` (names of
+    Python loggers, e.g. the system's client library's, the runner writes into the run's
+    ``chaos.log``); ``kill_match`` (a ``pkill -f`` regex of the server's command line: ``chaos
+    heal`` resumes stopped processes it matches, leftovers the pidfile does not name);
+    ``client_timeout`` (s, one client call's bound: the interpreter's watchdog allows a multiple
+    of it); ``os_packages`` (names of the Debian packages the DB's nodes need, e.g.
+    ``("redis-server", "redis-sentinel")``: the tool's OS setup, :class:`chaos.cluster.osetup.DebianOS`, installs
+    them with apt-get next to the tool's own before ``setup``; read by :func:`os_packages`);
+    ``daemons`` (names of the processes the DB runs on every node, e.g. ``("server", "sentinel")``;
+    default one unnamed daemon; see :class:`Process` and :func:`daemons`); ``source_packages``
+    (importable names of the packages holding the system's own code, e.g. ``("myserver",)``, and
+    optionally ``source_omit``, coverage.py ``omit`` patterns of files in them that are not the
+    system's, e.g. a simulator living beside it: what a campaign that runs the system's code in
+    process measures the coverage of, :mod:`chaos.history.codecov`; read by :func:`source_packages`); ``client_errors``
+    (exception classes its clients let through that are answers of the database or its network,
+    recorded ``info``; any other exception from client code is a client error, no verdict on the
+    database: :func:`chaos.control.client.is_declared`); ``API`` (the plug-in API range it was
+    written for, e.g. ``">=1.0,<2"``: :func:`chaos.plugins.check_api`).
+
+    The tool resets nothing of a DB on the nodes (files, offsets, processes): ``setup`` starts
+    from whatever a previous run left and ``teardown`` cleans up after itself.
+    """
+
+    name: str
+
+    def setup(self, control: Control) -> None: ...
+
+    def teardown(self, control: Control) -> None: ...
+
+    def describe(self) -> str: ...
+
+
+# -- capabilities ------------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Process(Protocol):
+    """``jepsen.db/Process``: start and kill the server on one node.
+
+    Several daemons per node: a DB that declares ``daemons`` (names) gets every method of this
+    capability and of :class:`Pause` called with the keyword ``daemon=<name>``, once per daemon
+    (kill, pause, resume and heal act on every declared daemon; start starts each); a DB that
+    declares none is called without the keyword, for its one daemon. :func:`kill_all`,
+    :func:`start_all`, :func:`running_any`, :func:`pause_all` and :func:`resume_all` do that
+    loop; ``log_files`` (:class:`LogFiles`) returns the files of every daemon.
+
+    ``start(remote)``: start the server unless it already runs (idempotent); called by the kill,
+    restart and file nemeses and by ``heal``; raises :class:`DBError` if it cannot start.
+    ``kill(remote)``: SIGKILL the server and return when it is gone (idempotent: no server is not
+    an error). ``running(remote)``: whether the server process exists (a paused one counts as
+    running); must not raise for a node that answers. Optional: an attribute ``pidfile`` (the
+    server's pidfile on the node) lets the restart nemesis stop it cleanly (SIGTERM, then wait)
+    instead of killing it. ``chaos.control.util`` has the daemon helpers to write these in a line.
+    """
+
+    def start(self, remote: Remote) -> None: ...
+
+    def kill(self, remote: Remote) -> None: ...
+
+    def running(self, remote: Remote) -> bool: ...
+
+
+@runtime_checkable
+class Pause(Protocol):
+    """``jepsen.db/Pause``: SIGSTOP and SIGCONT the server on one node.
+
+    ``pause(remote)``: called by the pause nemesis; raises when no server runs (the nemesis records
+    that node as not paused). ``resume(remote)``: called by the pause nemesis's stop and ``heal``
+    and by ``chaos heal``; idempotent, a no-op when nothing is paused or nothing runs; should not
+    raise for a node that answers.
+    """
+
+    def pause(self, remote: Remote) -> None: ...
+
+    def resume(self, remote: Remote) -> None: ...
+
+
+@runtime_checkable
+class Primary(Protocol):
+    """``jepsen.db/Primary``: which nodes lead.
+
+    ``primaries(control)``: names of the nodes that claim leadership now, each by its own account
+    (may be empty, or several during a partition); called by ``leader``/``primaries`` targets,
+    the live view and the observer; should not raise for unreachable nodes (they are not primaries).
+    ``await_leader(control, timeout)``: wait up to ``timeout`` s until some node claims leadership
+    and return its name; raises :class:`DBError` after the timeout. The runner calls it after setup
+    (when the DB offers this capability) so the workload starts against a serving cluster.
+    """
+
+    def primaries(self, control: Control) -> list[str]: ...
+
+    def await_leader(self, control: Control, timeout: float) -> str: ...
+
+
+@runtime_checkable
+class LogFiles(Protocol):
+    """``jepsen.db/LogFiles``: files to collect from each node, and what may go wrong in them.
+
+    ``log_files(remote)``: remote paths the runner downloads into ``nodes/<node>/`` at the end of a
+    run (on every exit path; may write a file first, e.g. a listing), the files of every daemon
+    the DB runs there (``daemons``); a file missing on a node is reported as missing (a status
+    line, ``test.json``'s ``node_logs.missing``, the ``server-logs`` summary), never kept as an
+    empty file; two files of one node must differ in base name. Optional: ``log_patterns``,
+    :class:`chaos.history.checkers.nodelogs.LogPattern` s (Jepsen's ``log-file-pattern``) the
+    ``server-logs`` checker searches, and ``pattern_files``, base names of the downloaded files
+    those patterns apply to (empty: every downloaded file); without patterns the logs are still
+    downloaded, and nothing is searched.
+    """
+
+    def log_files(self, remote: Remote) -> list[str]: ...
+
+
+@runtime_checkable
+class DataDir(Protocol):
+    """The server's durable state, for disk faults (``jepsen.nemesis.file``, LazyFS).
+
+    ``data_dir``: the directory on every node that holds it (a string, or a function of the
+    ``remote`` giving one). File faults kill the server (:class:`Process`), change files under it,
+    and start it again, so this capability is only useful with ``process``. ``data_files``
+    (optional): glob patterns relative to ``data_dir`` (``**`` spans directories, as Python's
+    ``glob`` with ``recursive=True``) of the files that truncate and bitflip may damage, e.g. the
+    log segments ``("*/data/*",)``; the newest of them (numeric names by number, then modification
+    time) is the one damaged; default every file under ``data_dir`` (:func:`data_files`).
+    ``log_tail(remote, lines)`` (optional) lets the file nemesis record why a server did not come
+    back.
+    """
+
+    data_dir: Any
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """Clock control for clock faults through libfaketime (``jepsen.faketime``).
+
+    A DB opts in by starting its server with ``LD_PRELOAD=<libfaketime.so.1>``,
+    ``FAKETIME_TIMESTAMP_FILE=<faketime_file>`` and ``FAKETIME_NO_CACHE=1`` (monotonic clock faked
+    too) and writing ``+0`` into ``faketime_file`` before the first start; the clock nemesis then
+    rewrites that file (the running server's clocks move at once). ``pidfile`` names the server's
+    pid, whose start time keeps a rate change continuous. Both are paths on every node.
+    ``chaos.control.util`` starts a daemon that way.
+    """
+
+    faketime_file: str
+    pidfile: str
+
+
+@runtime_checkable
+class Recovery(Protocol):
+    """Waiting until the cluster serves again after healing (the ``liveness`` checker's record).
+
+    ``await_recovery(control, timeout)``: called once by the runner after the heal, before the
+    final phase; waits up to ``timeout`` s (the runner passes the larger of ``recovery_timeout`` and
+    ``--recovery-time``) and returns ``{"recovered": bool, "bound_s", "waited_s", "problems":
+    [one line each], ...}`` (see :mod:`chaos.history.checkers.liveness`). An unhealthy cluster is the answer,
+    not an error: raise only when the wait itself broke. ``recovery_timeout``: seconds.
+    Without this capability the run records no recovery and liveness is ``unknown``.
+    """
+
+    recovery_timeout: float
+
+    def await_recovery(self, control: Control, timeout: float) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class Leadership(Protocol):
+    """Each node's own view of leadership, for the observer (``leadership.jsonl``).
+
+    ``leadership(node, timeout_s)``: ``{"leader": name | None, "term": int | None}`` as ``node``
+    (a :class:`chaos.control.node.Node`) answers for itself, or ``{"error": text}``; called every
+    few hundred ms from the observer's thread pool, concurrently for different nodes; must not
+    raise; may keep a connection per node. ``close_leadership()``: drop those connections
+    (idempotent). Without it the observer samples ``primaries`` only.
+    """
+
+    def leadership(self, node: Node, timeout_s: float) -> dict[str, Any]: ...
+
+    def close_leadership(self) -> None: ...
+
+
+@runtime_checkable
+class Clients(Protocol):
+    """The DB supplies the client of a workload's client protocol (``chaos.control.client``).
+
+    ``client_protocols``: the protocols offered (e.g. ``{"register", "log"}``); the runner refuses
+    at start a workload whose ``protocol`` is not among them. ``open_client(protocol, test, node,
+    process)``: a client talking to ``node`` first (a :class:`chaos.control.node.Node`: ``name``,
+    ``host`` the address the control node reaches it at, ``peer_host`` the one other nodes use),
+    for one process (Jepsen opens a new client for a process that crashed); ``test.nodes`` lists
+    every node; called from the worker's thread; raises
+    :class:`chaos.control.client.NotSent` when it cannot connect. The client's methods are the
+    protocol's (see :mod:`chaos.control.client`).
+    """
+
+    client_protocols: Collection[str]
+
+    def open_client(self, protocol: str, test: Test, node: Node, process: Any) -> Any: ...
+
+
+@runtime_checkable
+class LeaderTransfer(Protocol):
+    """Asking the leader to hand leadership over (Raft's TimeoutNow, Ongaro's thesis section 3.10).
+
+    ``transfer_leadership(control, leader, to)``: ask node ``leader`` to make ``to`` leader; returns
+    ``{"outcome": "ok"|"fail"|"info", "code": the system's response code or None, "error": text or
+    None}`` (ok: ``to`` took over). Called by the leader-transfer nemesis; raises only when the
+    request could not be made at all. Optional: ``log_positions(control)`` -> ``{node name: the
+    index its log ends at}`` for the nodes that answer (absent: no answer), for the nemesis's
+    ``transfer_targets=behind`` (a transfer to the member furthest behind); must not raise.
+    """
+
+    def transfer_leadership(self, control: Control, leader: str, to: str) -> dict[str, Any]: ...
+
+
+CAPABILITIES: Mapping[str, tuple[type, tuple[str, ...]]] = {
+    "process": (Process, ("start", "kill", "running")),
+    "pause": (Pause, ("pause", "resume")),
+    "primary": (Primary, ("primaries", "await_leader")),
+    "log-files": (LogFiles, ("log_files",)),
+    "data-dir": (DataDir, ("data_dir",)),
+    "clock": (Clock, ("faketime_file", "pidfile")),
+    "recovery": (Recovery, ("await_recovery", "recovery_timeout")),
+    "leadership": (Leadership, ("leadership", "close_leadership")),
+    "clients": (Clients, ("open_client", "client_protocols")),
+    "leader-transfer": (LeaderTransfer, ("transfer_leadership",)),
+}
+"""capability name -> (its Protocol, the members a DB must have for it)."""
+
+
+def capabilities(db: Any) -> set[str]:
+    """The capability names (:data:`CAPABILITIES`) ``db`` offers: those whose members it has all of
+    (an attribute set to ``None`` does not count, so a DB can switch a capability off per
+    instance, e.g. no ``faketime_file`` when it does not run under libfaketime)."""
+    return {
+        name
+        for name, (_, members) in CAPABILITIES.items()
+        if all(getattr(db, m, None) is not None for m in members)
+    }
+
+
+_T = TypeVar("_T")
+
+
+def has(db: object, capability: type[_T]) -> TypeGuard[_T]:
+    """Whether ``db`` offers ``capability`` (one of the Protocols of :data:`CAPABILITIES`, e.g.
+    ``has(db, Primary)``), by the same rule as :func:`capabilities`; a type guard, so the checker
+    knows the capability's members afterwards. Raises ValueError for a class that is no capability."""
+    for _, (proto, members) in CAPABILITIES.items():
+        if proto is capability:
+            return all(getattr(db, m, None) is not None for m in members)
+    raise ValueError(f"{capability.__name__} is not a DB capability (see chaos.control.db.CAPABILITIES)")
+
+
+def db_name(db: Any) -> str:
+    """``db.name``, else its class name."""
+    return str(getattr(db, "name", None) or type(db).__name__)
+
+
+def check_db(db: Any, where: str = "the DB") -> None:
+    """Raise TypeError naming ``where`` when ``db`` lacks a member of :class:`DB`."""
+    missing = [m for m in ("name", "setup", "teardown", "describe") if getattr(db, m, None) is None]
+    if missing:
+        raise TypeError(f"{where} is not a DB (no {', '.join(missing)}); see chaos.control.db.DB")
+
+
+# -- what a DB declares: packages, daemons, data files ------------------------------------------------
+
+
+def os_packages(db: Any) -> list[str]:
+    """The Debian packages ``db`` declares its nodes need (its ``os_packages``; none when absent)."""
+    return [str(p) for p in (getattr(db, "os_packages", None) or ())]
+
+
+def daemons(db: Any) -> tuple[str | None, ...]:
+    """The daemons ``db`` runs per node: its ``daemons`` names, or ``(None,)`` (one daemon, whose
+    methods are called without the ``daemon`` keyword)."""
+    names = tuple(str(d) for d in (getattr(db, "daemons", None) or ()))
+    return names or (None,)
+
+
+def source_packages(db: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The packages of the system's own code ``db`` declares (its ``source_packages``) and the
+    coverage.py ``omit`` patterns within them (its ``source_omit``); empty tuples when absent."""
+    packages = tuple(str(p) for p in (getattr(db, "source_packages", None) or ()))
+    return packages, tuple(str(p) for p in (getattr(db, "source_omit", None) or ()))
+
+
+def data_files(db: Any) -> list[str]:
+    """Glob patterns (relative to ``data_dir``) of the files disk faults may damage: the DB's
+    ``data_files``, default ``["**/*"]`` (every file)."""
+    return [str(p) for p in (getattr(db, "data_files", None) or ("**/*",))]
+
+
+@dataclass(frozen=True)
+class GateRun:
+    """One run of a DB's ``chaos gate`` preset (:func:`gate_presets`): ``workload``, ``nemesis``
+    (faults joined with ``+`` run together in one run), extra ``chaos run`` words ``args`` (e.g.
+    the DB's own options, ``("--read-mode", "lease")``), and ``catches``: the names of the bug
+    classes this configuration caught (e.g. mutants of a bug catalogue), for the listing."""
+
+    workload: str
+    nemesis: str
+    args: tuple[str, ...] = ()
+    catches: tuple[str, ...] = ()
+
+    def run_args(self, store: str, extra: Sequence[str]) -> list[str]:
+        """The ``chaos run`` arguments: this configuration's, then ``extra`` (the gate's --run-arg
+        words; a repeated option's last value wins, so they override the preset's)."""
+        faults = self.nemesis.replace("+", ",")
+        return ["run", "--workload", self.workload, "--nemesis", faults, "--store", store, *self.args, *extra]
+
+    def label(self) -> str:
+        return " ".join([self.workload, self.nemesis, *self.args])
+
+
+def gate_presets(db: Any) -> dict[str, tuple[GateRun, ...]]:
+    """The ``chaos gate`` presets ``db`` (a DB or its factory) declares: its optional
+    ``gate_presets()``, called with no argument, returns ``{name: [GateRun, ...]}``, the first
+    name being the preset a bare ``chaos gate`` runs; ``{}`` when it declares none. ConfigError
+    (one line naming the DB) when the hook raises or returns anything else."""
+    hook = getattr(db, "gate_presets", None)
+    if hook is None:
+        return {}
+    where = f"the DB {db_name(db)}: gate_presets()"
+    try:
+        presets = hook()
+        out = {str(name): tuple(runs) for name, runs in dict(presets).items()}
+    except Exception as e:
+        raise ConfigError(f"{where}: {type(e).__name__}: {e}") from None
+    for name, runs in out.items():
+        if not runs or not all(isinstance(r, GateRun) for r in runs):
+            raise ConfigError(f"{where}: preset {name!r} is not a non-empty sequence of GateRun")
+    return out
+
+
+def _call(method: Callable[..., Any], remote: Remote, daemon: str | None) -> Any:
+    """``method(remote)`` for the one unnamed daemon, else ``method(remote, daemon=daemon)``."""
+    return method(remote) if daemon is None else method(remote, daemon=daemon)
+
+
+def _each_daemon(db: Any, method: str, remote: Remote) -> list[Any]:
+    return [_call(getattr(db, method), remote, d) for d in daemons(db)]
+
+
+def kill_all(db: Any, remote: Remote) -> None:
+    """``db.kill`` for every daemon on ``remote`` (:func:`daemons`)."""
+    _each_daemon(db, "kill", remote)
+
+
+def start_all(db: Any, remote: Remote) -> None:
+    """``db.start`` for every daemon on ``remote``; the first failure raises after the others ran."""
+    errors: list[Exception] = []
+    for d in daemons(db):
+        try:
+            _call(db.start, remote, d)
+        except Exception as e:  # the other daemons still start
+            errors.append(e)
+    if errors:
+        raise errors[0]
+
+
+def running_any(db: Any, remote: Remote) -> bool:
+    """Whether some daemon of ``db`` runs on ``remote`` (True for a DB without ``running``)."""
+    if getattr(db, "running", None) is None:
+        return True
+    return any(_each_daemon(db, "running", remote))
+
+
+def running_all(db: Any, remote: Remote) -> bool:
+    """Whether every daemon of ``db`` runs on ``remote`` (True for a DB without ``running``)."""
+    if getattr(db, "running", None) is None:
+        return True
+    return all(_each_daemon(db, "running", remote))
+
+
+def pause_all(db: Any, remote: Remote) -> None:
+    """``db.pause`` for every daemon on ``remote``; raises (after trying all) when none was paused."""
+    errors: list[Exception] = []
+    names = daemons(db)
+    for d in names:
+        try:
+            _call(db.pause, remote, d)
+        except Exception as e:  # a daemon that is down: the others are still paused
+            errors.append(e)
+    if len(errors) == len(names):
+        raise errors[0]
+
+
+def resume_all(db: Any, remote: Remote) -> None:
+    """``db.resume`` for every daemon on ``remote``."""
+    _each_daemon(db, "resume", remote)
+
+
+class NoopDB:
+    """A DB that does nothing: every capability but ``clients``, ``data-dir`` and ``clock``; for
+    exercising the control layer and the nemeses alone."""
+
+    name = "noop"
+    description = "installs nothing (the control layer and the nemeses alone)"
+    log_patterns: Sequence[LogPattern] = ()
+    pattern_files: Sequence[str] = ()
+    recovery_timeout = 0.0
+
+    def describe(self) -> str:
+        return "nothing installed"
+
+    def setup(self, control: Control) -> None:
+        pass
+
+    def teardown(self, control: Control) -> None:
+        pass
+
+    def start(self, remote: Remote) -> None:
+        pass
+
+    def kill(self, remote: Remote) -> None:
+        pass
+
+    def running(self, remote: Remote) -> bool:
+        return True
+
+    def pause(self, remote: Remote) -> None:
+        pass
+
+    def resume(self, remote: Remote) -> None:
+        pass
+
+    def primaries(self, control: Control) -> list[str]:
+        return []
+
+    def await_leader(self, control: Control, timeout: float) -> str:
+        raise DBError("cluster", "the noop DB has no leader")
+
+    def log_files(self, remote: Remote) -> list[str]:
+        return []
+
+    def await_recovery(self, control: Control, timeout: float) -> dict[str, Any]:
+        return {"recovered": True, "bound_s": timeout, "waited_s": 0.0, "problems": [], "nodes": {}}
+
+
+# -- building the DB --db names (the loader is chaos.plugins) ----------------------------------------
+
+
+def db_factory(spec: str | None, *, check_api: bool = True) -> Any:
+    """The DB factory (or DB object) ``--db`` names; default :func:`chaos.plugins.default_db`
+    (``check_api``: refuse one whose declared API range excludes this tool's)."""
+    return plugins.resolve("db", spec or plugins.default_db(), check=check_api)
+
+
+def build_db(
+    spec: str | None,
+    db_opts: list[str] | tuple[str, ...] = (),
+    extra: Mapping[str, Any] | None = None,
+    *,
+    check_api: bool = True,
+) -> Any:
+    """The DB ``--db spec`` names, built with ``--db-opt`` items ``db_opts`` (parsed by the DB's
+    declared options, :func:`chaos.control.db.parse_db_opts`) and keyword arguments ``extra``
+    (already parsed, e.g. a DB's own ``chaos run`` flags; the ``--db-opt`` items win).
+
+    Raises ConfigError (one line): the loader's errors, a bad ``--db-opt`` item, a factory that
+    rejects its options (its ValueError), or an object that is not a DB (``check_api``: also a
+    plug-in whose declared API range excludes this tool's)."""
+    spec = spec or plugins.default_db()
+    factory = db_factory(spec, check_api=check_api)
+    label = f"--db {spec}"
+    if _is_db(factory):
+        if db_opts:
+            raise ConfigError(f"{label}: is a DB object, not a factory; it takes no --db-opt")
+        return factory
+    if not callable(factory):
+        raise ConfigError(
+            f"{label}: {type(factory).__name__} is not a DB or a DB factory (see chaos.control.db.DB)"
+        )
+    if isinstance(factory, type):
+        missing = [m for m in ("name", "setup", "teardown", "describe") if not hasattr(factory, m)]
+        if missing:
+            raise ConfigError(
+                f"{label}: class {factory.__name__} is not a DB (no {', '.join(missing)}; see chaos.control.db.DB)"
+            )
+    name = str(getattr(factory, "name", None) or getattr(factory, "__name__", spec))
+    try:
+        kwargs = parse_db_opts(factory, list(db_opts), name)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    declared = {o.keyword for o in getattr(factory, "db_options", ()) or ()}
+    for k, v in (extra or {}).items():
+        if k in declared and k not in kwargs and v is not None:
+            kwargs[k] = v
+    try:
+        db = factory(**kwargs)
+    except ValueError as e:  # the DB's own verdict on its options
+        raise ConfigError(f"{label}: {' '.join(str(e).split())}") from None
+    except TypeError as e:
+        raise ConfigError(f"{label}: calling the DB factory failed: {' '.join(str(e).split())}") from None
+    except Exception as e:  # the plug-in's own failure, named by its option
+        raise ConfigError(
+            f"{label}: the DB factory raised {type(e).__name__}: {' '.join(str(e).split())}"
+        ) from None
+    try:
+        check_db(db, f"{label} ({db_name(db)})")
+    except TypeError as e:
+        raise ConfigError(str(e)) from None
+    return db
+
+
+def parse_db_kwargs(spec: str | None, db_opts: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """The keyword arguments ``--db-opt`` items give the DB factory ``spec`` names (what ``test.json``
+    records as ``db_opts``); ConfigError as :func:`build_db`."""
+    factory = db_factory(spec)
+    if _is_db(factory):
+        return {}
+    name = str(getattr(factory, "name", None) or getattr(factory, "__name__", spec))
+    try:
+        return parse_db_opts(factory, list(db_opts), name)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def _is_db(obj: Any) -> bool:
+    return not isinstance(obj, type) and all(
+        callable(getattr(obj, m, None)) for m in ("setup", "teardown", "describe")
+    )
