@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from chaos.control.db import os_packages
 from chaos.control.ssh import RemoteError
 
 if TYPE_CHECKING:
@@ -52,7 +53,6 @@ class DebianOS:
         db: Any = None,
         log: Callable[[str], None] | None = None,
     ) -> None:
-        from chaos.control.db import os_packages
 
         self.install = install
         self.log = log

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaos.control import generator as gen
 from chaos.control.db import db_name
 from chaos.control.test import Nemesis as Nemesis  # re-exported: chaos.api, chaos.nemesis
 from chaos.control.test import Test
@@ -309,7 +310,6 @@ class Schedule:
         """A ``chaos.control.generator`` generator for the nemesis thread (infinite; the runner
         bounds it with its time limit). The first start comes ``first_s`` seconds after the test
         starts (default: right away, as Jepsen's stagger does); later gaps are staggered."""
-        from chaos.control import generator as gen
 
         flip = gen.flip_flop(
             lambda test, ctx: self.start_op(ctx.rng), lambda test, ctx: self.stop_op(ctx.rng)

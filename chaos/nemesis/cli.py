@@ -37,9 +37,15 @@ from typing import Any
 
 import click
 
+from chaos.cluster.docker import ClusterError, DockerProvider
+from chaos.cluster.lock import ClusterLock, ClusterLocked, describe, holders, is_stale
+from chaos.cluster.providers import existing_nodes
+from chaos.control.db import build_db
+from chaos.control.ssh import Control
 from chaos.control.test import Test
-from chaos.errors import EXIT_CRASH
-from chaos.nemesis.base import NemesisKind
+from chaos.errors import EXIT_CRASH, BadArguments
+from chaos.nemesis import load, netstate, registered
+from chaos.nemesis.base import NemesisKind, sh
 
 Modules = Sequence[tuple[str, NemesisKind]]
 """``[(name, descriptor)]``: the fault modules to heal."""
@@ -62,7 +68,6 @@ def stopped_processes(ps_output: str) -> list[str]:
 def after_heal(remote: Any, db: Any, modules: Modules) -> list[str]:
     """What a check after the heal finds on one node: every module's :func:`residue` and every
     stopped process (one line per process: a pid the residue already names is not listed again)."""
-    from chaos.nemesis.base import sh
 
     found = residue(remote, db, modules)
     named = {w for line in found for w in line.split() if w.isdigit()}
@@ -79,7 +84,6 @@ def checked_names(modules: Modules) -> list[str]:
 
 def default_db() -> Any:
     """The default DB of ``chaos run`` (:func:`chaos.plugins.default_db`), with its defaults."""
-    from chaos.control.db import build_db
 
     return build_db(None)
 
@@ -88,7 +92,6 @@ def fault_modules(extra: Iterable[str] = ()) -> tuple[list[tuple[str, NemesisKin
     """Every registered fault module, then those ``extra`` names (``module:attr``) that are not
     among them: ``([(name, descriptor)], [problems: registered plug-ins that did not load])``.
     ConfigError for an ``extra`` name that does not load."""
-    from chaos.nemesis import load, registered
 
     modules, problems = registered()
     for spec in extra:
@@ -147,9 +150,6 @@ def heal_nodes(test: Test) -> dict[str, list[str]]:
 
 def _nodes(provider: str, cluster: str, nodes: str | None, nodes_file: str | None, **ssh: Any) -> list[Any]:
     """The nodes to heal, through the provider selector of every command (nothing provisioned)."""
-    from chaos.cluster.docker import ClusterError
-    from chaos.cluster.providers import existing_nodes
-    from chaos.errors import BadArguments
 
     opts = {
         "provider": provider,
@@ -170,7 +170,6 @@ def _nodes(provider: str, cluster: str, nodes: str | None, nodes_file: str | Non
 def _cluster_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
     """``--cluster-name`` as ``chaos cluster up`` accepts it (the docker provider's rule: lowercase
     letters, digits, ``-``/``_``, at most 31 characters), refused before any file is looked up."""
-    from chaos.cluster.docker import DockerProvider
 
     try:
         DockerProvider(1, name=value)  # checks the name; touches nothing
@@ -250,9 +249,6 @@ def heal(
     --keep-foreign-rules). Refuses (254) while a run holds the cluster lock, unless --force.
     Prints one status line per node, naming what was healed and what was checked; exit 0 when every node is clean afterwards, 255 when a node could not be
     reached or healed, still has faults, or a registered fault module did not load."""
-    from chaos.control.db import build_db
-    from chaos.errors import BadArguments
-    from chaos.nemesis import netstate
 
     try:
         the_db = build_db(db, list(db_opt))
@@ -283,7 +279,6 @@ def heal(
 def _heal_all(node_list: list[Any], db: Any, modules: Modules, force: bool) -> dict[str, Any]:
     """Heal every node under the cluster lock (:func:`_take_lock`): ``{node: ("ok"|"error",
     residue before, what the check after the heal found, or the error)}``."""
-    from chaos.control.ssh import Control
 
     def one(remote: Any) -> tuple[str, list[str], list[str]]:
         # every node is healed on its own: one unreachable node must not stop the others
@@ -315,10 +310,8 @@ def _take_lock(control: Any, force: bool) -> Any:
     (ClusterLocked, exit 254) unless ``force``, which heals without the lock and says whose it
     is. A node that cannot be reached does not stop the heal (its line says so): the other nodes'
     locks are then read, not taken. Returns the lock to release, or None."""
-    from chaos.cluster.lock import ClusterLock, ClusterLocked, is_stale
 
     def holder(remote: Any) -> dict[str, Any] | None:
-        from chaos.cluster.lock import holders
 
         try:
             return holders([remote]).get(remote.node.name)
@@ -326,8 +319,6 @@ def _take_lock(control: Any, force: bool) -> Any:
             return None
 
     if force:
-        from chaos.cluster.lock import describe
-
         held: dict[str, list[str]] = {}
         for node, h in sorted(control.on_nodes(holder).items()):
             if h is not None and not is_stale(h):

@@ -39,6 +39,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from chaos.control.db import capabilities
 from chaos.control.test import Test
 from chaos.history.op import Op
 from chaos.nemesis.base import (
@@ -53,6 +54,7 @@ from chaos.nemesis.base import (
     outcome,
     sh,
 )
+from chaos.nemesis.partition import PartitionNemesis, apply_grudge, isolate
 
 STROBE_PID = f"{STATE_DIR}/strobe.pid"
 MODES = ("bump", "rate", "strobe")
@@ -334,19 +336,16 @@ class SlowLeaderNemesis:
         self.heal(test)
 
     def teardown(self, test: Test) -> None:
-        from chaos.nemesis.partition import PartitionNemesis
 
         PartitionNemesis().heal(test)
         self.clock.teardown(test)
 
     def heal(self, test: Test) -> None:
-        from chaos.nemesis.partition import PartitionNemesis
 
         PartitionNemesis().heal(test)
         self.clock.heal(test)
 
     def invoke(self, test: Test, op: Op) -> Op:
-        from chaos.nemesis.partition import apply_grudge, isolate
 
         if op.f == "stop-slow-leader":
             self.heal(test)
@@ -401,7 +400,6 @@ def _none(rng: Any) -> None:
 
 
 def _offset_file(db: Any) -> str | None:
-    from chaos.control.db import capabilities
 
     return str(db.faketime_file) if "clock" in capabilities(db) else None
 

@@ -48,8 +48,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from chaos.control.db import capabilities, kill_all, running_all, running_any, start_all
 from chaos.control.db import data_files as db_data_files
-from chaos.control.db import kill_all, running_all, running_any, start_all
 from chaos.control.test import Test
 from chaos.history.op import Op
 from chaos.nemesis.base import (
@@ -519,7 +519,6 @@ def _heal(remote: Any, db: Any) -> list[str]:
     """A run that died with lose-unfsynced enabled leaves the FUSE layer under the data directory:
     take it off as the nemesis's teardown does. Needs the DB's process and data-dir capabilities
     (without them the residue names the layer)."""
-    from chaos.control.db import capabilities
 
     if not {"process", "data-dir"} <= capabilities(db):
         return []

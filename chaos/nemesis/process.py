@@ -21,7 +21,15 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from chaos.control.db import kill_all, pause_all, resume_all, running_all, running_any, start_all
+from chaos.control.db import (
+    capabilities,
+    kill_all,
+    pause_all,
+    resume_all,
+    running_all,
+    running_any,
+    start_all,
+)
 from chaos.control.test import Test
 from chaos.history.op import Op
 from chaos.nemesis.base import (
@@ -330,7 +338,6 @@ def paused_scripts(db: Any) -> tuple[str, str]:
 def _heal(remote: Any, db: Any) -> list[str]:
     """Resume stopped servers (SIGCONT by pidfile and ``kill_match``; the DB's ``resume`` with the
     ``pause`` capability). Killed servers are not started (``chaos run`` starts what it killed)."""
-    from chaos.control.db import capabilities
 
     sh(remote, paused_scripts(db)[0], check=False)
     if "pause" in capabilities(db):

@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from chaos.control.test import Test
+from chaos.history.analysis import fault_nodes
 
 
 class LiveView:
@@ -128,7 +129,6 @@ def fault_phrase(kind: str, value: Any) -> str:
     """``kill n5``, ``partition majorities-ring``, ``clock n2,n4``: the fault kind and what it
     acts on, from its start op's completion value (its shape or spec, else its nodes, as
     :func:`chaos.history.analysis.fault_nodes` reads them), at most 40 characters."""
-    from chaos.history.analysis import fault_nodes
 
     what = ""
     if isinstance(value, dict):

@@ -43,8 +43,21 @@ from typing import Any
 
 import click
 
+from chaos import plugins
+from chaos.cluster.lock import ClusterLock
+from chaos.cluster.osetup import DebianOS
+from chaos.cluster.providers import provision
+from chaos.control import db as dbmod
+from chaos.control.client import _TOOL_DIR, client_error, client_error_text, plugin_roots
+from chaos.control.db import CAPABILITIES, Primary, Recovery, capabilities, daemons, has
+from chaos.control.ssh import Control
 from chaos.control.test import Test
 from chaos.errors import EXIT_INVALID, EXIT_VALID, BadArguments, ConfigError
+from chaos.history.checkers.nodelogs import LogPattern
+from chaos.history.op import INVOKE, Op
+from chaos.nemesis.cli import heal_control
+from chaos.runner.output import progress
+from chaos.workloads import get
 
 KNOWN_PROTOCOLS = ("register", "log", "txn", "bank", "counter", "set")
 
@@ -100,7 +113,6 @@ def _one_line(e: BaseException) -> str:
 def _where(e: BaseException, db: Any) -> str:
     """`` at file.py:42`` for an exception raised in the plug-in's code (not the tool's), else
     empty."""
-    from chaos.control.client import _TOOL_DIR, client_error, plugin_roots
 
     ce = client_error(e, plugin_roots(db))
     path = str(ce.get("path") or "")
@@ -116,8 +128,6 @@ def load(spec: str, db_opts: Sequence[str], found: Findings) -> Any:
     """The DB ``spec`` names, built with ``db_opts``; an API range that excludes this tool is a
     violation (the DB is still built, to check the rest). Raises BadArguments when it does not
     load or build."""
-    from chaos import plugins
-    from chaos.control import db as dbmod
 
     try:
         factory = dbmod.db_factory(spec, check_api=False)
@@ -165,7 +175,6 @@ def _accepts(fn: Any, args: tuple[str, ...], kwargs: dict[str, Any] | None = Non
 
 def check_members(db: Any, found: Findings) -> None:
     """The required members, the capabilities offered in part, the signatures of what is offered."""
-    from chaos.control.db import CAPABILITIES, capabilities, daemons
 
     name = getattr(db, "name", None)
     if not isinstance(name, str) or not name.strip():
@@ -208,7 +217,6 @@ def _names(value: Any) -> bool:
 
 def check_declarations(db: Any, found: Findings) -> None:
     """The types of what the DB declares (see the module docstring)."""
-    from chaos.history.checkers.nodelogs import LogPattern
 
     for attr in ("os_packages", "daemons", "data_files", "pattern_files"):
         value = getattr(db, attr, None)
@@ -292,7 +300,6 @@ def check_contract(spec: str, db_opts: Sequence[str], found: Findings) -> Any:
 
 
 def _op(f: str, value: Any, key: Any = None, node: str | None = None) -> Any:
-    from chaos.history.op import INVOKE, Op
 
     return Op(INVOKE, 0, f, value, 0, 0, node, None, key, {})
 
@@ -300,7 +307,6 @@ def _op(f: str, value: Any, key: Any = None, node: str | None = None) -> Any:
 def _protocol_ops(protocol: str, first: str) -> Iterator[tuple[str, Any, Any]]:
     """(label, workload, op) of one op of each f of ``protocol``'s built-in workloads; ``check``
     of the result is by label (see :func:`_check_ok`)."""
-    from chaos.workloads import get
 
     if protocol == "register":
         wl = get("register", {"node_count": 1})
@@ -370,8 +376,6 @@ def run_ops(test: Test, db: Any, found: Findings) -> None:
                     )
             ce = (comp.extra or {}).get("client_error")
             if ce:
-                from chaos.control.client import client_error_text
-
                 found.violation(label, f"the client crashed: {client_error_text(ce)}",
                                 "fix the client, or list the exception in the DB's client_errors")  # fmt: skip
             elif comp.type == "ok":
@@ -404,7 +408,6 @@ def _step(found: Findings, what: str, fix: str, db: Any, fn: Callable[[], Any]) 
 
 def download_logs(test: Test, db: Any, found: Findings) -> None:
     """Every node's declared log files, which must exist (a missing one is a violation)."""
-    from chaos.control.db import capabilities
 
     if "log-files" not in capabilities(db):
         found.note(
@@ -434,15 +437,6 @@ def download_logs(test: Test, db: Any, found: Findings) -> None:
 def smoke(db: Any, opts: dict[str, Any], found: Findings) -> None:
     """Part 2 (module docstring), on the nodes ``opts`` select."""
     import logging
-
-    from chaos.cluster.lock import ClusterLock
-    from chaos.cluster.osetup import DebianOS
-    from chaos.cluster.providers import provision
-    from chaos.control.db import Primary, Recovery, has
-    from chaos.control.ssh import Control
-    from chaos.control.test import Test
-    from chaos.nemesis.cli import heal_control
-    from chaos.runner.output import progress
 
     nodes = provision(opts, found.say)
     lock = ClusterLock(Control(nodes), "plugin-check", "", log=found.say)

@@ -43,10 +43,11 @@ from rich.markup import escape
 
 import chaos
 from chaos import plugins, workloads
+from chaos.cluster.docker import docker_node_count
 from chaos.cluster.environment import probe
 from chaos.cluster.lock import ClusterLock
 from chaos.cluster.osetup import DebianOS
-from chaos.cluster.providers import docker_node_count, provision
+from chaos.cluster.providers import provision
 from chaos.control import db as dbmod
 from chaos.control import generator as gen
 from chaos.control.db import Leadership, LogFiles, Primary, Recovery, capabilities, db_name, has

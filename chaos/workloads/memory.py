@@ -14,10 +14,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from chaos.control import generator as gen
 from chaos.control.interpreter import Interpreter
 from chaos.control.test import Test
 from chaos.history.op import FAIL, INFO, OK, Op
 from chaos.history.store import HistoryWriter, read_history
+from chaos.workloads import register
 
 
 class MemoryKV:
@@ -108,8 +110,6 @@ def register_workload_history(
     The history is written to ``path`` (JSON lines) as ops complete and returned as a list.
     Raises ValueError for n_ops < keys or counts below 1.
     """
-    from chaos.control import generator as gen
-    from chaos.workloads import register
 
     if keys < 1 or threads_per_key < 1 or groups < 1 or n_ops < keys:
         raise ValueError(

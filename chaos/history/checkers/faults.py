@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.history.analysis import FaultWindows
+from chaos.history.leadership import LEADERSHIP_FILE, read_leadership
 from chaos.history.op import INVOKE, NEMESIS, Op
 from chaos.history.verdict import UNKNOWN, StreamChecker
 
@@ -139,7 +140,6 @@ class _FaultsAcc:
                 c["ops_on_faulted"][op.type] = c["ops_on_faulted"].get(op.type, 0) + 1
 
     def finish(self) -> dict[str, Any]:
-        from chaos.history.leadership import LEADERSHIP_FILE, read_leadership
 
         kinds = {k: self.kinds[k] for k in sorted(self.kinds) if self.kinds[k]["requested"]}
         never = [k for k, r in kinds.items() if r["applied"] == 0]

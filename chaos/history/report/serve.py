@@ -52,6 +52,7 @@ import click
 import jinja2
 from markupsafe import Markup
 
+from chaos.errors import BadArguments
 from chaos.history.analysis import HistoryError, read_history
 from chaos.history.op import NEMESIS
 from chaos.history.report import html as _report
@@ -700,7 +701,6 @@ def make_server(
 )
 def serve(store: str, port: int, host: str, allow_hosts: tuple[str, ...]) -> None:
     """Serve the store's runs and reports over HTTP until interrupted."""
-    from chaos.errors import BadArguments
 
     try:
         srv = make_server(store, host, port, allow_hosts)

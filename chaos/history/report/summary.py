@@ -22,7 +22,11 @@ from rich.table import Table
 from rich.text import Text
 
 from chaos.errors import printable
+from chaos.history.checkers import clienterrors
+from chaos.history.checkers.nodelogs import INVALID, report_rows
+from chaos.history.checkers.perf import ops_line
 from chaos.history.op import Op
+from chaos.history.report import faults as report_faults
 from chaos.history.report.run import TYPE_ORDER, ReportError, pair_ops, read_history
 from chaos.history.report.verdicts import checker_summaries
 
@@ -61,8 +65,6 @@ def _summary_line(name: str, r: dict[str, Any]) -> str:
         elif name == "perf":
             detail = (r.get("availability") or {}).get("summary", "")
             if isinstance(r.get("ops"), dict):
-                from chaos.history.checkers.perf import ops_line
-
                 detail = f"{ops_line(r['ops'])}; {detail}"
         elif name == "stats":
             detail = f"{r.get('ok', 0)} ok, {r.get('fail', 0)} fail, {r.get('info', 0)} info"
@@ -237,7 +239,6 @@ def escape(text: str) -> str:
 
 def print_findings(con: Any, results: dict[str, Any]) -> None:
     """What liveness and the server logs found, with the lines quoted."""
-    from chaos.history.checkers.nodelogs import INVALID, report_rows
 
     checkers = results.get("checkers") or {}
     live = checkers.get("liveness")
@@ -430,7 +431,6 @@ def summary_table(
         )
     )
     ops = _ops_table(by_f)
-    from chaos.history.report import faults as report_faults
 
     fault_caption = report_faults.caption(results)  # took effect, not merely requested
     if fault_caption is None and nemesis_ops:
@@ -488,9 +488,8 @@ def _op_cells(c: dict[str, int], aborted: bool = False) -> list[str]:
 def client_errors_row(results: dict[str, Any] | None) -> str | None:
     """The "client errors" row (``ValueError: ... at etcd_db.py:42, 1,499 of 1,499 ops``) of a
     run whose client code crashed, else None (:func:`chaos.history.checkers.clienterrors.row`)."""
-    from chaos.history.checkers.clienterrors import NAME, row
 
-    return row(((results or {}).get("checkers") or {}).get(NAME))
+    return clienterrors.row(((results or {}).get("checkers") or {}).get(clienterrors.NAME))
 
 
 def _anomaly_counts(results: dict[str, Any] | None) -> dict[str, int]:
