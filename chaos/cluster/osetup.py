@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from chaos.control.db import os_packages
 from chaos.control.ssh import RemoteError
@@ -50,7 +50,7 @@ class DebianOS:
         *,
         install: bool = True,
         packages: Sequence[str] | None = None,
-        db: Any = None,
+        db: object = None,
         log: Callable[[str], None] | None = None,
     ) -> None:
 

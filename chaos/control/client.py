@@ -113,7 +113,7 @@ FILE_ERRORS: tuple[type[BaseException], ...] = (
 """``OSError`` s of the local file system: plug-in code that raises one has a bug of its own."""
 
 
-def own_errors(db: Any) -> tuple[type[BaseException], ...]:
+def own_errors(db: object) -> tuple[type[BaseException], ...]:
     """The exception classes in the DB's ``client_errors`` attribute (a class or a sequence of
     classes; anything else in it is ignored)."""
     own = getattr(db, "client_errors", None) if db is not None else None
@@ -126,7 +126,7 @@ def own_errors(db: Any) -> tuple[type[BaseException], ...]:
     return tuple(c for c in items if isinstance(c, type) and issubclass(c, BaseException))
 
 
-def declared_errors(db: Any) -> tuple[type[BaseException], ...]:
+def declared_errors(db: object) -> tuple[type[BaseException], ...]:
     """The exception classes that are statements about the database for ``db``'s clients:
     :class:`ClientError`, :class:`chaos.errors.DBError`, :class:`chaos.control.ssh.RemoteError`
     (a client that runs the system's own CLI over SSH), :data:`NETWORK_ERRORS` (but
@@ -136,7 +136,7 @@ def declared_errors(db: Any) -> tuple[type[BaseException], ...]:
     return (ClientError, DBError, RemoteError, *NETWORK_ERRORS, *own_errors(db))
 
 
-def is_declared(exc: BaseException, db: Any = None) -> bool:
+def is_declared(exc: BaseException, db: object = None) -> bool:
     """Whether ``exc`` is a declared error of ``db``'s clients (:func:`declared_errors`) rather
     than a crash of plug-in code."""
     if isinstance(exc, FILE_ERRORS) and not isinstance(exc, (ClientError, DBError, *own_errors(db))):
@@ -217,7 +217,7 @@ def client_error_text(ce: dict[str, Any]) -> str:
     return f"{text} at {ce['where']}" if ce.get("where") else text
 
 
-def crashed(op: Op, exc: BaseException, db: Any = None, *objs: Any) -> Op:
+def crashed(op: Op, exc: BaseException, db: object = None, *objs: Any) -> Op:
     """The ``info`` completion of ``op`` whose client code raised ``exc`` (not a :class:`ClientError`):
     ``indeterminate: <type>: <message>`` for a declared error of ``db`` (:func:`is_declared`), else
     a client error (:func:`client_error`, blamed on the files of ``db`` and ``objs``)."""

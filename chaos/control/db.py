@@ -364,7 +364,7 @@ CAPABILITIES: Mapping[str, tuple[type, tuple[str, ...]]] = {
 """capability name -> (its Protocol, the members a DB must have for it)."""
 
 
-def capabilities(db: Any) -> set[str]:
+def capabilities(db: object) -> set[str]:
     """The capability names (:data:`CAPABILITIES`) ``db`` offers: those whose members it has all of
     (an attribute set to ``None`` does not count, so a DB can switch a capability off per
     instance, e.g. no ``faketime_file`` when it does not run under libfaketime)."""
@@ -388,12 +388,12 @@ def has(db: object, capability: type[_T]) -> TypeGuard[_T]:
     raise ValueError(f"{capability.__name__} is not a DB capability (see chaos.control.db.CAPABILITIES)")
 
 
-def db_name(db: Any) -> str:
+def db_name(db: object) -> str:
     """``db.name``, else its class name."""
     return str(getattr(db, "name", None) or type(db).__name__)
 
 
-def check_db(db: Any, where: str = "the DB") -> None:
+def check_db(db: object, where: str = "the DB") -> None:
     """Raise TypeError naming ``where`` when ``db`` lacks a member of :class:`DB`."""
     missing = [m for m in ("name", "setup", "teardown", "describe") if getattr(db, m, None) is None]
     if missing:
@@ -403,26 +403,26 @@ def check_db(db: Any, where: str = "the DB") -> None:
 # -- what a DB declares: packages, daemons, data files ------------------------------------------------
 
 
-def os_packages(db: Any) -> list[str]:
+def os_packages(db: object) -> list[str]:
     """The Debian packages ``db`` declares its nodes need (its ``os_packages``; none when absent)."""
     return [str(p) for p in (getattr(db, "os_packages", None) or ())]
 
 
-def daemons(db: Any) -> tuple[str | None, ...]:
+def daemons(db: object) -> tuple[str | None, ...]:
     """The daemons ``db`` runs per node: its ``daemons`` names, or ``(None,)`` (one daemon, whose
     methods are called without the ``daemon`` keyword)."""
     names = tuple(str(d) for d in (getattr(db, "daemons", None) or ()))
     return names or (None,)
 
 
-def source_packages(db: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def source_packages(db: object) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The packages of the system's own code ``db`` declares (its ``source_packages``) and the
     coverage.py ``omit`` patterns within them (its ``source_omit``); empty tuples when absent."""
     packages = tuple(str(p) for p in (getattr(db, "source_packages", None) or ()))
     return packages, tuple(str(p) for p in (getattr(db, "source_omit", None) or ()))
 
 
-def data_files(db: Any) -> list[str]:
+def data_files(db: object) -> list[str]:
     """Glob patterns (relative to ``data_dir``) of the files disk faults may damage: the DB's
     ``data_files``, default ``["**/*"]`` (every file)."""
     return [str(p) for p in (getattr(db, "data_files", None) or ("**/*",))]
@@ -450,7 +450,7 @@ class GateRun:
         return " ".join([self.workload, self.nemesis, *self.args])
 
 
-def gate_presets(db: Any) -> dict[str, tuple[GateRun, ...]]:
+def gate_presets(db: object) -> dict[str, tuple[GateRun, ...]]:
     """The ``chaos gate`` presets ``db`` (a DB or its factory) declares: its optional
     ``gate_presets()``, called with no argument, returns ``{name: [GateRun, ...]}``, the first
     name being the preset a bare ``chaos gate`` runs; ``{}`` when it declares none. ConfigError
@@ -470,60 +470,63 @@ def gate_presets(db: Any) -> dict[str, tuple[GateRun, ...]]:
     return out
 
 
-def _call(method: Callable[..., Any], remote: Remote, daemon: str | None) -> Any:
-    """``method(remote)`` for the one unnamed daemon, else ``method(remote, daemon=daemon)``."""
+def _call(method: object, remote: Remote, daemon: str | None) -> Any:
+    """``method(remote)`` for the one unnamed daemon, else ``method(remote, daemon=daemon)``;
+    TypeError when the DB has no such method (a capability it does not offer)."""
+    if not callable(method):
+        raise TypeError(f"the DB has no {method!r} method for this capability")
     return method(remote) if daemon is None else method(remote, daemon=daemon)
 
 
-def _each_daemon(db: Any, method: str, remote: Remote) -> list[Any]:
+def _each_daemon(db: object, method: str, remote: Remote) -> list[Any]:
     return [_call(getattr(db, method), remote, d) for d in daemons(db)]
 
 
-def kill_all(db: Any, remote: Remote) -> None:
+def kill_all(db: object, remote: Remote) -> None:
     """``db.kill`` for every daemon on ``remote`` (:func:`daemons`)."""
     _each_daemon(db, "kill", remote)
 
 
-def start_all(db: Any, remote: Remote) -> None:
+def start_all(db: object, remote: Remote) -> None:
     """``db.start`` for every daemon on ``remote``; the first failure raises after the others ran."""
     errors: list[Exception] = []
     for d in daemons(db):
         try:
-            _call(db.start, remote, d)
+            _call(getattr(db, "start", None), remote, d)
         except Exception as e:  # the other daemons still start
             errors.append(e)
     if errors:
         raise errors[0]
 
 
-def running_any(db: Any, remote: Remote) -> bool:
+def running_any(db: object, remote: Remote) -> bool:
     """Whether some daemon of ``db`` runs on ``remote`` (True for a DB without ``running``)."""
     if getattr(db, "running", None) is None:
         return True
     return any(_each_daemon(db, "running", remote))
 
 
-def running_all(db: Any, remote: Remote) -> bool:
+def running_all(db: object, remote: Remote) -> bool:
     """Whether every daemon of ``db`` runs on ``remote`` (True for a DB without ``running``)."""
     if getattr(db, "running", None) is None:
         return True
     return all(_each_daemon(db, "running", remote))
 
 
-def pause_all(db: Any, remote: Remote) -> None:
+def pause_all(db: object, remote: Remote) -> None:
     """``db.pause`` for every daemon on ``remote``; raises (after trying all) when none was paused."""
     errors: list[Exception] = []
     names = daemons(db)
     for d in names:
         try:
-            _call(db.pause, remote, d)
+            _call(getattr(db, "pause", None), remote, d)
         except Exception as e:  # a daemon that is down: the others are still paused
             errors.append(e)
     if len(errors) == len(names):
         raise errors[0]
 
 
-def resume_all(db: Any, remote: Remote) -> None:
+def resume_all(db: object, remote: Remote) -> None:
     """``db.resume`` for every daemon on ``remote``."""
     _each_daemon(db, "resume", remote)
 

@@ -334,7 +334,7 @@ class LeaderViews:
         views = self.leader_views(control)
         return [n for n, v in views.items() if isinstance(v, tuple) and v[0] == v[1]]
 
-    def await_leader(self, control: Any, timeout: float) -> str:
+    def await_leader(self, control: Control, timeout: float) -> str:
         deadline = time.monotonic() + timeout
         while not (leaders := self.primaries(control)):
             if time.monotonic() > deadline:
@@ -342,7 +342,7 @@ class LeaderViews:
             time.sleep(self.poll_interval_s)
         return leaders[0]
 
-    def await_recovery(self, control: Any, timeout: float) -> dict[str, Any]:
+    def await_recovery(self, control: Control, timeout: float) -> dict[str, Any]:
         t0 = time.monotonic()
         while True:
             views = self.leader_views(control)

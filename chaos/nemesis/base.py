@@ -17,13 +17,16 @@ import random
 import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chaos.control import generator as gen
 from chaos.control.db import db_name
 from chaos.control.test import Nemesis as Nemesis  # re-exported: chaos.api, chaos.nemesis
 from chaos.control.test import Test
 from chaos.history.op import INFO, NEMESIS, Op
+
+if TYPE_CHECKING:
+    from chaos.control.ssh import Remote
 
 log = logging.getLogger("chaos.nemesis")
 
@@ -175,7 +178,7 @@ def leader_choice(test: Test, timeout_s: float = 2.0) -> tuple[list[str], dict[s
 # Remote helpers
 
 
-def sh(remote: Any, script: str, *, timeout: float | None = None, check: bool = True) -> Any:
+def sh(remote: Remote, script: str, *, timeout: float | None = None, check: bool = True) -> Any:
     """Run a shell script on a node as root (``Remote.exec_raw(..., sudo=True)``); ``timeout`` in
     seconds, None for the remote's own default (``Control(nodes, timeout=)``, 60 s)."""
     return remote.exec_raw(script, sudo=True, timeout=timeout, check=check)
@@ -375,11 +378,11 @@ class NemesisKind:
             out.append((nem, start if callable(start) else _no_value, stop))
         return out
 
-    def heal_node(self, remote: Any, db: Any) -> list[str]:
+    def heal_node(self, remote: Remote, db: object) -> list[str]:
         """:attr:`heal` on one node (nothing without one)."""
         return [str(x) for x in (self.heal(remote, db) or ())] if self.heal is not None else []
 
-    def residue_node(self, remote: Any, db: Any) -> list[str]:
+    def residue_node(self, remote: Remote, db: object) -> list[str]:
         """:attr:`residue` on one node, blank lines dropped (nothing without one)."""
         if self.residue is None:
             return []

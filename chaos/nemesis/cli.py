@@ -33,7 +33,7 @@ arguments.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -46,6 +46,9 @@ from chaos.control.test import Test
 from chaos.errors import EXIT_CRASH, BadArguments
 from chaos.nemesis import load, netstate, registered
 from chaos.nemesis.base import NemesisKind, sh
+
+if TYPE_CHECKING:
+    from chaos.control.ssh import Remote
 
 Modules = Sequence[tuple[str, NemesisKind]]
 """``[(name, descriptor)]``: the fault modules to heal."""
@@ -65,7 +68,7 @@ def stopped_processes(ps_output: str) -> list[str]:
     return out
 
 
-def after_heal(remote: Any, db: Any, modules: Modules) -> list[str]:
+def after_heal(remote: Remote, db: object, modules: Modules) -> list[str]:
     """What a check after the heal finds on one node: every module's :func:`residue` and every
     stopped process (one line per process: a pid the residue already names is not listed again)."""
 
@@ -105,7 +108,7 @@ def _modules(modules: Modules | None) -> Modules:
     return fault_modules()[0] if modules is None else modules
 
 
-def residue(remote: Any, db: Any = None, modules: Modules | None = None) -> list[str]:
+def residue(remote: Remote, db: object = None, modules: Modules | None = None) -> list[str]:
     """Faults still present on a node, one line each (empty when clean), as every fault module's
     ``residue`` finds them (default: every registered module) for ``db`` (default
     :func:`default_db`): iptables chains/jumps, qdiscs, running loops, a non-zero clock offset,
@@ -114,7 +117,7 @@ def residue(remote: Any, db: Any = None, modules: Modules | None = None) -> list
     return [line for _, kind in _modules(modules) for line in kind.residue_node(remote, db)]
 
 
-def heal_remote(remote: Any, db: Any = None, modules: Modules | None = None) -> list[str]:
+def heal_remote(remote: Remote, db: object = None, modules: Modules | None = None) -> list[str]:
     """Heal one node for ``db`` through every fault module's ``heal`` (default: every registered
     one; a module whose heal raises does not stop the others, its error becomes a line); returns
     what :func:`residue` finds afterwards, plus those error lines."""
@@ -123,7 +126,7 @@ def heal_remote(remote: Any, db: Any = None, modules: Modules | None = None) -> 
     return _heal_each(remote, db, modules)[1] + residue(remote, db, modules)
 
 
-def _heal_each(remote: Any, db: Any, modules: Modules) -> tuple[list[str], list[str]]:
+def _heal_each(remote: Remote, db: object, modules: Modules) -> tuple[list[str], list[str]]:
     """``(what the heals said they did, errors)`` of every module's heal on one node."""
     did: list[str] = []
     errors: list[str] = []
@@ -135,7 +138,7 @@ def _heal_each(remote: Any, db: Any, modules: Modules) -> tuple[list[str], list[
     return did, errors
 
 
-def heal_control(control: Any, db: Any = None, modules: Modules | None = None) -> dict[str, list[str]]:
+def heal_control(control: Control, db: object = None, modules: Modules | None = None) -> dict[str, list[str]]:
     """Heal every node of ``control`` in parallel for ``db`` (default :func:`default_db`); returns
     ``{node: residue lines}`` afterwards."""
     db = default_db() if db is None else db
@@ -276,11 +279,11 @@ def heal(
     return 0
 
 
-def _heal_all(node_list: list[Any], db: Any, modules: Modules, force: bool) -> dict[str, Any]:
+def _heal_all(node_list: list[Any], db: object, modules: Modules, force: bool) -> dict[str, Any]:
     """Heal every node under the cluster lock (:func:`_take_lock`): ``{node: ("ok"|"error",
     residue before, what the check after the heal found, or the error)}``."""
 
-    def one(remote: Any) -> tuple[str, list[str], list[str]]:
+    def one(remote: Remote) -> tuple[str, list[str], list[str]]:
         # every node is healed on its own: one unreachable node must not stop the others
         try:
             before = residue(remote, db, modules)
@@ -304,14 +307,14 @@ def _heal_all(node_list: list[Any], db: Any, modules: Modules, force: bool) -> d
 HEAL_HINT = "chaos heal would undo that run's faults: wait for it to end, or pass --force to heal anyway"
 
 
-def _take_lock(control: Any, force: bool) -> Any:
+def _take_lock(control: Control, force: bool) -> ClusterLock | None:
     """The cluster lock for the heal, as ``chaos run`` takes it (:mod:`chaos.cluster.lock`; a
     stale lock of a dead run on this host is replaced): a live run's lock refuses the heal
     (ClusterLocked, exit 254) unless ``force``, which heals without the lock and says whose it
     is. A node that cannot be reached does not stop the heal (its line says so): the other nodes'
     locks are then read, not taken. Returns the lock to release, or None."""
 
-    def holder(remote: Any) -> dict[str, Any] | None:
+    def holder(remote: Remote) -> dict[str, Any] | None:
 
         try:
             return holders([remote]).get(remote.node.name)

@@ -37,7 +37,7 @@ import math
 import random
 import shlex
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chaos.control.db import capabilities
 from chaos.control.test import Test
@@ -55,6 +55,9 @@ from chaos.nemesis.base import (
     sh,
 )
 from chaos.nemesis.partition import PartitionNemesis, apply_grudge, isolate
+
+if TYPE_CHECKING:
+    from chaos.control.ssh import Remote
 
 STROBE_PID = f"{STATE_DIR}/strobe.pid"
 MODES = ("bump", "rate", "strobe")
@@ -295,7 +298,7 @@ class ClockNemesis:
         value = op.value if isinstance(op.value, dict) else self.draw(test)
         scripts = self.scripts(test, value)
 
-        def one(remote: Any) -> str:
+        def one(remote: Remote) -> str:
             res = sh(remote, scripts[remote.node.name], check=False)
             if res.exit_code != 0:
                 raise NemesisError(f"clock on {remote.node.name}: {res.stderr.strip()}")
@@ -395,23 +398,23 @@ def _build(chosen: Sequence[str], opts: Mapping[str, Any]) -> list[Part]:
     return parts
 
 
-def _none(rng: Any) -> None:
+def _none(rng: random.Random) -> None:
     return None
 
 
-def _offset_file(db: Any) -> str | None:
+def _offset_file(db: object) -> str | None:
 
-    return str(db.faketime_file) if "clock" in capabilities(db) else None
+    return str(getattr(db, "faketime_file", None)) if "clock" in capabilities(db) else None
 
 
-def _heal(remote: Any, db: Any) -> list[str]:
+def _heal(remote: Remote, db: object) -> list[str]:
     """Stop the strobe loop; with the DB's ``clock`` capability write ``+0`` into its offset file."""
     path = _offset_file(db)
     sh(remote, reset_script(path) if path else stop_strobe_script(), check=False)
     return []
 
 
-def _residue(remote: Any, db: Any) -> list[str]:
+def _residue(remote: Remote, db: object) -> list[str]:
     script = f'[ -f {STROBE_PID} ] && kill -0 $(cat {STROBE_PID}) 2>/dev/null && echo "running strobe loop"; '
     path = _offset_file(db)
     if path:

@@ -42,6 +42,7 @@ before the held-back node was started, or null) after ``majority-followers``.
 from __future__ import annotations
 
 import json
+import random
 import shlex
 import time
 from collections.abc import Mapping, Sequence
@@ -50,6 +51,7 @@ from typing import Any
 
 from chaos.control.db import capabilities, kill_all, running_all, running_any, start_all
 from chaos.control.db import data_files as db_data_files
+from chaos.control.ssh import Remote
 from chaos.control.test import Test
 from chaos.history.op import Op
 from chaos.nemesis.base import (
@@ -259,7 +261,7 @@ class FileNemesis:
         if "lose-unfsynced" not in self.faults:
             return
 
-        def one(remote: Any) -> None:
+        def one(remote: Remote) -> None:
             name = remote.node.name
             db_kill(test, remote)
             sh(remote, unmount_script(data_dir(test, remote)), check=False)  # a run that died early
@@ -285,7 +287,7 @@ class FileNemesis:
         if not self.mounted:
             return
 
-        def one(remote: Any) -> None:
+        def one(remote: Remote) -> None:
             res = remove_layer(test.db, remote)
             if res.exit_code != 0:
                 test.log.warning("unmounting the FUSE layer on %s: %s", remote.node.name, res.stderr.strip())
@@ -329,7 +331,7 @@ class FileNemesis:
         self.down |= set(nodes)
         seeds = {n: test.rng.randrange(1 << 30) for n in nodes}
 
-        def one(remote: Any) -> Any:
+        def one(remote: Remote) -> Any:
             job = dict(params, fault=fault, data_dir=data_dir(test, remote), seed=seeds[remote.node.name])
             job["data_files"] = db_data_files(test.db)
             res = remote.exec("python3", "-c", REMOTE, json.dumps(job), sudo=True, check=False, timeout=120)
@@ -369,7 +371,7 @@ class FileNemesis:
         self.down |= set(killed)
         self.held_back |= set(held)
 
-        def one(remote: Any) -> dict[str, Any]:
+        def one(remote: Remote) -> dict[str, Any]:
             if remote.node.name not in self.mounted:
                 return {"error": "no FUSE layer on this node (the nemesis setup did not mount it)"}
             res = sh(remote, f"python3 {LAZYFS_STATE}/lazyfs_node.py drop {LAZYFS_STATE} 60", check=False)
@@ -404,7 +406,7 @@ class FileNemesis:
         if not nodes:
             return {"nodes": {}}
 
-        def start(remote: Any) -> None:
+        def start(remote: Remote) -> None:
             try:
                 db_start(test, remote)
             except Exception as e:  # a server that refuses to start is an outcome, not a crash
@@ -421,7 +423,7 @@ class FileNemesis:
         self.held_back.clear()
         time.sleep(self.start_wait_s)
 
-        def outcome(remote: Any) -> dict[str, Any]:
+        def outcome(remote: Remote) -> dict[str, Any]:
             tail = getattr(test.db, "log_tail", None)
             return {"running": db_running(test, remote), "log_tail": tail(remote, 5) if tail else ""}
 
@@ -431,7 +433,7 @@ class FileNemesis:
 # -- the DB as this nemesis uses it (the data-dir and process capabilities) ------------------------
 
 
-def remove_layer(db: Any, remote: Any) -> Any:
+def remove_layer(db: object, remote: Remote) -> Any:
     """Take the FUSE layer off ``db``'s data directory on ``remote``: the server stopped if it runs,
     the files put back (:func:`unmount_script`), the server started again if it ran. Returns the
     unmount's result. Used by the nemesis's teardown and by ``chaos heal`` after a dead run."""
@@ -444,25 +446,25 @@ def remove_layer(db: Any, remote: Any) -> Any:
     return res
 
 
-def _db_data_dir(db: Any, remote: Any) -> str:
-    d = db.data_dir
+def _db_data_dir(db: object, remote: Remote) -> str:
+    d = getattr(db, "data_dir", None)  # the data-dir capability, checked before the run
     return str(d(remote) if callable(d) else d)
 
 
-def data_dir(test: Test, remote: Any) -> str:
+def data_dir(test: Test, remote: Remote) -> str:
     """The DB's data directory on ``remote`` (its ``data_dir``: a path or a function of the node)."""
     return _db_data_dir(test.db, remote)
 
 
-def db_kill(test: Test, remote: Any) -> None:
+def db_kill(test: Test, remote: Remote) -> None:
     kill_all(test.db, remote)
 
 
-def db_start(test: Test, remote: Any) -> None:
+def db_start(test: Test, remote: Remote) -> None:
     start_all(test.db, remote)
 
 
-def db_running(test: Test, remote: Any) -> bool:
+def db_running(test: Test, remote: Remote) -> bool:
     return running_all(test.db, remote)
 
 
@@ -508,14 +510,14 @@ def _build(chosen: Sequence[str], opts: Mapping[str, Any]) -> Any:
         bitflip_region=str(_opt(opts, "bitflip_region", "tail")),
     )
 
-    def start(rng: Any) -> dict[str, Any]:
+    def start(rng: random.Random) -> dict[str, Any]:
         f = rng.choice(faults)
         return {"fault": f, "targets": rng.choice(lu_targets if f == "lose-unfsynced" else file_targets)}
 
     return files, start, None
 
 
-def _heal(remote: Any, db: Any) -> list[str]:
+def _heal(remote: Remote, db: object) -> list[str]:
     """A run that died with lose-unfsynced enabled leaves the FUSE layer under the data directory:
     take it off as the nemesis's teardown does. Needs the DB's process and data-dir capabilities
     (without them the residue names the layer)."""
@@ -528,7 +530,7 @@ def _heal(remote: Any, db: Any) -> list[str]:
     return []
 
 
-def _residue(remote: Any, db: Any) -> list[str]:
+def _residue(remote: Remote, db: object) -> list[str]:
     script = (
         f'[ -d {LAZYFS_STATE} ] && echo "FUSE layer of lose-unfsynced still in place ({LAZYFS_STATE})"; true'
     )

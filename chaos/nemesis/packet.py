@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shlex
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chaos.control.test import Test
 from chaos.errors import ConfigError
@@ -52,6 +53,9 @@ from chaos.nemesis.base import (
     sh,
 )
 from chaos.nemesis.partition import chain_script, drop_chain_script
+
+if TYPE_CHECKING:
+    from chaos.control.ssh import Remote
 
 HANDLE = "c4a5"
 CHAIN_IN = "CHAOS-PACKET"
@@ -465,7 +469,7 @@ class PacketNemesis:
                 mechs[n][b] = m
         src = _delayer_source() if any("nfqueue" in m.values() for m in mechs.values()) else None
 
-        def one(remote: Any) -> None:
+        def one(remote: Remote) -> None:
             name = remote.node.name
             peers = [addr[x] for x in addr if x != name]
             res = sh(remote, shape_script(peers, behaviour, mechs[name], src), check=False)
@@ -533,19 +537,19 @@ def _build(chosen: Sequence[str], opts: Mapping[str, Any]) -> Any:
     packet = PacketNemesis(_behaviours(chosen, opts), targets)
     names = sorted(packet.behaviours)
 
-    def start(rng: Any) -> dict[str, Any]:
+    def start(rng: random.Random) -> dict[str, Any]:
         b = rng.choice(names)
         return {"behaviour": {b: packet.behaviours[b]}, "targets": rng.choice(targets)}
 
     return packet, start, None
 
 
-def _heal(remote: Any, db: Any) -> list[str]:
+def _heal(remote: Remote, db: object) -> list[str]:
     sh(remote, heal_script(), check=False)
     return []
 
 
-def _residue(remote: Any, db: Any) -> list[str]:
+def _residue(remote: Remote, db: object) -> list[str]:
     # a delayer whose pidfile was lost is found by its command line
     return str(sh(remote, RESIDUE + delayer_residue_script(), check=False).stdout).splitlines()
 

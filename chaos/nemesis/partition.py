@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chaos.control.test import Test
 from chaos.history.op import Op
@@ -26,6 +26,9 @@ from chaos.nemesis.base import (
     quote,
     sh,
 )
+
+if TYPE_CHECKING:
+    from chaos.control.ssh import Remote
 
 CHAIN = "CHAOS-PARTITION"
 
@@ -284,7 +287,7 @@ def apply_grudge(test: Test, grudge: Grudge) -> None:
     Raises NemesisError if a node rejects the rules."""
     addr = {n.name: n.peer_host for n in test.nodes}
 
-    def one(remote: Any) -> None:
+    def one(remote: Remote) -> None:
         srcs = [addr[x] for x in grudge.get(remote.node.name, [])]
         res = sh(remote, partition_script(srcs), check=False)
         if res.exit_code != 0:
@@ -323,12 +326,12 @@ def _build(chosen: Sequence[str], opts: Any) -> Any:
     return PartitionNemesis(shapes), lambda rng: rng.choice(shapes), None
 
 
-def _heal(remote: Any, db: Any) -> list[str]:
+def _heal(remote: Remote, db: object) -> list[str]:
     sh(remote, heal_script(), check=False)
     return []
 
 
-def _residue(remote: Any, db: Any) -> list[str]:
+def _residue(remote: Remote, db: object) -> list[str]:
     return str(sh(remote, RESIDUE, check=False).stdout).splitlines()
 
 

@@ -17,9 +17,10 @@ a restart whose start failed are not; ``why`` says so per node.
 
 from __future__ import annotations
 
+import random
 import shlex
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chaos.control.db import (
     capabilities,
@@ -45,6 +46,9 @@ from chaos.nemesis.base import (
     outcome,
     sh,
 )
+
+if TYPE_CHECKING:
+    from chaos.control.ssh import Remote
 
 
 def _check_targets(targets: Sequence[str], kind: str) -> list[str]:
@@ -85,7 +89,7 @@ class KillNemesis:
                 return not_applied(op, f"no node matched target {spec!r}", targets=spec, nodes=[])
             running = getattr(test.db, "running", None)
 
-            def one(remote: Any) -> str | None:
+            def one(remote: Remote) -> str | None:
                 was = running_any(test.db, remote)
                 kill_all(test.db, remote)
                 if not was:
@@ -125,7 +129,7 @@ class KillNemesis:
             log.warning("kill nemesis: could not start %s", _why(failed))
 
 
-def _start(test: Test, remote: Any) -> str | None:
+def _start(test: Test, remote: Remote) -> str | None:
     """Start the server on ``remote``; None when it runs afterwards, else why not."""
     try:
         start_all(test.db, remote)
@@ -166,7 +170,7 @@ class PauseNemesis:
             note: dict[str, Any] = {}
             nodes = choose_nodes(test, spec, note=note)
 
-            def one(remote: Any) -> str | None:
+            def one(remote: Remote) -> str | None:
                 try:
                     pause_all(test.db, remote)
                     return None
@@ -235,7 +239,7 @@ class RestartNemesis(NoState):
 
         pidfile = getattr(test.db, "pidfile", None)
 
-        def one(remote: Any) -> tuple[str, str | None]:
+        def one(remote: Remote) -> tuple[str, str | None]:
             if pidfile:
                 res = sh(remote, terminate_script(str(pidfile)), check=False)
                 if res.exit_code != 0:
@@ -309,11 +313,11 @@ def _pick(choices: list[str]) -> Any:
     return lambda rng: rng.choice(choices)
 
 
-def _none(rng: Any) -> None:
+def _none(rng: random.Random) -> None:
     return None
 
 
-def paused_scripts(db: Any) -> tuple[str, str]:
+def paused_scripts(db: object) -> tuple[str, str]:
     """(resume, detect) shell for stopped server processes: by the DB's ``pidfile`` and its
     ``kill_match`` regex, when it has them; detect prints ``paused process PID`` per process."""
     resume, detect = [], []
@@ -335,7 +339,7 @@ def paused_scripts(db: Any) -> tuple[str, str]:
     return "; ".join(resume) or "true", " ".join(detect) or "true"
 
 
-def _heal(remote: Any, db: Any) -> list[str]:
+def _heal(remote: Remote, db: object) -> list[str]:
     """Resume stopped servers (SIGCONT by pidfile and ``kill_match``; the DB's ``resume`` with the
     ``pause`` capability). Killed servers are not started (``chaos run`` starts what it killed)."""
 
@@ -345,7 +349,7 @@ def _heal(remote: Any, db: Any) -> list[str]:
     return []
 
 
-def _residue(remote: Any, db: Any) -> list[str]:
+def _residue(remote: Remote, db: object) -> list[str]:
     return str(sh(remote, paused_scripts(db)[1], check=False).stdout).splitlines()
 
 

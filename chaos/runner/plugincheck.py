@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -49,7 +49,7 @@ from chaos.cluster.osetup import DebianOS
 from chaos.cluster.providers import provision
 from chaos.control import db as dbmod
 from chaos.control.client import _TOOL_DIR, client_error, client_error_text, plugin_roots
-from chaos.control.db import CAPABILITIES, Primary, Recovery, capabilities, daemons, has
+from chaos.control.db import CAPABILITIES, DB, LogFiles, Primary, Recovery, capabilities, daemons, has
 from chaos.control.ssh import Control
 from chaos.control.test import Test
 from chaos.errors import EXIT_INVALID, EXIT_VALID, BadArguments, ConfigError
@@ -58,6 +58,9 @@ from chaos.history.op import INVOKE, Op
 from chaos.nemesis.cli import heal_control
 from chaos.runner.output import progress
 from chaos.workloads import get
+
+if TYPE_CHECKING:
+    from chaos.control.ssh import Remote
 
 KNOWN_PROTOCOLS = ("register", "log", "txn", "bank", "counter", "set")
 
@@ -110,7 +113,7 @@ def _one_line(e: BaseException) -> str:
     return " ".join(f"{type(e).__name__}: {e}".split())[:300]
 
 
-def _where(e: BaseException, db: Any) -> str:
+def _where(e: BaseException, db: object) -> str:
     """`` at file.py:42`` for an exception raised in the plug-in's code (not the tool's), else
     empty."""
 
@@ -173,7 +176,7 @@ def _accepts(fn: Any, args: tuple[str, ...], kwargs: dict[str, Any] | None = Non
     return None
 
 
-def check_members(db: Any, found: Findings) -> None:
+def check_members(db: object, found: Findings) -> None:
     """The required members, the capabilities offered in part, the signatures of what is offered."""
 
     name = getattr(db, "name", None)
@@ -215,7 +218,7 @@ def _names(value: Any) -> bool:
     return not isinstance(value, str | bytes) and all(isinstance(x, str) for x in value)
 
 
-def check_declarations(db: Any, found: Findings) -> None:
+def check_declarations(db: object, found: Findings) -> None:
     """The types of what the DB declares (see the module docstring)."""
 
     for attr in ("os_packages", "daemons", "data_files", "pattern_files"):
@@ -261,7 +264,10 @@ def check_declarations(db: Any, found: Findings) -> None:
                 found.note(f"client protocol {p!r} is none of the tool's ({', '.join(KNOWN_PROTOCOLS)}); "
                            "only a plug-in workload can drive it")  # fmt: skip
     try:
-        text = str(db.describe())
+        describe = getattr(db, "describe", None)  # not yet known to be a DB: checked here
+        if not callable(describe):
+            raise TypeError("no describe()")
+        text = str(describe())
         found.ok(f"describe(): {text}")
     except Exception as e:
         found.violation(
@@ -272,7 +278,7 @@ def check_declarations(db: Any, found: Findings) -> None:
 _INTERNAL = re.compile(r"^\s*(?:from\s+(chaos(?:\.\w+)+)\s+import|import\s+(chaos(?:\.\w+)+))", re.M)
 
 
-def check_imports(db: Any, found: Findings) -> None:
+def check_imports(db: object, found: Findings) -> None:
     """A note per internal module of the tool the plug-in's source imports (only chaos.api is the
     contract)."""
     module = sys.modules.get(type(db).__module__)
@@ -351,7 +357,7 @@ def _expected(label: str, comp: Any) -> str | None:
     return None
 
 
-def run_ops(test: Test, db: Any, found: Findings) -> None:
+def run_ops(test: Test, db: object, found: Findings) -> None:
     """One op of each f of every protocol the DB offers, through the workloads' client templates
     on the first node; a client error, an indeterminate answer or a refusal on a healthy cluster
     is a violation."""
@@ -395,7 +401,7 @@ def run_ops(test: Test, db: Any, found: Findings) -> None:
                                 "the client must answer ok when nothing is broken")  # fmt: skip
 
 
-def _step(found: Findings, what: str, fix: str, db: Any, fn: Callable[[], Any]) -> Any:
+def _step(found: Findings, what: str, fix: str, db: object, fn: Callable[[], Any]) -> Any:
     t0 = time.monotonic()
     try:
         out = fn()
@@ -406,17 +412,17 @@ def _step(found: Findings, what: str, fix: str, db: Any, fn: Callable[[], Any]) 
     return out if out is not None else True
 
 
-def download_logs(test: Test, db: Any, found: Findings) -> None:
+def download_logs(test: Test, db: DB, found: Findings) -> None:
     """Every node's declared log files, which must exist (a missing one is a violation)."""
 
-    if "log-files" not in capabilities(db):
+    if not has(db, LogFiles):
         found.note(
             "no log-files capability: node logs are not downloaded into runs (define log_files(remote))"
         )
         return
     with tempfile.TemporaryDirectory(prefix="chaos-plugin-check-") as tmp:
 
-        def fetch(remote: Any) -> list[str]:
+        def fetch(remote: Remote) -> list[str]:
             missing = []
             for path in db.log_files(remote):
                 try:
@@ -434,7 +440,7 @@ def download_logs(test: Test, db: Any, found: Findings) -> None:
                             "file, or return only files it writes from log_files")  # fmt: skip
 
 
-def smoke(db: Any, opts: dict[str, Any], found: Findings) -> None:
+def smoke(db: DB, opts: dict[str, Any], found: Findings) -> None:
     """Part 2 (module docstring), on the nodes ``opts`` select."""
     import logging
 

@@ -50,7 +50,7 @@ from chaos.cluster.osetup import DebianOS
 from chaos.cluster.providers import provision
 from chaos.control import db as dbmod
 from chaos.control import generator as gen
-from chaos.control.db import Leadership, LogFiles, Primary, Recovery, capabilities, db_name, has
+from chaos.control.db import DB, Leadership, LogFiles, Primary, Recovery, capabilities, db_name, has
 from chaos.control.interpreter import Clock, Interpreter
 from chaos.control.node import Node
 from chaos.control.ssh import Control, Remote
@@ -119,7 +119,7 @@ def _versions() -> dict[str, str]:
     return {dist: v, "python": platform.python_version(), "platform": platform.platform()}
 
 
-def _server_logs_doc(db: Any) -> dict[str, Any]:
+def _server_logs_doc(db: object) -> dict[str, Any]:
     """test.json's ``server_logs``: the files the DB's log patterns apply to (``pattern_files``, as
     downloaded under nodes/<node>/) and its declared anomaly patterns, so ``chaos check`` scans the
     same files the same way (none without the ``log-files`` capability)."""
@@ -128,7 +128,7 @@ def _server_logs_doc(db: Any) -> dict[str, Any]:
     return patterns_doc(names, list(getattr(db, "log_patterns", ()) or ()))
 
 
-def _db_checkers(db: Any) -> list[str]:
+def _db_checkers(db: object) -> list[str]:
     """The checkers the DB's capabilities make possible: ``server-logs`` for a DB with log files,
     ``liveness`` for one that can say when it recovered. A DB offering neither is not judged on
     them (nothing was asked of it), rather than left unknown forever."""
@@ -147,7 +147,7 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def _describe(db: Any) -> str:
+def _describe(db: DB) -> str:
     """The DB's own description of its options (its ``describe()``; never raises)."""
     try:
         return str(db.describe())
@@ -236,11 +236,17 @@ class Runner:
         self.results: dict[str, Any] | None = None
         self.recovery: dict[str, Any] | None = None  # DB.await_recovery's record, into test.json
         self.node_logs_missing: list[str] = []  # declared logs a node did not have, into test.json
-        self.db: Any = None  # built by prepare(): a DB plug-in's object, checked by capability
+        self._db: DB | None = None  # built by prepare()
         self.db_kwargs: dict[str, Any] = {}
         self.nemesis: Compose | None = None  # built by prepare()
         self.nem_gen: Any = None
         self.log = logging.getLogger("chaos.run")
+
+    @property
+    def db(self) -> DB:
+        """The system under test, built by :meth:`prepare` (:func:`chaos.control.db.build_db`)."""
+        assert self._db is not None, "prepare() builds the DB"
+        return self._db
 
     @property
     def opts(self) -> dict[str, Any]:
@@ -262,7 +268,7 @@ class Runner:
         protocol and every nemesis's capabilities. Raises ConfigError (a ValueError) naming the
         option for bad input."""
         o = self.options
-        self.db = dbmod.build_db(o.db, list(o.db_opts))
+        self._db = dbmod.build_db(o.db, list(o.db_opts))
         self.db_kwargs = dbmod.parse_db_kwargs(o.db, list(o.db_opts))
         workload = self._workload()  # the nodes are not known yet: built again with them
         for name in o.checkers:

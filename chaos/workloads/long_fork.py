@@ -13,6 +13,7 @@ opposite orders), ``stats``, ``perf``.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,7 +26,7 @@ from chaos.workloads.txn import PROTOCOL, TxnWorker
 GROUP_SIZE = LongForkChecker().group_size
 
 
-def read_txn(n: int, k: int, rng: Any) -> list[list[Any]]:
+def read_txn(n: int, k: int, rng: random.Random) -> list[list[Any]]:
     """Jepsen's ``read-txn-for``: reads of ``k``'s group in shuffled order."""
     lo = k - k % n
     keys = list(range(lo, lo + n))

@@ -21,6 +21,7 @@ the same shape).
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Mapping
 from typing import Any
 
@@ -82,7 +83,7 @@ class TxnOps(gen.Generator):
 
 
 def draw_txn(
-    rng: Any,
+    rng: random.Random,
     write: str,
     opts: Mapping[str, int],
     keys: tuple[int, ...],
