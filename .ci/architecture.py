@@ -7,11 +7,11 @@ Counted from the source of ``chaos/`` (the tool; ``chaos_dledger/`` and ``dledge
 for the import circles too), by reading it with :mod:`ast`, never importing it:
 
 - **import circles**: strongly connected groups of two or more modules in the import graph of
-  ``chaos``, ``chaos_dledger`` and ``dledger``. An edge is any import statement outside an ``if
-  TYPE_CHECKING:`` block, at module level or inside a function (a deferred import is still a
-  dependency); ``from pkg import name`` goes to ``pkg.name`` when that is a module, else to
-  ``pkg`` itself, its ``__init__.py`` (the package's face, with the imports its ``__getattr__``
-  makes on first use). Bound: 0.
+  ``chaos``, ``chaos_dledger`` and ``dledger``. An edge is any import statement, at module level,
+  inside a function (a deferred import is still a dependency) or under ``if TYPE_CHECKING:`` (a
+  type that names its user back is a circle too); ``from pkg import name`` goes to ``pkg.name``
+  when that is a module, else to ``pkg`` itself, its ``__init__.py`` (the package's face, with the
+  imports its ``__getattr__`` makes on first use). Bound: 0.
 - **files over 800 lines** in ``chaos/``. Bound: 0.
 - **``import_module("chaos``**: a module of the tool loaded by a string literal instead of an
   import statement or the registry (:mod:`chaos.plugins`). Bound: 0.
@@ -63,12 +63,15 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def imports(tree: ast.Module) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
-    """Every import statement outside ``if TYPE_CHECKING:``, with whether it is inside a function."""
+def imports(
+    tree: ast.Module, *, type_checking: bool = False
+) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """Every import statement (those under ``if TYPE_CHECKING:`` only with ``type_checking``), with
+    whether it is inside a function."""
 
     def walk(node: ast.AST, in_function: bool) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _is_type_checking(child):
+            if isinstance(child, ast.If) and _is_type_checking(child) and not type_checking:
                 for sub in child.orelse:
                     yield from walk(sub, in_function)
                 continue
@@ -112,7 +115,7 @@ def graph(root: Path) -> dict[str, set[str]]:
     edges: dict[str, set[str]] = {m: set() for m in mods}
     for name, path in mods.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        for node, _ in imports(tree):
+        for node, _ in imports(tree, type_checking=True):
             for t in targets(name, path.name == "__init__.py", node, known):
                 if t != name:
                     edges[name].add(t)
