@@ -16,6 +16,7 @@ A DB that declares none gets :data:`DEFAULT_MATRIX`.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shlex
@@ -42,6 +43,7 @@ from chaos.errors import (
     ConfigError,
     printable,
 )
+from chaos.history.analysis import FAIL_CLASSES, UNAVAILABLE
 from chaos.history.report.summary import console
 from chaos.history.spark.pipeline import add_runs, analyze, iter_table_rows
 from chaos.history.store import HistoryError
@@ -195,6 +197,37 @@ def db_campaign_command(run_args: list[str]) -> str | None:
     return str(text) if text else None
 
 
+def served_rate(ops: Mapping[str, Any]) -> float | None:
+    """The share of a run's completed client ops the DB served: ok ones and the fails that were
+    answers (:func:`chaos.history.analysis.fail_class`: no match, aborted, unsupported), over all
+    completions; a fail the DB did not serve (unavailable) and an indeterminate ``info`` count
+    against it. ``ops``: the perf checker's ``ops`` counts (``count``, ``ok``,
+    ``fail_<class>``). None without completions or without the per-class counts."""
+    count = ops.get("count")
+    if not isinstance(count, int) or count <= 0 or f"fail_{UNAVAILABLE}" not in ops:
+        return None
+    answered = sum(int(ops.get(f"fail_{c.replace('-', '_')}") or 0) for c in FAIL_CLASSES if c != UNAVAILABLE)
+    return (int(ops.get("ok") or 0) + answered) / count
+
+
+def served_rates(summary: dict[str, Any]) -> None:
+    """Each live run's ``ok_rate`` (the gate's "ok rate" and ``--min-ok-rate``) as
+    :func:`served_rate` of the run's perf checker (its ``results.json``), so a cas that found
+    another value or an aborted transaction is not counted as the DB not serving; a run without
+    those counts keeps the pipeline's ok/completed ratio."""
+    for row in summary.get("runs") or ():
+        if row.get("simulated") or not row.get("dir"):
+            continue
+        try:
+            results = json.loads((Path(row["dir"]) / "results.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        perf = ((results.get("checkers") or {}) if isinstance(results, dict) else {}).get("perf") or {}
+        rate = served_rate(perf.get("ops") or {}) if isinstance(perf, dict) else None
+        if rate is not None:
+            row["ok_rate"] = rate
+
+
 def print_table(summary: dict[str, Any], file: Any = None) -> None:
     """The gate's table of runs on ``file`` (default stdout): a terminal's width, whole rows on a
     pipe (a CI log keeps every column however long a run's directory is)."""
@@ -255,6 +288,7 @@ def analyze_cmd(run_dirs: tuple[str, ...], master: str, out: str | None, time_li
     """
     _check_time_limit(time_limit)
     summary = _analyze(_run_dirs(run_dirs), master, out, time_limit, stop=False)  # the process ends next
+    served_rates(summary)
     print_table(summary)
     click.echo(f"summary: {summary['out']}/index.html")
     return _exit_for(threshold_failures(summary))
@@ -390,7 +424,11 @@ _GATE_OPTIONS = [
     ),
     click.option("--max-p99-ms", type=float, default=None, help="Fail if any run's p99 latency is higher."),
     click.option(
-        "--min-ok-rate", type=float, default=None, help="Fail if any run's ok/completed ratio is lower."
+        "--min-ok-rate",
+        type=float,
+        default=None,
+        help="Fail if any run's ok rate is lower: the completed ops the DB served (ok, or a fail that "
+        "was an answer: no match, aborted, unsupported) over all completed.",
     ),
     click.option(
         "--require-faults-applied",
@@ -518,6 +556,7 @@ def gate_cmd(
         # e.g. a DB's simulation campaign; on the Spark master the gate was pointed at, if it was
         given = click.get_current_context().get_parameter_source("master") == ParameterSource.COMMANDLINE
         add_runs(summary, db_campaign_rows(args, store, master if given else None))
+    served_rates(summary)
     print_table(summary)
     failures = threshold_failures(
         summary,
