@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -331,16 +331,21 @@ def build(
         raise ConfigError(f"--nemesis-interval {interval}: expected a positive number of seconds")
     parts: list[Any] = []
     schedules: list[Schedule] = []
+    typed: dict[str, list[str]] = {}
     try:
         for kind, selected in _grouped(spec):
-            for nem, start, stop in kind.parts(selected, opts):
+            built = kind.parts(selected, opts)
+            for nem, start, stop in built:
                 parts.append(nem)
                 schedules.append(Schedule(nem.kind, start, stop, interval))
+            for op_kind, names in _typed_names(kind, selected, built, opts).items():
+                typed.setdefault(op_kind, []).extend(n for n in names if n not in typed.get(op_kind, []))
     except ValueError as e:
         raise ConfigError(f"--nemesis: {e}") from e
     nemesis = Compose(parts)
     nemesis.final_ops = [s.stop_op() for s in schedules]
     nemesis.schedules = schedules
+    nemesis.names = _as_typed(spec, typed)
     if not schedules:
         return nemesis, None
     # Each kind's first fault comes after its own random gap (uniform 0..2x interval), so kinds
@@ -351,15 +356,43 @@ def build(
     return nemesis, gen.nemesis(gen.any_gen(*gens))
 
 
-def styles(names: str | Iterable[str] | NemesisSpec) -> dict[str, dict[str, Any]]:
-    """How the report draws and the perf checker words each op kind of the chosen nemeses:
-    ``{op kind: {"colour": "#rrggbb" | None, "verbs": {"start": phrase, "stop": phrase}}}`` from
-    their descriptors (``colours``, ``verbs``), for test.json's ``nemesis_styles``. The history
-    layer reads it from there (it must not import this package)."""
+def _typed_names(
+    kind: NemesisKind, selected: list[str], built: list[Any], opts: Mapping[str, Any]
+) -> dict[str, list[str]]:
+    """``{op kind: the chosen names of one descriptor that run as it}``: every chosen name, when
+    the descriptor built one nemesis for them; else each name's own nemeses, built alone."""
+    if len(built) == 1:
+        return {built[0][0].kind: list(selected)}
+    out: dict[str, list[str]] = {}
+    for name in selected:
+        for nem, _, _ in kind.parts([name], opts):
+            out.setdefault(nem.kind, []).append(name)
+    return out
+
+
+def _as_typed(spec: NemesisSpec, typed: dict[str, list[str]]) -> dict[str, list[str]]:
+    """``typed`` with the names a reference or an entry-point name selected (``--nemesis
+    partition``: every partition fault) shown as that entry, as the user typed it."""
+    alias = {n: entry for entry, _, selected in spec.chosen if entry not in selected for n in selected}
+    return {k: list(dict.fromkeys(alias.get(n, n) for n in names)) for k, names in typed.items()}
+
+
+def styles(
+    names: str | Iterable[str] | NemesisSpec, typed: Mapping[str, Sequence[str]] | None = None
+) -> dict[str, dict[str, Any]]:
+    """How the report draws, names and the perf checker words each op kind of the chosen
+    nemeses: ``{op kind: {"colour": "#rrggbb" | None, "verbs": {"start": phrase, "stop": phrase},
+    "names": [--nemesis names]}}`` from their descriptors (``colours``, ``verbs``) and ``typed``
+    (``Compose.names`` of the built nemesis: the names the user typed that run as each op kind,
+    so every table and page says ``lose-unfsynced``, not the op kind ``file``), for test.json's
+    ``nemesis_styles``. The history layer reads it from there (it must not import this package):
+    :func:`chaos.history.analysis.fault_names`."""
     out: dict[str, dict[str, Any]] = {}
     for kind, _ in _grouped(_spec(names)):
         for op_kind, style in kind.styles().items():
             out.setdefault(op_kind, style)
+    for op_kind, typed_names in (typed or {}).items():
+        out.setdefault(op_kind, {"colour": None, "verbs": {}})["names"] = list(typed_names)
     return out
 
 

@@ -209,6 +209,8 @@ class Compose:
         self.nemeses = list(nemeses)
         self.final_ops: list[dict[str, Any]] = []  # stop op of every kind, for the final phase
         self.schedules: list[Schedule] = []
+        # op kind -> the --nemesis names the user typed that run as it (chaos.nemesis.build)
+        self.names: dict[str, list[str]] = {}
         self.routes: dict[str, Nemesis] = {}
         for nem in self.nemeses:
             for f in nem.fs():

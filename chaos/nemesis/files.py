@@ -68,6 +68,8 @@ from chaos.nemesis.base import (
 )
 
 FAULTS = ("truncate", "bitflip", "lose-unfsynced")
+# chaos sim's name for lose-unfsynced on every member at once (issue 35 item 10: one vocabulary)
+POWER_FAILURE = "power-failure"
 
 # Runs on the node with python3 (the server's own interpreter): argv[1] is a JSON job.
 REMOTE = r"""
@@ -501,6 +503,12 @@ def _build(chosen: Sequence[str], opts: Mapping[str, Any]) -> Any:
     faults = [f for f in FAULTS if f in chosen]
     file_targets = list(_opt(opts, "file_targets", ["one", "minority"]))
     lu_targets = list(_opt(opts, "lose_unfsynced_targets", ["all"]))
+    if POWER_FAILURE in chosen:  # lose-unfsynced on every node at once (chaos sim's power-failure)
+        if "lose-unfsynced" not in faults:
+            faults.append("lose-unfsynced")
+            lu_targets = ["all"]
+        elif "all" not in lu_targets:
+            lu_targets.append("all")
     files = FileNemesis(
         faults,
         targets=file_targets,
@@ -544,9 +552,10 @@ NEMESIS = NemesisKind(
         "truncate": "kill, drop the tail of the newest data segment (torn write), restart on stop",
         "bitflip": "kill, flip bits in the data files' tail (or anywhere), restart on stop",
         "lose-unfsynced": "kill every server, cut data files back to the last fsync, restart on stop",
+        POWER_FAILURE: "lose-unfsynced on every node at once (chaos sim's name for it)",
     },
     build=_build,
-    requires={"truncate": _FILE_NEEDS, "bitflip": _FILE_NEEDS, "lose-unfsynced": _FILE_NEEDS},
+    requires={n: _FILE_NEEDS for n in (*FAULTS, POWER_FAILURE)},
     options={
         "file_targets": "list",
         "lose_unfsynced_targets": "list",
@@ -558,6 +567,7 @@ NEMESIS = NemesisKind(
     heal=_heal,
     residue=_residue,
     colours={"file": "#843c39"},
-    verbs={"file": {"start": "{nodes} file corrupted", "stop": "{nodes} file corruption stopped"}},
+    # {name}: the fault as typed (truncate, bitflip or lose-unfsynced; chaos.history.checkers.perf)
+    verbs={"file": {"start": "{name} on {nodes}", "stop": "{name} over on {nodes}"}},
 )
 """The file fault module (``chaos.nemeses`` entry point ``files``)."""

@@ -498,7 +498,16 @@ NAMES = {
         "duplicate DB packets (netem, else the NFQUEUE delayer re-sends copies)",
     ),
     "packet-reorder": ("reorder", "reorder DB packets (netem, else NFQUEUE verdicts out of order)"),
+    # chaos sim's names for the same faults (issue 35 item 10: run, gate and sim take the same names)
+    "slow-network": ("delay", "alias of packet-delay (chaos sim's name): messages held on live links"),
+    "network": (("loss", "duplicate"), "packet-loss and packet-duplicate at once (chaos sim's name)"),
 }
+
+
+def _behaviours_of(name: str) -> tuple[str, ...]:
+    b = NAMES[name][0]
+    return (b,) if isinstance(b, str) else tuple(b)
+
 
 RESIDUE = f"""
 for c in {CHAIN_IN} {CHAIN_OUT}; do
@@ -517,7 +526,7 @@ def _behaviours(chosen: Sequence[str], opts: Mapping[str, Any]) -> dict[str, Any
     """The enabled behaviours with their parameters: Jepsen's defaults, overridden by
     ``packet_loss``, ``packet_delay_ms``/``packet_delay_jitter_ms``, ``packet_rate_kbit``,
     ``packet_duplicate``, ``packet_reorder``."""
-    out = {NAMES[n][0]: DEFAULTS[NAMES[n][0]] for n in chosen}
+    out = {b: DEFAULTS[b] for n in chosen for b in _behaviours_of(n)}
     if "packet_loss" in opts:  # adds loss to any packet fault, as it always did
         out["loss"] = opts["packet_loss"]
     if "delay" in out and "packet_delay_ms" in opts:

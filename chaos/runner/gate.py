@@ -43,7 +43,7 @@ from chaos.errors import (
     ConfigError,
     printable,
 )
-from chaos.history.analysis import FAIL_CLASSES, UNAVAILABLE
+from chaos.history.analysis import FAIL_CLASSES, UNAVAILABLE, run_config
 from chaos.history.report.summary import console
 from chaos.history.spark.pipeline import add_runs, analyze, iter_table_rows
 from chaos.history.store import HistoryError
@@ -210,6 +210,21 @@ def served_rate(ops: Mapping[str, Any]) -> float | None:
     return (int(ops.get("ok") or 0) + answered) / count
 
 
+def options_of_runs(summary: dict[str, Any]) -> None:
+    """Each run's ``options``: the DB and nemesis options it was given, from its ``test.json``
+    (:func:`chaos.history.analysis.run_config`: ``read-mode=lease;
+    lose_unfsynced_targets=majority-followers``), so a gate's runs of the same workload and
+    nemesis that differ only there are told apart in its table and ``summary.json``."""
+    for row in summary.get("runs") or ():
+        if row.get("options") is not None or not row.get("dir"):
+            continue
+        try:
+            test = json.loads((Path(row["dir"]) / "test.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        row["options"] = run_config(test if isinstance(test, dict) else None)
+
+
 def served_rates(summary: dict[str, Any]) -> None:
     """Each live run's ``ok_rate`` (the gate's "ok rate" and ``--min-ok-rate``) as
     :func:`served_rate` of the run's perf checker (its ``results.json``), so a cas that found
@@ -232,11 +247,13 @@ def print_table(summary: dict[str, Any], file: Any = None) -> None:
     """The gate's table of runs on ``file`` (default stdout): a terminal's width, whole rows on a
     pipe (a CI log keeps every column however long a run's directory is)."""
     table = Table(title="runs")
-    for col in ("run", "workload", "nemesis", "verdict", "ops", "ok rate", "p99 ms", "unavail s"):
+    for col in ("run", "workload", "nemesis", "options", "verdict", "ops", "ok rate", "p99 ms", "unavail s"):
         table.add_column(col, no_wrap=col == "run")  # a run's directory pastes whole
     colours = {"valid": "green", "invalid": "red", "unknown": "yellow"}
-    for row in iter_table_rows(summary):
-        table.add_row(*(escape(printable(cell)) for cell in row), style=colours.get(row[3]))
+    configs = [str(r.get("options") or "") for r in summary["runs"]]
+    for row, options in zip(iter_table_rows(summary), configs, strict=True):
+        cells = [*row[:3], options or "-", *row[3:]]  # runs differing only in options told apart
+        table.add_row(*(escape(printable(cell)) for cell in cells), style=colours.get(row[3]))
     console(file).print(table)
 
 
@@ -289,6 +306,7 @@ def analyze_cmd(run_dirs: tuple[str, ...], master: str, out: str | None, time_li
     _check_time_limit(time_limit)
     summary = _analyze(_run_dirs(run_dirs), master, out, time_limit, stop=False)  # the process ends next
     served_rates(summary)
+    options_of_runs(summary)
     print_table(summary)
     click.echo(f"summary: {summary['out']}/index.html")
     return _exit_for(threshold_failures(summary))
@@ -552,11 +570,13 @@ def gate_cmd(
         if not dirs:
             raise click.ClickException("gate: no run produced a run directory")
     summary = _analyze(dirs, master, out, time_limit)
+    served_rates(summary)
+    options_of_runs(summary)
     if not run_dirs and workload is None and nemesis is None:
         # e.g. a DB's simulation campaign; on the Spark master the gate was pointed at, if it was
+        # (it writes summary.json and the page again, with the rates and options above)
         given = click.get_current_context().get_parameter_source("master") == ParameterSource.COMMANDLINE
         add_runs(summary, db_campaign_rows(args, store, master if given else None))
-    served_rates(summary)
     print_table(summary)
     failures = threshold_failures(
         summary,

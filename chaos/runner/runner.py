@@ -547,7 +547,9 @@ class Runner:
             "db_opts": _jsonable(self.db_kwargs),
             "nemesis": o.nemesis,
             "nemesis_opts": _jsonable(dict(o.nemesis_opts)),
-            "nemesis_styles": nemesis_styles(self.spec if self.spec is not None else o.nemesis),
+            "nemesis_styles": nemesis_styles(
+                self.spec if self.spec is not None else o.nemesis, state.nemesis.names
+            ),
             "opts": _jsonable(o.as_dict()),
             "nodes": [{"name": n.name, "host": n.host, "port": n.port, "user": n.user} for n in nodes],
             "concurrency": state.concurrency,

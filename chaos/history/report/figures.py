@@ -9,10 +9,10 @@ import bisect
 import json
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from chaos.history.analysis import fault_windows
+from chaos.history.analysis import fault_name, fault_windows
 from chaos.history.op import NEMESIS, Op
 from chaos.history.report.run import TYPE_COLOURS, TYPE_ORDER, Paired, _short
 
@@ -51,13 +51,19 @@ def nemesis_colours(test: Any) -> dict[str, str]:
 
 
 def nemesis_windows(
-    history: Sequence[Op], end: int, known: dict[str, str] | None = None
+    history: Sequence[Op],
+    end: int,
+    known: dict[str, str] | None = None,
+    names: Mapping[str, Sequence[str]] | None = None,
 ) -> list[dict[str, Any]]:
     """Fault windows by the one rule of :func:`chaos.history.analysis.fault_windows`: from the
     completion of ``start-<kind>`` to the completion of ``stop-<kind>``.
 
-    Returns dicts ``{kind, start, end, open, label, detail, result, colour}`` with times in ns; a
-    window never stopped runs to the end of the history (``end``) and has ``open`` true. Colours
+    Returns dicts ``{kind, name, start, end, open, label, detail, result, colour}`` with times in
+    ns: ``name`` is the fault as the user typed it (``names``, the run's
+    :func:`chaos.history.analysis.fault_names`: ``lose-unfsynced``, not the op kind ``file``) and
+    the ``label`` starts with it; a window never stopped runs to the end of the history (``end``)
+    and has ``open`` true. Colours
     come from ``known`` (:func:`nemesis_colours`; default :data:`NEMESIS_COLOURS`), a neutral one
     of ``_FALLBACK_COLOURS`` for other kinds.
     """
@@ -70,16 +76,18 @@ def nemesis_windows(
         if kind not in colours:
             colours[kind] = known.get(kind) or _FALLBACK_COLOURS[len(colours) % len(_FALLBACK_COLOURS)]
         detail = _short(fw.invocation.value, 300)
+        name = fault_name(kind, names or {}, fw.invocation.value)
         wins.append(
             {
                 "kind": kind,
+                "name": name,
                 "start": fw.start,
                 "end": fw.end_or(end),
                 "open": fw.end is None,
                 "detail": detail,
                 "result": _short(fw.completion.value, 300),
                 "colour": colours[kind],
-                "label": kind + _fault_nodes(detail),
+                "label": name + _fault_nodes(detail),
             }
         )
     return wins

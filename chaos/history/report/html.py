@@ -33,6 +33,7 @@ import click
 import jinja2
 
 from chaos.errors import BadArguments
+from chaos.history.analysis import fault_names, run_config
 from chaos.history.checkers.nodelogs import report_rows
 from chaos.history.report import faults as report_faults
 from chaos.history.report import jepsen as report_jepsen
@@ -113,6 +114,9 @@ def _meta(run: Run, end_ns: int, n_client: int) -> dict[str, Any]:
         "client_ops": n_client,
         "options": options,
         "skipped_lines": run.skipped_lines,
+        # the DB and nemesis options given (read mode, targets...): what tells apart runs of the
+        # same workload and nemesis (issue 35 item 10)
+        "run_options": run_config(t),
     }
 
 
@@ -129,7 +133,8 @@ class Laid:
     @classmethod
     def of(cls, run: Run) -> Laid:
         pairs, nem, end = pair_ops(run.history)
-        return cls(pairs, nem, end, nemesis_windows(run.history, end, nemesis_colours(run.test)))
+        wins = nemesis_windows(run.history, end, nemesis_colours(run.test), fault_names(run.test))
+        return cls(pairs, nem, end, wins)
 
 
 def build_data(run: Run, laid: Laid | None = None) -> dict[str, Any]:
@@ -166,7 +171,7 @@ def build_data(run: Run, laid: Laid | None = None) -> dict[str, Any]:
         },
         "nemesis": [
             {
-                "kind": w["kind"],
+                "kind": w["name"],  # the page's lanes and legend: the faults as the user typed them
                 "label": w["label"],
                 "plot_label": _ptext(w["label"]),
                 "start_s": w["start"] / 1e9,
