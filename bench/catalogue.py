@@ -14,7 +14,7 @@ and ``--correct-runs`` runs of the unmodified server over the same configuration
 plus ``--sim-seeds`` seeds of ``chaos sim`` per simulator configuration.
 
 ``--preset power`` replaces the patch headers' configurations by the ``chaos gate`` preset's
-(:data:`chaos.history.gate.PRESETS`; those listed as catching the class are tried first), so the
+(:data:`chaos_dledger.presets.PRESETS`; those listed as catching the class are tried first), so the
 table says what the default gate catches; ``--config 'WORKLOAD NEMESIS [--opt V ...]'`` (repeatable,
 faults joined with ``,`` or ``+``) tries one configuration instead.
 
@@ -196,7 +196,7 @@ def record(path: Path, rec: dict[str, Any]) -> None:
 def preset_configs(name: str) -> list[tuple[Config, tuple[str, ...]]]:
     """The ``chaos gate`` preset ``name`` as ``(Config, classes it is listed as catching)``;
     MutantError for an unknown preset."""
-    from chaos.history.gate import PRESETS
+    from chaos_dledger.presets import PRESETS
 
     if name not in PRESETS:
         raise MutantError(f"--preset {name}: expected one of {', '.join(PRESETS)}")

@@ -35,8 +35,8 @@ def main() -> None:
     ap.add_argument("--cluster-name", default="nemtest")
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
-    from chaos.cluster.db import build_db
     from chaos.cluster.docker import DockerProvider
+    from chaos.control.db import build_db
     from chaos.control.ssh import Control
 
     nodes = DockerProvider(5, name=args.cluster_name).up()

@@ -23,23 +23,6 @@ daemons), ``jepsen.generator`` (generators), ``jepsen.checker`` (verdicts).
 from __future__ import annotations
 
 from chaos.cluster import deploy
-from chaos.cluster.db import (
-    CAPABILITIES,
-    DB,
-    Clients,
-    Clock,
-    DataDir,
-    DBOption,
-    Leadership,
-    LeaderTransfer,
-    LogFiles,
-    Pause,
-    Primary,
-    Process,
-    Recovery,
-    capabilities,
-    has,
-)
 from chaos.cluster.osetup import install_packages
 from chaos.control import generator as gen
 from chaos.control.client import (
@@ -56,6 +39,24 @@ from chaos.control.client import (
     complete,
     open_db_client,
     value_kind,
+)
+from chaos.control.db import (
+    CAPABILITIES,
+    DB,
+    Clients,
+    Clock,
+    DataDir,
+    DBOption,
+    GateRun,
+    Leadership,
+    LeaderTransfer,
+    LogFiles,
+    Pause,
+    Primary,
+    Process,
+    Recovery,
+    capabilities,
+    has,
 )
 from chaos.control.node import Node
 from chaos.control.ssh import CmdResult, CommandTimeout, Control, NodeUnreachable, Remote, RemoteError
@@ -100,9 +101,10 @@ from chaos.workloads.set import SetClient
 __all__ = [
     # the version of this API
     "VERSION",
-    # the DB contract and its capabilities (chaos/cluster/db.py)
+    # the DB contract and its capabilities (chaos/control/db.py)
     "DB",
     "DBOption",
+    "GateRun",
     "CAPABILITIES",
     "Clients",
     "Clock",

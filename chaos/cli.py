@@ -7,7 +7,6 @@ Subcommands live beside the code they drive and are imported only when used, so 
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 import traceback
@@ -15,7 +14,7 @@ from typing import Any, NoReturn
 
 import click
 
-from chaos import supervisor
+from chaos import plugins, supervisor
 from chaos.errors import (
     EXIT_BAD_ARGS,
     EXIT_CRASH,
@@ -28,77 +27,57 @@ from chaos.errors import (
     watch_sigint,
 )
 
-# name -> "module:attribute" of a click command
-COMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("chaos.runner.cli:run", "Run a test: cluster, DB, workload, nemesis, check, report."),
-    "heal": ("chaos.nemesis.cli:heal", "Heal every fault the tool may have left on the nodes."),
-    "cluster": ("chaos.cluster.cli:cluster", "Provision, inspect and remove the node cluster."),
-    "check": ("chaos.history.report.cli:check", "Re-check a stored run or a history file."),
-    "report": ("chaos.history.report.html:report", "Write the HTML report of a run directory."),
-    "serve": ("chaos.history.report.serve:serve", "Serve the store's runs and reports over HTTP."),
-    "analyze": ("chaos.history.gate:analyze_cmd", "Analyse runs on Spark: verdicts, latency, availability."),
-    "gate": (
-        "chaos.history.gate:gate_cmd",
-        "Release gate: run or analyse a matrix of tests, exit 0 only if all pass.",
-    ),
-    "plugin": ("chaos.runner.plugincheck:plugin", "Check a DB plug-in: its API contract and a smoke run."),
+# the tool's own commands (registered in chaos.plugins.BUILTINS["command"], as setup.cfg's
+# chaos.commands entry points) -> one line for `chaos --help`, written here so the help imports none
+COMMANDS: dict[str, str] = {
+    "run": "Run a test: cluster, DB, workload, nemesis, check, report.",
+    "heal": "Heal every fault the tool may have left on the nodes.",
+    "cluster": "Provision, inspect and remove the node cluster.",
+    "check": "Re-check a stored run or a history file.",
+    "report": "Write the HTML report of a run directory.",
+    "serve": "Serve the store's runs and reports over HTTP.",
+    "analyze": "Analyse runs on Spark: verdicts, latency, availability.",
+    "gate": "Release gate: run or analyse a matrix of tests, exit 0 only if all pass.",
+    "plugin": "Check a DB plug-in: its API contract and a smoke run.",
 }
 
 
-def _plugin_commands() -> dict[str, Any]:
-    """Commands other distributions add (entry points in ``chaos.commands``, :mod:`chaos.plugins`)."""
-    from chaos import plugins
-
-    return {n: ep for n, ep in plugins.entry_points("command").items() if n not in COMMANDS}
-
-
 class LazyGroup(click.Group):
+    """The ``chaos`` group: every subcommand read from the one registry (:mod:`chaos.plugins`, kind
+    ``command``: the tool's own and ``chaos.commands`` entry points alike), each loaded only when
+    it runs, so ``chaos --help`` stays fast."""
+
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted([*COMMANDS, *_plugin_commands()])
+        return plugins.names("command")
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in COMMANDS:
-            ep = _plugin_commands().get(cmd_name)
-            if ep is None:
-                return None
-            try:
-                cmd = ep.load()
-            except Exception as e:  # a broken plug-in names itself and never runs as a command
-                raise ConfigError(
-                    f"chaos {cmd_name}: loading {ep.value} failed: {type(e).__name__}: {e}"
-                ) from None
-            return cmd if isinstance(cmd, click.Command) else None
-        target = COMMANDS[cmd_name][0]
-        module_name, attr = target.split(":")
+        if cmd_name not in plugins.names("command"):
+            return None
         try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as e:
-            if e.name and module_name.startswith(e.name):
-                return _missing(cmd_name)
+            cmd = plugins.resolve("command", cmd_name)
+        except ConfigError as e:  # a broken plug-in names itself and never runs as a command
+            if cmd_name in COMMANDS and "no module named" in str(e):
+                return _missing(cmd_name)  # a part left out of this build
             raise
-        cmd = getattr(module, attr, None)
-        return cmd if isinstance(cmd, click.Command) else _missing(cmd_name)
+        return cmd if isinstance(cmd, click.Command) else None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        plugged = _plugin_commands()
-        rows = [
-            (name, COMMANDS[name][1] if name in COMMANDS else _short_help(plugged[name]))
-            for name in self.list_commands(ctx)
-        ]
+        rows = [(name, COMMANDS.get(name) or _short_help(name)) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
 
-def _short_help(ep: Any) -> str:
+def _short_help(name: str) -> str:
+    """A plug-in command's one line, from the command itself (loaded for it)."""
     try:
-        cmd = ep.load()
+        cmd = plugins.resolve("command", name)
     except Exception as e:  # a broken plug-in must not break --help
-        return f"(cannot load {ep.value}: {type(e).__name__})"
+        return f"(cannot load it: {' '.join(str(e).split())[:60]})"
     return cmd.get_short_help_str(limit=70) if isinstance(cmd, click.Command) else ""
 
 
 def _missing(name: str) -> click.Command:
-    @click.command(name=name, help=COMMANDS[name][1] + " (not available in this build)")
+    @click.command(name=name, help=COMMANDS[name] + " (not available in this build)")
     def cmd() -> None:
         raise click.ClickException(f"'chaos {name}' is not available in this build")
 

@@ -1,9 +1,12 @@
-"""Loading plug-ins: DBs, workloads, nemeses and checkers named on the command line.
+"""The one registry: DBs, workloads, nemeses, checkers, models, providers and commands, by name.
 
 A plug-in is named either ``module:attr`` (imported from ``sys.path``: ``chaos run --db
-mystore.chaos:MyStoreDB``) or by a registered name: the built-ins below, then the entry points of
-the installed distributions in the groups :data:`GROUPS` (``chaos.dbs``, ``chaos.workloads``,
-``chaos.nemeses``, ``chaos.checkers``), as Python packaging declares them::
+mystore.chaos:MyStoreDB``) or by a registered name: the tool's own (:data:`BUILTINS`, the mirror
+of its entry points in ``setup.cfg``, so a source checkout without installed metadata finds them;
+``tests/test_registry.py`` holds the two equal), then the entry points of the installed
+distributions in the groups :data:`GROUPS` (``chaos.dbs``, ``chaos.workloads``, ``chaos.nemeses``,
+``chaos.checkers``, ``chaos.models``, ``chaos.providers``, ``chaos.commands``), as Python
+packaging declares them::
 
     [options.entry_points]
     chaos.dbs =
@@ -12,14 +15,20 @@ the installed distributions in the groups :data:`GROUPS` (``chaos.dbs``, ``chaos
 What each kind's object must be:
 
 - a DB (``chaos.dbs``): a factory called with the parsed ``--db-opt`` options as keyword
-  arguments, returning a :class:`chaos.cluster.db.DB`; its options are declared in
-  ``db_options`` (see :mod:`chaos.cluster.db`). A ready DB object is accepted too.
+  arguments, returning a :class:`chaos.control.db.DB`; its options are declared in
+  ``db_options`` (see :mod:`chaos.control.db`). A ready DB object is accepted too.
 - a workload (``chaos.workloads``): a function ``opts -> chaos.workloads.Workload``.
 - a nemesis (``chaos.nemeses``): a factory ``opts -> Nemesis`` with ``kind`` (its ops are
   ``start-<kind>``/``stop-<kind>``), ``requires`` (capability names, see
-  :func:`chaos.cluster.db.capabilities`) and ``nemesis_options`` (``{key: kind}`` as
+  :func:`chaos.control.db.capabilities`) and ``nemesis_options`` (``{key: kind}`` as
   :data:`chaos.nemesis.NEMESIS_OPTIONS`); see :func:`chaos.nemesis.build`.
-- a checker (``chaos.checkers``): a factory ``() -> Checker`` (``chaos.history.checkers.registry``).
+- a checker (``chaos.checkers``): a factory ``() -> Checker``; it may take the keywords ``test``
+  (the run's ``test.json`` dict) and ``model`` (a ``--model`` given to ``chaos check``), which
+  :func:`chaos.history.checkers.registry.make_checker` passes when its signature names them.
+- a model (``chaos.models``, for the ``linear`` checker and ``--model``): a factory
+  ``(**options) -> Model`` (:mod:`chaos.history.checkers.models`; ``--model name:opt=value``).
+- a provider (``chaos.providers``): where the nodes come from (:mod:`chaos.cluster.providers`).
+- a command (``chaos.commands``): a click command, ``chaos <name>`` (:mod:`chaos.cli`).
 
 Errors are :class:`chaos.control.test.ConfigError` (one line naming the flag, the plug-in and what
 was wrong: the module that is missing, the attribute that is not there, the object that is not a
@@ -37,7 +46,7 @@ from typing import Any
 
 from chaos.errors import ConfigError, did_you_mean
 
-API_VERSION = "1.0.0"
+API_VERSION = "1.1.0"
 """The version of the plug-in API (``chaos.api.VERSION``, semantic versioning; CHANGELOG.md at the
 repository root says what each version added, changed, deprecated and removed). A plug-in may
 declare the range it needs in an attribute ``API`` (a PEP 440 specifier such as ``">=1.0,<2"``) on
@@ -54,6 +63,7 @@ GROUPS: Mapping[str, str] = {
     "workload": "chaos.workloads",
     "nemesis": "chaos.nemeses",
     "checker": "chaos.checkers",
+    "model": "chaos.models",
     "provider": "chaos.providers",
     "command": "chaos.commands",
 }
@@ -64,7 +74,7 @@ DEFAULTS_GROUP = "chaos.defaults"
 object a name in that kind's group registers)."""
 
 BUILTINS: Mapping[str, Mapping[str, str]] = {
-    "db": {"noop": "chaos.cluster.db:NoopDB"},
+    "db": {"noop": "chaos.control.db:NoopDB"},
     "workload": {
         "register": "chaos.workloads.register:workload",
         "log": "chaos.workloads.log:workload",
@@ -83,18 +93,57 @@ BUILTINS: Mapping[str, Mapping[str, str]] = {
         "files": "chaos.nemesis.files:NEMESIS",
         "leadership": "chaos.nemesis.leadership:NEMESIS",
     },
-    "checker": {},  # the built-in checkers live in chaos.history.checkers.registry.checkers_for
+    "checker": {
+        "linear": "chaos.history.checkers.registry:linear_checker",
+        "log": "chaos.history.checkers.logcheck:LogChecker",
+        "log-reads": "chaos.history.checkers.logcheck:LogReadsChecker",
+        "set": "chaos.history.checkers.logcheck:SetChecker",
+        "stats": "chaos.history.checkers.registry:StatsChecker",
+        "perf": "chaos.history.checkers.perf:PerfChecker",
+        "server-logs": "chaos.history.checkers.nodelogs:ServerLogChecker",
+        "liveness": "chaos.history.checkers.liveness:LivenessChecker",
+        "faults": "chaos.history.checkers.faults:FaultsChecker",
+        "bank": "chaos.history.checkers.bank:BankChecker",
+        "counter": "chaos.history.checkers.counter:CounterChecker",
+        "long-fork": "chaos.history.checkers.longfork:LongForkChecker",
+        "set-full": "chaos.history.checkers.setfull:SetFullChecker",
+        "set-full-linearizable": "chaos.history.checkers.setfull:linearizable",
+        "client-errors": "chaos.history.checkers.clienterrors:ClientErrorsChecker",
+        "elle": "chaos.history.checkers.registry:elle_checker",
+    },
+    "model": {
+        "register": "chaos.history.checkers.models:Register",
+        "cas-register": "chaos.history.checkers.models:CasRegister",
+        "kv": "chaos.history.checkers.models:KV",
+        "mutex": "chaos.history.checkers.models:Mutex",
+        "set": "chaos.history.checkers.models:SetModel",
+        "append-log": "chaos.history.checkers.models:AppendLog",
+        "multi-register": "chaos.history.checkers.models:MultiRegister",
+    },
     "provider": {"docker": "chaos.cluster.docker:DockerProvider", "ssh": "chaos.cluster.sshhosts:SSHHosts"},
-    "command": {},  # the tool's own commands: chaos.cli.COMMANDS
+    "command": {
+        "run": "chaos.runner.cli:run",
+        "heal": "chaos.nemesis.cli:heal",
+        "cluster": "chaos.cluster.cli:cluster",
+        "check": "chaos.history.report.cli:check",
+        "report": "chaos.history.report.html:report",
+        "serve": "chaos.history.report.serve:serve",
+        "analyze": "chaos.runner.gate:analyze_cmd",
+        "gate": "chaos.runner.gate:gate_cmd",
+        "plugin": "chaos.runner.plugincheck:plugin",
+    },
 }
-"""The tool's own plug-ins by kind and name (also declared as entry points in ``setup.cfg``; kept
-here so a source checkout without installed metadata finds them)."""
+"""The tool's own plug-ins by kind and name: the mirror of the ``chaos.*`` entry points
+``setup.cfg`` declares (``tests/test_registry.py`` holds them equal), kept here so a source checkout
+without installed metadata finds them. Read through :func:`resolve` and :func:`names`, as a
+plug-in's are."""
 
 _FLAGS = {
     "db": "--db",
     "workload": "--workload",
     "nemesis": "--nemesis",
     "checker": "--checker",
+    "model": "--model",
     "provider": "--provider",
     "command": "command",
 }

@@ -7,7 +7,7 @@ declared in ``os_packages`` and installed by the OS setup, is its one dependency
 network), then start ``python3 dledger.pyz server`` as a daemon
 (``setsid``, pidfile, log file) under libfaketime with a runtime-writable offset file (the clock
 nemesis writes it), and wait for its port. When every node is up, setup waits for a leader. Setup is tried 3 times; a failure raises
-:class:`~chaos.cluster.db.DBError` with the node's server-log tail. Teardown kills the server and
+:class:`~chaos.control.db.DBError` with the node's server-log tail. Teardown kills the server and
 wipes its data dir. ``kill`` is SIGKILL, ``pause``/``resume`` SIGSTOP/SIGCONT, all by pidfile.
 ``primaries`` asks every node's METADATA from the control node; ``await_recovery`` waits after
 healing for a leader, every node answering METADATA and every follower's commitIndex caught up.
@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chaos.cluster import deploy, osetup
-from chaos.cluster.db import DBError, DBOption
 from chaos.control import util
+from chaos.control.db import DBError, DBOption, GateRun
 from chaos.control.node import Node
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ def _seconds(text: str) -> float:
 
 
 class DLedgerDB:
-    """DLedger as the system under test: :class:`chaos.cluster.db.DB` with every capability
+    """DLedger as the system under test: :class:`chaos.control.db.DB` with every capability
     (process, pause, primary, log-files, data-dir, clock, recovery, leadership, leader-transfer,
     clients for the ``register`` and ``log`` protocols, see :mod:`chaos_dledger.clients`).
 
@@ -207,8 +207,16 @@ class DLedgerDB:
     )
 
     @staticmethod
+    def gate_presets() -> dict[str, tuple[GateRun, ...]]:
+        """The real-cluster runs of ``chaos gate``'s presets for DLedger (``power`` first, the
+        default; :mod:`chaos_dledger.presets`)."""
+        from chaos_dledger.presets import PRESETS
+
+        return PRESETS
+
+    @staticmethod
     def gate_campaign(store: str, master: str | None = None) -> list[dict[str, Any]]:
-        """The simulation row of a default ``chaos gate`` (``chaos.history.gate.db_campaign_rows``):
+        """The simulation row of a default ``chaos gate`` (``chaos.runner.gate.db_campaign_rows``):
         the default swarm ``chaos sim`` over :data:`chaos_dledger.sim.GATE_SEEDS` seeds, as Spark
         tasks at ``master`` when the gate was given one."""
         from chaos_dledger.sim import gate_campaign
@@ -266,7 +274,7 @@ class DLedgerDB:
         env_root = os.environ.get("CHAOS_DLEDGER_SOURCE")
         self.source_root = Path(env_root) if env_root and source_root == PROJECT_ROOT else source_root
         self.log = log or (lambda s: logging.getLogger("chaos.db").info("%s", s))
-        if not faketime:  # no clock capability (chaos.cluster.db.capabilities)
+        if not faketime:  # no clock capability (chaos.control.db.capabilities)
             self.faketime_file = None
         self._observer_clients: dict[str, Any] = {}
         self._zipapp: Path | None = None
@@ -327,7 +335,7 @@ class DLedgerDB:
 
     def log_positions(self, control: Control) -> dict[str, int]:
         """Each answering node's ledgerEndIndex from its own METADATA (the leader-transfer
-        nemesis's ``behind`` target, :class:`chaos.cluster.db.LeaderTransfer`). Never raises."""
+        nemesis's ``behind`` target, :class:`chaos.control.db.LeaderTransfer`). Never raises."""
         try:
             answers = self.metadata(control.nodes)
         except Exception:  # a probe: no positions, the nemesis then says so

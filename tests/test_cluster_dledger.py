@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from chaos.cluster.db import DB, DBError
 from chaos.cluster.docker import DockerProvider
 from chaos.cluster.osetup import DebianOS
+from chaos.control.db import DB, DBError
 from chaos.control.ssh import Control
 from chaos_dledger.db import DLedgerDB
 

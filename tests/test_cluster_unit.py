@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from chaos.cluster.db import DBError
 from chaos.cluster.image import debian_mirror, image_tag, recipe_hash
 from chaos.cluster.sshhosts import SSHHosts, parse_entry, read_nodes_file
+from chaos.control.db import DBError
 from chaos.control.node import Node, check_unique, nodes_from_json, nodes_to_json
 from chaos.control.ssh import Control, NodeUnreachable, Remote, RemoteError
 from chaos_dledger.db import PROJECT_ROOT, DLedgerDB, build_zipapp, source_hash
@@ -167,8 +167,8 @@ def test_db_packages_come_from_the_db_not_the_image_or_the_os_setup() -> None:
     """The node image and the tool's OS setup carry the tool's packages only; a DB's packages are
     its ``os_packages``, which the OS setup adds for that DB (DLedger's python3-msgpack)."""
     from chaos.cluster import image
-    from chaos.cluster.db import NoopDB, os_packages
     from chaos.cluster.osetup import REQUIRED_PACKAGES, DebianOS
+    from chaos.control.db import NoopDB, os_packages
 
     assert "python3-msgpack" not in image.PACKAGES and "python3-msgpack" not in REQUIRED_PACKAGES
     assert "dledger" not in image.NODE_INIT.lower()
@@ -217,7 +217,7 @@ class TwoDaemonDB:
 
 
 def test_every_declared_daemon_is_killed_started_paused_and_resumed() -> None:
-    from chaos.cluster import db as dbmod
+    from chaos.control import db as dbmod
 
     db = TwoDaemonDB()
     r = Remote(Node(name="n1", host="192.0.2.1"))  # never connected: the DB records the calls

@@ -109,6 +109,7 @@ def test_counts_per_kind_and_unknown_when_a_kind_never_applied(tmp_path: Path) -
         "failed": 1,
         "errors": ["n4: no server running (nothing to kill)"],
         "stop_failed": 0,
+        "name": "kill",  # the op kind: this test.json records no typed names (issue 35 item 10)
     }
     assert r["kinds"]["restart"]["requested"] == 1 and r["kinds"]["restart"]["applied"] == 0
     assert r["kinds"]["partition"]["applied"] == 1 and r["kinds"]["partition"]["stop_failed"] == 1

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from chaos.history.gate import DEFAULT_PRESET, PRESETS, MatrixRun, matrix
+from chaos.control.db import GateRun
+from chaos.runner.gate import matrix
+from chaos_dledger.presets import DEFAULT_PRESET, PRESETS
 
 
 def gate(*args: str) -> subprocess.CompletedProcess[str]:
@@ -46,16 +48,15 @@ def test_gate_without_matrix_arguments_runs_the_default_preset() -> None:
 
 def test_every_preset_run_is_accepted_by_chaos_run(tmp_path: Path) -> None:
     from chaos import nemesis, workloads
-    from chaos.control.test import validate_options
-    from chaos.runner.cli import run
+    from chaos.runner.cli import run, run_options
 
     for name, configs in PRESETS.items():
         for cfg in configs:
             words = cfg.run_args(str(tmp_path / "store"), [])
             ctx = run.make_context("run", words[1:])  # click checks options and choices (read modes)
-            opts = dict(ctx.params)
-            extra = nemesis.parse_nemesis_opts(opts.pop("nemesis_opt") or ())
-            validate_options(opts)
+            options, spec = run_options(ctx.params, ctx.args)  # the DB's own options (read modes) too
+            opts, extra = options.as_dict(), dict(options.nemesis_opts)
+            assert list(spec.names) == cfg.nemesis.split("+")
             assert opts["workload"] == cfg.workload
             assert workloads.get(cfg.workload, {"node_count": 5}).name == cfg.workload
             names = nemesis.parse_names(opts["nemesis"])
@@ -95,11 +96,13 @@ def test_the_preset_runs_snapshots_under_kills_and_partitions_and_transfers_to_l
 
 
 def test_matrix_arguments_replace_the_preset() -> None:
-    assert matrix(None, "log", None, 1) == [
-        MatrixRun("log", "partition-ring+kill-leader"),
-        MatrixRun("log", "kill"),
+    assert matrix(None, "log", None, 1, PRESETS) == [
+        GateRun("log", "partition-ring+kill-leader"),
+        GateRun("log", "kill"),
     ]
-    assert [c.label() for c in matrix(None, None, "pause", 2)] == ["register pause"] * 2 + ["log pause"] * 2
+    assert [c.label() for c in matrix(None, None, "pause", 2, PRESETS)] == ["register pause"] * 2 + [
+        "log pause"
+    ] * 2
     assert listed("--workload", "register", "--nemesis", "pause+kill") == [
         ["chaos", "run", "--workload", "register", "--nemesis", "pause,kill", "--store", "store"]
     ]
@@ -167,7 +170,7 @@ def test_gate_table_on_a_pipe_keeps_every_column_of_a_long_run_directory() -> No
     # A CI log is a pipe: at rich's default 80 columns a long directory squeezed the verdicts away.
     import io
 
-    from chaos.history.gate import print_table
+    from chaos.runner.gate import print_table
 
     long_dir = "/tmp/" + "store/" * 12 + "log-bitflip/20261125T210122.615"
     summary = {

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from chaos import plugins
-from chaos.cluster import db as dbmod
-from chaos.cluster.db import CAPABILITIES, NoopDB, capabilities, parse_db_opts
+from chaos.control import db as dbmod
 from chaos.control.client import Answer, Failed, Indeterminate, NotSent, complete
+from chaos.control.db import CAPABILITIES, NoopDB, capabilities, parse_db_opts
 from chaos.errors import ConfigError
 from chaos.history.op import Op
 from chaos_dledger.db import DLedgerDB
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 TINY = '''
 """A tiny third-party DB and workload for the plug-in tests: process control, no pause."""
-from chaos.cluster.db import DBOption
+from chaos.control.db import DBOption
 from chaos.workloads import Workload
 
 
@@ -206,7 +206,7 @@ def test_the_help_lists_the_dbs_and_their_options(plugin_path: Path) -> None:
     ("args", "needle"),
     [
         (["--db", "tinyplug:NOT_A_DB"], "int is not a DB"),
-        (["--db", "chaos.cluster.db:DBError"], "class DBError is not a DB"),
+        (["--db", "chaos.control.db:DBError"], "class DBError is not a DB"),
         (["--db", "tinyplug:NoSuchName"], "module tinyplug has no attribute 'NoSuchName'"),
         (["--db", "no-such-db"], "unknown db; expected one of dledger, noop"),
         (["--db", "tinyplug:NoPauseDB", "--db-opt", "port=99999"], "port 99999: expected 1..65535"),

@@ -161,7 +161,7 @@ def test_history_txt_and_ops_in_chaos_log(tmp_path: Path) -> None:
 
     from chaos.history.op import Op
     from chaos.history.text import write_history_text
-    from chaos.runner.runner import _LoggedHistory, _Logs
+    from chaos.runner.output import _LoggedHistory, _Logs
 
     run = RunDir.create(tmp_path / "store", "register-unit")
     logs = _Logs(run.log_path)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from chaos.history.op import Op
 from chaos.history.report import figures, summary
 from chaos.history.report import html as rep
 from chaos.history.report import run as report_run
@@ -33,6 +34,11 @@ class HistoryWriter:
         d.update({k: v for k, v in extra.items() if v is not None})
         self.lines.append(d)
         return d
+
+    @property
+    def ops(self) -> list[Op]:
+        """The lines as ops, as the report reads them."""
+        return [Op.from_dict(d) for d in self.lines]
 
     def write(self, path: Path) -> None:
         with (path / "history.jsonl").open("w") as fh:
@@ -406,7 +412,7 @@ def test_pair_ops_pairs_and_keeps_unfinished(tmp_path: Path) -> None:
     h.op("ok", 0, "write", 1, 3 * MS)
     h.op("invoke", 0, "cas", [1, 2], 4 * MS)
     h.op("fail", 0, "cas", [1, 2], 5 * MS)
-    pairs, nem, end = report_run.pair_ops(h.lines)
+    pairs, nem, end = report_run.pair_ops(h.ops)
     assert end == 5 * MS and nem == []
     assert [pairs.fs[f] for f in pairs.f] == ["write", "read", "cas"]
     assert [report_run.TYPE_ORDER[t] for t in pairs.t] == ["ok", "info", "fail"]
@@ -419,7 +425,7 @@ def test_nemesis_windows_from_completions() -> None:
     _nemesis(h, "partition", 100 * MS, 300 * MS, {"nodes": ["n1", "n2"]})
     h.op("info", "nemesis", "start-kill", {"nodes": ["n3"]}, 400 * MS)
     h.op("info", "nemesis", "start-kill", {"nodes": ["n3"]}, 410 * MS)
-    wins = figures.nemesis_windows(h.lines, 500 * MS)
+    wins = figures.nemesis_windows(h.ops, 500 * MS)
     assert [(w["kind"], w["start"], w["end"], w["open"]) for w in wins] == [
         ("partition", 105 * MS, 305 * MS, False),
         ("kill", 410 * MS, 500 * MS, True),
@@ -434,11 +440,11 @@ def test_fault_colours_come_from_the_runs_recorded_styles() -> None:
     _nemesis(h, "stall", 100 * MS, 200 * MS, {"nodes": ["n1"]})
     _nemesis(h, "kill", 250 * MS, 300 * MS, {"nodes": ["n2"]})
     styles = {"stall": {"colour": "#123456", "verbs": {}}}
-    wins = figures.nemesis_windows(h.lines, 400 * MS, figures.nemesis_colours({"nemesis_styles": styles}))
+    wins = figures.nemesis_windows(h.ops, 400 * MS, figures.nemesis_colours({"nemesis_styles": styles}))
     colours = {w["kind"]: w["colour"] for w in wins}
     assert colours["stall"] == "#123456"
     assert colours["kill"] != figures.NEMESIS_COLOURS["kill"] and colours["kill"] in figures._FALLBACK_COLOURS
-    old = figures.nemesis_windows(h.lines, 400 * MS, figures.nemesis_colours({"name": "old run"}))
+    old = figures.nemesis_windows(h.ops, 400 * MS, figures.nemesis_colours({"name": "old run"}))
     assert {w["kind"]: w["colour"] for w in old}["kill"] == figures.NEMESIS_COLOURS["kill"]
 
 
@@ -468,7 +474,7 @@ def test_availability_comes_from_results_only() -> None:
         t = k * 100 * MS + (3000 * MS if k >= 5 else 0)
         h.op("invoke", 0, "read", None, t)
         h.op("ok", 0, "read", 1, t + MS)
-    pairs, nem, end = report_run.pair_ops(h.lines)
+    pairs, nem, end = report_run.pair_ops(h.ops)
     wins, src = figures.availability_windows(None, pairs, [], end)
     assert wins == [] and "no perf checker result" in src
     results = {

@@ -201,8 +201,9 @@ def _boom_command() -> None:
 def test_an_unexpected_error_is_one_line_and_255(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     # whatever a command does not handle must not end in a traceback and exit 1 ("invalid")
     import chaos.cli
+    from chaos import plugins
 
-    monkeypatch.setitem(chaos.cli.COMMANDS, "boom", (f"{__name__}:_boom_command", "raises"))
+    monkeypatch.setitem(plugins.BUILTINS["command"], "boom", f"{__name__}:_boom_command")
     monkeypatch.delenv("CHAOS_TRACEBACK", raising=False)
     with pytest.raises(SystemExit) as e:
         chaos.cli.main(["boom"])

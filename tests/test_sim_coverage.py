@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from chaos.cluster.db import NoopDB, source_packages
+from chaos.control.db import NoopDB, source_packages
 from chaos_dledger.db import DLedgerDB
 from chaos_dledger.sim import sim
 

@@ -4,12 +4,12 @@ adds nothing."""
 
 from __future__ import annotations
 
-from chaos.history.gate import db_campaign_rows, threshold_failures
+from chaos.runner.gate import db_campaign_rows, threshold_failures
 from chaos_dledger.sim import gate_campaign
 
 
 def test_a_db_without_a_campaign_adds_no_row() -> None:
-    assert db_campaign_rows(["--db", "chaos.cluster.db:NoopDB"], "store") == []
+    assert db_campaign_rows(["--db", "chaos.control.db:NoopDB"], "store") == []
 
 
 def test_dledger_adds_a_simulation_row_with_its_verdict(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -48,10 +48,10 @@ def test_the_gate_finds_dledgers_campaign_through_its_db_plugin(monkeypatch) -> 
 
 
 def test_a_plugin_campaign_without_a_master_parameter_still_runs_without_one(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from chaos.cluster.db import NoopDB
+    from chaos.control.db import NoopDB
 
     monkeypatch.setattr(NoopDB, "gate_campaign", staticmethod(lambda store: [{"run": store}]), raising=False)
-    assert db_campaign_rows(["--db", "chaos.cluster.db:NoopDB"], "s") == [{"run": "s"}]
+    assert db_campaign_rows(["--db", "chaos.control.db:NoopDB"], "s") == [{"run": "s"}]
 
 
 def test_damage_beyond_repair_is_unknown_with_its_cause_not_a_liveness_failure(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -247,7 +247,7 @@ def test_gate_rejects_bad_thresholds_before_anything_runs(runs, tmp_path, option
 
 
 def test_require_faults_applied():
-    from chaos.history.gate import _exit_for, notes, threshold_failures
+    from chaos.runner.gate import _exit_for, notes, threshold_failures
 
     def run(name, faults):
         return {"run": name, "valid": True, "failures": [], "max_unavailable_s": 0.0, "p99_ms": 1.0,

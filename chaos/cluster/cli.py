@@ -21,6 +21,7 @@ import click
 from chaos.cluster import providers
 from chaos.cluster.docker import DEFAULT_CLUSTER, ClusterError, DockerProvider
 from chaos.cluster.image import ImageError, ensure_image, image_tag, remove_image
+from chaos.cluster.osetup import DebianOS
 from chaos.control.node import Node
 from chaos.control.ssh import Control, RemoteError
 from chaos.errors import BadArguments, Refused
@@ -185,8 +186,6 @@ def up(os_setup: bool, **node: Any) -> None:
     with Control(ns) as ctl:
         hostnames = ctl.on_nodes(lambda r: r.exec("hostname").stdout.strip())
         if os_setup:
-            from chaos.cluster.osetup import DebianOS
-
             DebianOS().setup(ctl)
     for n in ns:
         click.echo(f"{n.name}\t{n.user}@{n.host}:{n.port}\thostname={hostnames[n.name]}")

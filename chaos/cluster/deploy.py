@@ -24,6 +24,8 @@ import zipapp
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from chaos.cluster.docker import chaos_home
+
 if TYPE_CHECKING:
     from chaos.control.ssh import Remote
 
@@ -58,7 +60,6 @@ def build_zipapp(package_dir: Path, main: str, cache_dir: Path | None = None) ->
     DeployError for a directory that is not a package or a module that does not compile (naming
     the file).
     """
-    from chaos.cluster.docker import chaos_home
 
     package_dir = Path(package_dir).resolve()
     digest = source_hash(package_dir)

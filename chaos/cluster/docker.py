@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from chaos.cluster.image import LABEL, EngineUnreachable, ImageError, docker_client, ensure_image
+from chaos.cluster.lock import LIVE_HINT, LOCK_PATH, ClusterLocked, is_stale, live_here, parse
 from chaos.control.node import Node, nodes_from_json, nodes_to_json
+from chaos.control.ssh import Control, NodeUnreachable, Remote, RemoteError
 from chaos.errors import Refused
 
 DEFAULT_CLUSTER = "default"
@@ -95,6 +97,17 @@ def generate_keypair(directory: Path) -> Path:
     return priv
 
 
+def docker_node_count(opts: dict[str, Any]) -> int:
+    """The docker cluster's node count: ``node_count`` (unless None), else that of the named
+    cluster (``cluster_name``) when it exists, else 5."""
+    if opts.get("node_count") is not None:
+        return int(opts["node_count"])
+    try:
+        return len(load_nodes(str(opts.get("cluster_name") or DEFAULT_CLUSTER)))
+    except ClusterError:
+        return 5
+
+
 class DockerProvider:
     """Provision, inspect and remove a local cluster of node containers.
 
@@ -116,8 +129,6 @@ class DockerProvider:
         """The provider of :mod:`chaos.cluster.providers`' options: ``node_count`` nodes (else the
         named cluster's, else 5), ``cluster_name``, ``break_lock``; ValueError for a bad count or
         name, or ssh-only options."""
-        from chaos.cluster.providers import docker_node_count
-
         if opts.get("nodes_file"):
             raise ValueError("--nodes-file is for the ssh provider; the docker provider takes a node count")
         return cls(
@@ -321,7 +332,6 @@ class DockerProvider:
         removing or replacing containers under it would wreck that run. ``breaking``
         (``--break-lock``): only a holder provably alive on this host refuses. ``hint``: what the
         refusal line tells the user to do (default: wait, or ``--break-lock``)."""
-        from chaos.cluster.lock import LIVE_HINT, LOCK_PATH, ClusterLocked, is_stale, live_here, parse
 
         for c in containers:
             if c.status != "running":
@@ -374,7 +384,6 @@ class DockerProvider:
         return addr or None
 
     def _wait_ssh(self, nodes: list[Node]) -> None:
-        from chaos.control.ssh import Control, NodeUnreachable
 
         deadline = time.monotonic() + self.ssh_timeout
         pending = list(nodes)
@@ -409,7 +418,6 @@ class DockerProvider:
     def status(self) -> list[dict[str, Any]]:
         """One dict per node container: ``name``, ``container``, ``state``, ``host``, ``ssh`` (bool),
         ``hostname`` (what the node reports over SSH, or None), ``error`` (why SSH failed, or None)."""
-        from chaos.control.ssh import Remote, RemoteError
 
         key = self.state_dir / "id_ed25519"
         rows = []

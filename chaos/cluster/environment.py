@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from typing import Any
 
 from chaos.control.ssh import Control, Remote, RemoteError
 
@@ -69,7 +68,7 @@ def probe_node(remote: Remote, data_dir: str | None, logs: list[str]) -> list[tu
     return found
 
 
-def probe(control: Control, db: Any) -> dict[str, list[dict[str, str]]]:
+def probe(control: Control, db: object) -> dict[str, list[dict[str, str]]]:
     """``{node: [{"kind", "evidence"}]}`` for the nodes where something was found (empty: the
     environment looks sound). Uses the DB's ``data_dir`` and ``log_files`` when it has them."""
     data_dir = getattr(db, "data_dir", None)

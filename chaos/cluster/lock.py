@@ -26,9 +26,12 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chaos.errors import Refused
+
+if TYPE_CHECKING:
+    from chaos.control.ssh import Control, Remote
 
 LOCK_DIR = "/var/lib/chaos"
 LOCK_PATH = f"{LOCK_DIR}/run.lock"
@@ -144,7 +147,7 @@ class ClusterLock:
     """
 
     def __init__(
-        self, control: Any, run: str, store: str = "", log: Callable[[str], None] | None = None
+        self, control: Control, run: str, store: str = "", log: Callable[[str], None] | None = None
     ) -> None:
         self.control = control
         self.log = log or (lambda s: None)
@@ -161,7 +164,7 @@ class ClusterLock:
         }
         self.held: list[Any] = []
 
-    def _create(self, remote: Any) -> dict[str, Any] | None:
+    def _create(self, remote: Remote) -> dict[str, Any] | None:
         """Create the lock on one node; None on success, else the holder's record."""
         line = json.dumps(self.record, separators=(",", ":")) + "\n"
         res = remote.exec_raw(
@@ -175,7 +178,7 @@ class ClusterLock:
             return None
         return parse(rest)
 
-    def _remove_if(self, remote: Any, token_or_raw: str) -> None:
+    def _remove_if(self, remote: Remote, token_or_raw: str) -> None:
         # grep then rm is two steps: under flock, two runs replacing the same stale lock cannot
         # remove the lock the faster one has just created (a host without flock runs it bare)
         check = f"grep -qF {shlex.quote(token_or_raw)} {LOCK_PATH} 2>/dev/null && rm -f {LOCK_PATH}; true"
@@ -222,7 +225,7 @@ class ClusterLock:
         """Remove every node's lock file unless a holder is alive on this host (then ClusterLocked
         naming it, and nothing is removed); returns the holders removed."""
 
-        def read(remote: Any) -> str:
+        def read(remote: Remote) -> str:
             return str(remote.exec_raw(f"cat {LOCK_PATH} 2>/dev/null; true", sudo=True).stdout).strip()
 
         found = {node: text for node, text in self.control.on_nodes(read).items() if text}

@@ -1,7 +1,7 @@
 """OS setup for a node (Jepsen's ``jepsen.os.debian``): make any Debian host fit to be a node.
 
 Per node, idempotent: install the Debian packages the tool needs and those the DB declares
-(``os_packages``, :func:`chaos.cluster.db.os_packages`) with apt-get when they are missing, remove
+(``os_packages``, :func:`chaos.control.db.os_packages`) with apt-get when they are missing, remove
 the tool's iptables chains (``CHAOS-*``) and the jumps to them, and delete tc qdiscs on every
 non-loopback interface. Nothing of a DB is reset here (its files, processes, clock offset file):
 the DB's own ``setup`` and ``teardown`` do that. Fault-specific heals belong to the nemeses; this
@@ -13,8 +13,9 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from chaos.control.db import os_packages
 from chaos.control.ssh import RemoteError
 
 if TYPE_CHECKING:
@@ -49,10 +50,9 @@ class DebianOS:
         *,
         install: bool = True,
         packages: Sequence[str] | None = None,
-        db: Any = None,
+        db: object = None,
         log: Callable[[str], None] | None = None,
     ) -> None:
-        from chaos.cluster.db import os_packages
 
         self.install = install
         self.log = log

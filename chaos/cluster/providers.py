@@ -49,19 +49,6 @@ def provider_class(opts: dict[str, Any]) -> Any:
     return plugins.resolve("provider", provider_name(opts))
 
 
-def docker_node_count(opts: dict[str, Any]) -> int:
-    """The docker cluster's node count: ``node_count`` (unless None), else that of the named
-    cluster (``cluster_name``) when it exists, else 5."""
-    if opts.get("node_count") is not None:
-        return int(opts["node_count"])
-    from chaos.cluster.docker import DEFAULT_CLUSTER, ClusterError, load_nodes
-
-    try:
-        return len(load_nodes(str(opts.get("cluster_name") or DEFAULT_CLUSTER)))
-    except ClusterError:
-        return 5
-
-
 def strict_host_key_checking(opts: dict[str, Any]) -> bool:
     """Whether SSH to the selected nodes rejects unknown host keys: off for a provider whose host
     keys cannot be known (the docker containers), else ``strict_host_key_checking`` unless it is

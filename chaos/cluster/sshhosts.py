@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.control.node import Node, check_unique
+from chaos.control.test import check_number, check_text_file
 
 _ENTRY_RE = re.compile(
     r"^(?:(?P<name>[A-Za-z0-9_.]+)=)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:=\[\]]+)(?::(?P<port>\d+))?$"
@@ -94,7 +95,6 @@ class SSHHosts:
         naming the option for a bad one."""
         if not opts.get("nodes") and not opts.get("nodes_file"):
             raise ValueError("the ssh provider needs --nodes h1,h2,... or --nodes-file FILE")
-        from chaos.control.test import check_number, check_text_file
 
         port = opts.get("ssh_port")
         if port is not None:

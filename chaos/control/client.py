@@ -52,11 +52,15 @@ import traceback
 import urllib.error
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from chaos.control.db import Clients, has
 from chaos.control.node import Node
 from chaos.errors import DBError
 from chaos.history.op import FAIL, INFO, OK, Op
+
+if TYPE_CHECKING:
+    from chaos.control.test import Test
 
 
 class ClientError(Exception):
@@ -109,7 +113,7 @@ FILE_ERRORS: tuple[type[BaseException], ...] = (
 """``OSError`` s of the local file system: plug-in code that raises one has a bug of its own."""
 
 
-def own_errors(db: Any) -> tuple[type[BaseException], ...]:
+def own_errors(db: object) -> tuple[type[BaseException], ...]:
     """The exception classes in the DB's ``client_errors`` attribute (a class or a sequence of
     classes; anything else in it is ignored)."""
     own = getattr(db, "client_errors", None) if db is not None else None
@@ -122,7 +126,7 @@ def own_errors(db: Any) -> tuple[type[BaseException], ...]:
     return tuple(c for c in items if isinstance(c, type) and issubclass(c, BaseException))
 
 
-def declared_errors(db: Any) -> tuple[type[BaseException], ...]:
+def declared_errors(db: object) -> tuple[type[BaseException], ...]:
     """The exception classes that are statements about the database for ``db``'s clients:
     :class:`ClientError`, :class:`chaos.errors.DBError`, :class:`chaos.control.ssh.RemoteError`
     (a client that runs the system's own CLI over SSH), :data:`NETWORK_ERRORS` (but
@@ -132,7 +136,7 @@ def declared_errors(db: Any) -> tuple[type[BaseException], ...]:
     return (ClientError, DBError, RemoteError, *NETWORK_ERRORS, *own_errors(db))
 
 
-def is_declared(exc: BaseException, db: Any = None) -> bool:
+def is_declared(exc: BaseException, db: object = None) -> bool:
     """Whether ``exc`` is a declared error of ``db``'s clients (:func:`declared_errors`) rather
     than a crash of plug-in code."""
     if isinstance(exc, FILE_ERRORS) and not isinstance(exc, (ClientError, DBError, *own_errors(db))):
@@ -213,7 +217,7 @@ def client_error_text(ce: dict[str, Any]) -> str:
     return f"{text} at {ce['where']}" if ce.get("where") else text
 
 
-def crashed(op: Op, exc: BaseException, db: Any = None, *objs: Any) -> Op:
+def crashed(op: Op, exc: BaseException, db: object = None, *objs: Any) -> Op:
     """The ``info`` completion of ``op`` whose client code raised ``exc`` (not a :class:`ClientError`):
     ``indeterminate: <type>: <message>`` for a declared error of ``db`` (:func:`is_declared`), else
     a client error (:func:`client_error`, blamed on the files of ``db`` and ``objs``)."""
@@ -298,7 +302,7 @@ class TxnClient(Protocol):
 
 
 def complete(
-    op: Op, call: Callable[[], Any], value: Callable[[Any], Any] | None = None, *, test: Any = None
+    op: Op, call: Callable[[], Any], value: Callable[[Any], Any] | None = None, *, test: Test | None = None
 ) -> Op:
     """The completion of ``op`` after ``call()`` (a protocol method): ok with ``value(result)``
     (default: the result itself; an :class:`Answer` gives its value, node and fields); ``fail`` for
@@ -337,7 +341,7 @@ def _errored(op: Op, type_: str, e: ClientError, prefix: str = "") -> Op:
     return comp
 
 
-def value_kind(test: Any) -> str | None:
+def value_kind(test: Test) -> str | None:
     """What the keys of a ``txn`` workload hold: ``"list"`` (list-append: ``append`` micro-ops, a
     read returns the whole list) or ``"register"`` (rw-register: ``w`` micro-ops, a read returns
     the value); None for a workload that does not say (``test.workload.value_kind``)."""
@@ -345,7 +349,7 @@ def value_kind(test: Any) -> str | None:
     return str(kind) if kind else None
 
 
-def node_of(test: Any, node: Node | str) -> Node:
+def node_of(test: Test, node: Node | str) -> Node:
     """The :class:`~chaos.control.node.Node` named ``node`` among ``test.nodes`` (a Node is
     returned as it is); a name the test does not list is a node known by its hostname only
     (``Node(name, host=name)``, as Jepsen's nodes are hostnames)."""
@@ -357,14 +361,14 @@ def node_of(test: Any, node: Node | str) -> Node:
     return Node(name=str(node), host=str(node))
 
 
-def open_db_client(test: Any, protocol: str, node: Node | str, process: Any) -> Any:
+def open_db_client(test: Test, protocol: str, node: Node | str, process: Any) -> Any:
     """``test.db.open_client(protocol, test, node, process)`` with ``node`` as a
     :class:`~chaos.control.node.Node` (a name is looked up with :func:`node_of`);
     :class:`NotSent` naming the DB when the DB offers no client of ``protocol`` (the runner checks
     that at start)."""
     db = test.db
     offered = getattr(db, "client_protocols", None) or ()
-    if protocol not in offered or not callable(getattr(db, "open_client", None)):
+    if protocol not in offered or not has(db, Clients):
         name = getattr(db, "name", type(db).__name__)
         raise NotSent(f"the DB {name} offers no {protocol!r} client (offers: {', '.join(offered) or 'none'})")
     return db.open_client(protocol, test, node_of(test, node), process)
@@ -383,19 +387,19 @@ class ProtocolWorker:
         self.c: Any = None
         self.process: Any = None
 
-    def client(self, test: Any, op: Op) -> Any:
+    def client(self, test: Test, op: Op) -> Any:
         if self.c is None or op.process != self.process:
             self.close(test)
             self.c = open_db_client(test, self.protocol, str(self.node), op.process)
             self.process = op.process
         return self.c
 
-    def close(self, test: Any) -> None:
+    def close(self, test: Test) -> None:
         if self.c is not None:
             c, self.c = self.c, None
             c.close()
 
-    def read_list_on(self, test: Any, op: Op) -> Answer:
+    def read_list_on(self, test: Test, op: Op) -> Answer:
         """The client's ``read()`` on the op's node (a final read names each node), else on the
         worker's own, as an :class:`Answer` whose value is a list (the ``log`` and ``set``
         protocols' whole-state reads); a client of another node is opened for it and closed."""

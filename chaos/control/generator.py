@@ -44,268 +44,35 @@ Example (a register workload under a nemesis schedule, 60 s)::
 
 from __future__ import annotations
 
-import inspect
 import math
-import random
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final
 
+from chaos.control.genbase import (
+    _EMPTY,
+    NEMESIS_THREAD,
+    NS,
+    PENDING,
+    Context,
+    FnGen,
+    Generator,
+    GenLike,
+    OpAnswer,
+    OpDict,
+    OpGen,
+    OpResult,
+    Process,
+    Seq,
+    Thread,
+    fill_in_op,
+    to_gen,
+)
+from chaos.control.gensim import simulate
+from chaos.control.independent import IndependentConcurrent, _KeySeq
 from chaos.history.op import Op
 
 if TYPE_CHECKING:
     from chaos.control.test import Test
-
-NEMESIS_THREAD: Final = "nemesis"
-NS: Final = 1_000_000_000
-
-Thread = int | str
-Process = int | str  # a client process id, or "nemesis"
-OpDict = dict[str, Any]  # an op's fields; values are JSON-like
-
-
-class _Pending:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "PENDING"
-
-
-PENDING: Final = _Pending()
-
-
-class Context:
-    """What a generator may look at: time, free threads, thread -> process, rng.
-
-    ``time`` is ns since the test start. ``free`` is the set of idle threads, ``threads`` every thread
-    visible to this (possibly restricted) context, ``workers`` maps thread -> current process,
-    ``concurrency`` is the number of client threads. Treat a context as immutable.
-    """
-
-    __slots__ = ("time", "free", "threads", "workers", "rng", "concurrency")
-
-    def __init__(
-        self,
-        time: int,
-        free: frozenset[Thread],
-        threads: frozenset[Thread],
-        workers: dict[Thread, Process],
-        rng: random.Random,
-        concurrency: int,
-    ) -> None:
-        self.time = time
-        self.free = free
-        self.threads = threads
-        self.workers = workers
-        self.rng = rng
-        self.concurrency = concurrency
-
-    @classmethod
-    def initial(cls, concurrency: int, rng: random.Random | None = None, nemesis: bool = True) -> Context:
-        """A context at time 0 with every thread free and process ``i`` on thread ``i``."""
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-        threads: list[Thread] = list(range(concurrency))
-        if nemesis:
-            threads.append(NEMESIS_THREAD)
-        workers: dict[Thread, Process] = {t: t for t in threads}
-        fs = frozenset(threads)
-        return cls(0, fs, fs, workers, rng or random.Random(0), concurrency)
-
-    def thread_of(self, process: Process) -> Thread:
-        """The thread a process runs on (``"nemesis"`` for the nemesis)."""
-        if process == NEMESIS_THREAD:
-            return NEMESIS_THREAD
-        return int(process) % self.concurrency
-
-    def restrict(self, threads: frozenset[Thread]) -> Context:
-        """This context seen by a generator that only owns ``threads``."""
-        if threads is self.threads or threads == self.threads:
-            return self
-        t = self.threads & threads
-        return Context(self.time, self.free & t, t, self.workers, self.rng, self.concurrency)
-
-    def some_free_thread(self) -> Thread | None:
-        """A free thread picked with ``rng`` (so load spreads over clients and nodes), or None."""
-        free = self.free
-        if not free:
-            return None
-        if len(free) == 1:
-            return next(iter(free))
-        # set order is not reproducible (a str's hash varies between runs): sort for determinism
-        s = sorted(free, key=_thread_sort_key) if NEMESIS_THREAD in free else sorted(free)
-        return s[int(self.rng.random() * len(s))]
-
-    def all_free(self) -> bool:
-        return self.free == self.threads
-
-
-def _thread_sort_key(t: Thread) -> tuple[int, int]:
-    return (1, 0) if isinstance(t, str) else (0, t)
-
-
-# what Generator.op answers: (an op, PENDING or None for exhausted; the next generator)
-OpAnswer = OpDict | _Pending | None
-OpResult = tuple[OpAnswer, "Generator | None"]
-
-
-class Generator:
-    """Base class; see the module docstring for the protocol.
-
-    ``passive`` is True when :meth:`update` returns the generator itself for every event, so the
-    interpreter may skip calling it (and building its context). Subclasses that override ``update``
-    leave it False (the default); the built-in combinators derive it from their children.
-    """
-
-    __slots__ = ()
-    passive: bool = False
-
-    def op(self, test: Test | None, ctx: Context) -> OpResult:
-        raise NotImplementedError
-
-    def update(self, test: Test | None, ctx: Context, event: Op) -> Generator:
-        return self
-
-
-# what to_gen accepts: a generator, an op, a sequence of them, a function returning one, or None
-GenLike = Generator | OpDict | Sequence["GenLike"] | Callable[..., "GenLike"] | None
-
-
-def to_gen(x: object) -> Generator | None:
-    """Turn a plain value into a generator (see the module docstring). Raises TypeError otherwise."""
-    if x is None or isinstance(x, Generator):
-        return x
-    if isinstance(x, dict):
-        if "f" not in x and x.get("type") not in ("sleep", "log"):
-            raise TypeError(f"an op dict needs an 'f' field, got {x!r}")
-        return OpGen(x)
-    if isinstance(x, (list, tuple)):
-        gens = tuple(g for g in (to_gen(e) for e in x) if g is not None)
-        if not gens:
-            return None
-        return gens[0] if len(gens) == 1 else Seq(gens, 0)
-    if callable(x):
-        return FnGen(x)
-    raise TypeError(f"not a generator: {x!r} (expected a Generator, an op dict, a list or a function)")
-
-
-def fill_in_op(m: OpDict, ctx: Context) -> OpDict | _Pending:
-    """``m`` with ``type``, ``process`` and ``time`` filled in from a free thread of ``ctx``."""
-    p = m.get("process")
-    if p is not None:
-        if ctx.thread_of(p) not in ctx.free:
-            return PENDING
-        thread: Thread | None = ctx.thread_of(p)
-    else:
-        thread = ctx.some_free_thread()
-        if thread is None:
-            return PENDING
-        p = ctx.workers[thread]
-    op = dict(m)
-    op["process"] = p
-    if "type" not in op:
-        op["type"] = "invoke"
-    t = op.get("time")
-    op["time"] = ctx.time if t is None or t < ctx.time else t
-    return op
-
-
-class OpGen(Generator):
-    """A single op (a dict): emitted once to some free thread."""
-
-    __slots__ = ("m",)
-    passive = True
-
-    def __init__(self, m: OpDict) -> None:
-        self.m = m
-
-    def op(self, test: Test | None, ctx: Context) -> OpResult:
-        op = fill_in_op(self.m, ctx)
-        if op is PENDING:
-            return PENDING, self
-        return op, None
-
-    def __repr__(self) -> str:
-        return f"OpGen({self.m!r})"
-
-
-class FnGen(Generator):
-    """Calls ``f(test, ctx)`` (or ``f()``) for each op; the result is an op dict or a generator."""
-
-    __slots__ = ("f", "arity")
-    passive = True
-
-    def __init__(self, f: Callable[..., object], arity: int | None = None) -> None:
-        self.f = f
-        if arity is None:
-            try:
-                params = inspect.signature(f).parameters.values()
-                arity = sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
-            except (TypeError, ValueError):
-                arity = 0
-        if arity not in (0, 2):
-            raise TypeError(f"a generator function takes () or (test, ctx), got {arity} parameters: {f!r}")
-        self.arity = arity
-
-    def op(self, test: Test | None, ctx: Context) -> OpResult:
-        x = self.f(test, ctx) if self.arity == 2 else self.f()
-        g = to_gen(x)
-        if g is None:
-            return None, None
-        op, g2 = g.op(test, ctx)
-        if op is None:
-            return None, None
-        return op, (self if g2 is None else Seq((g2, self), 0))
-
-
-class Seq(Generator):
-    """Runs ``gens[i:]`` one after another; updates go to the current one only."""
-
-    __slots__ = ("gens", "i", "passive")
-
-    def __init__(self, gens: tuple[Generator, ...], i: int) -> None:
-        self.gens = gens
-        self.i = i
-        self.passive = gens[i].passive if i < len(gens) else True
-
-    def op(self, test: Test | None, ctx: Context) -> OpResult:
-        gens, i = self.gens, self.i
-        n = len(gens)
-        while i < n:
-            op, g2 = gens[i].op(test, ctx)
-            if op is None:
-                i += 1
-                continue
-            if g2 is gens[i]:
-                nxt: Generator = self if i == self.i else Seq(gens, i)
-            elif g2 is None:
-                nxt = Seq(gens, i + 1) if i + 1 < n else _EMPTY
-                if op is PENDING:
-                    return PENDING, (Seq(gens, i + 1) if i + 1 < n else None)
-            else:
-                nxt = Seq(gens[:i] + (g2,) + gens[i + 1 :], i)
-            return op, nxt
-        return None, None
-
-    def update(self, test: Test | None, ctx: Context, event: Op) -> Generator:
-        if self.i >= len(self.gens):
-            return self
-        g = self.gens[self.i]
-        g2 = g.update(test, ctx, event)
-        if g2 is g:
-            return self
-        gens = self.gens
-        return Seq(gens[: self.i] + (g2,) + gens[self.i + 1 :], self.i)
-
-
-class _Empty(Generator):
-    __slots__ = ()
-    passive = True
-
-    def op(self, test: Test | None, ctx: Context) -> OpResult:
-        return None, None
-
-
-_EMPTY: Final = _Empty()
 
 
 class Limit(Generator):
@@ -781,117 +548,6 @@ class UntilOk(Generator):
         return self if g2 is self.gen else UntilOk(g2, self.done, self.active)
 
 
-class IndependentConcurrent(Generator):
-    """Jepsen's ``independent/concurrent-generator``: client threads in groups of ``n``; each group
-    runs ``fgen(key)`` for one key at a time, taking the next key from ``keys`` when it is exhausted.
-    Ops get ``"key": key``. Exhausted when ``keys`` runs out and every group is done.
-
-    The group whose op is due first goes next; groups due at the same time take turns (round
-    robin from the group after the last one served). A fixed order starved every group but the
-    first under a rate limit, where all are due at once: 5 of 10 clients issued 1-2 ops in 60 s.
-    """
-
-    __slots__ = ("n", "fgen", "keys", "groups", "turn")
-
-    def __init__(
-        self,
-        n: int,
-        fgen: Callable[[Any], GenLike],
-        keys: _KeySeq,
-        groups: tuple[tuple[Any, Generator | None], ...] | None = None,
-        turn: int = 0,
-    ) -> None:
-        if n < 1:
-            raise ValueError(f"threads per key must be >= 1, got {n}")
-        self.n = n
-        self.fgen = fgen
-        self.keys = keys
-        self.groups = groups  # per group: (key, generator); None until the first op
-        self.turn = turn  # the group that wins a tie next
-
-    def _group_threads(self, ctx: Context, g: int) -> frozenset[Thread]:
-        return frozenset(t for t in range(g * self.n, (g + 1) * self.n) if t in ctx.threads)
-
-    def op(self, test: Test | None, ctx: Context) -> OpResult:
-        keys = self.keys
-        groups = self.groups
-        if groups is None:
-            ngroups = max(1, ctx.concurrency // self.n)
-            gl: list[tuple[Any, Generator | None]] = []
-            for _ in range(ngroups):
-                k, keys = keys.next()
-                gl.append((k, to_gen(self.fgen(k)) if k is not None else None))
-            groups = tuple(gl)
-        glist = list(groups)
-        best: OpDict | None = None
-        best_gi = -1
-        best_next: Generator | None = None
-        pending = False
-        ng = len(glist)
-        for gi in [(self.turn + j) % ng for j in range(ng)]:
-            k, gen = glist[gi]
-            while k is not None:
-                if gen is None:  # this key is done: move the group to the next key
-                    k, keys = keys.next()
-                    gen = to_gen(self.fgen(k)) if k is not None else None
-                    glist[gi] = (k, gen)
-                    continue
-                op, g2 = gen.op(test, ctx.restrict(self._group_threads(ctx, gi)))
-                if op is None:
-                    gen = None
-                    continue
-                if op is PENDING:
-                    pending = True
-                    glist[gi] = (k, g2)
-                    break
-                assert isinstance(op, dict)
-                if best is None or op["time"] < best["time"]:
-                    best, best_gi, best_next = op, gi, g2
-                break
-        if best is None:
-            if pending:
-                return PENDING, IndependentConcurrent(self.n, self.fgen, keys, tuple(glist), self.turn)
-            return None, None
-        best["key"] = glist[best_gi][0]
-        glist[best_gi] = (glist[best_gi][0], best_next)
-        return best, IndependentConcurrent(self.n, self.fgen, keys, tuple(glist), (best_gi + 1) % ng)
-
-    def update(self, test: Test | None, ctx: Context, event: Op) -> Generator:
-        if self.groups is None or event.process == NEMESIS_THREAD:
-            return self
-        gi = int(ctx.thread_of(event.process)) // self.n
-        if gi >= len(self.groups):
-            return self
-        k, gen = self.groups[gi]
-        if gen is None or event.key != k:
-            return self
-        g2 = gen.update(test, ctx.restrict(self._group_threads(ctx, gi)), event)
-        if g2 is gen:
-            return self
-        gl = list(self.groups)
-        gl[gi] = (k, g2)
-        return IndependentConcurrent(self.n, self.fgen, self.keys, tuple(gl), self.turn)
-
-
-class _KeySeq:
-    """An immutable view of an iterator of keys (shared buffer), so generators stay pure."""
-
-    __slots__ = ("buf", "it", "i")
-
-    def __init__(self, it: Iterator[Any], buf: list[Any] | None = None, i: int = 0) -> None:
-        self.it = it
-        self.buf = [] if buf is None else buf
-        self.i = i
-
-    def next(self) -> tuple[Any, _KeySeq]:
-        if self.i >= len(self.buf):
-            try:
-                self.buf.append(next(self.it))
-            except StopIteration:
-                return None, self
-        return self.buf[self.i], _KeySeq(self.it, self.buf, self.i + 1)
-
-
 # ---------------------------------------------------------------------------------------------------
 # Constructors (Jepsen names). Arguments accept anything to_gen accepts; durations are seconds.
 
@@ -1054,128 +710,23 @@ def independent_concurrent(
     return IndependentConcurrent(threads_per_key, fgen, _KeySeq(iter(keys)))
 
 
-# ---------------------------------------------------------------------------------------------------
-# Simulation (jepsen.generator.test): run a generator in simulated time, no real clients.
-
-
-def simulate(
-    gen: GenLike,
-    *,
-    concurrency: int = 2,
-    seed: int = 0,
-    latency: float = 0.0,
-    complete: Callable[[OpDict], tuple[str, Any]] | None = None,
-    max_ops: int = 100_000,
-    nemesis: bool = True,
-) -> list[Op]:
-    """Runs ``gen`` with instant virtual clients; returns the history (invocations and completions).
-
-    Each op completes ``latency`` seconds after its invocation; ``complete(op) -> (type, value)``
-    picks the completion (default ``("ok", op value)``; nemesis ops are ``info``). Sleep ops hold
-    their thread for their duration. Deterministic for a given ``seed``. Stops after ``max_ops``
-    invocations (raises RuntimeError if the generator stays pending forever with nothing in flight).
-    """
-    sim = _Simulation(gen, concurrency, seed, latency, complete, nemesis)
-    while sim.gen is not None and sim.invoked < max_ops:
-        op, g2 = sim.gen.op(None, sim.context())
-        if op is PENDING:
-            if g2 is not None:
-                sim.gen = g2
-            if not sim.inflight:
-                raise RuntimeError("generator is pending with nothing in flight: it would wait forever")
-        elif op is not None:
-            assert isinstance(op, dict)
-            if not sim.inflight or op["time"] <= min(sim.inflight)[0]:
-                sim.gen = g2
-                sim.start(op)
-                continue
-        if not sim.inflight:
-            break
-        sim.complete_next()  # nothing to invoke before the earliest op in flight completes
-    return sim.history
-
-
-class _Simulation:
-    """The state of :func:`simulate`: virtual time (ns), free threads, ops in flight as (time they
-    end, sequence number, thread, op or None for a sleep) kept sorted, and the history so far."""
-
-    def __init__(
-        self,
-        gen: GenLike,
-        concurrency: int,
-        seed: int,
-        latency: float,
-        complete: Callable[[OpDict], tuple[str, Any]] | None,
-        nemesis: bool,
-    ) -> None:
-        self.rng = random.Random(seed)
-        self.base = Context.initial(concurrency, self.rng, nemesis=nemesis)
-        self.gen = to_gen(gen)
-        self.concurrency = concurrency
-        self.latency = int(latency * NS)
-        self.complete = complete
-        self.now = 0
-        self.free = set(self.base.free)
-        self.workers = dict(self.base.workers)
-        self.inflight: list[tuple[int, int, Thread, OpDict | None]] = []
-        self.seq = 0
-        self.history: list[Op] = []
-        self.invoked = 0
-
-    def context(self) -> Context:
-        return Context(
-            self.now, frozenset(self.free), self.base.threads, self.workers, self.rng, self.concurrency
-        )
-
-    def start(self, op: OpDict) -> None:
-        """Takes up ``op``'s thread at its time: a sleep holds it for its duration, a log frees it
-        at once, an invocation is recorded (and shown to the generator) and completes after the
-        latency."""
-        self.now = max(self.now, op["time"])
-        thread = self.base.thread_of(op["process"])
-        self.free.discard(thread)
-        if op["type"] == "sleep":
-            self.inflight.append((self.now + int(op["value"] * NS), self.seq, thread, None))
-        elif op["type"] == "log":
-            self.free.add(thread)
-        else:
-            inv = self._record("invoke", op, op.get("value"))
-            self.invoked += 1
-            if self.gen is not None:
-                self.gen = self.gen.update(None, self.context(), inv)
-            self.inflight.append((self.now + self.latency, self.seq, thread, op))
-        self.seq += 1
-        self.inflight.sort(key=lambda x: (x[0], x[1]))
-
-    def complete_next(self) -> None:
-        """Completes the earliest op in flight (``info`` for the nemesis, else by ``complete``); a
-        client whose op ends ``info`` continues as a new process."""
-        t, _, thread, iop = self.inflight.pop(0)
-        self.now = max(self.now, t)
-        self.free.add(thread)
-        if iop is None:
-            return
-        if iop["process"] == NEMESIS_THREAD:
-            typ, val = "info", iop.get("value")
-        elif self.complete is not None:
-            typ, val = self.complete(iop)
-        else:
-            typ, val = "ok", iop.get("value")
-        comp = self._record(typ, iop, val)
-        if typ == "info" and iop["process"] != NEMESIS_THREAD:
-            self.workers[thread] = iop["process"] + self.concurrency
-        if self.gen is not None:
-            self.gen = self.gen.update(None, self.context(), comp)
-
-    def _record(self, typ: str, op: OpDict, value: Any) -> Op:
-        rec = Op(
-            type=typ,
-            process=op["process"],
-            f=op["f"],
-            value=value,
-            time=self.now,
-            key=op.get("key"),
-            index=len(self.history),
-        )
-        self.history.append(rec)
-        return rec
+__all__ = [
+    "NEMESIS_THREAD",
+    "NS",
+    "PENDING",
+    "Context",
+    "FnGen",
+    "Generator",
+    "GenLike",
+    "IndependentConcurrent",
+    "OpAnswer",
+    "OpDict",
+    "OpGen",
+    "OpResult",
+    "Process",
+    "Seq",
+    "Thread",
+    "fill_in_op",
+    "simulate",
+    "to_gen",
+]

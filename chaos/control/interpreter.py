@@ -50,7 +50,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeVar, cast
 
 from chaos.control.client import crashed, is_declared
 from chaos.control.generator import (
@@ -173,7 +173,9 @@ class Client(Protocol):
 
 
 class NemesisLike(Protocol):
-    def invoke(self, test: Test | None, op: Op) -> Op: ...
+    """What the nemesis thread calls: :class:`chaos.control.test.Nemesis`'s ``invoke``."""
+
+    def invoke(self, test: Test, op: Op) -> Op: ...
 
 
 class HistorySink(Protocol):
@@ -433,7 +435,9 @@ class Interpreter:
                 continue
             try:
                 assert self.nemesis is not None
-                comp = self.nemesis.invoke(test, item)
+                # a run's nemesis always has its test; the interpreter's own tests drive fakes
+                # without one
+                comp = self.nemesis.invoke(cast("Test", test), item)
                 if not isinstance(comp, Op):
                     raise TypeError(f"nemesis returned {type(comp).__name__}, not an Op")
                 comp.type = INFO

@@ -8,7 +8,7 @@ file**) and writes its pid; the other helpers act on that pid. Every helper take
 ``setsid``, ``kill``, ``tail`` (util-linux, procps, coreutils: in every Debian) and, for
 :func:`await_tcp_port`, ``bash`` (its ``/dev/tcp``) and coreutils ``timeout``.
 
-Errors: a failed step raises :class:`DaemonError` (a :class:`~chaos.cluster.db.DBError`, so a DB may
+Errors: a failed step raises :class:`DaemonError` (a :class:`~chaos.control.db.DBError`, so a DB may
 let it through) naming the node and carrying the log tail; SSH failures raise
 :class:`~chaos.control.ssh.RemoteError` unchanged.
 """
@@ -206,7 +206,7 @@ def tail_log(remote: Remote, logfile: str, lines: int = LOG_TAIL_LINES) -> str:
 
 
 class DaemonProcess:
-    """The Process and Pause capabilities (:mod:`chaos.cluster.db`) of a DB whose server is one
+    """The Process and Pause capabilities (:mod:`chaos.control.db`) of a DB whose server is one
     daemon per node, from three node paths a subclass sets: ``pidfile``, ``logfile`` and
     ``start_script`` (a :func:`daemon_script` its setup writes with :meth:`write_start_script`, so
     any process, ``chaos heal`` too, can start the server again with the same command line).
@@ -299,7 +299,7 @@ def http_json(url: str, body: Any = None, timeout: float = 2.0) -> Any:
 
 
 class LeaderViews:
-    """The Primary and Recovery capabilities (:mod:`chaos.cluster.db`) from each node's own account
+    """The Primary and Recovery capabilities (:mod:`chaos.control.db`) from each node's own account
     of leadership, for a Raft-like system whose nodes tell their own id and their leader's id.
 
     A subclass implements ``leader_view(remote) -> (own id, leader id or None)`` for one node (over
@@ -334,7 +334,7 @@ class LeaderViews:
         views = self.leader_views(control)
         return [n for n, v in views.items() if isinstance(v, tuple) and v[0] == v[1]]
 
-    def await_leader(self, control: Any, timeout: float) -> str:
+    def await_leader(self, control: Control, timeout: float) -> str:
         deadline = time.monotonic() + timeout
         while not (leaders := self.primaries(control)):
             if time.monotonic() > deadline:
@@ -342,7 +342,7 @@ class LeaderViews:
             time.sleep(self.poll_interval_s)
         return leaders[0]
 
-    def await_recovery(self, control: Any, timeout: float) -> dict[str, Any]:
+    def await_recovery(self, control: Control, timeout: float) -> dict[str, Any]:
         t0 = time.monotonic()
         while True:
             views = self.leader_views(control)

@@ -37,7 +37,7 @@ pipeline (:mod:`chaos.history.spark.pipeline`, whose SQL statistics join on the 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +54,10 @@ __all__ = [
     "NemesisPairing",
     "Validator",
     "fail_class",
+    "fault_name",
+    "fault_names",
     "fault_nodes",
+    "run_config",
     "fault_value",
     "fault_windows",
     "merge_valid",
@@ -118,6 +121,50 @@ def fault_value(invocation: Op, completion: Op) -> Any:
             return {"spec": inv, **done}
         return done
     return done if inv is None else inv
+
+
+def fault_names(test: Mapping[str, Any] | None) -> dict[str, list[str]]:
+    """``{op kind: the --nemesis names the user typed that ran as it}`` of a run: test.json's
+    ``nemesis_styles[kind]["names"]`` (the runner records them from the built nemesis,
+    ``chaos.nemesis.styles``); ``{}`` for a run recorded before them."""
+    styles = test.get("nemesis_styles") if isinstance(test, Mapping) else None
+    if not isinstance(styles, Mapping):
+        return {}
+    out: dict[str, list[str]] = {}
+    for kind, style in styles.items():
+        names = style.get("names") if isinstance(style, Mapping) else None
+        if isinstance(names, list) and names and all(isinstance(n, str) for n in names):
+            out[str(kind)] = list(names)
+    return out
+
+
+def fault_name(kind: str, names: Mapping[str, Sequence[str]], value: Any = None) -> str:
+    """The name a person typed for a fault whose ops are ``start-<kind>``/``stop-<kind>`` (issue
+    35 item 10: ``lose-unfsynced``, not the op kind ``file``): the op value's own ``fault`` when it
+    is one of those names (the file faults say which of truncate, bitflip or lose-unfsynced each
+    op was), else the names that ran as ``kind`` joined with ``+`` (:func:`fault_names`), else
+    ``kind`` itself (a run recorded before the names were)."""
+    typed = list(names.get(kind) or ())
+    if isinstance(value, Mapping) and isinstance(value.get("fault"), str) and value["fault"] in typed:
+        return str(value["fault"])
+    return "+".join(typed) if typed else kind
+
+
+def run_config(test: Mapping[str, Any] | None) -> str:
+    """What sets a run apart beyond its workload and nemesis names (issue 35 item 10: a gate's
+    runs that differ only here are told apart): the DB options it was given, as typed
+    (``read-mode=lease``, ``server-arg=--snapshot-every=20``), then the ``--nemesis-opt`` items
+    (``lose_unfsynced_targets=majority-followers``), joined with ``"; "``; ``""`` when none. Read
+    from test.json's ``opts`` (``db_opts``, ``nemesis_opts``)."""
+    opts = test.get("opts") if isinstance(test, Mapping) else None
+    if not isinstance(opts, Mapping):
+        return ""
+    words = [str(w) for w in opts.get("db_opts") or () if isinstance(w, str)]
+    nemesis_opts = opts.get("nemesis_opts")
+    for key, value in nemesis_opts.items() if isinstance(nemesis_opts, Mapping) else ():
+        shown = ",".join(map(str, value)) if isinstance(value, list) else value
+        words.append(f"{key}={shown}")
+    return "; ".join(words)
 
 
 def fault_nodes(value: Any) -> list[str]:

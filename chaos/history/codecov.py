@@ -3,7 +3,7 @@
 A campaign that runs the system's own code in-process (a deterministic simulation: the default
 DB plug-in's ``chaos sim`` runs its server's consensus core, driver and store on a simulated world) measures which of its lines, branches and functions the campaign
 reached: FoundationDB counts code probes per simulation campaign; this measures the code itself.
-The packages measured are the DB's declared ``source_packages`` (:func:`chaos.cluster.db.source_packages`).
+The packages measured are the DB's declared ``source_packages`` (:func:`chaos.control.db.source_packages`).
 
 How the parts fit, each step coverage.py's own API (https://coverage.readthedocs.io/en/latest/api.html):
 

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from chaos.history.op import Op
+from chaos.history.store import read_history
 
 HISTORY_TEXT = "history.txt"
 _SKIP = {"index", "type", "process", "f", "value", "time", "node", "error"}
@@ -49,16 +51,15 @@ def op_line(op: Op) -> str:
     return " ".join(parts)
 
 
-def write_history_text(history_path: str | os.PathLike[str]) -> Path:
-    """Write ``history.txt`` beside ``history_path`` from it (torn last line skipped, as every
-    reader does); returns its path. Raises HistoryError for a malformed history."""
-    from chaos.history.store import read_history
-
+def write_history_text(history_path: str | os.PathLike[str], ops: Iterable[Op] | None = None) -> Path:
+    """Write ``history.txt`` beside ``history_path`` from its ``ops`` (as a caller already read
+    them), else from the file (torn last line skipped, as every reader does); returns its path.
+    Raises HistoryError for a malformed history."""
     src = Path(history_path)
     out = src.parent / HISTORY_TEXT
     tmp = src.parent / f".{HISTORY_TEXT}.tmp"
     with tmp.open("w", encoding="utf-8") as fh:
-        for op in read_history(src, validate=False):
+        for op in read_history(src, validate=False) if ops is None else ops:
             fh.write(op_line(op) + "\n")
     os.replace(tmp, out)
     return out

@@ -31,10 +31,17 @@ built-in ones are ``NEMESIS_OPTIONS``): ``nemesis_interval`` (s), ``kill_targets
 
 from __future__ import annotations
 
+import json
+import math
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from chaos import plugins
+from chaos.control import generator as gen
+from chaos.control.db import CAPABILITIES, capabilities, db_name
+from chaos.errors import ConfigError, did_you_mean
 from chaos.nemesis.base import Compose, Nemesis, NemesisKind, Schedule, from_factory
 
 
@@ -42,9 +49,6 @@ def registered(strict: bool = False) -> tuple[list[tuple[str, NemesisKind]], lis
     """The registered fault modules, built-ins first (:data:`chaos.plugins.BUILTINS`), then the
     ``chaos.nemeses`` entry points: ``([(registered name, descriptor)], [problems])``. A plug-in that
     does not load is a problem line naming it (ConfigError instead with ``strict``)."""
-    from chaos import plugins
-    from chaos.errors import ConfigError
-
     out: list[tuple[str, NemesisKind]] = []
     problems: list[str] = []
     for key in dict.fromkeys([*plugins.BUILTINS["nemesis"], *plugins.entry_points("nemesis")]):
@@ -61,9 +65,6 @@ def load(spec: str) -> NemesisKind:
     """The descriptor ``spec`` names (a registered name or ``module:attr``): a
     :class:`NemesisKind` as it is, an older plug-in factory (callable, with a ``kind``) wrapped by
     :func:`chaos.nemesis.base.from_factory`. ConfigError for anything else."""
-    from chaos import plugins
-    from chaos.errors import ConfigError
-
     obj = plugins.resolve("nemesis", spec)
     if isinstance(obj, NemesisKind):
         return obj
@@ -99,9 +100,38 @@ def _resolve(chosen: Iterable[str]) -> list[tuple[str, NemesisKind, list[str]]]:
     return out
 
 
-def _builtin_kinds() -> list[NemesisKind]:
-    from chaos import plugins
+@dataclass(frozen=True)
+class NemesisSpec:
+    """A ``--nemesis`` value parsed once (:meth:`parse`): ``text`` as given, and ``chosen``, each
+    entry with the registered descriptor it names and the descriptor's names it selects (a
+    declared name selects itself; a reference or entry-point name every name of what it loads).
+    ``none`` selects nothing. Every function of this package taking names takes one too, so a run
+    parses its ``--nemesis`` once and hands this value on."""
 
+    text: str
+    chosen: tuple[tuple[str, NemesisKind, tuple[str, ...]], ...]
+
+    @classmethod
+    def parse(cls, names: str | Iterable[str] | NemesisSpec) -> NemesisSpec:
+        """``"partition-ring,kill"`` (or a list of such) parsed and its descriptors loaded;
+        ConfigError as :func:`parse_names` and :func:`load` raise it."""
+        if isinstance(names, NemesisSpec):
+            return names
+        text = names if isinstance(names, str) else ",".join(str(n) for n in names)
+        chosen = tuple((entry, kind, tuple(sel)) for entry, kind, sel in _resolve(parse_names(names)))
+        return cls(text or "none", chosen)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The chosen entries, in order, each once (``none`` dropped)."""
+        return tuple(entry for entry, _, _ in self.chosen)
+
+
+def _spec(names: str | Iterable[str] | NemesisSpec) -> NemesisSpec:
+    return NemesisSpec.parse(names)
+
+
+def _builtin_kinds() -> list[NemesisKind]:
     return [load(key) for key in plugins.BUILTINS["nemesis"]]
 
 
@@ -135,9 +165,6 @@ def parse_nemesis_opts(
     Raises ValueError (one line naming the item and what was expected) for an item without ``=``,
     an unknown key or one no chosen nemesis reads, or a value of the wrong kind (NaN and infinities
     are not numbers here)."""
-    import json
-    import math
-
     known = dict(read) if read is not None else {**_builtin_options(), **(extra or {})}
     out: dict[str, Any] = {}
     for item in items:
@@ -180,14 +207,13 @@ def parse_nemesis_opts(
     return out
 
 
-def parse_names(names: str | Iterable[str]) -> list[str]:
+def parse_names(names: str | Iterable[str] | NemesisSpec) -> list[str]:
     """``"a,b"`` or ``["a", "b,c"]`` -> ``["a", "b", "c"]`` (``none`` dropped), each a name a
     registered descriptor declares, a ``module:attr`` reference or a ``chaos.nemeses`` entry-point
     name (loaded later, by :func:`build`). Raises :class:`chaos.errors.ConfigError` naming the
     unknown names, or for an empty name (``""``, ``"a,,b"``)."""
-    from chaos import plugins
-    from chaos.errors import ConfigError, did_you_mean
-
+    if isinstance(names, NemesisSpec):
+        return list(names.names)
     raw = [names] if isinstance(names, str) else list(names)
     out: list[str] = []
     for item in raw:
@@ -219,23 +245,23 @@ def _builtin_options() -> dict[str, str]:
     return {k: v for kind in _builtin_kinds() for k, v in kind.options.items()}
 
 
-def plugin_names(names: str | Iterable[str]) -> list[str]:
+def plugin_names(names: str | Iterable[str] | NemesisSpec) -> list[str]:
     """The names among ``names`` (after :func:`parse_names`) that no built-in descriptor declares."""
     builtin = {n for kind in _builtin_kinds() for n in kind.names}
     return [n for n in parse_names(names) if n not in builtin]
 
 
-def selected_options(names: str | Iterable[str]) -> dict[str, str]:
+def selected_options(names: str | Iterable[str] | NemesisSpec) -> dict[str, str]:
     """The ``--nemesis-opt`` keys the nemeses among ``names`` read: their descriptors' ``options``
     (``{key: kind}`` as ``NEMESIS_OPTIONS``), built-in and plug-in alike; ``{}`` for ``none``.
     ConfigError for an unknown name or a plug-in that does not load."""
     out: dict[str, str] = {}
-    for _, kind, _ in _resolve(parse_names(names)):
+    for _, kind, _ in _spec(names).chosen:
         out.update(kind.options)
     return out
 
 
-def plugin_options(names: str | Iterable[str]) -> dict[str, str]:
+def plugin_options(names: str | Iterable[str] | NemesisSpec) -> dict[str, str]:
     """The ``--nemesis-opt`` keys the plug-in nemeses among ``names`` declare (their descriptors'
     ``options``, ``{key: kind}`` as ``NEMESIS_OPTIONS``); ConfigError when one does not load."""
     out: dict[str, str] = {}
@@ -244,13 +270,15 @@ def plugin_options(names: str | Iterable[str]) -> dict[str, str]:
     return out
 
 
-def requirements(names: str | Iterable[str], opts: Mapping[str, Any] | None = None) -> dict[str, set[str]]:
+def requirements(
+    names: str | Iterable[str] | NemesisSpec, opts: Mapping[str, Any] | None = None
+) -> dict[str, set[str]]:
     """name -> the DB capabilities that nemesis needs (its descriptor's ``requires``; for a
     reference, those of every name it selects); an option of the descriptor's ``target_options``
     naming ``leader`` or ``primaries`` adds ``primary`` to the names it aims."""
     opts = opts or {}
     out: dict[str, set[str]] = {}
-    for entry, kind, selected in _resolve(parse_names(names)):
+    for entry, kind, selected in _spec(names).chosen:
         need = {c for n in selected for c in kind.requires.get(n, ())}
         for key, aimed in kind.target_options.items():
             if any(t in ("leader", "primaries") for t in opts.get(key) or ()) and set(selected) & set(aimed):
@@ -259,12 +287,11 @@ def requirements(names: str | Iterable[str], opts: Mapping[str, Any] | None = No
     return out
 
 
-def check_capabilities(names: str | Iterable[str], opts: Mapping[str, Any] | None, db: Any) -> None:
+def check_capabilities(
+    names: str | Iterable[str] | NemesisSpec, opts: Mapping[str, Any] | None, db: object
+) -> None:
     """Raise :class:`chaos.errors.ConfigError` (one line naming the DB, the nemesis and the missing
     capability) when ``db`` cannot support a nemesis among ``names``."""
-    from chaos.cluster.db import CAPABILITIES, capabilities, db_name
-    from chaos.errors import ConfigError
-
     has = capabilities(db)
     for n, need in requirements(names, opts).items():
         missing = sorted(need - has)
@@ -276,16 +303,18 @@ def check_capabilities(names: str | Iterable[str], opts: Mapping[str, Any] | Non
             )
 
 
-def _grouped(chosen: Iterable[str]) -> list[tuple[NemesisKind, list[str]]]:
+def _grouped(spec: NemesisSpec) -> list[tuple[NemesisKind, list[str]]]:
     """The chosen names by descriptor, each descriptor once, in the order first chosen."""
     groups: dict[int, tuple[NemesisKind, list[str]]] = {}
-    for _, kind, selected in _resolve(chosen):
+    for _, kind, selected in spec.chosen:
         names = groups.setdefault(id(kind), (kind, []))[1]
         names += [n for n in selected if n not in names]
     return list(groups.values())
 
 
-def build(names: str | Iterable[str], opts: Mapping[str, Any] | None = None) -> tuple[Nemesis, Any]:
+def build(
+    names: str | Iterable[str] | NemesisSpec, opts: Mapping[str, Any] | None = None
+) -> tuple[Compose, Any]:
     """The combined nemesis and its nemesis-thread generator for the named faults: each chosen
     descriptor's ``build`` gives its nemeses, one flip-flop :class:`Schedule` each (mean gap
     ``nemesis_interval``). The generator is None when nothing was chosen.
@@ -294,27 +323,29 @@ def build(names: str | Iterable[str], opts: Mapping[str, Any] | None = None) -> 
     do (packet faults without a mechanism) are detected in the nemesis's ``setup``, before the
     run's generator starts.
     """
-    from chaos.control import generator as gen
-    from chaos.errors import ConfigError
-
     opts = dict(opts or {})
-    chosen = parse_names(names)
+    spec = _spec(names)
     given = opts.get("nemesis_interval")
     interval = float(10.0 if given is None else given)
     if interval <= 0:
         raise ConfigError(f"--nemesis-interval {interval}: expected a positive number of seconds")
     parts: list[Any] = []
     schedules: list[Schedule] = []
+    typed: dict[str, list[str]] = {}
     try:
-        for kind, selected in _grouped(chosen):
-            for nem, start, stop in kind.parts(selected, opts):
+        for kind, selected in _grouped(spec):
+            built = kind.parts(selected, opts)
+            for nem, start, stop in built:
                 parts.append(nem)
                 schedules.append(Schedule(nem.kind, start, stop, interval))
+            for op_kind, names in _typed_names(kind, selected, built, opts).items():
+                typed.setdefault(op_kind, []).extend(n for n in names if n not in typed.get(op_kind, []))
     except ValueError as e:
         raise ConfigError(f"--nemesis: {e}") from e
     nemesis = Compose(parts)
     nemesis.final_ops = [s.stop_op() for s in schedules]
     nemesis.schedules = schedules
+    nemesis.names = _as_typed(spec, typed)
     if not schedules:
         return nemesis, None
     # Each kind's first fault comes after its own random gap (uniform 0..2x interval), so kinds
@@ -325,26 +356,44 @@ def build(names: str | Iterable[str], opts: Mapping[str, Any] | None = None) -> 
     return nemesis, gen.nemesis(gen.any_gen(*gens))
 
 
-def styles(names: str | Iterable[str]) -> dict[str, dict[str, Any]]:
-    """How the report draws and the perf checker words each op kind of the chosen nemeses:
-    ``{op kind: {"colour": "#rrggbb" | None, "verbs": {"start": phrase, "stop": phrase}}}`` from
-    their descriptors (``colours``, ``verbs``), for test.json's ``nemesis_styles``. The history
-    layer reads it from there (it must not import this package)."""
-    out: dict[str, dict[str, Any]] = {}
-    for kind, _ in _grouped(parse_names(names)):
-        for op_kind, style in kind.styles().items():
-            out.setdefault(op_kind, style)
+def _typed_names(
+    kind: NemesisKind, selected: list[str], built: list[Any], opts: Mapping[str, Any]
+) -> dict[str, list[str]]:
+    """``{op kind: the chosen names of one descriptor that run as it}``: every chosen name, when
+    the descriptor built one nemesis for them; else each name's own nemeses, built alone."""
+    if len(built) == 1:
+        return {built[0][0].kind: list(selected)}
+    out: dict[str, list[str]] = {}
+    for name in selected:
+        for nem, _, _ in kind.parts([name], opts):
+            out.setdefault(nem.kind, []).append(name)
     return out
 
 
-def heal_all(test: Any) -> None:
-    """Heal the faults of every registered fault module on every node of ``test`` (what
-    ``chaos heal`` does; :func:`chaos.nemesis.cli.heal_nodes`): partition and packet iptables chains,
-    the tool's qdiscs, clock offsets and strobe loops, paused servers (SIGCONT), a FUSE layer left
-    behind, and whatever a plug-in's ``heal`` removes. Killed servers are not restarted."""
-    from chaos.nemesis.cli import heal_nodes
+def _as_typed(spec: NemesisSpec, typed: dict[str, list[str]]) -> dict[str, list[str]]:
+    """``typed`` with the names a reference or an entry-point name selected (``--nemesis
+    partition``: every partition fault) shown as that entry, as the user typed it."""
+    alias = {n: entry for entry, _, selected in spec.chosen if entry not in selected for n in selected}
+    return {k: list(dict.fromkeys(alias.get(n, n) for n in names)) for k, names in typed.items()}
 
-    heal_nodes(test)
+
+def styles(
+    names: str | Iterable[str] | NemesisSpec, typed: Mapping[str, Sequence[str]] | None = None
+) -> dict[str, dict[str, Any]]:
+    """How the report draws, names and the perf checker words each op kind of the chosen
+    nemeses: ``{op kind: {"colour": "#rrggbb" | None, "verbs": {"start": phrase, "stop": phrase},
+    "names": [--nemesis names]}}`` from their descriptors (``colours``, ``verbs``) and ``typed``
+    (``Compose.names`` of the built nemesis: the names the user typed that run as each op kind,
+    so every table and page says ``lose-unfsynced``, not the op kind ``file``), for test.json's
+    ``nemesis_styles``. The history layer reads it from there (it must not import this package):
+    :func:`chaos.history.analysis.fault_names`."""
+    out: dict[str, dict[str, Any]] = {}
+    for kind, _ in _grouped(_spec(names)):
+        for op_kind, style in kind.styles().items():
+            out.setdefault(op_kind, style)
+    for op_kind, typed_names in (typed or {}).items():
+        out.setdefault(op_kind, {"colour": None, "verbs": {}})["names"] = list(typed_names)
+    return out
 
 
 __all__ = [
@@ -358,7 +407,7 @@ __all__ = [
     "requirements",
     "check_capabilities",
     "styles",
-    "heal_all",
+    "NemesisSpec",
     "registered",
     "load",
     "Compose",

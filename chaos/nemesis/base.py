@@ -17,9 +17,16 @@ import random
 import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
+from chaos.control import generator as gen
+from chaos.control.db import db_name
+from chaos.control.test import Nemesis as Nemesis  # re-exported: chaos.api, chaos.nemesis
+from chaos.control.test import Test
 from chaos.history.op import INFO, NEMESIS, Op
+
+if TYPE_CHECKING:
+    from chaos.control.ssh import Remote
 
 log = logging.getLogger("chaos.nemesis")
 
@@ -29,21 +36,6 @@ STATE_DIR = "/var/run/chaos-nemesis"
 
 class NemesisError(Exception):
     """A fault could not be injected or healed; the message names the node and the command."""
-
-
-@runtime_checkable
-class Nemesis(Protocol):
-    """Jepsen's Nemesis protocol plus ``heal`` (idempotent, used on every exit path)."""
-
-    def setup(self, test: Any) -> None: ...
-
-    def invoke(self, test: Any, op: Op) -> Op: ...
-
-    def teardown(self, test: Any) -> None: ...
-
-    def heal(self, test: Any) -> None: ...
-
-    def fs(self) -> set[str]: ...
 
 
 def nemesis_op(f: str, value: Any = None) -> Op:
@@ -79,13 +71,23 @@ def not_applied(op: Op, why: str, **value: Any) -> Op:
 TARGETS = ("one", "minority", "majority", "minority-third", "all", "leader", "primaries")
 
 
-def node_names(test: Any) -> list[str]:
+def node_names(test: Test) -> list[str]:
     """Names of the test's nodes, in order."""
     return [n.name for n in test.nodes]
 
 
+def primaries(test: Test) -> list[str]:
+    """The nodes the DB names as primaries (its ``primary`` capability, :class:`chaos.control.db.Primary`);
+    ValueError when the DB has no such capability (``chaos run`` refuses a leader-targeted fault
+    for such a DB before it starts)."""
+    ask = getattr(test.db, "primaries", None)
+    if not callable(ask):
+        raise ValueError(f"the DB {db_name(test.db)} has no primary capability: no leader to aim at")
+    return [str(n) for n in ask(test.control)]
+
+
 def choose_nodes(
-    test: Any, spec: Any, rng: random.Random | None = None, note: dict[str, Any] | None = None
+    test: Test, spec: Any, rng: random.Random | None = None, note: dict[str, Any] | None = None
 ) -> list[str]:
     """Resolve a node spec to node names (sorted).
 
@@ -117,7 +119,7 @@ def choose_nodes(
     elif spec == "all":
         picked = names[:]
     elif spec == "primaries":
-        picked = list(test.db.primaries(test.control))
+        picked = primaries(test)
     elif spec == "leader":
         picked, choice = leader_choice(test)
         if note is not None and len(choice["primaries"]) > 1:
@@ -151,32 +153,32 @@ def pick_leaders(primaries: Sequence[str], terms: Mapping[str, int | None]) -> t
     return chosen, why
 
 
-def leader_choice(test: Any, timeout_s: float = 2.0) -> tuple[list[str], dict[str, Any]]:
+def leader_choice(test: Test, timeout_s: float = 2.0) -> tuple[list[str], dict[str, Any]]:
     """``(nodes, record)`` of the ``leader`` target: the DB's ``primaries``; of several, each one's
     term from the DB's ``leadership`` capability when it has one (a node that no longer names
     itself leader has no known term), then :func:`pick_leaders`. ``record``: ``{"primaries",
     "terms", "chosen", "why"}``, what a completion value records."""
-    primaries = sorted(dict.fromkeys(test.db.primaries(test.control)))
+    claimed = sorted(dict.fromkeys(primaries(test)))
     terms: dict[str, int | None] = {}
     ask = getattr(test.db, "leadership", None)
-    if len(primaries) > 1 and callable(ask):
+    if len(claimed) > 1 and callable(ask):
         by_name = {n.name: n for n in test.nodes}
-        for name in primaries:
+        for name in claimed:
             try:
                 answer = dict(ask(by_name[name], timeout_s)) if name in by_name else {}
             except Exception:  # noqa: BLE001 - the capability must not raise; an answer-less node has no term
                 answer = {}
             term = answer.get("term") if answer.get("leader") == name else None
             terms[name] = term if isinstance(term, int) else None
-    chosen, why = pick_leaders(primaries, terms)
-    return chosen, {"primaries": primaries, "terms": terms, "chosen": chosen, "why": why}
+    chosen, why = pick_leaders(claimed, terms)
+    return chosen, {"primaries": claimed, "terms": terms, "chosen": chosen, "why": why}
 
 
 # ---------------------------------------------------------------------------------------------
 # Remote helpers
 
 
-def sh(remote: Any, script: str, *, timeout: float | None = None, check: bool = True) -> Any:
+def sh(remote: Remote, script: str, *, timeout: float | None = None, check: bool = True) -> Any:
     """Run a shell script on a node as root (``Remote.exec_raw(..., sudo=True)``); ``timeout`` in
     seconds, None for the remote's own default (``Control(nodes, timeout=)``, 60 s)."""
     return remote.exec_raw(script, sudo=True, timeout=timeout, check=check)
@@ -186,7 +188,7 @@ def quote(*words: str) -> str:
     return " ".join(shlex.quote(w) for w in words)
 
 
-def on_nodes(test: Any, fn: Callable[[Any], Any], names: Iterable[str] | None = None) -> dict[str, Any]:
+def on_nodes(test: Test, fn: Callable[[Any], Any], names: Iterable[str] | None = None) -> dict[str, Any]:
     """Run ``fn(remote)`` on the named nodes (all by default) in parallel; returns name -> result."""
     return dict(test.control.on_nodes(fn, list(names) if names is not None else None))
 
@@ -207,6 +209,8 @@ class Compose:
         self.nemeses = list(nemeses)
         self.final_ops: list[dict[str, Any]] = []  # stop op of every kind, for the final phase
         self.schedules: list[Schedule] = []
+        # op kind -> the --nemesis names the user typed that run as it (chaos.nemesis.build)
+        self.names: dict[str, list[str]] = {}
         self.routes: dict[str, Nemesis] = {}
         for nem in self.nemeses:
             for f in nem.fs():
@@ -214,11 +218,11 @@ class Compose:
                     raise ValueError(f"nemesis op {f!r} is handled by two nemeses; combine them first")
                 self.routes[f] = nem
 
-    def setup(self, test: Any) -> None:
+    def setup(self, test: Test) -> None:
         for nem in self.nemeses:
             nem.setup(test)
 
-    def invoke(self, test: Any, op: Op) -> Op:
+    def invoke(self, test: Test, op: Op) -> Op:
         """Route ``op`` to its nemesis. Every completion value that is an object carries
         ``applied`` (the part's own verdict, else ``true`` unless the completion has an error); a
         part that raises gives ``{"applied": false, "why": "<error>", "request": op.value}`` with
@@ -238,11 +242,11 @@ class Compose:
             outcome(done.value, done.error is None, done.error)
         return done
 
-    def teardown(self, test: Any) -> None:
+    def teardown(self, test: Test) -> None:
         for nem in self.nemeses:
             nem.teardown(test)
 
-    def heal(self, test: Any) -> None:
+    def heal(self, test: Test) -> None:
         first: BaseException | None = None
         for nem in self.nemeses:
             try:
@@ -261,20 +265,20 @@ class NoState:
     """Base for nemeses whose faults leave nothing behind on the nodes (instantaneous ones, such as
     a restart or a leadership transfer): ``setup``, ``teardown`` and ``heal`` do nothing."""
 
-    def setup(self, test: Any) -> None:
+    def setup(self, test: Test) -> None:
         pass
 
-    def teardown(self, test: Any) -> None:
+    def teardown(self, test: Test) -> None:
         pass
 
-    def heal(self, test: Any) -> None:
+    def heal(self, test: Test) -> None:
         pass
 
 
 class Noop(NoState):
     """A nemesis that does nothing (``--nemesis none``)."""
 
-    def invoke(self, test: Any, op: Op) -> Op:
+    def invoke(self, test: Test, op: Op) -> Op:
         return complete(op, None)
 
     def fs(self) -> set[str]:
@@ -311,7 +315,6 @@ class Schedule:
         """A ``chaos.control.generator`` generator for the nemesis thread (infinite; the runner
         bounds it with its time limit). The first start comes ``first_s`` seconds after the test
         starts (default: right away, as Jepsen's stagger does); later gaps are staggered."""
-        from chaos.control import generator as gen
 
         flip = gen.flip_flop(
             lambda test, ctx: self.start_op(ctx.rng), lambda test, ctx: self.stop_op(ctx.rng)
@@ -342,7 +345,7 @@ class NemesisKind:
     - ``build(chosen, opts)``: the nemeses for the chosen names (a subset of ``names``) and the run's
       options: a list of :data:`Part` (one schedule each), or one Part. Each nemesis has ``kind``
       (its ops are ``start-<kind>``/``stop-<kind>``). ValueError for bad options.
-    - ``requires``: ``{name: DB capability names}`` (:data:`chaos.cluster.db.CAPABILITIES`).
+    - ``requires``: ``{name: DB capability names}`` (:data:`chaos.control.db.CAPABILITIES`).
     - ``options``: ``{--nemesis-opt key: kind}``, kinds ``list``/``number``/``int``/``str``/``json``.
     - ``target_options``: ``{option key: names it aims}``; naming ``leader``/``primaries`` there
       adds the ``primary`` capability to those names.
@@ -377,11 +380,11 @@ class NemesisKind:
             out.append((nem, start if callable(start) else _no_value, stop))
         return out
 
-    def heal_node(self, remote: Any, db: Any) -> list[str]:
+    def heal_node(self, remote: Remote, db: object) -> list[str]:
         """:attr:`heal` on one node (nothing without one)."""
         return [str(x) for x in (self.heal(remote, db) or ())] if self.heal is not None else []
 
-    def residue_node(self, remote: Any, db: Any) -> list[str]:
+    def residue_node(self, remote: Remote, db: object) -> list[str]:
         """:attr:`residue` on one node, blank lines dropped (nothing without one)."""
         if self.residue is None:
             return []

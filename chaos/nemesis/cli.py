@@ -3,7 +3,7 @@
 Per node, idempotently, through every registered fault module (:func:`chaos.nemesis.registered`:
 the built-ins and the ``chaos.nemeses`` plug-ins; ``--nemesis module:attr`` adds one that is not
 registered), each module's ``heal`` and ``residue`` (:class:`chaos.nemesis.base.NemesisKind`), with
-the DB's own capabilities (:mod:`chaos.cluster.db`; the DB is ``--db``/``--db-opt`` as for
+the DB's own capabilities (:mod:`chaos.control.db`; the DB is ``--db``/``--db-opt`` as for
 ``chaos run``). The built-ins delete the tool's iptables chains (``CHAOS-PARTITION``,
 ``CHAOS-PACKET``, ``CHAOS-PACKET-OUT``) and their jumps, never other rules; delete the tool's qdiscs
 (handle ``c4a5:``); stop the NFQUEUE delayer and the clock strobe loop; with the ``clock``
@@ -33,12 +33,22 @@ arguments.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from chaos.errors import EXIT_CRASH
-from chaos.nemesis.base import NemesisKind
+from chaos.cluster.docker import ClusterError, DockerProvider
+from chaos.cluster.lock import ClusterLock, ClusterLocked, describe, holders, is_stale
+from chaos.cluster.providers import existing_nodes
+from chaos.control.db import build_db
+from chaos.control.ssh import Control
+from chaos.control.test import Test
+from chaos.errors import EXIT_CRASH, BadArguments
+from chaos.nemesis import load, netstate, registered
+from chaos.nemesis.base import NemesisKind, sh
+
+if TYPE_CHECKING:
+    from chaos.control.ssh import Remote
 
 Modules = Sequence[tuple[str, NemesisKind]]
 """``[(name, descriptor)]``: the fault modules to heal."""
@@ -58,10 +68,9 @@ def stopped_processes(ps_output: str) -> list[str]:
     return out
 
 
-def after_heal(remote: Any, db: Any, modules: Modules) -> list[str]:
+def after_heal(remote: Remote, db: object, modules: Modules) -> list[str]:
     """What a check after the heal finds on one node: every module's :func:`residue` and every
     stopped process (one line per process: a pid the residue already names is not listed again)."""
-    from chaos.nemesis.base import sh
 
     found = residue(remote, db, modules)
     named = {w for line in found for w in line.split() if w.isdigit()}
@@ -78,7 +87,6 @@ def checked_names(modules: Modules) -> list[str]:
 
 def default_db() -> Any:
     """The default DB of ``chaos run`` (:func:`chaos.plugins.default_db`), with its defaults."""
-    from chaos.cluster.db import build_db
 
     return build_db(None)
 
@@ -87,7 +95,6 @@ def fault_modules(extra: Iterable[str] = ()) -> tuple[list[tuple[str, NemesisKin
     """Every registered fault module, then those ``extra`` names (``module:attr``) that are not
     among them: ``([(name, descriptor)], [problems: registered plug-ins that did not load])``.
     ConfigError for an ``extra`` name that does not load."""
-    from chaos.nemesis import load, registered
 
     modules, problems = registered()
     for spec in extra:
@@ -101,7 +108,7 @@ def _modules(modules: Modules | None) -> Modules:
     return fault_modules()[0] if modules is None else modules
 
 
-def residue(remote: Any, db: Any = None, modules: Modules | None = None) -> list[str]:
+def residue(remote: Remote, db: object = None, modules: Modules | None = None) -> list[str]:
     """Faults still present on a node, one line each (empty when clean), as every fault module's
     ``residue`` finds them (default: every registered module) for ``db`` (default
     :func:`default_db`): iptables chains/jumps, qdiscs, running loops, a non-zero clock offset,
@@ -110,7 +117,7 @@ def residue(remote: Any, db: Any = None, modules: Modules | None = None) -> list
     return [line for _, kind in _modules(modules) for line in kind.residue_node(remote, db)]
 
 
-def heal_remote(remote: Any, db: Any = None, modules: Modules | None = None) -> list[str]:
+def heal_remote(remote: Remote, db: object = None, modules: Modules | None = None) -> list[str]:
     """Heal one node for ``db`` through every fault module's ``heal`` (default: every registered
     one; a module whose heal raises does not stop the others, its error becomes a line); returns
     what :func:`residue` finds afterwards, plus those error lines."""
@@ -119,7 +126,7 @@ def heal_remote(remote: Any, db: Any = None, modules: Modules | None = None) -> 
     return _heal_each(remote, db, modules)[1] + residue(remote, db, modules)
 
 
-def _heal_each(remote: Any, db: Any, modules: Modules) -> tuple[list[str], list[str]]:
+def _heal_each(remote: Remote, db: object, modules: Modules) -> tuple[list[str], list[str]]:
     """``(what the heals said they did, errors)`` of every module's heal on one node."""
     did: list[str] = []
     errors: list[str] = []
@@ -131,7 +138,7 @@ def _heal_each(remote: Any, db: Any, modules: Modules) -> tuple[list[str], list[
     return did, errors
 
 
-def heal_control(control: Any, db: Any = None, modules: Modules | None = None) -> dict[str, list[str]]:
+def heal_control(control: Control, db: object = None, modules: Modules | None = None) -> dict[str, list[str]]:
     """Heal every node of ``control`` in parallel for ``db`` (default :func:`default_db`); returns
     ``{node: residue lines}`` afterwards."""
     db = default_db() if db is None else db
@@ -139,16 +146,13 @@ def heal_control(control: Any, db: Any = None, modules: Modules | None = None) -
     return dict(control.on_nodes(lambda r: heal_remote(r, db, modules)))
 
 
-def heal_nodes(test: Any) -> dict[str, list[str]]:
+def heal_nodes(test: Test) -> dict[str, list[str]]:
     """:func:`heal_control` for a runner ``Test`` (its DB)."""
     return heal_control(test.control, getattr(test, "db", None))
 
 
 def _nodes(provider: str, cluster: str, nodes: str | None, nodes_file: str | None, **ssh: Any) -> list[Any]:
     """The nodes to heal, through the provider selector of every command (nothing provisioned)."""
-    from chaos.cluster.docker import ClusterError
-    from chaos.cluster.providers import existing_nodes
-    from chaos.errors import BadArguments
 
     opts = {
         "provider": provider,
@@ -169,7 +173,6 @@ def _nodes(provider: str, cluster: str, nodes: str | None, nodes_file: str | Non
 def _cluster_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
     """``--cluster-name`` as ``chaos cluster up`` accepts it (the docker provider's rule: lowercase
     letters, digits, ``-``/``_``, at most 31 characters), refused before any file is looked up."""
-    from chaos.cluster.docker import DockerProvider
 
     try:
         DockerProvider(1, name=value)  # checks the name; touches nothing
@@ -249,9 +252,6 @@ def heal(
     --keep-foreign-rules). Refuses (254) while a run holds the cluster lock, unless --force.
     Prints one status line per node, naming what was healed and what was checked; exit 0 when every node is clean afterwards, 255 when a node could not be
     reached or healed, still has faults, or a registered fault module did not load."""
-    from chaos.cluster.db import build_db
-    from chaos.errors import BadArguments
-    from chaos.nemesis import netstate
 
     try:
         the_db = build_db(db, list(db_opt))
@@ -279,12 +279,11 @@ def heal(
     return 0
 
 
-def _heal_all(node_list: list[Any], db: Any, modules: Modules, force: bool) -> dict[str, Any]:
+def _heal_all(node_list: list[Any], db: object, modules: Modules, force: bool) -> dict[str, Any]:
     """Heal every node under the cluster lock (:func:`_take_lock`): ``{node: ("ok"|"error",
     residue before, what the check after the heal found, or the error)}``."""
-    from chaos.control.ssh import Control
 
-    def one(remote: Any) -> tuple[str, list[str], list[str]]:
+    def one(remote: Remote) -> tuple[str, list[str], list[str]]:
         # every node is healed on its own: one unreachable node must not stop the others
         try:
             before = residue(remote, db, modules)
@@ -308,16 +307,14 @@ def _heal_all(node_list: list[Any], db: Any, modules: Modules, force: bool) -> d
 HEAL_HINT = "chaos heal would undo that run's faults: wait for it to end, or pass --force to heal anyway"
 
 
-def _take_lock(control: Any, force: bool) -> Any:
+def _take_lock(control: Control, force: bool) -> ClusterLock | None:
     """The cluster lock for the heal, as ``chaos run`` takes it (:mod:`chaos.cluster.lock`; a
     stale lock of a dead run on this host is replaced): a live run's lock refuses the heal
     (ClusterLocked, exit 254) unless ``force``, which heals without the lock and says whose it
     is. A node that cannot be reached does not stop the heal (its line says so): the other nodes'
     locks are then read, not taken. Returns the lock to release, or None."""
-    from chaos.cluster.lock import ClusterLock, ClusterLocked, is_stale
 
-    def holder(remote: Any) -> dict[str, Any] | None:
-        from chaos.cluster.lock import holders
+    def holder(remote: Remote) -> dict[str, Any] | None:
 
         try:
             return holders([remote]).get(remote.node.name)
@@ -325,8 +322,6 @@ def _take_lock(control: Any, force: bool) -> Any:
             return None
 
     if force:
-        from chaos.cluster.lock import describe
-
         held: dict[str, list[str]] = {}
         for node, h in sorted(control.on_nodes(holder).items()):
             if h is not None and not is_stale(h):

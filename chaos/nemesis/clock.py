@@ -2,7 +2,7 @@
 ``jepsen.faketime``).
 
 A Raft server's elections, heartbeats and leases run on ``CLOCK_MONOTONIC``. A DB with the
-``clock`` capability (:class:`chaos.cluster.db.Clock`: ``faketime_file`` and ``pidfile``) starts
+``clock`` capability (:class:`chaos.control.db.Clock`: ``faketime_file`` and ``pidfile``) starts
 the server with ``LD_PRELOAD=libfaketime.so.1``, ``FAKETIME_TIMESTAMP_FILE=<spec file>`` and
 ``FAKETIME_NO_CACHE=1`` and with the monotonic clock faked (no ``FAKETIME_DONT_FAKE_MONOTONIC``):
 rewriting the file moves the running server's monotonic and wall clocks at once. The file holds a
@@ -37,8 +37,10 @@ import math
 import random
 import shlex
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from chaos.control.db import capabilities
+from chaos.control.test import Test
 from chaos.history.op import Op
 from chaos.nemesis.base import (
     STATE_DIR,
@@ -52,13 +54,17 @@ from chaos.nemesis.base import (
     outcome,
     sh,
 )
+from chaos.nemesis.partition import PartitionNemesis, apply_grudge, isolate
+
+if TYPE_CHECKING:
+    from chaos.control.ssh import Remote
 
 STROBE_PID = f"{STATE_DIR}/strobe.pid"
 MODES = ("bump", "rate", "strobe")
 CLOCKS = "monotonic+realtime"
 
 
-def offset_file(test: Any) -> str:
+def offset_file(test: Test) -> str:
     """The DB's libfaketime offset file (the ``clock`` capability); NemesisError without one."""
     path = getattr(test.db, "faketime_file", None)
     if not path:
@@ -66,7 +72,7 @@ def offset_file(test: Any) -> str:
     return str(path)
 
 
-def server_pidfile(test: Any) -> str:
+def server_pidfile(test: Test) -> str:
     """The DB's server pidfile (the ``clock`` capability); NemesisError without one."""
     path = getattr(test.db, "pidfile", None)
     if not path:
@@ -219,20 +225,20 @@ class ClockNemesis:
     def fs(self) -> set[str]:
         return {"start-clock", "stop-clock"}
 
-    def setup(self, test: Any) -> None:
+    def setup(self, test: Test) -> None:
         self.heal(test)
 
-    def teardown(self, test: Any) -> None:
+    def teardown(self, test: Test) -> None:
         """After the final phase (the runner tears the nemesis down last): real time again (``+0``),
         so no offset outlives the run; a server left running may see its clock step back."""
         path = offset_file(test)
         on_nodes(test, lambda r: sh(r, reset_script(path)))
 
-    def heal(self, test: Any) -> None:
+    def heal(self, test: Test) -> None:
         path, pidfile = offset_file(test), server_pidfile(test)
         on_nodes(test, lambda r: sh(r, soft_reset_script(path, pidfile)))
 
-    def draw(self, test: Any) -> dict[str, Any]:
+    def draw(self, test: Test) -> dict[str, Any]:
         """A random fault value (what the schedule asks for when the invocation value is None)."""
         rng = test.rng
         note: dict[str, Any] = {}  # how a leader target chose among several primaries
@@ -255,7 +261,7 @@ class ClockNemesis:
             **note,
         }
 
-    def scripts(self, test: Any, value: Any) -> dict[str, str]:
+    def scripts(self, test: Test, value: Any) -> dict[str, str]:
         """``{node: shell}`` for a ``start-clock`` value; ValueError for a malformed value."""
         path, pidfile = offset_file(test), server_pidfile(test)
         mode = value.get("mode") if isinstance(value, dict) else None
@@ -282,7 +288,7 @@ class ClockNemesis:
             return {n: strobe_script(path, pidfile, float(r), p) for n in value.get("nodes", [])}
         raise ValueError(f"clock value {value!r}: expected mode 'bump', 'rate' or 'strobe'")
 
-    def invoke(self, test: Any, op: Op) -> Op:
+    def invoke(self, test: Test, op: Op) -> Op:
         path, pidfile = offset_file(test), server_pidfile(test)
         if op.f == "stop-clock":
             specs = on_nodes(test, lambda r: sh(r, soft_reset_script(path, pidfile)).stdout.strip())
@@ -292,7 +298,7 @@ class ClockNemesis:
         value = op.value if isinstance(op.value, dict) else self.draw(test)
         scripts = self.scripts(test, value)
 
-        def one(remote: Any) -> str:
+        def one(remote: Remote) -> str:
             res = sh(remote, scripts[remote.node.name], check=False)
             if res.exit_code != 0:
                 raise NemesisError(f"clock on {remote.node.name}: {res.stderr.strip()}")
@@ -329,23 +335,20 @@ class SlowLeaderNemesis:
     def fs(self) -> set[str]:
         return {"start-slow-leader", "stop-slow-leader"}
 
-    def setup(self, test: Any) -> None:
+    def setup(self, test: Test) -> None:
         self.heal(test)
 
-    def teardown(self, test: Any) -> None:
-        from chaos.nemesis.partition import PartitionNemesis
+    def teardown(self, test: Test) -> None:
 
         PartitionNemesis().heal(test)
         self.clock.teardown(test)
 
-    def heal(self, test: Any) -> None:
-        from chaos.nemesis.partition import PartitionNemesis
+    def heal(self, test: Test) -> None:
 
         PartitionNemesis().heal(test)
         self.clock.heal(test)
 
-    def invoke(self, test: Any, op: Op) -> Op:
-        from chaos.nemesis.partition import apply_grudge, isolate
+    def invoke(self, test: Test, op: Op) -> Op:
 
         if op.f == "stop-slow-leader":
             self.heal(test)
@@ -395,24 +398,23 @@ def _build(chosen: Sequence[str], opts: Mapping[str, Any]) -> list[Part]:
     return parts
 
 
-def _none(rng: Any) -> None:
+def _none(rng: random.Random) -> None:
     return None
 
 
-def _offset_file(db: Any) -> str | None:
-    from chaos.cluster.db import capabilities
+def _offset_file(db: object) -> str | None:
 
-    return str(db.faketime_file) if "clock" in capabilities(db) else None
+    return str(getattr(db, "faketime_file", None)) if "clock" in capabilities(db) else None
 
 
-def _heal(remote: Any, db: Any) -> list[str]:
+def _heal(remote: Remote, db: object) -> list[str]:
     """Stop the strobe loop; with the DB's ``clock`` capability write ``+0`` into its offset file."""
     path = _offset_file(db)
     sh(remote, reset_script(path) if path else stop_strobe_script(), check=False)
     return []
 
 
-def _residue(remote: Any, db: Any) -> list[str]:
+def _residue(remote: Remote, db: object) -> list[str]:
     script = f'[ -f {STROBE_PID} ] && kill -0 $(cat {STROBE_PID}) 2>/dev/null && echo "running strobe loop"; '
     path = _offset_file(db)
     if path:

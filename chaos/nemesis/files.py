@@ -42,14 +42,17 @@ before the held-back node was started, or null) after ``majority-followers``.
 from __future__ import annotations
 
 import json
+import random
 import shlex
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from chaos.cluster.db import data_files as db_data_files
-from chaos.cluster.db import kill_all, running_all, running_any, start_all
+from chaos.control.db import capabilities, kill_all, running_all, running_any, start_all
+from chaos.control.db import data_files as db_data_files
+from chaos.control.ssh import Remote
+from chaos.control.test import Test
 from chaos.history.op import Op
 from chaos.nemesis.base import (
     TARGETS,
@@ -65,6 +68,8 @@ from chaos.nemesis.base import (
 )
 
 FAULTS = ("truncate", "bitflip", "lose-unfsynced")
+# chaos sim's name for lose-unfsynced on every member at once (issue 35 item 10: one vocabulary)
+POWER_FAILURE = "power-failure"
 
 # Runs on the node with python3 (the server's own interpreter): argv[1] is a JSON job.
 REMOTE = r"""
@@ -251,14 +256,14 @@ class FileNemesis:
 
     # -- the FUSE layer -----------------------------------------------------------------------
 
-    def setup(self, test: Any) -> None:
+    def setup(self, test: Test) -> None:
         """With lose-unfsynced enabled: put every node's data directory on the FUSE layer (stop the
         server, mount, start it again) and wait for a leader. Raises NemesisError naming the node
         when a mount fails (e.g. no ``/dev/fuse`` or no ``python3-pyfuse3`` on it)."""
         if "lose-unfsynced" not in self.faults:
             return
 
-        def one(remote: Any) -> None:
+        def one(remote: Remote) -> None:
             name = remote.node.name
             db_kill(test, remote)
             sh(remote, unmount_script(data_dir(test, remote)), check=False)  # a run that died early
@@ -277,14 +282,14 @@ class FileNemesis:
         on_nodes(test, one)
         await_leader(test, self.leader_wait_s)
 
-    def teardown(self, test: Any) -> None:
+    def teardown(self, test: Test) -> None:
         """Restart what this nemesis left down, then unmount the layer and put the files back (a
         server still running, e.g. a run that leaves the DB up, is stopped and started again)."""
         self.heal(test)
         if not self.mounted:
             return
 
-        def one(remote: Any) -> None:
+        def one(remote: Remote) -> None:
             res = remove_layer(test.db, remote)
             if res.exit_code != 0:
                 test.log.warning("unmounting the FUSE layer on %s: %s", remote.node.name, res.stderr.strip())
@@ -292,13 +297,13 @@ class FileNemesis:
         on_nodes(test, one, sorted(self.mounted))
         self.mounted.clear()
 
-    def heal(self, test: Any) -> None:
+    def heal(self, test: Test) -> None:
         if self.down:
             self.restart(test)
 
     # -- faults -------------------------------------------------------------------------------
 
-    def invoke(self, test: Any, op: Op) -> Op:
+    def invoke(self, test: Test, op: Op) -> Op:
         if op.f == "stop-file":
             held = bool(self.held_back)
             res = self.restart(test)
@@ -328,7 +333,7 @@ class FileNemesis:
         self.down |= set(nodes)
         seeds = {n: test.rng.randrange(1 << 30) for n in nodes}
 
-        def one(remote: Any) -> Any:
+        def one(remote: Remote) -> Any:
             job = dict(params, fault=fault, data_dir=data_dir(test, remote), seed=seeds[remote.node.name])
             job["data_files"] = db_data_files(test.db)
             res = remote.exec("python3", "-c", REMOTE, json.dumps(job), sudo=True, check=False, timeout=120)
@@ -345,7 +350,7 @@ class FileNemesis:
         why = "; ".join(f"{n}: {e}" for n, e in sorted(errors.items()))
         return complete(op, outcome(out, len(errors) < len(nodes), why))
 
-    def lose_unfsynced(self, test: Any, op: Op, spec: Any) -> Op:
+    def lose_unfsynced(self, test: Test, op: Op, spec: Any) -> Op:
         """Kill the chosen servers and have the layer drop what they did not fsync."""
         held: list[str] = []
         note: dict[str, Any] = {}
@@ -368,7 +373,7 @@ class FileNemesis:
         self.down |= set(killed)
         self.held_back |= set(held)
 
-        def one(remote: Any) -> dict[str, Any]:
+        def one(remote: Remote) -> dict[str, Any]:
             if remote.node.name not in self.mounted:
                 return {"error": "no FUSE layer on this node (the nemesis setup did not mount it)"}
             res = sh(remote, f"python3 {LAZYFS_STATE}/lazyfs_node.py drop {LAZYFS_STATE} 60", check=False)
@@ -395,7 +400,7 @@ class FileNemesis:
         why = "; ".join(f"{n}: {e}" for n, e in sorted(errors.items()))
         return complete(op, outcome(out, bool(answered), why))
 
-    def restart(self, test: Any) -> dict[str, Any]:
+    def restart(self, test: Test) -> dict[str, Any]:
         """Start every node this nemesis left down (a held-back node after the others elected a
         leader, or after ``leader_wait_s``); after ``start_wait_s`` report, per node, whether the
         server runs and the tail of its log: ``{"nodes": {node: {...}}, "elected_first": node|None}``."""
@@ -403,7 +408,7 @@ class FileNemesis:
         if not nodes:
             return {"nodes": {}}
 
-        def start(remote: Any) -> None:
+        def start(remote: Remote) -> None:
             try:
                 db_start(test, remote)
             except Exception as e:  # a server that refuses to start is an outcome, not a crash
@@ -420,7 +425,7 @@ class FileNemesis:
         self.held_back.clear()
         time.sleep(self.start_wait_s)
 
-        def outcome(remote: Any) -> dict[str, Any]:
+        def outcome(remote: Remote) -> dict[str, Any]:
             tail = getattr(test.db, "log_tail", None)
             return {"running": db_running(test, remote), "log_tail": tail(remote, 5) if tail else ""}
 
@@ -430,7 +435,7 @@ class FileNemesis:
 # -- the DB as this nemesis uses it (the data-dir and process capabilities) ------------------------
 
 
-def remove_layer(db: Any, remote: Any) -> Any:
+def remove_layer(db: object, remote: Remote) -> Any:
     """Take the FUSE layer off ``db``'s data directory on ``remote``: the server stopped if it runs,
     the files put back (:func:`unmount_script`), the server started again if it ran. Returns the
     unmount's result. Used by the nemesis's teardown and by ``chaos heal`` after a dead run."""
@@ -443,29 +448,29 @@ def remove_layer(db: Any, remote: Any) -> Any:
     return res
 
 
-def _db_data_dir(db: Any, remote: Any) -> str:
-    d = db.data_dir
+def _db_data_dir(db: object, remote: Remote) -> str:
+    d = getattr(db, "data_dir", None)  # the data-dir capability, checked before the run
     return str(d(remote) if callable(d) else d)
 
 
-def data_dir(test: Any, remote: Any) -> str:
+def data_dir(test: Test, remote: Remote) -> str:
     """The DB's data directory on ``remote`` (its ``data_dir``: a path or a function of the node)."""
     return _db_data_dir(test.db, remote)
 
 
-def db_kill(test: Any, remote: Any) -> None:
+def db_kill(test: Test, remote: Remote) -> None:
     kill_all(test.db, remote)
 
 
-def db_start(test: Any, remote: Any) -> None:
+def db_start(test: Test, remote: Remote) -> None:
     start_all(test.db, remote)
 
 
-def db_running(test: Any, remote: Any) -> bool:
+def db_running(test: Test, remote: Remote) -> bool:
     return running_all(test.db, remote)
 
 
-def await_leader(test: Any, timeout: float, among: Sequence[str] | None = None) -> str | None:
+def await_leader(test: Test, timeout: float, among: Sequence[str] | None = None) -> str | None:
     """Wait up to ``timeout`` s until a node (of ``among``, default any) claims leadership; its
     name, or None (also for a DB that does not report primaries)."""
     primaries = getattr(test.db, "primaries", None)
@@ -498,6 +503,12 @@ def _build(chosen: Sequence[str], opts: Mapping[str, Any]) -> Any:
     faults = [f for f in FAULTS if f in chosen]
     file_targets = list(_opt(opts, "file_targets", ["one", "minority"]))
     lu_targets = list(_opt(opts, "lose_unfsynced_targets", ["all"]))
+    if POWER_FAILURE in chosen:  # lose-unfsynced on every node at once (chaos sim's power-failure)
+        if "lose-unfsynced" not in faults:
+            faults.append("lose-unfsynced")
+            lu_targets = ["all"]
+        elif "all" not in lu_targets:
+            lu_targets.append("all")
     files = FileNemesis(
         faults,
         targets=file_targets,
@@ -507,18 +518,17 @@ def _build(chosen: Sequence[str], opts: Mapping[str, Any]) -> Any:
         bitflip_region=str(_opt(opts, "bitflip_region", "tail")),
     )
 
-    def start(rng: Any) -> dict[str, Any]:
+    def start(rng: random.Random) -> dict[str, Any]:
         f = rng.choice(faults)
         return {"fault": f, "targets": rng.choice(lu_targets if f == "lose-unfsynced" else file_targets)}
 
     return files, start, None
 
 
-def _heal(remote: Any, db: Any) -> list[str]:
+def _heal(remote: Remote, db: object) -> list[str]:
     """A run that died with lose-unfsynced enabled leaves the FUSE layer under the data directory:
     take it off as the nemesis's teardown does. Needs the DB's process and data-dir capabilities
     (without them the residue names the layer)."""
-    from chaos.cluster.db import capabilities
 
     if not {"process", "data-dir"} <= capabilities(db):
         return []
@@ -528,7 +538,7 @@ def _heal(remote: Any, db: Any) -> list[str]:
     return []
 
 
-def _residue(remote: Any, db: Any) -> list[str]:
+def _residue(remote: Remote, db: object) -> list[str]:
     script = (
         f'[ -d {LAZYFS_STATE} ] && echo "FUSE layer of lose-unfsynced still in place ({LAZYFS_STATE})"; true'
     )
@@ -542,9 +552,10 @@ NEMESIS = NemesisKind(
         "truncate": "kill, drop the tail of the newest data segment (torn write), restart on stop",
         "bitflip": "kill, flip bits in the data files' tail (or anywhere), restart on stop",
         "lose-unfsynced": "kill every server, cut data files back to the last fsync, restart on stop",
+        POWER_FAILURE: "lose-unfsynced on every node at once (chaos sim's name for it)",
     },
     build=_build,
-    requires={"truncate": _FILE_NEEDS, "bitflip": _FILE_NEEDS, "lose-unfsynced": _FILE_NEEDS},
+    requires={n: _FILE_NEEDS for n in (*FAULTS, POWER_FAILURE)},
     options={
         "file_targets": "list",
         "lose_unfsynced_targets": "list",
@@ -556,6 +567,7 @@ NEMESIS = NemesisKind(
     heal=_heal,
     residue=_residue,
     colours={"file": "#843c39"},
-    verbs={"file": {"start": "{nodes} file corrupted", "stop": "{nodes} file corruption stopped"}},
+    # {name}: the fault as typed (truncate, bitflip or lose-unfsynced; chaos.history.checkers.perf)
+    verbs={"file": {"start": "{name} on {nodes}", "stop": "{name} over on {nodes}"}},
 )
 """The file fault module (``chaos.nemeses`` entry point ``files``)."""

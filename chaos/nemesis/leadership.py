@@ -1,5 +1,5 @@
 """Leadership transfer: ask the leader to hand leadership to another node, through the DB's
-``leader-transfer`` capability (:class:`chaos.cluster.db.LeaderTransfer`; Raft's TimeoutNow,
+``leader-transfer`` capability (:class:`chaos.control.db.LeaderTransfer`; Raft's TimeoutNow,
 Ongaro's thesis section 3.10).
 
 ``kill-leader``, ``pause-leader`` and ``partition-leader`` are the kill, pause and partition
@@ -24,13 +24,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from chaos.control.test import Test
 from chaos.history.op import Op
 from chaos.nemesis.base import NemesisKind, NoState, complete, leader_choice, node_names, not_applied, outcome
 
 TRANSFER_TARGETS = ("random", "behind")
 """The ``transfer_targets`` a transfer may aim at: ``random``, any other member; ``behind``, the
 member whose log ends furthest behind among those answering the DB's optional
-``log_positions(control)`` (:class:`chaos.cluster.db.LeaderTransfer`; ties broken at random), so
+``log_positions(control)`` (:class:`chaos.control.db.LeaderTransfer`; ties broken at random), so
 the leader must bring it up to date first (Raft thesis 3.10: the transferee must be caught up) or
 refuse. Without log positions, or when no other member answers, a ``behind`` transfer goes to a
 random member and says so (``target``: ``"random (no log positions)"``)."""
@@ -51,7 +52,7 @@ class LeaderTransferNemesis(NoState):
             )
         self.targets = tuple(targets)
 
-    def _target(self, test: Any, leader: str, names: list[str]) -> tuple[str, dict[str, Any]]:
+    def _target(self, test: Test, leader: str, names: list[str]) -> tuple[str, dict[str, Any]]:
         """The member to hand leadership to, and what the completion records of the choice."""
         others = [n for n in names if n != leader]
         mode = self.targets[0] if len(self.targets) == 1 else test.rng.choice(self.targets)
@@ -71,7 +72,7 @@ class LeaderTransferNemesis(NoState):
     def fs(self) -> set[str]:
         return {"start-leader-transfer", "stop-leader-transfer"}
 
-    def invoke(self, test: Any, op: Op) -> Op:
+    def invoke(self, test: Test, op: Op) -> Op:
         leaders, choice = leader_choice(test)
         note = {"leader_choice": choice} if len(choice["primaries"]) > 1 else {}
         leader = leaders[0] if len(leaders) == 1 else None
@@ -91,7 +92,10 @@ class LeaderTransferNemesis(NoState):
             to, chosen = self._target(test, leader, names)
         elif to not in names:
             raise ValueError(f"leader-transfer target {to!r}: expected one of {names}")
-        r = dict(test.db.transfer_leadership(test.control, leader, to))
+        transfer = getattr(test.db, "transfer_leadership", None)
+        if not callable(transfer):  # chaos run refuses the nemesis for such a DB first
+            return not_applied(op, "the DB has no leader-transfer capability", **{"from": leader, "to": to})
+        r = dict(transfer(test.control, leader, to))
         value = {
             "from": leader,
             "to": to,

@@ -25,9 +25,12 @@ it did not create.
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chaos.nemesis.base import NemesisKind, sh
+
+if TYPE_CHECKING:
+    from chaos.control.ssh import Remote
 
 NAME = "network (iptables/ip6tables DROP and REJECT rules, qdiscs)"
 """What the check after the heal names in its ``checked:`` list."""
@@ -79,13 +82,13 @@ def _lines(rules: list[tuple[str, str]], qdiscs: list[tuple[str, str, str]]) -> 
     return out
 
 
-def residue(remote: Any, db: Any = None) -> list[str]:
+def residue(remote: Remote, db: object = None) -> list[str]:
     """The DROP/REJECT rules and shaping qdiscs on one node that chaos did not create, one line
     each (module docstring); empty when there are none."""
     return _lines(*_foreign(str(sh(remote, _LIST, check=False).stdout)))
 
 
-def heal(remote: Any, db: Any = None) -> list[str]:
+def heal(remote: Remote, db: object = None) -> list[str]:
     """Delete those rules (``iptables -D`` with each rule's own spec) and qdiscs (``tc qdisc del
     dev D root|ingress``) on one node; returns what it deleted, one line each."""
     rules, qdiscs = _foreign(str(sh(remote, _LIST, check=False).stdout))

@@ -169,7 +169,7 @@ def parse_attrs(data: bytes) -> dict[int, bytes]:
 def parse_error(payload: bytes) -> int:
     """The errno of an ``NLMSG_ERROR`` payload (0 for an ACK)."""
     (err,) = struct.unpack_from("=i", payload)
-    return -err
+    return -int(err)
 
 
 @dataclass

@@ -32,10 +32,12 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shlex
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from chaos.control.test import Test
 from chaos.errors import ConfigError
 from chaos.history.op import Op
 from chaos.nemesis.base import (
@@ -51,6 +53,9 @@ from chaos.nemesis.base import (
     sh,
 )
 from chaos.nemesis.partition import chain_script, drop_chain_script
+
+if TYPE_CHECKING:
+    from chaos.control.ssh import Remote
 
 HANDLE = "c4a5"
 CHAIN_IN = "CHAOS-PACKET"
@@ -389,7 +394,7 @@ class PacketNemesis:
     def fs(self) -> set[str]:
         return {"start-packet", "stop-packet"}
 
-    def probe(self, test: Any) -> dict[str, dict[str, bool]]:
+    def probe(self, test: Test) -> dict[str, dict[str, bool]]:
         """Capabilities of every node: ``{node: {"netem": bool, "htb": bool, "statistic": bool,
         "mark": bool, "nfqueue": bool, "rawsend": bool}}``; ``nfqueue`` means the delayer really
         bound an nfnetlink queue there. Reasons for missing ones go to ``self.reasons``."""
@@ -399,7 +404,7 @@ class PacketNemesis:
         self.reasons = {n: parse_reasons(r.stdout) for n, r in res.items()}
         return self.caps
 
-    def setup(self, test: Any) -> None:
+    def setup(self, test: Test) -> None:
         """Probe every node and raise :class:`Unsupported` naming the node, the fault and why if
         any enabled behaviour has no mechanism there."""
         self.probe(test)
@@ -413,13 +418,13 @@ class PacketNemesis:
             raise Unsupported("unsupported nemesis: " + "; ".join(problems))
         self.heal(test)
 
-    def teardown(self, test: Any) -> None:
+    def teardown(self, test: Test) -> None:
         self.heal(test)
 
-    def heal(self, test: Any) -> None:
+    def heal(self, test: Test) -> None:
         on_nodes(test, lambda r: sh(r, heal_script()))
 
-    def stop(self, test: Any) -> dict[str, Any]:
+    def stop(self, test: Test) -> dict[str, Any]:
         """Heal every node; the completion value: ``{"healed": [nodes]}`` plus, where a delayer ran,
         ``"nfqueue": {node: {"queued": n, "accepted": n, "duplicated": n, "max_held": n}}`` and
         ``"delayer_exited": {node: last log line}`` for a delayer that died before the stop."""
@@ -433,7 +438,7 @@ class PacketNemesis:
                 value.setdefault("delayer_exited", {})[n] = exited
         return value
 
-    def invoke(self, test: Any, op: Op) -> Op:
+    def invoke(self, test: Test, op: Op) -> Op:
         if op.f == "stop-packet":
             return complete(op, self.stop(test))
         if op.f != "start-packet":
@@ -464,7 +469,7 @@ class PacketNemesis:
                 mechs[n][b] = m
         src = _delayer_source() if any("nfqueue" in m.values() for m in mechs.values()) else None
 
-        def one(remote: Any) -> None:
+        def one(remote: Remote) -> None:
             name = remote.node.name
             peers = [addr[x] for x in addr if x != name]
             res = sh(remote, shape_script(peers, behaviour, mechs[name], src), check=False)
@@ -493,7 +498,16 @@ NAMES = {
         "duplicate DB packets (netem, else the NFQUEUE delayer re-sends copies)",
     ),
     "packet-reorder": ("reorder", "reorder DB packets (netem, else NFQUEUE verdicts out of order)"),
+    # chaos sim's names for the same faults (issue 35 item 10: run, gate and sim take the same names)
+    "slow-network": ("delay", "alias of packet-delay (chaos sim's name): messages held on live links"),
+    "network": (("loss", "duplicate"), "packet-loss and packet-duplicate at once (chaos sim's name)"),
 }
+
+
+def _behaviours_of(name: str) -> tuple[str, ...]:
+    b = NAMES[name][0]
+    return (b,) if isinstance(b, str) else tuple(b)
+
 
 RESIDUE = f"""
 for c in {CHAIN_IN} {CHAIN_OUT}; do
@@ -512,7 +526,7 @@ def _behaviours(chosen: Sequence[str], opts: Mapping[str, Any]) -> dict[str, Any
     """The enabled behaviours with their parameters: Jepsen's defaults, overridden by
     ``packet_loss``, ``packet_delay_ms``/``packet_delay_jitter_ms``, ``packet_rate_kbit``,
     ``packet_duplicate``, ``packet_reorder``."""
-    out = {NAMES[n][0]: DEFAULTS[NAMES[n][0]] for n in chosen}
+    out = {b: DEFAULTS[b] for n in chosen for b in _behaviours_of(n)}
     if "packet_loss" in opts:  # adds loss to any packet fault, as it always did
         out["loss"] = opts["packet_loss"]
     if "delay" in out and "packet_delay_ms" in opts:
@@ -532,19 +546,19 @@ def _build(chosen: Sequence[str], opts: Mapping[str, Any]) -> Any:
     packet = PacketNemesis(_behaviours(chosen, opts), targets)
     names = sorted(packet.behaviours)
 
-    def start(rng: Any) -> dict[str, Any]:
+    def start(rng: random.Random) -> dict[str, Any]:
         b = rng.choice(names)
         return {"behaviour": {b: packet.behaviours[b]}, "targets": rng.choice(targets)}
 
     return packet, start, None
 
 
-def _heal(remote: Any, db: Any) -> list[str]:
+def _heal(remote: Remote, db: object) -> list[str]:
     sh(remote, heal_script(), check=False)
     return []
 
 
-def _residue(remote: Any, db: Any) -> list[str]:
+def _residue(remote: Remote, db: object) -> list[str]:
     # a delayer whose pidfile was lost is found by its command line
     return str(sh(remote, RESIDUE + delayer_residue_script(), check=False).stdout).splitlines()
 

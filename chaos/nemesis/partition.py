@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from chaos.control.test import Test
 from chaos.history.op import Op
 from chaos.nemesis.base import (
     NemesisError,
@@ -25,6 +26,9 @@ from chaos.nemesis.base import (
     quote,
     sh,
 )
+
+if TYPE_CHECKING:
+    from chaos.control.ssh import Remote
 
 CHAIN = "CHAOS-PARTITION"
 
@@ -225,16 +229,16 @@ class PartitionNemesis:
     def fs(self) -> set[str]:
         return {"start-partition", "stop-partition"}
 
-    def setup(self, test: Any) -> None:
+    def setup(self, test: Test) -> None:
         self.heal(test)
 
-    def teardown(self, test: Any) -> None:
+    def teardown(self, test: Test) -> None:
         self.heal(test)
 
-    def heal(self, test: Any) -> None:
+    def heal(self, test: Test) -> None:
         on_nodes(test, lambda r: sh(r, heal_script()))
 
-    def grudge(self, test: Any, value: Any, note: dict[str, Any] | None = None) -> tuple[str, Grudge]:
+    def grudge(self, test: Test, value: Any, note: dict[str, Any] | None = None) -> tuple[str, Grudge]:
         """Resolve an invocation value to ``(shape, grudge)``; ``note`` receives how the ``leader``
         shape chose among several primaries (:func:`chaos.nemesis.base.choose_nodes`)."""
         names = node_names(test)
@@ -263,7 +267,7 @@ class PartitionNemesis:
             f"partition value {value!r}: expected a shape ({', '.join(SHAPES)}) or {{'grudge': ...}}"
         )
 
-    def invoke(self, test: Any, op: Op) -> Op:
+    def invoke(self, test: Test, op: Op) -> Op:
         if op.f == "stop-partition":
             self.heal(test)
             return complete(op, outcome({"healed": node_names(test)}, True))
@@ -278,12 +282,12 @@ class PartitionNemesis:
         return complete(op, outcome({"shape": shape, "grudge": grudge, **note}, cuts, why))
 
 
-def apply_grudge(test: Any, grudge: Grudge) -> None:
+def apply_grudge(test: Test, grudge: Grudge) -> None:
     """Install the grudge: on each node, drop packets from the DB addresses of its grudge.
     Raises NemesisError if a node rejects the rules."""
     addr = {n.name: n.peer_host for n in test.nodes}
 
-    def one(remote: Any) -> None:
+    def one(remote: Remote) -> None:
         srcs = [addr[x] for x in grudge.get(remote.node.name, [])]
         res = sh(remote, partition_script(srcs), check=False)
         if res.exit_code != 0:
@@ -322,12 +326,12 @@ def _build(chosen: Sequence[str], opts: Any) -> Any:
     return PartitionNemesis(shapes), lambda rng: rng.choice(shapes), None
 
 
-def _heal(remote: Any, db: Any) -> list[str]:
+def _heal(remote: Remote, db: object) -> list[str]:
     sh(remote, heal_script(), check=False)
     return []
 
 
-def _residue(remote: Any, db: Any) -> list[str]:
+def _residue(remote: Remote, db: object) -> list[str]:
     return str(sh(remote, RESIDUE, check=False).stdout).splitlines()
 
 

@@ -2,7 +2,7 @@
 
 Follows ``jepsen.nemesis.combined/db-package``: ``start-kill`` SIGKILLs the server on the chosen
 nodes through the DB's ``kill`` and ``stop-kill`` starts them again (``start``; the ``process``
-capability, :class:`chaos.cluster.db.Process`); ``start-pause`` / ``stop-pause`` send SIGSTOP /
+capability, :class:`chaos.control.db.Process`); ``start-pause`` / ``stop-pause`` send SIGSTOP /
 SIGCONT through the DB's ``pause`` / ``resume`` (the ``pause`` capability); ``start-restart`` stops
 the server cleanly (SIGTERM to the pid in the DB's ``pidfile``, wait for exit; a DB without a
 pidfile is killed instead, recorded ``forced``) and starts it again.
@@ -17,11 +17,21 @@ a restart whose start failed are not; ``why`` says so per node.
 
 from __future__ import annotations
 
+import random
 import shlex
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from chaos.cluster.db import kill_all, pause_all, resume_all, running_all, running_any, start_all
+from chaos.control.db import (
+    capabilities,
+    kill_all,
+    pause_all,
+    resume_all,
+    running_all,
+    running_any,
+    start_all,
+)
+from chaos.control.test import Test
 from chaos.history.op import Op
 from chaos.nemesis.base import (
     TARGETS,
@@ -36,6 +46,9 @@ from chaos.nemesis.base import (
     outcome,
     sh,
 )
+
+if TYPE_CHECKING:
+    from chaos.control.ssh import Remote
 
 
 def _check_targets(targets: Sequence[str], kind: str) -> list[str]:
@@ -58,13 +71,13 @@ class KillNemesis:
     def fs(self) -> set[str]:
         return {"start-kill", "stop-kill"}
 
-    def setup(self, test: Any) -> None:
+    def setup(self, test: Test) -> None:
         pass
 
-    def teardown(self, test: Any) -> None:
+    def teardown(self, test: Test) -> None:
         self.heal(test)
 
-    def invoke(self, test: Any, op: Op) -> Op:
+    def invoke(self, test: Test, op: Op) -> Op:
         """``start-kill`` completes with ``killed`` (servers that ran before and not after) and, per
         other node, ``not_killed: {node: why}``; ``stop-kill`` with ``nodes`` (restarted) and
         ``not_started: {node: why}`` (those stay down and are started again by ``heal``)."""
@@ -76,7 +89,7 @@ class KillNemesis:
                 return not_applied(op, f"no node matched target {spec!r}", targets=spec, nodes=[])
             running = getattr(test.db, "running", None)
 
-            def one(remote: Any) -> str | None:
+            def one(remote: Remote) -> str | None:
                 was = running_any(test.db, remote)
                 kill_all(test.db, remote)
                 if not was:
@@ -100,7 +113,7 @@ class KillNemesis:
             return complete(op, outcome(value, not failed, _why(failed)))
         raise ValueError(f"kill nemesis: unexpected f {op.f!r}")
 
-    def _restart(self, test: Any) -> tuple[list[str], dict[str, str]]:
+    def _restart(self, test: Test) -> tuple[list[str], dict[str, str]]:
         """Start every node this nemesis killed: ``(started, {node: why not})``; the failed ones
         stay in ``down``."""
         nodes = sorted(self.down)
@@ -110,13 +123,13 @@ class KillNemesis:
         self.down = set(failed)
         return [n for n in nodes if n not in failed], failed
 
-    def heal(self, test: Any) -> None:
+    def heal(self, test: Test) -> None:
         _, failed = self._restart(test)
         if failed:  # the recovery wait and the liveness checker judge a node that stays down
             log.warning("kill nemesis: could not start %s", _why(failed))
 
 
-def _start(test: Any, remote: Any) -> str | None:
+def _start(test: Test, remote: Remote) -> str | None:
     """Start the server on ``remote``; None when it runs afterwards, else why not."""
     try:
         start_all(test.db, remote)
@@ -145,19 +158,19 @@ class PauseNemesis:
     def fs(self) -> set[str]:
         return {"start-pause", "stop-pause"}
 
-    def setup(self, test: Any) -> None:
+    def setup(self, test: Test) -> None:
         pass
 
-    def teardown(self, test: Any) -> None:
+    def teardown(self, test: Test) -> None:
         self.heal(test)
 
-    def invoke(self, test: Any, op: Op) -> Op:
+    def invoke(self, test: Test, op: Op) -> Op:
         if op.f == "start-pause":
             spec = op.value if op.value is not None else test.rng.choice(self.targets)
             note: dict[str, Any] = {}
             nodes = choose_nodes(test, spec, note=note)
 
-            def one(remote: Any) -> str | None:
+            def one(remote: Remote) -> str | None:
                 try:
                     pause_all(test.db, remote)
                     return None
@@ -179,7 +192,7 @@ class PauseNemesis:
             return complete(op, outcome({"nodes": nodes}, True))
         raise ValueError(f"pause nemesis: unexpected f {op.f!r}")
 
-    def heal(self, test: Any) -> None:
+    def heal(self, test: Test) -> None:
         on_nodes(test, lambda r: resume_all(test.db, r))
         self.paused.clear()
 
@@ -210,7 +223,7 @@ class RestartNemesis(NoState):
     def fs(self) -> set[str]:
         return {"start-restart", "stop-restart"}
 
-    def invoke(self, test: Any, op: Op) -> Op:
+    def invoke(self, test: Test, op: Op) -> Op:
         """Completion of a start: ``restarted`` (stopped, then running again), ``stopped`` (per node
         ``clean``/``forced``/``absent``) and ``not_restarted: {node: why}``; applied when at least
         one server was restarted."""
@@ -226,7 +239,7 @@ class RestartNemesis(NoState):
 
         pidfile = getattr(test.db, "pidfile", None)
 
-        def one(remote: Any) -> tuple[str, str | None]:
+        def one(remote: Remote) -> tuple[str, str | None]:
             if pidfile:
                 res = sh(remote, terminate_script(str(pidfile)), check=False)
                 if res.exit_code != 0:
@@ -300,11 +313,11 @@ def _pick(choices: list[str]) -> Any:
     return lambda rng: rng.choice(choices)
 
 
-def _none(rng: Any) -> None:
+def _none(rng: random.Random) -> None:
     return None
 
 
-def paused_scripts(db: Any) -> tuple[str, str]:
+def paused_scripts(db: object) -> tuple[str, str]:
     """(resume, detect) shell for stopped server processes: by the DB's ``pidfile`` and its
     ``kill_match`` regex, when it has them; detect prints ``paused process PID`` per process."""
     resume, detect = [], []
@@ -326,10 +339,9 @@ def paused_scripts(db: Any) -> tuple[str, str]:
     return "; ".join(resume) or "true", " ".join(detect) or "true"
 
 
-def _heal(remote: Any, db: Any) -> list[str]:
+def _heal(remote: Remote, db: object) -> list[str]:
     """Resume stopped servers (SIGCONT by pidfile and ``kill_match``; the DB's ``resume`` with the
     ``pause`` capability). Killed servers are not started (``chaos run`` starts what it killed)."""
-    from chaos.cluster.db import capabilities
 
     sh(remote, paused_scripts(db)[0], check=False)
     if "pause" in capabilities(db):
@@ -337,7 +349,7 @@ def _heal(remote: Any, db: Any) -> list[str]:
     return []
 
 
-def _residue(remote: Any, db: Any) -> list[str]:
+def _residue(remote: Remote, db: object) -> list[str]:
     return str(sh(remote, paused_scripts(db)[1], check=False).stdout).splitlines()
 
 

@@ -2,23 +2,37 @@
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import click
+from rich.markup import escape
 
-from chaos.errors import EXIT_CRASH, EXIT_SIGINT, EXIT_SIGTERM, BadArguments, from_signal
+from chaos import nemesis, plugins
+from chaos.control import db as dbmod
+from chaos.control.ssh import RemoteError
+from chaos.control.test import RunOptions
+from chaos.errors import (
+    EXIT_CRASH,
+    EXIT_SIGINT,
+    EXIT_SIGTERM,
+    BadArguments,
+    ConfigError,
+    did_you_mean,
+    error_line,
+    from_signal,
+)
 from chaos.history.checkers.elle.anomalies import MODEL_CHOICES
+from chaos.nemesis import NemesisSpec
 from chaos.plugins import default_db
+from chaos.runner.output import make_console
+from chaos.runner.runner import AbortedBeforeStart, RunAborted, run_tests
+from chaos.workloads import WORKLOADS
 
 
 def _epilog() -> str:
-    from chaos import plugins
-    from chaos.cluster import db as dbmod
-    from chaos.cluster.db import db_options
-    from chaos.nemesis import NEMESES
-    from chaos.workloads import WORKLOADS
-
-    lines = ["\b", "DBs (--db NAME or module:attr; --db-opt KEY=VALUE):"]
+    lines = ["\b", "DBs (--db NAME or module:attr; --db-opt KEY=VALUE, or --KEY VALUE):"]
     for name in plugins.names("db"):
         try:
             factory = dbmod.db_factory(name)
@@ -28,14 +42,14 @@ def _epilog() -> str:
         doc = (getattr(factory, "__doc__", None) or "").strip().splitlines()
         label = f"{name} (default)" if name == plugins.default_name("db") else name
         lines.append(f"  {label:<26} {getattr(factory, 'description', None) or (doc[0] if doc else '')}")
-        for o in db_options(factory):
+        for o in dbmod.db_options(factory):
             choices = f" ({'|'.join(map(str, o.choices))})" if o.choices else ""
             lines.append(f"    {o.name + choices:<36} {o.help}")
     lines += ["", "\b", "Workloads (--workload NAME or module:attr):"]
     lines += [f"  {k:<26} {v}" for k, v in WORKLOADS.items()]
     lines += [f"  {k:<26} (entry point)" for k in plugins.names("workload") if k not in WORKLOADS]
     lines += ["", "\b", "Nemeses (comma-separated, e.g. partition-ring,kill):"]
-    lines += [f"  {k:<26} {v}" for k, v in NEMESES.items()]
+    lines += [f"  {k:<26} {v}" for k, v in nemesis.NEMESES.items()]
     lines += [
         "",
         "\b",
@@ -140,19 +154,6 @@ _RUN_OPTIONS = [
         help="Clear the cluster lock another run left (after a crash on another host) before taking it.",
     ),
     click.option(
-        "--flush",
-        type=click.Choice(["sync", "async"]),
-        default=None,
-        help="Alias of --db-opt flush=... (DBs declaring flush). [default of the DB: sync]",
-    ),
-    click.option(
-        "--read-mode",
-        type=click.Choice(["raft-log", "read-index", "lease", "unsafe"]),
-        default=None,
-        help="Alias of --db-opt read-mode=... (unsafe: stale reads possible). [default of the DB: raft-log]",
-    ),
-    click.option("--server-arg", multiple=True, help="Alias of --db-opt server-arg=... (repeatable)."),
-    click.option(
         "--recovery-time",
         type=float,
         default=5.0,
@@ -178,13 +179,87 @@ _RUN_OPTIONS = [
 ]
 
 
+def db_option_words(db: str | None, words: Sequence[str]) -> list[str]:
+    """The words of a ``chaos run`` command line that are none of its own options, read as the
+    chosen DB's options given as long options: ``["--read-mode", "lease", "--server-arg=--x"]`` ->
+    ``["read-mode=lease", "server-arg=--x"]`` (``--db-opt`` items, in order). A DB option ``KEY``
+    is ``--KEY VALUE`` or ``--KEY=VALUE`` as well as ``--db-opt KEY=VALUE``.
+
+    Raises BadArguments (one line, as click words its own): a word that is no option of ``chaos
+    run`` nor of the DB (with a "did you mean"), one without its value, a value the DB option
+    refuses, a stray argument."""
+    if not words:
+        return []
+    factory = dbmod.db_factory(db)
+    declared = {o.name: o for o in dbmod.db_options(factory)}
+    name = str(getattr(factory, "name", None) or getattr(factory, "__name__", db))
+    items: list[str] = []
+    rest = list(words)
+    while rest:
+        word = rest.pop(0)
+        key, eq, value = word[2:].partition("=")
+        if not word.startswith("--") or word == "--":
+            raise BadArguments(f"Got unexpected extra argument ({word})")
+        if key not in declared:
+            known = [*(f"--{n}" for n in declared), *_own_flags()]
+            raise BadArguments(f"No such option: --{key}{did_you_mean([f'--{key}'], known)}")
+        if not eq:
+            if not rest:
+                raise BadArguments(f"Option '--{key}' requires an argument.")
+            value = rest.pop(0)
+        try:
+            dbmod.parse_db_opts(factory, [f"{key}={value}"], name)
+        except ValueError as e:
+            why = str(e).partition(": ")[2]
+            raise BadArguments(f"--{key} {value}: {why} (an option of the DB {name})") from None
+        items.append(f"{key}={value}")
+    return items
+
+
+def _own_flags() -> list[str]:
+    return [flag for option in run.params for flag in option.opts if flag.startswith("--")]
+
+
+def run_options(params: Mapping[str, Any], words: Sequence[str] = ()) -> tuple[RunOptions, NemesisSpec]:
+    """``chaos run``'s options, checked once and typed (:class:`RunOptions`, the one source of a
+    run's options), and its ``--nemesis`` parsed once (:class:`chaos.nemesis.NemesisSpec`), from
+    click's ``params`` and the ``words`` click left over (the DB's own options as long options,
+    :func:`db_option_words`): ``db_opts`` (those first, then ``--db-opt``'s), ``checkers``, the
+    ``--nemesis-opt`` keys parsed for the chosen nemeses (also under ``nemesis_opts``), numbers
+    checked (:meth:`RunOptions.parse`) and the workload loaded. Everything ``chaos run`` refuses
+    before it touches anything, and what ``chaos gate`` checks of its runs without starting them;
+    BadArguments (one line) otherwise. ``--no-live`` is the command's, not the run's."""
+    opts = {k: v for k, v in params.items() if k != "no_live"}
+    try:
+        opts["db_opts"] = [*db_option_words(opts.get("db"), words), *(opts.pop("db_opt", None) or ())]
+        opts["checkers"] = list(opts.get("checkers") or ())
+        spec = nemesis.NemesisSpec.parse(opts["nemesis"])
+        nemesis_opts = nemesis.parse_nemesis_opts(
+            opts.pop("nemesis_opt", None) or (), read=nemesis.selected_options(spec)
+        )
+        opts.update(nemesis_opts)  # build() reads them from the run's options
+        opts["nemesis_opts"] = nemesis_opts
+        options = RunOptions.parse(opts)
+        plugins.workload_function(options.workload)
+        if options.provider == "ssh" and not (opts.get("nodes") or opts.get("nodes_file")):
+            raise ConfigError("--provider ssh needs --nodes or --nodes-file")
+    except ValueError as e:  # ConfigError and bad --nemesis-opt items
+        raise BadArguments(str(e)) from None
+    return options, spec
+
+
 def _run_options(fn: Any) -> Any:
     for option in reversed(_RUN_OPTIONS):
         fn = option(fn)
     return fn
 
 
-@click.command(cls=_RunCommand)
+@click.command(
+    cls=_RunCommand,
+    # a DB's own options as long options (--read-mode lease for --db-opt read-mode=lease): the
+    # words click does not know are left to run_options, which knows the chosen DB
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+)
 @_run_options
 def run(**kw: Any) -> int:
     """Run a test: cluster, DB, workload, nemesis, check, report.
@@ -193,46 +268,14 @@ def run(**kw: Any) -> int:
     --time-limit seconds while the nemesis injects faults, heals, runs the final phase, checks the
     history, writes the report under --store and exits with the verdict.
     """
-    import signal
-
-    from chaos.control.test import validate_options
-    from chaos.errors import ConfigError
-    from chaos.runner.runner import AbortedBeforeStart, RunAborted, make_console, run_tests
-
-    opts = dict(kw)
-    plain = opts.pop("no_live")
-    # the aliases of a DB's options, as --db-opt items before the explicit ones
-    aliases = [f"flush={opts.pop('flush')}"] if opts.get("flush") else []
-    opts.pop("flush", None)
-    if opts.get("read_mode"):
-        aliases.append(f"read-mode={opts['read_mode']}")
-    opts.pop("read_mode", None)
-    aliases += [f"server-arg={a}" for a in opts.pop("server_arg") or ()]
-    opts["db_opts"] = [*aliases, *(opts.get("db_opt") or ())]
-    opts["checkers"] = list(opts.get("checkers") or ())
-    opts.pop("db_opt", None)
-    try:
-        from chaos.nemesis import parse_nemesis_opts, selected_options
-
-        nemesis_opts = parse_nemesis_opts(
-            opts.pop("nemesis_opt") or (), read=selected_options(opts["nemesis"])
-        )
-        opts.update(nemesis_opts)  # build() reads them from the run's options
-        opts["nemesis_opts"] = nemesis_opts
-        validate_options(opts)
-        if opts["provider"] == "ssh" and not (opts["nodes"] or opts["nodes_file"]):
-            raise ConfigError("--provider ssh needs --nodes or --nodes-file")
-    except ValueError as e:  # ConfigError and bad --nemesis-opt items
-        raise BadArguments(str(e)) from None
+    options, spec = run_options(kw, click.get_current_context().args)
     # --no-live: the live view's plain form, one status line every 10 s
-    console = make_console(force_terminal=False if plain else None)
+    console = make_console(force_terminal=False if kw.get("no_live") else None)
     try:
-        return run_tests(opts, console=console, live=True)
+        return run_tests(options, console=console, live=True, spec=spec)
     except (KeyboardInterrupt, RunAborted) as e:
         if not from_signal(e):
             raise  # plug-in code raised KeyboardInterrupt: chaos.cli names it and exits 255
-        from rich.markup import escape
-
         if isinstance(e, AbortedBeforeStart):
             console.print(f"aborted ({escape(str(e))}); nothing ran", highlight=False)
         else:
@@ -240,13 +283,6 @@ def run(**kw: Any) -> int:
         return EXIT_SIGTERM if str(e) == f"signal {int(signal.SIGTERM)}" else EXIT_SIGINT
     except ValueError as e:  # ConfigError and the providers' bad node entries
         raise BadArguments(str(e)) from None
-    except Exception as e:
-        from chaos.control.ssh import RemoteError
-
-        if isinstance(e, RemoteError):
-            # raised before a run directory exists: nothing was written
-            from chaos.errors import error_line
-
-            error_line(f"cannot reach the nodes: {e}")
-            return EXIT_CRASH
-        raise
+    except RemoteError as e:  # raised before a run directory exists: nothing was written
+        error_line(f"cannot reach the nodes: {e}")
+        return EXIT_CRASH

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -15,12 +16,15 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
+from chaos.control.test import Test
+from chaos.history.analysis import fault_name, fault_nodes
+
 
 class LiveView:
     """``start()`` / ``stop()`` around the generator phases; ``phase`` names the current one."""
 
     def __init__(
-        self, console: Console, test: Any, interp: Any, time_limit: float, every_s: float = 10.0
+        self, console: Console, test: Test, interp: Any, time_limit: float, every_s: float = 10.0
     ) -> None:
         self.console = console
         self.every_s = every_s
@@ -63,23 +67,25 @@ class LiveView:
         saw the fault, within a refresh of its start."""
         now = time.monotonic() if now is None else now
         faults = dict(self.interp.stats.faults)  # a copy: the scheduler thread writes it
+        names = getattr(getattr(self.test, "nemesis", None), "names", None) or {}  # the faults as typed
         for kind in list(self._since):
             if kind not in faults:
                 del self._since[kind]
         for kind in faults:
             self._since.setdefault(kind, now)
         return (
-            " · ".join(f"{fault_phrase(k, v)} {now - self._since[k]:.0f} s" for k, v in faults.items())
+            " · ".join(f"{fault_phrase(k, v, names)} {now - self._since[k]:.0f} s" for k, v in faults.items())
             or "none"
         )
 
     def _poll_leader(self) -> None:
-        if not callable(getattr(self.test.db, "primaries", None)):
+        ask = getattr(self.test.db, "primaries", None)
+        if not callable(ask):
             self.leader = "n/a (the DB has no primary capability)"
             return
         while not self._stop.is_set():
             try:
-                p = self.test.db.primaries(self.test.control)
+                p = ask(self.test.control)
                 self.leader = ", ".join(p) if p else "none"
             except Exception as e:
                 self.leader = f"? ({type(e).__name__})"
@@ -121,11 +127,12 @@ def ops_text(stats: Any, markup: bool = False) -> str:
     return "  ".join(f"[{c}]{t}[/{c}]" if markup else t for c, t in parts)
 
 
-def fault_phrase(kind: str, value: Any) -> str:
-    """``kill n5``, ``partition majorities-ring``, ``clock n2,n4``: the fault kind and what it
-    acts on, from its start op's completion value (its shape or spec, else its nodes, as
-    :func:`chaos.history.analysis.fault_nodes` reads them), at most 40 characters."""
-    from chaos.history.analysis import fault_nodes
+def fault_phrase(kind: str, value: Any, names: Mapping[str, Sequence[str]] | None = None) -> str:
+    """``kill n5``, ``partition-ring majorities-ring``, ``lose-unfsynced n2,n3``: the fault as the
+    user typed it (``names``: the nemesis's ``names``, :func:`chaos.history.analysis.fault_name`;
+    else the op kind) and what it acts on, from its start op's completion value (its shape or
+    spec, else its nodes, as :func:`chaos.history.analysis.fault_nodes` reads them), at most 40
+    characters."""
 
     what = ""
     if isinstance(value, dict):
@@ -143,5 +150,5 @@ def fault_phrase(kind: str, value: Any) -> str:
         what = value
     elif isinstance(value, list) and all(isinstance(x, str) for x in value):
         what = ",".join(value)
-    text = f"{kind} {what}".strip()
+    text = f"{fault_name(kind, names or {}, value)} {what}".strip()
     return text if len(text) <= 40 else text[:39] + "…"

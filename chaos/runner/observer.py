@@ -1,7 +1,7 @@
 """The leadership observer: who leads, at which term, while the faults run.
 
 A thread independent of the nemesis polls every node's own view of leadership through the DB's
-``leadership`` capability (:class:`chaos.cluster.db.Leadership`: each node answers for itself with
+``leadership`` capability (:class:`chaos.control.db.Leadership`: each node answers for itself with
 its leader and term) every ``interval_s`` seconds (default 0.3) and appends one JSON
 line per poll to ``leadership.jsonl`` in the run directory, written and flushed as observed. It is
 not part of ``history.jsonl``: the history holds client and nemesis ops only, which every checker,
@@ -31,6 +31,8 @@ from typing import Any
 
 import orjson
 
+from chaos.control.node import Node
+from chaos.control.ssh import Control
 from chaos.history.leadership import summarize
 
 log = logging.getLogger("chaos.observer")
@@ -52,9 +54,9 @@ class LeadershipObserver:
 
     def __init__(
         self,
-        db: Any,
+        db: object,
         nodes: Sequence[Any],
-        control: Any,
+        control: Control,
         path: Path | str,
         clock: Callable[[], int],
         *,
@@ -75,9 +77,12 @@ class LeadershipObserver:
 
     # -- polling -----------------------------------------------------------------------------------
 
-    def _ask(self, node: Any) -> dict[str, Any]:
+    def _ask(self, node: Node) -> dict[str, Any]:
         try:
-            answer = self.db.leadership(node, self.timeout_s)
+            ask = getattr(self.db, "leadership", None)  # offered: poll checks it
+            if not callable(ask):
+                return {"error": "the DB has no leadership capability"}
+            answer = ask(node, self.timeout_s)
         except Exception as e:  # the contract says it does not raise; a poll never stops the observer
             return {"error": f"{type(e).__name__}: {e}"}
         return dict(answer) if isinstance(answer, dict) else {"error": f"bad answer {answer!r}"}
@@ -91,7 +96,8 @@ class LeadershipObserver:
             futs = {n.name: self._pool.submit(self._ask, n) for n in self.nodes}
             nodes = {name: f.result() for name, f in futs.items()}
             return {"time": t, "nodes": nodes, **summarize(nodes)}
-        primaries = sorted(self.db.primaries(self.control))
+        ask = getattr(self.db, "primaries", None)  # the runner observes a DB with one
+        primaries = sorted(ask(self.control)) if callable(ask) else []
         return {
             "time": t,
             "nodes": {},

@@ -24,7 +24,7 @@ Two parts, each printing one line per finding:
 A violation is ``violation: <what>: <problem>; fix: <what to do>``; a note (``note: ...``) is
 advice that does not fail the check. Exit status: 0 no violation, 1 violations, 254 bad arguments
 (no such module, a bad option), 255 crash. Source: the DB contract (``docs/design.md``,
-``chaos/cluster/db.py``), Jepsen's ``jepsen.db`` and ``jepsen.client``.
+``chaos/control/db.py``), Jepsen's ``jepsen.db`` and ``jepsen.client``.
 """
 
 from __future__ import annotations
@@ -39,11 +39,28 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from chaos import plugins
+from chaos.cluster.lock import ClusterLock
+from chaos.cluster.osetup import DebianOS
+from chaos.cluster.providers import provision
+from chaos.control import db as dbmod
+from chaos.control.client import _TOOL_DIR, client_error, client_error_text, plugin_roots
+from chaos.control.db import CAPABILITIES, DB, LogFiles, Primary, Recovery, capabilities, daemons, has
+from chaos.control.ssh import Control
+from chaos.control.test import Test
 from chaos.errors import EXIT_INVALID, EXIT_VALID, BadArguments, ConfigError
+from chaos.history.checkers.nodelogs import LogPattern
+from chaos.history.op import INVOKE, Op
+from chaos.nemesis.cli import heal_control
+from chaos.runner.output import progress
+from chaos.workloads import get
+
+if TYPE_CHECKING:
+    from chaos.control.ssh import Remote
 
 KNOWN_PROTOCOLS = ("register", "log", "txn", "bank", "counter", "set")
 
@@ -96,10 +113,9 @@ def _one_line(e: BaseException) -> str:
     return " ".join(f"{type(e).__name__}: {e}".split())[:300]
 
 
-def _where(e: BaseException, db: Any) -> str:
+def _where(e: BaseException, db: object) -> str:
     """`` at file.py:42`` for an exception raised in the plug-in's code (not the tool's), else
     empty."""
-    from chaos.control.client import _TOOL_DIR, client_error, plugin_roots
 
     ce = client_error(e, plugin_roots(db))
     path = str(ce.get("path") or "")
@@ -115,8 +131,6 @@ def load(spec: str, db_opts: Sequence[str], found: Findings) -> Any:
     """The DB ``spec`` names, built with ``db_opts``; an API range that excludes this tool is a
     violation (the DB is still built, to check the rest). Raises BadArguments when it does not
     load or build."""
-    from chaos import plugins
-    from chaos.cluster import db as dbmod
 
     try:
         factory = dbmod.db_factory(spec, check_api=False)
@@ -162,9 +176,8 @@ def _accepts(fn: Any, args: tuple[str, ...], kwargs: dict[str, Any] | None = Non
     return None
 
 
-def check_members(db: Any, found: Findings) -> None:
+def check_members(db: object, found: Findings) -> None:
     """The required members, the capabilities offered in part, the signatures of what is offered."""
-    from chaos.cluster.db import CAPABILITIES, capabilities, daemons
 
     name = getattr(db, "name", None)
     if not isinstance(name, str) or not name.strip():
@@ -205,9 +218,8 @@ def _names(value: Any) -> bool:
     return not isinstance(value, str | bytes) and all(isinstance(x, str) for x in value)
 
 
-def check_declarations(db: Any, found: Findings) -> None:
+def check_declarations(db: object, found: Findings) -> None:
     """The types of what the DB declares (see the module docstring)."""
-    from chaos.history.checkers.nodelogs import LogPattern
 
     for attr in ("os_packages", "daemons", "data_files", "pattern_files"):
         value = getattr(db, attr, None)
@@ -252,7 +264,10 @@ def check_declarations(db: Any, found: Findings) -> None:
                 found.note(f"client protocol {p!r} is none of the tool's ({', '.join(KNOWN_PROTOCOLS)}); "
                            "only a plug-in workload can drive it")  # fmt: skip
     try:
-        text = str(db.describe())
+        describe = getattr(db, "describe", None)  # not yet known to be a DB: checked here
+        if not callable(describe):
+            raise TypeError("no describe()")
+        text = str(describe())
         found.ok(f"describe(): {text}")
     except Exception as e:
         found.violation(
@@ -263,7 +278,7 @@ def check_declarations(db: Any, found: Findings) -> None:
 _INTERNAL = re.compile(r"^\s*(?:from\s+(chaos(?:\.\w+)+)\s+import|import\s+(chaos(?:\.\w+)+))", re.M)
 
 
-def check_imports(db: Any, found: Findings) -> None:
+def check_imports(db: object, found: Findings) -> None:
     """A note per internal module of the tool the plug-in's source imports (only chaos.api is the
     contract)."""
     module = sys.modules.get(type(db).__module__)
@@ -291,7 +306,6 @@ def check_contract(spec: str, db_opts: Sequence[str], found: Findings) -> Any:
 
 
 def _op(f: str, value: Any, key: Any = None, node: str | None = None) -> Any:
-    from chaos.history.op import INVOKE, Op
 
     return Op(INVOKE, 0, f, value, 0, 0, node, None, key, {})
 
@@ -299,7 +313,6 @@ def _op(f: str, value: Any, key: Any = None, node: str | None = None) -> Any:
 def _protocol_ops(protocol: str, first: str) -> Iterator[tuple[str, Any, Any]]:
     """(label, workload, op) of one op of each f of ``protocol``'s built-in workloads; ``check``
     of the result is by label (see :func:`_check_ok`)."""
-    from chaos.workloads import get
 
     if protocol == "register":
         wl = get("register", {"node_count": 1})
@@ -344,7 +357,7 @@ def _expected(label: str, comp: Any) -> str | None:
     return None
 
 
-def run_ops(test: Any, db: Any, found: Findings) -> None:
+def run_ops(test: Test, db: object, found: Findings) -> None:
     """One op of each f of every protocol the DB offers, through the workloads' client templates
     on the first node; a client error, an indeterminate answer or a refusal on a healthy cluster
     is a violation."""
@@ -369,8 +382,6 @@ def run_ops(test: Any, db: Any, found: Findings) -> None:
                     )
             ce = (comp.extra or {}).get("client_error")
             if ce:
-                from chaos.control.client import client_error_text
-
                 found.violation(label, f"the client crashed: {client_error_text(ce)}",
                                 "fix the client, or list the exception in the DB's client_errors")  # fmt: skip
             elif comp.type == "ok":
@@ -390,7 +401,7 @@ def run_ops(test: Any, db: Any, found: Findings) -> None:
                                 "the client must answer ok when nothing is broken")  # fmt: skip
 
 
-def _step(found: Findings, what: str, fix: str, db: Any, fn: Callable[[], Any]) -> Any:
+def _step(found: Findings, what: str, fix: str, db: object, fn: Callable[[], Any]) -> Any:
     t0 = time.monotonic()
     try:
         out = fn()
@@ -401,18 +412,17 @@ def _step(found: Findings, what: str, fix: str, db: Any, fn: Callable[[], Any]) 
     return out if out is not None else True
 
 
-def download_logs(test: Any, db: Any, found: Findings) -> None:
+def download_logs(test: Test, db: DB, found: Findings) -> None:
     """Every node's declared log files, which must exist (a missing one is a violation)."""
-    from chaos.cluster.db import capabilities
 
-    if "log-files" not in capabilities(db):
+    if not has(db, LogFiles):
         found.note(
             "no log-files capability: node logs are not downloaded into runs (define log_files(remote))"
         )
         return
     with tempfile.TemporaryDirectory(prefix="chaos-plugin-check-") as tmp:
 
-        def fetch(remote: Any) -> list[str]:
+        def fetch(remote: Remote) -> list[str]:
             missing = []
             for path in db.log_files(remote):
                 try:
@@ -430,18 +440,9 @@ def download_logs(test: Any, db: Any, found: Findings) -> None:
                             "file, or return only files it writes from log_files")  # fmt: skip
 
 
-def smoke(db: Any, opts: dict[str, Any], found: Findings) -> None:
+def smoke(db: DB, opts: dict[str, Any], found: Findings) -> None:
     """Part 2 (module docstring), on the nodes ``opts`` select."""
     import logging
-
-    from chaos.cluster.db import Primary, Recovery, has
-    from chaos.cluster.lock import ClusterLock
-    from chaos.cluster.osetup import DebianOS
-    from chaos.cluster.providers import provision
-    from chaos.control.ssh import Control
-    from chaos.control.test import Test
-    from chaos.nemesis.cli import heal_control
-    from chaos.runner.runner import progress
 
     nodes = provision(opts, found.say)
     lock = ClusterLock(Control(nodes), "plugin-check", "", log=found.say)

@@ -1,7 +1,7 @@
 """The test runner: Jepsen's lifecycle (jepsen.core/run!) for one test, for any DB.
 
 The DB, workload and nemeses come from :mod:`chaos.plugins` (``--db``, ``--db-opt``, ``--workload``,
-``--nemesis``); the runner knows only the DB contract (:mod:`chaos.cluster.db`) and asks for a
+``--nemesis``); the runner knows only the DB contract (:mod:`chaos.control.db`) and asks for a
 capability before using it: it waits for a leader only when the DB has ``primary``, observes
 leadership through ``leadership`` (else ``primaries``), waits for recovery through ``recovery``.
 Before any node is touched it refuses (ConfigError, exit 254) a nemesis needing a capability the DB
@@ -35,15 +35,32 @@ import random
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich.markup import escape
 
-from chaos.cluster.providers import docker_node_count, provision
+import chaos
+from chaos import plugins, workloads
+from chaos.cluster.docker import docker_node_count
+from chaos.cluster.environment import probe
+from chaos.cluster.lock import ClusterLock
+from chaos.cluster.osetup import DebianOS
+from chaos.cluster.providers import provision
+from chaos.control import db as dbmod
 from chaos.control import generator as gen
-from chaos.control.test import DEFAULTS, RunOptions, Test, parse_concurrency, run_name, validate_options
+from chaos.control.db import DB, Leadership, LogFiles, Primary, Recovery, capabilities, db_name, has
+from chaos.control.interpreter import Clock, Interpreter
+from chaos.control.node import Node
+from chaos.control.ssh import Control, Remote
+from chaos.control.test import (
+    RunOptions,
+    Test,
+    Workload,
+    parse_concurrency,
+    run_name,
+)
 from chaos.errors import (
     EXIT_BAD_ARGS,
     EXIT_CRASH,
@@ -56,6 +73,19 @@ from chaos.errors import (
     from_signal,
     raised_in,
 )
+from chaos.history.checkers.liveness import recovered_line
+from chaos.history.checkers.nodelogs import patterns_doc
+from chaos.history.leadership import LEADERSHIP_FILE
+from chaos.history.store import RunDir
+from chaos.nemesis import NemesisSpec, build, check_capabilities
+from chaos.nemesis import styles as nemesis_styles
+from chaos.nemesis.base import Compose
+from chaos.nemesis.cli import heal_control, residue
+from chaos.plugins import DEPRECATIONS, default_db
+from chaos.runner.check import check_and_report
+from chaos.runner.live import LiveView
+from chaos.runner.observer import LeadershipObserver
+from chaos.runner.output import _LoggedHistory, _Logs, progress
 
 
 class RunAborted(BaseException):
@@ -65,35 +95,6 @@ class RunAborted(BaseException):
 
 class AbortedBeforeStart(RunAborted):
     """Ctrl-C or SIGTERM came before any node was touched: nothing ran, nothing to heal."""
-
-
-PROGRESS_S = 15.0
-"""How often a long step (package installs, the DB's setup, waits) says it is still running."""
-
-
-@contextlib.contextmanager
-def progress(say: Callable[[str], None], what: str, every: float = PROGRESS_S) -> Iterator[None]:
-    """While the block runs, ``say("still <what> (<N> s)")`` every ``every`` s, so a step that
-    takes minutes (an OS package install) is never silent; nothing for a shorter step."""
-    import threading
-
-    done = threading.Event()
-    t0 = time.monotonic()
-
-    def beat() -> None:
-        while not done.wait(every):
-            try:
-                say(f"still {what} ({time.monotonic() - t0:.0f} s)")
-            except Exception:  # a status line must never break the step it reports on
-                return
-
-    t = threading.Thread(target=beat, name="chaos-progress", daemon=True)
-    t.start()
-    try:
-        yield
-    finally:
-        done.set()
-        t.join(timeout=1.0)
 
 
 def worst(codes: list[int]) -> int:
@@ -110,8 +111,6 @@ def _versions() -> dict[str, str]:
     Python's and the platform's."""
     from importlib.metadata import PackageNotFoundError, packages_distributions, version
 
-    import chaos
-
     dist = (packages_distributions().get("chaos") or ["chaos"])[0]
     try:
         v = version(dist)
@@ -120,81 +119,19 @@ def _versions() -> dict[str, str]:
     return {dist: v, "python": platform.python_version(), "platform": platform.platform()}
 
 
-class _Logs:
-    """Attaches chaos.log to the tool's loggers, and to those the DB names in its optional
-    ``loggers`` attribute (e.g. its client library's), for the duration of a run."""
-
-    def __init__(self, path: Any, db_loggers: Any = ()) -> None:
-        self.handler = logging.FileHandler(path)
-        self.handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        info = [logging.getLogger("chaos"), *(logging.getLogger(str(n)) for n in db_loggers or ())]
-        self.loggers = [*info, logging.getLogger("paramiko")]
-        for lg in info:
-            lg.addHandler(self.handler)
-            if lg.level == logging.NOTSET or lg.level > logging.INFO:
-                lg.setLevel(logging.INFO)
-        self.loggers[-1].addHandler(self.handler)
-
-    def close(self) -> None:
-        for lg in self.loggers:
-            lg.removeHandler(self.handler)
-        self.handler.close()
-
-
-class _LoggedHistory:
-    """The run's history writer, each op also logged to chaos.log through the ``chaos.ops`` logger
-    as a ``history.txt`` line (:func:`chaos.history.text.op_line`), as Jepsen logs ops in
-    jepsen.log."""
-
-    def __init__(self, writer: Any) -> None:
-        from chaos.history.text import op_line
-
-        self.writer = writer
-        self.op_line = op_line
-        self.log = logging.getLogger("chaos.ops")
-
-    def write(self, op: Any) -> Any:
-        out = self.writer.write(op)
-        if self.log.isEnabledFor(logging.INFO):
-            self.log.info("%s", self.op_line(op))
-        return out
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.writer, name)
-
-
-def make_console(file: Any = None, force_terminal: bool | None = None) -> Any:
-    """The run's rich Console on ``file`` (default stdout; ``force_terminal`` as rich's). On a
-    terminal: its width, wrapped. Not a terminal (a pipe, a file, CI): lines are never wrapped or
-    cut with "…" (soft wrap, and tables laid out as wide as they need), so paths and quoted log
-    lines survive for grep and copy-paste."""
-    from rich.console import Console
-
-    out = file if file is not None else sys.stdout
-    isatty = getattr(out, "isatty", None)
-    if callable(isatty) and isatty():
-        return Console(file=file, force_terminal=force_terminal)
-    return Console(file=file, force_terminal=force_terminal, width=PIPE_WIDTH, soft_wrap=True)
-
-
-PIPE_WIDTH = 4096  # columns for a non-terminal: wide enough that no table folds a path
-
-
-def _server_logs_doc(db: Any) -> dict[str, Any]:
+def _server_logs_doc(db: object) -> dict[str, Any]:
     """test.json's ``server_logs``: the files the DB's log patterns apply to (``pattern_files``, as
     downloaded under nodes/<node>/) and its declared anomaly patterns, so ``chaos check`` scans the
     same files the same way (none without the ``log-files`` capability)."""
-    from chaos.history.checkers.nodelogs import patterns_doc
 
     names = [os.path.basename(str(p)) for p in getattr(db, "pattern_files", ()) or ()]
     return patterns_doc(names, list(getattr(db, "log_patterns", ()) or ()))
 
 
-def _db_checkers(db: Any) -> list[str]:
+def _db_checkers(db: object) -> list[str]:
     """The checkers the DB's capabilities make possible: ``server-logs`` for a DB with log files,
     ``liveness`` for one that can say when it recovered. A DB offering neither is not judged on
     them (nothing was asked of it), rather than left unknown forever."""
-    from chaos.cluster.db import LogFiles, Recovery, has
 
     return [name for name, cap in (("server-logs", LogFiles), ("liveness", Recovery)) if has(db, cap)]
 
@@ -210,18 +147,12 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def _describe(db: Any) -> str:
+def _describe(db: DB) -> str:
     """The DB's own description of its options (its ``describe()``; never raises)."""
     try:
         return str(db.describe())
     except Exception as e:
         return f"describe() failed: {type(e).__name__}: {e}"
-
-
-def plugins_default_db() -> str:
-    from chaos.plugins import default_db
-
-    return default_db()
 
 
 _TERMINATED: list[int] = []  # SIGTERMs received while a run's signal phase was on
@@ -241,41 +172,86 @@ def _raise_if_terminated() -> None:
 
 @dataclass
 class _RunState:
-    """What the phases of one run share: set as the phases are entered, read by their teardowns."""
+    """What the phases of one run share: set as the phases are entered, read by their teardowns
+    (each phase after the one that sets a field reads it through the properties, which say so if
+    it is missing). ``doc``: test.json, empty until it is first written."""
 
     name: str
-    nodes: list[Any]
+    nodes: list[Node]
     concurrency: int
-    workload: Any
-    nemesis: Any = None
-    nem_gen: Any = None
-    run: Any = None  # chaos.history.store.RunDir
-    test: Any = None  # chaos.control.test.Test
-    doc: Any = None  # test.json
-    clock: Any = None
-    interp: Any = None
-    live_view: Any = None
+    workload: Workload
+    nemesis: Compose
+    nem_gen: Any = None  # the nemesis thread's generator (chaos.control.generator), None for none
+    run_dir: RunDir | None = None
+    test_: Test | None = None
+    doc: dict[str, Any] = field(default_factory=dict)
+    clock: Clock | None = None
+    interp_: Interpreter | None = None
+    live_view: LiveView | None = None
     crashed: BaseException | None = None
+
+    @property
+    def run(self) -> RunDir:
+        assert self.run_dir is not None, "the run directory phase sets it"
+        return self.run_dir
+
+    @property
+    def test(self) -> Test:
+        assert self.test_ is not None, "the control phase sets it"
+        return self.test_
+
+    @property
+    def interp(self) -> Interpreter:
+        assert self.interp_ is not None, "the interpreter phase sets it"
+        return self.interp_
 
 
 class Runner:
-    """Runs one test with ``opts`` (see ``chaos.control.test.DEFAULTS``).
+    """Runs one test with ``options`` (a :class:`RunOptions`, the one source of a run's options;
+    a dict with ``chaos.control.test.DEFAULTS``' keys is parsed into one here).
 
     ``console``: a rich Console for the live view and summary (None: quiet). ``live``: show the live
-    view. Use :meth:`run` -> exit status; the run directory is :attr:`run_dir` afterwards.
+    view. ``spec``: the run's ``--nemesis`` already parsed (else parsed once here). Use :meth:`run`
+    -> exit status; the run directory is :attr:`run_dir` afterwards. Raises ConfigError for bad
+    options.
     """
 
-    def __init__(self, opts: dict[str, Any], *, console: Any = None, live: bool = True) -> None:
-        self.opts = {**DEFAULTS, **{k: v for k, v in opts.items() if v is not None}}
+    def __init__(
+        self,
+        options: Mapping[str, Any] | RunOptions,
+        *,
+        console: Any = None,
+        live: bool = True,
+        spec: NemesisSpec | None = None,
+    ) -> None:
+        if not isinstance(options, RunOptions):
+            options = RunOptions.parse(options)
+        if options.seed is None:
+            options = options.with_(seed=random.SystemRandom().randrange(2**31))
+        self.options = options
         self.console = console
         self.live = live
-        self.run_dir: Any = None
+        self.spec = spec
+        self.run_dir: RunDir | None = None
         self.results: dict[str, Any] | None = None
         self.recovery: dict[str, Any] | None = None  # DB.await_recovery's record, into test.json
         self.node_logs_missing: list[str] = []  # declared logs a node did not have, into test.json
-        self.db: Any = None  # built by prepare()
+        self._db: DB | None = None  # built by prepare()
         self.db_kwargs: dict[str, Any] = {}
+        self.nemesis: Compose | None = None  # built by prepare()
+        self.nem_gen: Any = None
         self.log = logging.getLogger("chaos.run")
+
+    @property
+    def db(self) -> DB:
+        """The system under test, built by :meth:`prepare` (:func:`chaos.control.db.build_db`)."""
+        assert self._db is not None, "prepare() builds the DB"
+        return self._db
+
+    @property
+    def opts(self) -> dict[str, Any]:
+        """The options as the flat dict plug-ins read (``test.opts``; :meth:`RunOptions.as_dict`)."""
+        return self.options.as_dict()
 
     def say(self, text: str, *, lead: str = "") -> None:
         """A status line: ``text`` as written (node names, paths, plug-in text: never read as rich
@@ -285,47 +261,43 @@ class Runner:
         if self.console is not None:
             self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {msg}", highlight=False)
 
-    def prepare(self) -> tuple[Any, Any]:
-        """Validate options (:func:`chaos.control.test.validate_options`), build the DB
-        (:func:`chaos.cluster.db.build_db`, kept in :attr:`db`), the workload and the nemesis, and check
-        the DB can serve both (the workload's client protocol, every nemesis's capabilities). Touches
-        no node. Raises ConfigError (a ValueError) naming the option for bad input."""
-        from chaos import plugins
-        from chaos.cluster import db as dbmod
-        from chaos.cluster.db import db_name
-        from chaos.nemesis import build, check_capabilities
-        from chaos.workloads import get as get_workload
-
-        o = self.opts
-        validate_options(o)
-        if o["seed"] is None:
-            o["seed"] = random.SystemRandom().randrange(2**31)
-        self.db = dbmod.build_db(o.get("db"), list(o.get("db_opts") or ()))
-        self.db_kwargs = dbmod.parse_db_kwargs(o.get("db"), list(o.get("db_opts") or ()))
-        try:
-            workload = get_workload(o["workload"], {**o, "node_names": o.get("node_names")})
-        except ConfigError:
-            raise
-        except ValueError as e:
-            raise ConfigError(f"--workload {o['workload']}: {e}") from None
-        for name in o.get("checkers") or ():
+    def prepare(self) -> None:
+        """Once, before any node is touched: build the DB (:func:`chaos.control.db.build_db`, kept
+        in :attr:`db`), parse the nemesis spec (:class:`chaos.nemesis.NemesisSpec`) and build the
+        nemesis, load the extra checkers, and check the DB can serve the workload's client
+        protocol and every nemesis's capabilities. Raises ConfigError (a ValueError) naming the
+        option for bad input."""
+        o = self.options
+        self._db = dbmod.build_db(o.db, list(o.db_opts))
+        self.db_kwargs = dbmod.parse_db_kwargs(o.db, list(o.db_opts))
+        workload = self._workload()  # the nodes are not known yet: built again with them
+        for name in o.checkers:
             plugins.checker(name)  # loads and builds it, or one ConfigError line naming it
-        if o.get("consistency_model") and "elle" not in [*workload.checkers, *(o.get("checkers") or ())]:
+        if o.consistency_model and "elle" not in [*workload.checkers, *o.checkers]:
             raise ConfigError(
-                f"--consistency-model {o['consistency_model']}: the {o['workload']} workload is not "
+                f"--consistency-model {o.consistency_model}: the {o.workload} workload is not "
                 "checked by elle, which alone reads it (list-append, rw-register); drop the option"
             )
-        check_capabilities(o["nemesis"], o, self.db)
-        protocol = getattr(workload, "protocol", None)
+        self.spec = spec = NemesisSpec.parse(self.spec if self.spec is not None else o.nemesis)
+        check_capabilities(spec, self.opts, self.db)
+        protocol = workload.protocol
         offered = getattr(self.db, "client_protocols", None) or ()
         if protocol is not None and protocol not in offered:
             raise ConfigError(
-                f"--workload {o['workload']}: the DB {db_name(self.db)} offers no {protocol!r} client "
+                f"--workload {o.workload}: the DB {db_name(self.db)} offers no {protocol!r} client "
                 f"(the clients capability: client_protocols, open_client; it offers "
                 f"{', '.join(sorted(offered)) or 'none'})"
             )
-        nem, nem_gen = build(o["nemesis"], o)
-        return workload, (nem, nem_gen)
+        self.nemesis, self.nem_gen = build(spec, self.opts)
+
+    def _workload(self) -> Workload:
+        """The run's workload, built with the options as they stand (the node names once known)."""
+        try:
+            return workloads.get(self.options.workload, self.opts)
+        except ConfigError:
+            raise
+        except ValueError as e:
+            raise ConfigError(f"--workload {self.options.workload}: {e}") from None
 
     def run(self) -> int:
         """The whole lifecycle; returns the exit status. Before a run directory exists: raises
@@ -335,30 +307,29 @@ class Runner:
         Phases nest as Jepsen's ``run!`` (lock > run directory > control > test.json > signals > OS
         > DB > nemesis > history > interpreter > observer); each owns its teardown, which runs on
         every exit path, innermost first, and never stops the others (:meth:`_safe`)."""
-        from chaos.control.ssh import Control
 
-        o = self.opts
         try:
             self.prepare()  # fail fast on bad arguments before touching any node
         except KeyboardInterrupt as e:
             if not from_signal(e):
                 raise  # plug-in code raised it while loading: chaos.cli names it and exits 255
             raise AbortedBeforeStart("interrupted before the run started") from None
-        if o.get("provider", "docker") == "docker":
-            parse_concurrency(o["concurrency"], docker_node_count(o))
-        nodes = provision(o, self.say)
-        o["node_count"] = len(nodes)
-        o["node_names"] = [n.name for n in nodes]
-        concurrency = parse_concurrency(o["concurrency"], len(nodes))
-        workload, (nemesis, nem_gen) = self.prepare()  # again, now knowing the nodes
+        if self.options.provider == "docker":
+            parse_concurrency(self.options.concurrency, docker_node_count(self.opts))
+        nodes = provision(self.opts, self.say)
+        self.options = self.options.with_(node_count=len(nodes), node_names=tuple(n.name for n in nodes))
+        concurrency = parse_concurrency(self.options.concurrency, len(nodes))
+        workload = self._workload()  # now knowing the nodes (final reads per node)
+        assert self.nemesis is not None, "prepare() builds it"
         probe = Control(nodes)
         self.say(f"connecting to {len(nodes)} nodes over SSH: {', '.join(n.name for n in nodes)}")
         try:
             probe.connect_all()  # a run that cannot reach its nodes leaves no run directory behind
         finally:
             probe.close()
-        state = _RunState(name=run_name(o), nodes=nodes, concurrency=concurrency, workload=workload)
-        state.nemesis, state.nem_gen = nemesis, nem_gen
+        state = _RunState(
+            run_name(self.opts), nodes, concurrency, workload, self.nemesis, nem_gen=self.nem_gen
+        )
         with contextlib.ExitStack() as outer:
             # the lock comes before the run directory: a refused run leaves none
             outer.enter_context(self._lock_phase(state))
@@ -377,7 +348,7 @@ class Runner:
             except BaseException as e:
                 state.crashed = e
                 self.log.exception("run crashed")
-            if state.doc is not None:  # the outcome known, every phase torn down
+            if state.doc:  # the outcome known, every phase torn down
                 self._safe("write test.json", lambda: self._finish_test_doc(state))
             if state.crashed is not None:
                 logs.close()
@@ -406,38 +377,36 @@ class Runner:
             lock.control.close()
 
     def _run_dir_phase(self, state: _RunState) -> _Logs:
-        from chaos.history.store import RunDir
 
-        state.run = RunDir.create(self.opts["store"], state.name)
+        state.run_dir = RunDir.create(self.options.store, state.name)
         self.run_dir = state.run
         return _Logs(state.run.log_path, getattr(self.db, "loggers", ()))
 
     def _enter_phases(self, stack: contextlib.ExitStack, state: _RunState) -> None:
         """Control, test.json, signals, OS, DB, nemesis, history and interpreter, in that order."""
-        from chaos.control.ssh import Control
 
-        o = self.opts
+        o = self.options
         control = Control(state.nodes)
         stack.callback(control.close)
-        state.test = Test(
+        state.test_ = Test(
             name=state.name,
             nodes=state.nodes,
             control=control,
             db=self.db,
-            rng=random.Random(o["seed"]),
-            opts=o,
+            rng=random.Random(o.seed),
+            opts=self.opts,
             log=logging.getLogger("chaos.test"),
             concurrency=state.concurrency,
             workload=state.workload,
             nemesis=state.nemesis,
             run_dir=state.run,
-            options=RunOptions.parse(o),
+            options=o,
         )
         state.doc = self._test_doc(state)
         state.run.write_test(state.doc)  # completed by run() once the phases are torn down
         self._signals_phase(stack)
         self.say(f"run directory {state.run.path}")
-        self.say(f"nodes {', '.join(f'{n.name}={n.host}' for n in state.nodes)}; seed {o['seed']}")
+        self.say(f"nodes {', '.join(f'{n.name}={n.host}' for n in state.nodes)}; seed {o.seed}")
         self._os_phase(state.test)
         self._db_phase(stack, state.test)
         self._nemesis_phase(stack, state.test)
@@ -452,7 +421,6 @@ class Runner:
         stack.callback(signal.signal, signal.SIGTERM, old_term)
 
     def _os_phase(self, test: Test) -> None:
-        from chaos.cluster.osetup import DebianOS
 
         with progress(self.say, "setting up the nodes' OS (packages)"):
             # the tool's packages and the DB's os_packages
@@ -462,37 +430,36 @@ class Runner:
     def _db_phase(self, stack: contextlib.ExitStack, test: Test) -> None:
         """DB setup (and the first leader when the DB has ``primary``); teardown: node logs
         downloaded, then the DB torn down unless ``leave_db_running``."""
-        from chaos.cluster.db import Primary, db_name, has
 
         db = test.db
         self.say(f"{db_name(db)} setup on {len(test.nodes)} nodes ({_describe(db)})")
-        if not self.opts.get("leave_db_running"):
+        if not self.options.leave_db_running:
             stack.callback(self._safe, "DB teardown", lambda: db.teardown(test.control))
         stack.callback(self._safe, "download node logs", lambda: self._download_logs(test))
         with progress(self.say, f"setting up {db_name(db)}"):
             db.setup(test.control)
         if has(db, Primary):
             with progress(self.say, f"waiting for a {db_name(db)} leader"):
-                leader = db.await_leader(test.control, max(30.0, float(self.opts["recovery_time"])))
+                leader = db.await_leader(test.control, max(30.0, self.options.recovery_time))
             self.say(f"{db_name(db)} leader: {leader}")
 
     def _nemesis_phase(self, stack: contextlib.ExitStack, test: Test) -> None:
         """Nemesis setup; teardown: every fault healed (on every exit path), then the nemesis's own."""
         nemesis = test.nemesis
+        assert nemesis is not None, "the runner's test has its nemesis"
         stack.callback(self._safe, "nemesis teardown", lambda: nemesis.teardown(test))
         stack.callback(self._safe, "heal", lambda: self._final_heal(test))
         nemesis.setup(test)
 
     def _interpreter_phase(self, stack: contextlib.ExitStack, state: _RunState) -> None:
         """The history writer, the interpreter and the live view (stopped on every exit path)."""
-        from chaos.control.interpreter import Clock, Interpreter
 
-        o, test = self.opts, state.test
+        test = state.test
         writer = _LoggedHistory(state.run.writer())
         stack.callback(writer.close)
         state.clock = Clock()
         state.doc["start_monotonic_ns"] = state.clock.start
-        state.interp = interp = Interpreter(
+        state.interp_ = interp = Interpreter(
             test,
             client=state.workload.client,
             nemesis=state.nemesis,
@@ -505,25 +472,18 @@ class Runner:
         )
         stack.callback(interp.stop)
         if self.live and self.console is not None:
-            from chaos.runner.live import LiveView
-
-            state.live_view = LiveView(self.console, test, interp, o["time_limit"])
+            state.live_view = LiveView(self.console, test, interp, self.options.time_limit)
             state.live_view.start()
             stack.callback(state.live_view.stop)
 
     def _observer(self, state: _RunState) -> contextlib.AbstractContextManager[Any]:
         """The leadership observer while faults run (a DB with ``leadership`` or ``primary``), or
         nothing: a DB offering neither is not observed."""
-        from chaos.cluster.db import Leadership, Primary, has
-        from chaos.history.leadership import LEADERSHIP_FILE
-        from chaos.runner.observer import LeadershipObserver
 
-        db, test = self.db, state.test
-        if not (has(db, Leadership) or has(db, Primary)):
+        db, test, clock = self.db, state.test, state.clock
+        if not (has(db, Leadership) or has(db, Primary)) or clock is None:
             return contextlib.nullcontext()
-        observer = LeadershipObserver(
-            db, state.nodes, test.control, state.run.path / LEADERSHIP_FILE, state.clock
-        )
+        observer = LeadershipObserver(db, state.nodes, test.control, state.run.path / LEADERSHIP_FILE, clock)
         observer.start()
 
         @contextlib.contextmanager
@@ -538,20 +498,20 @@ class Runner:
     def _generator_phase(self, state: _RunState) -> None:
         """The main phase (workload + nemesis for ``time_limit`` s, observed), the heal and the
         recovery wait, then the workload's final phase."""
-        o, workload, test = self.opts, state.workload, state.test
+        o, workload, test = self.options, state.workload, state.test
         client_gen: Any = workload.generator
-        if o["rate"] > 0:
-            client_gen = gen.stagger(1.0 / o["rate"], client_gen)
+        if o.rate > 0:
+            client_gen = gen.stagger(1.0 / o.rate, client_gen)
         main = (
             gen.clients(client_gen, state.nem_gen) if state.nem_gen is not None else gen.clients(client_gen)
         )
         self.say(
-            f"generator phase: {workload.name}, nemesis {o['nemesis']}, {o['time_limit']:g} s, "
-            f"{state.concurrency} clients, {o['rate']:g} ops/s"
+            f"generator phase: {workload.name}, nemesis {o.nemesis}, {o.time_limit:g} s, "
+            f"{state.concurrency} clients, {o.rate:g} ops/s"
         )
         self._phase(state, "main")
         with self._observer(state):
-            state.interp.run(gen.time_limit(o["time_limit"], main))
+            state.interp.run(gen.time_limit(o.time_limit, main))
             _raise_if_terminated()
             self._phase(state, "heal")
             self._heal(test, state.interp)  # the observer sees the heal's stop ops too
@@ -560,9 +520,7 @@ class Runner:
         if workload.final_generator is not None:
             self._phase(state, "final")
             self.say("final phase")
-            state.interp.run(
-                gen.time_limit(float(o["final_time_limit"]), gen.clients(workload.final_generator))
-            )
+            state.interp.run(gen.time_limit(o.final_time_limit, gen.clients(workload.final_generator)))
             _raise_if_terminated()
 
     @staticmethod
@@ -572,30 +530,30 @@ class Runner:
 
     def _test_doc(self, state: _RunState) -> dict[str, Any]:
         """``test.json`` as written at the start (completed by :meth:`_finish_test_doc`)."""
-        from chaos.cluster.db import capabilities, db_name
-        from chaos.nemesis import styles as nemesis_styles
 
-        o, db, workload, nodes = self.opts, self.db, state.workload, state.nodes
+        o, db, workload, nodes = self.options, self.db, state.workload, state.nodes
         start_wall = time.time()
         return {
             "name": state.name,
             "workload": workload.name,
-            "checkers": [*workload.checkers, *(o.get("checkers") or ()), *_db_checkers(db)],
+            "checkers": [*workload.checkers, *o.checkers, *_db_checkers(db)],
             "server_logs": _server_logs_doc(db),
             "model": workload.model,
-            "consistency_model": o.get("consistency_model"),
-            "db": str(o.get("db") or plugins_default_db()),
+            "consistency_model": o.consistency_model,
+            "db": str(o.db or default_db()),
             "db_name": db_name(db),
             "db_description": _describe(db),
             "db_capabilities": sorted(capabilities(db)),
             "db_opts": _jsonable(self.db_kwargs),
-            "nemesis": o["nemesis"],
-            "nemesis_opts": _jsonable(o.get("nemesis_opts") or {}),
-            "nemesis_styles": nemesis_styles(o["nemesis"]),
-            "opts": _jsonable(dict(o)),
+            "nemesis": o.nemesis,
+            "nemesis_opts": _jsonable(dict(o.nemesis_opts)),
+            "nemesis_styles": nemesis_styles(
+                self.spec if self.spec is not None else o.nemesis, state.nemesis.names
+            ),
+            "opts": _jsonable(o.as_dict()),
             "nodes": [{"name": n.name, "host": n.host, "port": n.port, "user": n.user} for n in nodes],
             "concurrency": state.concurrency,
-            "seed": o["seed"],
+            "seed": o.seed,
             "start_time": start_wall,
             "start": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(start_wall)),
             "versions": _versions(),
@@ -604,8 +562,8 @@ class Runner:
     def _finish_test_doc(self, state: _RunState) -> None:
         doc = state.doc
         doc["end_time"] = time.time()
-        if state.interp is not None:
-            s = state.interp.stats
+        if state.interp_ is not None:
+            s = state.interp_.stats
             doc["stats"] = {"invoked": s.invoked, "ok": s.ok, "fail": s.fail, "info": s.info}
         if state.crashed is not None:
             doc["crashed"] = f"{type(state.crashed).__name__}: {state.crashed}"
@@ -613,7 +571,6 @@ class Runner:
             doc["recovery"] = self.recovery
         if self.node_logs_missing:
             doc["node_logs"] = {"missing": self.node_logs_missing}
-        from chaos.plugins import DEPRECATIONS
 
         if DEPRECATIONS:
             doc["deprecations"] = list(DEPRECATIONS)
@@ -635,8 +592,6 @@ class Runner:
         """Clear faults a killed earlier run may have left (iptables chains, qdiscs, clocks, SIGSTOP,
         a FUSE layer, a plug-in's leftovers) and say per node what was found and removed."""
         try:
-            from chaos.nemesis.cli import heal_control, residue
-
             before = test.control.on_nodes(lambda r: residue(r, test.db))
             after = heal_control(test.control, test.db)
         except Exception as e:
@@ -647,8 +602,10 @@ class Runner:
                 state = "still present" if line in after.get(node, []) else "removed"
                 self.say(f"leftover of an earlier run on {node}: {line} ({state})")
 
-    def _heal(self, test: Test, interp: Any) -> None:
+    def _heal(self, test: Test, interp: Interpreter) -> None:
         nem = test.nemesis
+        if nem is None:
+            return
         stops = list(getattr(nem, "final_ops", []) or [])
         if stops:
             self.say(f"healing: {', '.join(str(s['f']) for s in stops)}")
@@ -665,13 +622,11 @@ class Runner:
 
     def _lock_cluster(self, nodes: list[Any], name: str) -> Any:
         """Take the cluster lock for this run (ClusterLocked naming the holder when it is taken)."""
-        from chaos.cluster.lock import ClusterLock
-        from chaos.control.ssh import Control
 
-        lock = ClusterLock(Control(nodes), name, str(self.opts.get("store") or ""), log=self.say)
+        lock = ClusterLock(Control(nodes), name, self.options.store, log=self.say)
         self.say(f"taking the cluster lock on {len(nodes)} nodes (one run per cluster)")
         try:
-            lock.acquire(break_lock=bool(self.opts.get("break_lock")))
+            lock.acquire(break_lock=self.options.break_lock)
         except BaseException:
             lock.control.close()
             raise
@@ -680,26 +635,22 @@ class Runner:
     def _recover(self, test: Test) -> None:
         """Wait until the cluster serves again (the DB's condition, within its bound); record it.
         A DB without the ``recovery`` capability records nothing (liveness is then unknown)."""
-        from chaos.cluster.db import capabilities
 
-        if "recovery" not in capabilities(test.db):
+        db = test.db
+        if not has(db, Recovery):
             self.say("the DB has no recovery capability: no recovery wait (liveness unknown)")
             return
-        bound = max(
-            float(getattr(test.db, "recovery_timeout", 0.0) or 0.0), float(self.opts["recovery_time"])
-        )
+        bound = max(float(getattr(db, "recovery_timeout", 0.0) or 0.0), self.options.recovery_time)
         self.say(f"waiting up to {bound:g} s for the cluster to recover (a leader, every node caught up)")
         try:
             with progress(self.say, "waiting for the cluster to recover"):
-                rec = test.db.await_recovery(test.control, bound)
+                rec = db.await_recovery(test.control, bound)
         except Exception as e:  # the wait itself broke (e.g. SSH): nothing was decided
             self.log.exception("recovery wait failed")
             self.say(f"{type(e).__name__}: {e}", lead="[yellow]recovery wait failed:[/yellow]")
             return
         self.recovery = rec
         if rec.get("recovered"):
-            from chaos.history.checkers.liveness import recovered_line
-
             self.say(recovered_line(rec))
         else:
             self.say(
@@ -712,7 +663,6 @@ class Runner:
         """After a failed recovery, ask the nodes whether the environment stopped the system (a
         full disk, the OOM killer, a node gone: :mod:`chaos.cluster.environment`); the liveness
         checker judges with what is recorded in ``recovery.environment``."""
-        from chaos.cluster.environment import probe
 
         try:
             found = probe(test.control, test.db)
@@ -728,15 +678,15 @@ class Runner:
     def _download_logs(self, test: Test) -> None:
         """Every node's ``log_files`` into ``nodes/<node>/``; a file missing on a node is said and
         recorded (test.json ``node_logs.missing``), never left as an empty file."""
-        from chaos.cluster.db import capabilities
 
-        if "log-files" not in capabilities(test.db):
+        db, run_dir = test.db, test.run_dir
+        if not has(db, LogFiles) or run_dir is None:
             return
         missing: list[str] = []
 
-        def fetch(remote: Any) -> None:
-            d = self.run_dir.nodes_dir(remote.node.name)
-            for path in test.db.log_files(remote):
+        def fetch(remote: Remote) -> None:
+            d = run_dir.nodes_dir(remote.node.name)
+            for path in db.log_files(remote):
                 try:
                     remote.download(path, d / os.path.basename(path))
                 except Exception as e:
@@ -752,49 +702,12 @@ class Runner:
                 self.say(f"log {where} not downloaded ({why}", lead="[yellow]missing:[/yellow]")
             self.node_logs_missing = sorted(missing)
 
-    def _check_and_report(self, run: Any) -> int:
-        from chaos.history.checkers.registry import check_run
-        from chaos.history.text import write_history_text
-
-        try:
-            write_history_text(run.history_path)  # history.txt, Jepsen's human-readable history
-        except Exception as e:
-            self.log.warning("history.txt not written: %s", e)
-
-        self.say("checking the history")
-        t0 = time.monotonic()
-        try:
-            results = check_run(run, time_limit=float(self.opts["check_time_limit"]))
-        except Exception as e:
-            self.log.exception("check failed")
-            results = {"valid": "unknown", "error": f"{type(e).__name__}: {e}", "checkers": {}}
-            run.write_results(results)
+    def _check_and_report(self, run: RunDir) -> int:
+        results = check_and_report(
+            run, time_limit=self.options.check_time_limit, say=self.say, console=self.console
+        )
         self.results = results
-        self.say(f"checked in {time.monotonic() - t0:.1f} s: valid = {results.get('valid')}")
-        try:
-            from chaos.history.report.html import write_report
-        except ImportError:
-            self.log.warning("chaos.history.report.html not available: no HTML report")
-        else:
-            try:
-                path = write_report(run.path)
-                self.say(f"report {path}")
-            except Exception as e:
-                self.log.exception("report failed")
-                self.say(str(e), lead="[yellow]report failed:[/yellow]")
-        if self.console is not None:
-            from chaos.history.report.summary import print_run_summary
-
-            print_run_summary(self.console, results, run.history_path, str(run.path), _deprecation_notes())
         return exit_code(results.get("valid"))
-
-
-def _deprecation_notes() -> list[str]:
-    """One line per deprecated name a plug-in used in this process (:data:`chaos.plugins.DEPRECATIONS`),
-    for the run summary."""
-    from chaos.plugins import DEPRECATIONS
-
-    return [f"deprecated: {m}" for m in DEPRECATIONS]
 
 
 def _in_main_thread() -> bool:
@@ -803,9 +716,18 @@ def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def run_tests(opts: dict[str, Any], *, console: Any = None, live: bool = True) -> int:
-    """``test_count`` runs one after another; the worst exit status."""
-    n = int(opts.get("test_count") or 1)
+def run_tests(
+    options: Mapping[str, Any] | RunOptions,
+    *,
+    console: Any = None,
+    live: bool = True,
+    spec: NemesisSpec | None = None,
+) -> int:
+    """``test_count`` runs one after another (each with a seed of its own unless one is given);
+    the worst exit status. ``spec``: the ``--nemesis`` already parsed."""
+    if not isinstance(options, RunOptions):
+        options = RunOptions.parse(options)
+    n = options.test_count
     codes = []
     for i in range(n):
         if n > 1 and console is not None:
@@ -813,7 +735,7 @@ def run_tests(opts: dict[str, Any], *, console: Any = None, live: bool = True) -
                 console.rule(f"test {i + 1} of {n}")
             else:
                 console.print(f"--- test {i + 1} of {n}", highlight=False)
-        r = Runner(dict(opts), console=console, live=live)
+        r = Runner(options, console=console, live=live, spec=spec)
         codes.append(r.run())  # the summary ends with the verdict and the run directory
     return worst(codes)
 

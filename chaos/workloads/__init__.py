@@ -19,13 +19,18 @@ for a client of that protocol. The :class:`Workload` gives:
 - ``idempotent``: fs whose indeterminate completions are recorded as ``fail``;
 - ``value_kind``: for the ``txn`` protocol, what a key holds: ``"list"`` (list-append) or
   ``"register"`` (rw-register); a DB's client reads it as ``chaos.api.value_kind(test)``.
+
+:class:`Workload` itself lives in the kit beside the :class:`chaos.control.test.Test` that holds it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+from chaos import plugins
+from chaos.control.test import Workload
+from chaos.errors import ConfigError
 
 # name -> one-line description (for `chaos run --help`)
 WORKLOADS: dict[str, str] = {
@@ -40,28 +45,10 @@ WORKLOADS: dict[str, str] = {
 }
 
 
-@dataclass
-class Workload:
-    """What :func:`workload` returns; see the module docstring."""
-
-    name: str
-    client: Any
-    generator: Any
-    final_generator: Any = None
-    checkers: list[str] = field(default_factory=lambda: ["stats", "perf"])
-    model: str | None = None
-    idempotent: frozenset[str] = frozenset({"read"})
-    protocol: str | None = None
-    value_kind: str | None = None
-
-
 def get(name: str, opts: Mapping[str, Any] | None = None) -> Workload:
     """Build the workload ``name`` (a built-in name, an entry point's name or ``module:attr``) with
     ``opts``. Raises ValueError (a :class:`chaos.control.test.ConfigError` from the loader) naming
     the workload: unknown, not loadable, or its function does not return a Workload."""
-    from chaos import plugins
-    from chaos.errors import ConfigError
-
     fn = plugins.workload_function(name)
     w = plugins.call("--workload", name, fn, dict(opts or {}))
     if not isinstance(w, Workload):
@@ -69,3 +56,6 @@ def get(name: str, opts: Mapping[str, Any] | None = None) -> Workload:
             f"--workload {name}: the workload function returned {type(w).__name__}, not a Workload"
         )
     return w
+
+
+__all__ = ["WORKLOADS", "Workload", "get"]

@@ -21,6 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from chaos.control import generator as gen
 from chaos.control.client import Answer, ClientError, NotSent, ProtocolWorker, complete
+from chaos.control.test import Test
 from chaos.history.checkers.bank import ACCOUNTS, MAX_TRANSFER, TOTAL
 from chaos.history.op import Op
 from chaos.workloads import Workload
@@ -65,10 +66,10 @@ class BankWorker(ProtocolWorker):
         super().__init__(node)
         self.ready = False  # this worker saw the accounts created: they exist from then on
 
-    def open(self, test: Any, node: str) -> BankWorker:
+    def open(self, test: Test, node: str) -> BankWorker:
         return BankWorker(node)
 
-    def _client(self, test: Any, op: Op) -> Any:
+    def _client(self, test: Test, op: Op) -> Any:
         c = self.client(test, op)
         if not self.ready:
             try:
@@ -78,7 +79,7 @@ class BankWorker(ProtocolWorker):
             self.ready = True
         return c
 
-    def invoke(self, test: Any, op: Op) -> Op:
+    def invoke(self, test: Test, op: Op) -> Op:
         if op.f == "transfer":
             v = op.value
             return complete(
@@ -96,12 +97,12 @@ class BankWorker(ProtocolWorker):
         raise ValueError(f"bank client: unknown f {op.f!r}; expected transfer or read")
 
 
-def _transfer(test: Any, ctx: gen.Context) -> dict[str, Any]:
+def _transfer(test: Test, ctx: gen.Context) -> dict[str, Any]:
     frm, to = ctx.rng.sample(ACCOUNTS, 2)
     return {"f": "transfer", "value": {"from": frm, "to": to, "amount": ctx.rng.randint(1, MAX_TRANSFER)}}
 
 
-def _read(test: Any, ctx: gen.Context) -> dict[str, Any]:
+def _read(test: Test, ctx: gen.Context) -> dict[str, Any]:
     return {"f": "read", "value": None}
 
 

@@ -11,6 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from chaos.control import generator as gen
 from chaos.control.client import ProtocolWorker, complete
+from chaos.control.test import Test
 from chaos.history.op import Op
 from chaos.workloads import Workload
 
@@ -35,10 +36,10 @@ class CounterWorker(ProtocolWorker):
 
     protocol = PROTOCOL
 
-    def open(self, test: Any, node: str) -> CounterWorker:
+    def open(self, test: Test, node: str) -> CounterWorker:
         return CounterWorker(node)
 
-    def invoke(self, test: Any, op: Op) -> Op:
+    def invoke(self, test: Test, op: Op) -> Op:
         if op.f == "add":
             return complete(op, lambda: self.client(test, op).add(op.value), lambda _: op.value)
         if op.f == "read":
@@ -46,11 +47,11 @@ class CounterWorker(ProtocolWorker):
         raise ValueError(f"counter client: unknown f {op.f!r}; expected add or read")
 
 
-def _add(test: Any, ctx: gen.Context) -> dict[str, Any]:
+def _add(test: Test, ctx: gen.Context) -> dict[str, Any]:
     return {"f": "add", "value": ctx.rng.randint(1, MAX_ADD)}
 
 
-def _read(test: Any, ctx: gen.Context) -> dict[str, Any]:
+def _read(test: Test, ctx: gen.Context) -> dict[str, Any]:
     return {"f": "read", "value": None}
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from chaos.control import generator as gen
 from chaos.control.client import Answer, ProtocolWorker, complete
+from chaos.control.test import Test
 from chaos.history.op import OK, Op
 from chaos.workloads import Workload
 
@@ -46,7 +47,7 @@ class LogOps(gen.Generator):
         self.next = next
         self.read_fraction = read_fraction
 
-    def op(self, test: Any, ctx: gen.Context) -> gen.OpResult:
+    def op(self, test: Test | None, ctx: gen.Context) -> gen.OpResult:
         if self.read_fraction > 0 and ctx.rng.random() < self.read_fraction:
             op = gen.fill_in_op({"f": READ_RANGE, "value": None}, ctx)
             if op is gen.PENDING:
@@ -75,10 +76,10 @@ class LogWorker(ProtocolWorker):
         super().__init__(node)
         self.window = window
 
-    def open(self, test: Any, node: str) -> LogWorker:
+    def open(self, test: Test, node: str) -> LogWorker:
         return LogWorker(node, self.window)
 
-    def invoke(self, test: Any, op: Op) -> Op:
+    def invoke(self, test: Test, op: Op) -> Op:
         if op.f == "append":
             index: list[Any] = []
 
@@ -97,7 +98,7 @@ class LogWorker(ProtocolWorker):
             return complete(op, lambda: self.read_list_on(test, op), test=test)
         raise ValueError(f"log client: unknown f {op.f!r}; expected append, {READ_RANGE} or read")
 
-    def _read_range(self, test: Any, op: Op) -> Any:
+    def _read_range(self, test: Test, op: Op) -> Any:
         c = self.client(test, op)
         recent = getattr(c, "read_recent", None)
         if recent is not None:

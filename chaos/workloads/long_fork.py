@@ -13,10 +13,12 @@ opposite orders), ``stats``, ``perf``.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 from typing import Any
 
 from chaos.control import generator as gen
+from chaos.control.test import Test
 from chaos.history.checkers.longfork import LongForkChecker
 from chaos.workloads import Workload
 from chaos.workloads.txn import PROTOCOL, TxnWorker
@@ -24,7 +26,7 @@ from chaos.workloads.txn import PROTOCOL, TxnWorker
 GROUP_SIZE = LongForkChecker().group_size
 
 
-def read_txn(n: int, k: int, rng: Any) -> list[list[Any]]:
+def read_txn(n: int, k: int, rng: random.Random) -> list[list[Any]]:
     """Jepsen's ``read-txn-for``: reads of ``k``'s group in shuffled order."""
     lo = k - k % n
     keys = list(range(lo, lo + n))
@@ -43,7 +45,7 @@ class LongForkOps(gen.Generator):
         self.next_key = next_key
         self.pending = dict(pending or {})
 
-    def op(self, test: Any, ctx: gen.Context) -> gen.OpResult:
+    def op(self, test: Test | None, ctx: gen.Context) -> gen.OpResult:
         thread = ctx.some_free_thread()
         if thread is None:
             return gen.PENDING, self

@@ -14,9 +14,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from chaos.control import generator as gen
 from chaos.control.interpreter import Interpreter
+from chaos.control.test import Test
 from chaos.history.op import FAIL, INFO, OK, Op
 from chaos.history.store import HistoryWriter, read_history
+from chaos.workloads import register
 
 
 class MemoryKV:
@@ -49,11 +52,11 @@ class MemoryRegisterClient:
         self.rng = random.Random(seed)
         self._opened = 0
 
-    def open(self, test: Any, node: str) -> MemoryRegisterClient:
+    def open(self, test: Test | None, node: str) -> MemoryRegisterClient:
         self._opened += 1
         return MemoryRegisterClient(self.kv, self.crash, self.max_delay_s, self.seed * 7919 + self._opened)
 
-    def invoke(self, test: Any, op: Op) -> Op:
+    def invoke(self, test: Test | None, op: Op) -> Op:
         time.sleep(self.rng.uniform(0, self.max_delay_s))
         crashed = op.f != "read" and self.rng.random() < self.crash
         takes_effect = not crashed or self.rng.random() < 0.5
@@ -87,7 +90,7 @@ class MemoryRegisterClient:
             return op.completion(INFO, op.value, error="indeterminate: simulated client timeout")
         return result
 
-    def close(self, test: Any) -> None:
+    def close(self, test: Test | None) -> None:
         pass
 
 
@@ -107,8 +110,6 @@ def register_workload_history(
     The history is written to ``path`` (JSON lines) as ops complete and returned as a list.
     Raises ValueError for n_ops < keys or counts below 1.
     """
-    from chaos.control import generator as gen
-    from chaos.workloads import register
 
     if keys < 1 or threads_per_key < 1 or groups < 1 or n_ops < keys:
         raise ValueError(

@@ -23,6 +23,7 @@ from typing import Any
 
 from chaos.control import generator as gen
 from chaos.control.client import Answer, Failed, ProtocolWorker, complete
+from chaos.control.test import Test
 from chaos.history.op import Op
 from chaos.workloads import Workload
 
@@ -37,10 +38,10 @@ class RegisterWorker(ProtocolWorker):
 
     protocol = PROTOCOL
 
-    def open(self, test: Any, node: str) -> RegisterWorker:
+    def open(self, test: Test, node: str) -> RegisterWorker:
         return RegisterWorker(node)
 
-    def invoke(self, test: Any, op: Op) -> Op:
+    def invoke(self, test: Test, op: Op) -> Op:
         k = op.key
         if op.f == "read":
             return complete(op, lambda: self.client(test, op).read(k), test=test)
@@ -76,16 +77,16 @@ class RegisterWorker(ProtocolWorker):
         raise ValueError(f"register client: unknown f {op.f!r}; expected read, write, cas or delete")
 
 
-def _read(test: Any, ctx: gen.Context) -> dict[str, Any]:
+def _read(test: Test, ctx: gen.Context) -> dict[str, Any]:
     return {"f": "read", "value": None}
 
 
-def _write(test: Any, ctx: gen.Context) -> dict[str, Any]:
+def _write(test: Test, ctx: gen.Context) -> dict[str, Any]:
     v = ctx.rng.randrange(DELETE_ONE_IN)
     return {"f": "delete", "value": None} if v == VALUES else {"f": "write", "value": v}
 
 
-def _cas(test: Any, ctx: gen.Context) -> dict[str, Any]:
+def _cas(test: Test, ctx: gen.Context) -> dict[str, Any]:
     return {"f": "cas", "value": [ctx.rng.randrange(VALUES), ctx.rng.randrange(VALUES)]}
 
 

@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from chaos.control import generator as gen
 from chaos.control.client import ProtocolWorker, complete
+from chaos.control.test import Test
 from chaos.history.op import Op
 from chaos.workloads import Workload
 
@@ -42,7 +43,7 @@ class SetOps(gen.Generator):
         self.next = next
         self.read_fraction = read_fraction
 
-    def op(self, test: Any, ctx: gen.Context) -> gen.OpResult:
+    def op(self, test: Test | None, ctx: gen.Context) -> gen.OpResult:
         if ctx.rng.random() < self.read_fraction:
             op = gen.fill_in_op({"f": "read", "value": None}, ctx)
             return op, self
@@ -58,10 +59,10 @@ class SetWorker(ProtocolWorker):
 
     protocol = PROTOCOL
 
-    def open(self, test: Any, node: str) -> SetWorker:
+    def open(self, test: Test, node: str) -> SetWorker:
         return SetWorker(node)
 
-    def invoke(self, test: Any, op: Op) -> Op:
+    def invoke(self, test: Test, op: Op) -> Op:
         if op.f == "add":
             return complete(op, lambda: self.client(test, op).add(op.value), lambda _: op.value)
         if op.f == "read":

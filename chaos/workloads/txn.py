@@ -21,11 +21,13 @@ the same shape).
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Mapping
 from typing import Any
 
 from chaos.control import generator as gen
 from chaos.control.client import Answer, ProtocolWorker, complete
+from chaos.control.test import Test
 from chaos.history.op import Op
 from chaos.workloads import Workload
 
@@ -70,7 +72,7 @@ class TxnOps(gen.Generator):
         self.writes = writes if writes is not None else {}
         self.next_key = next_key if next_key is not None else n
 
-    def op(self, test: Any, ctx: gen.Context) -> gen.OpResult:
+    def op(self, test: Test | None, ctx: gen.Context) -> gen.OpResult:
         mops, keys, writes, next_key = draw_txn(
             ctx.rng, self.write, self.opts, self.keys, self.writes, self.next_key
         )
@@ -81,7 +83,7 @@ class TxnOps(gen.Generator):
 
 
 def draw_txn(
-    rng: Any,
+    rng: random.Random,
     write: str,
     opts: Mapping[str, int],
     keys: tuple[int, ...],
@@ -128,10 +130,10 @@ class TxnWorker(ProtocolWorker):
 
     protocol = PROTOCOL
 
-    def open(self, test: Any, node: str) -> TxnWorker:
+    def open(self, test: Test, node: str) -> TxnWorker:
         return TxnWorker(node)
 
-    def invoke(self, test: Any, op: Op) -> Op:
+    def invoke(self, test: Test, op: Op) -> Op:
         if op.f != F:
             raise ValueError(f"txn client: unknown f {op.f!r}; expected {F!r}")
         mops = [list(m) for m in op.value]

@@ -74,8 +74,9 @@ def _badness(err: dict[str, Any], total: int) -> float:
     if kind == "nil-balance":
         return len(err["nils"])
     if kind == "wrong-total":
-        return abs(err["diff"]) / total if total else abs(err["diff"])
-    return -sum(err["negative"])
+        diff = float(abs(err["diff"]))
+        return diff / total if total else diff
+    return -float(sum(err["negative"]))
 
 
 class _BankAcc:

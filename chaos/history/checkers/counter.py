@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from chaos.history.op import FAIL, INVOKE, NEMESIS, OK
+from chaos.history.op import FAIL, INVOKE, NEMESIS, OK, Op
 from chaos.history.store import ParsedHistory, parsed
 from chaos.history.verdict import UNKNOWN
 
@@ -94,7 +94,7 @@ class CounterChecker:
         return out
 
 
-def _error(lo: int, v: Any, hi: int, op: Any) -> dict[str, Any]:
+def _error(lo: int, v: Any, hi: int, op: Op) -> dict[str, Any]:
     e: dict[str, Any] = {"lower": lo, "value": v, "upper": hi, "op": op.index, "process": op.process}
     if op.node:
         e["node"] = op.node

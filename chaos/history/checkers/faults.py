@@ -48,10 +48,12 @@ Result (``results.json`` ``checkers.faults``)::
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from chaos.history.analysis import FaultWindows
+from chaos.history.analysis import FaultWindows, fault_name, fault_names
+from chaos.history.leadership import LEADERSHIP_FILE, read_leadership
 from chaos.history.op import INVOKE, NEMESIS, Op
 from chaos.history.verdict import UNKNOWN, StreamChecker
 
@@ -90,9 +92,15 @@ def _kind_row() -> dict[str, Any]:
 
 
 class _FaultsAcc:
-    def __init__(self, run_dir: Path | None, after_s: float = DEFAULT_AFTER_S) -> None:
+    def __init__(
+        self,
+        run_dir: Path | None,
+        after_s: float = DEFAULT_AFTER_S,
+        names: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
         self.run_dir = run_dir
         self.after_s = after_s
+        self.names = dict(names or {})  # op kind -> the --nemesis names typed (analysis.fault_names)
         self.fw = FaultWindows()
         self.kinds: dict[str, dict[str, Any]] = {}
         self.win: dict[int, dict[str, Any]] = {}  # window id -> counters
@@ -139,9 +147,12 @@ class _FaultsAcc:
                 c["ops_on_faulted"][op.type] = c["ops_on_faulted"].get(op.type, 0) + 1
 
     def finish(self) -> dict[str, Any]:
-        from chaos.history.leadership import LEADERSHIP_FILE, read_leadership
 
-        kinds = {k: self.kinds[k] for k in sorted(self.kinds) if self.kinds[k]["requested"]}
+        kinds = {
+            k: {**self.kinds[k], "name": fault_name(k, self.names)}
+            for k in sorted(self.kinds)
+            if self.kinds[k]["requested"]
+        }
         never = [k for k, r in kinds.items() if r["applied"] == 0]
         windows: list[dict[str, Any]] = []
         for fw in self.fw.windows:
@@ -150,6 +161,7 @@ class _FaultsAcc:
                 {
                     "id": fw.id,
                     "kind": fw.kind,
+                    "name": fault_name(fw.kind, self.names, fw.invocation.value),
                     "start_s": round(fw.start / NS, 3),
                     "end_s": None if fw.end is None else round(fw.end / NS, 3),
                     "invoked": fw.invocation.time if fw.invocation.time is not None else fw.start,
@@ -177,7 +189,7 @@ class _FaultsAcc:
         if never:
             out["valid"] = UNKNOWN
             out["cause"] = "; ".join(
-                f"every requested {k} fault failed to take effect ({kinds[k]['failed']} of "
+                f"every requested {kinds[k]['name']} fault failed to take effect ({kinds[k]['failed']} of "
                 f"{kinds[k]['requested']}): {(kinds[k]['errors'] or ['?'])[0]}"
                 for k in never
             )
@@ -470,7 +482,9 @@ def summary(result: dict[str, Any], samples: list[dict[str, Any]]) -> str:
         else "no faults were requested"
     )
     if result["failed"]:
-        failed = ", ".join(f"{k} {r['failed']}" for k, r in result["kinds"].items() if r["failed"])
+        failed = ", ".join(
+            f"{r.get('name') or k} {r['failed']}" for k, r in result["kinds"].items() if r["failed"]
+        )
         head += f" (failed: {failed})"
     if not samples:
         return head + ("; leadership was not observed" if result["requested"] else "")
@@ -512,7 +526,7 @@ class FaultsChecker(StreamChecker):
 
     def begin(self, test: dict[str, Any], opts: dict[str, Any]) -> _FaultsAcc:
         run_dir = opts.get("run_dir")
-        return _FaultsAcc(Path(run_dir) if run_dir else None, recovery_bound(test))
+        return _FaultsAcc(Path(run_dir) if run_dir else None, recovery_bound(test), fault_names(test))
 
     def check(self, test: dict[str, Any], history_path: Path, opts: dict[str, Any]) -> dict[str, Any]:
         return super().check(

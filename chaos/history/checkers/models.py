@@ -17,7 +17,9 @@ treats crashed ops the same way). Since its return is +infinity, "did not happen
 "happened at the very end", so this loses nothing.
 
 Model specs: ``get_model("cas-register")`` or with options ``get_model("cas-register:init=0")``;
-option values are JSON when they parse as JSON, else strings (``kv:init=""``).
+option values are JSON when they parse as JSON, else strings (``kv:init=""``). A name is read
+through the one registry (:mod:`chaos.plugins`, kind ``model``): the tool's own models below or a
+``chaos.models`` entry point naming a factory ``(**options) -> Model``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from chaos import plugins
+from chaos.errors import ConfigError
 from chaos.history.op import NEMESIS, Op
 from chaos.history.store import HistoryError
 
@@ -227,7 +231,7 @@ class Register(BaseModel):
     def __init__(self, init: Any = None, nil_read: str = "absent"):
         if nil_read not in ("absent", "any"):
             raise ValueError(f"model {self.name}: nil_read must be 'absent' or 'any', got {nil_read!r}")
-        self._init = _freeze(init)
+        self._init: State = _freeze(init)
         self.nil_any = nil_read == "any"
 
     def init(self) -> State:
@@ -304,7 +308,7 @@ class KV(BaseModel):
     fs = frozenset({"get", "read", "put", "write", "append", "cas", "delete"})
 
     def __init__(self, init: Any = None):
-        self._init = _freeze(init)
+        self._init: State = _freeze(init)
 
     def init(self) -> State:
         return self._init
@@ -579,15 +583,29 @@ def _by_key(calls: Iterable[Call]) -> list[list[Call]]:
     return list(parts.values())
 
 
-MODELS: dict[str, Callable[..., Model]] = {
-    "register": Register,
-    "cas-register": CasRegister,
-    "kv": KV,
-    "mutex": Mutex,
-    "set": SetModel,
-    "append-log": AppendLog,
-    "multi-register": MultiRegister,
-}
+def model_names() -> list[str]:
+    """Every registered model name (the tool's own and ``chaos.models`` entry points), sorted."""
+    return plugins.names("model")
+
+
+def model_factory(name: str) -> Callable[..., Model]:
+    """The factory ``(**options) -> Model`` registered as ``name`` (a registered name only: the
+    ``:`` of a spec starts its options); ValueError naming the known models for an unknown one."""
+    try:
+        factory = plugins.resolve("model", name)
+    except ConfigError:
+        raise ValueError(f"unknown model {name!r} (expected one of {', '.join(model_names())})") from None
+    if not callable(factory):
+        raise ValueError(f"model {name!r}: {type(factory).__name__} is not a model factory")
+    return factory  # type: ignore[no-any-return]
+
+
+def __getattr__(attr: str) -> Any:
+    """``MODELS``: {name: factory} of every registered model, read from the registry when asked
+    (PEP 562; the table of models is :data:`chaos.plugins.BUILTINS`)."""
+    if attr == "MODELS":
+        return {name: model_factory(name) for name in model_names()}
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
 
 
 def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
@@ -599,8 +617,10 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
         raise ValueError(f"model: expected a model name such as 'cas-register', got {spec!r}")
     name, _, rest = spec.partition(":")
     name = name.strip()
-    if name not in MODELS:
-        raise ValueError(f"model {spec!r}: unknown model {name!r} (expected one of {', '.join(MODELS)})")
+    if name not in model_names():
+        raise ValueError(
+            f"model {spec!r}: unknown model {name!r} (expected one of {', '.join(model_names())})"
+        )
     opts: dict[str, Any] = {}
     if rest:
         for part in _split_opts(rest):
@@ -645,7 +665,7 @@ def get_model(model: Model | str) -> Model:
         return model
     name, opts = parse_spec(model)
     try:
-        m = MODELS[name](**opts)
+        m = model_factory(name)(**opts)
     except TypeError as e:
         raise ValueError(f"model {model!r}: bad options ({e})") from None
     return m

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chaos.history.analysis import (
@@ -28,6 +29,8 @@ from chaos.history.analysis import (
     Availability,
     FaultWindows,
     fail_class,
+    fault_name,
+    fault_names,
     fault_value,
 )
 from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
@@ -82,7 +85,7 @@ def _phrase(template: str, subject: str, kind: str, start: bool) -> str:
     return f"{kind} fault {'started' if start else 'stopped'} ({rest})"
 
 
-def quantiles(values: array | list[int]) -> dict[str, Any]:
+def quantiles(values: array[int] | list[int]) -> dict[str, Any]:
     """``{"count", "p50", "p95", "p99", "max", "mean"}`` of ns values, in ms (nearest-rank quantiles)."""
     n = len(values)
     if n == 0:
@@ -131,13 +134,21 @@ def _partition_phrase(value: Any) -> str:
     return f"{', '.join(nodes)} partitioned" if nodes else "network partitioned"
 
 
-def describe_nemesis(f: str, value: Any, verbs: dict[str, dict[str, str]] | None = None) -> str:
-    """A short phrase for a nemesis op, e.g. ``"leader n1 killed"``, ``"partition healed"``.
+def describe_nemesis(
+    f: str,
+    value: Any,
+    verbs: dict[str, dict[str, str]] | None = None,
+    names: Mapping[str, Sequence[str]] | None = None,
+) -> str:
+    """A short phrase for a nemesis op, e.g. ``"leader n1 killed"``, ``"partition healed"``,
+    ``"lose-unfsynced: n2, n3 data files cut back"``.
 
     Reads the fault from the op's value (docs/design.md): ``nodes``/``targets``/``node``, a
     ``grudge`` for partitions, ``leader: true`` or a ``primaries`` spec for the leader. ``verbs``:
     the run's phrases (:func:`nemesis_verbs`; default :data:`LEGACY_VERBS`); a kind without one
-    is described neutrally as ``"<f> <nodes>"``.
+    is described neutrally as ``"<f> <nodes>"``. ``names``: the run's typed fault names
+    (:func:`chaos.history.analysis.fault_names`): a verb's ``{name}`` is the fault as typed, and
+    a phrase without it starts with that name when it is not the op kind itself.
     """
     verbs = LEGACY_VERBS if verbs is None else verbs
     if f.startswith("start-"):
@@ -146,6 +157,17 @@ def describe_nemesis(f: str, value: Any, verbs: dict[str, dict[str, str]] | None
         kind, start = f[5:], False
     else:
         return f
+    name = fault_name(kind, names or {}, value)
+    template = (verbs.get(kind) or {}).get("start" if start else "stop")
+    if template is not None and "{name}" in template:
+        return _nemesis_phrase(kind, start, value, template.replace("{name}", name))
+    phrase = _nemesis_phrase(kind, start, value, template)
+    return phrase if name == kind else f"{name}: {phrase}"
+
+
+def _nemesis_phrase(kind: str, start: bool, value: Any, template: str | None) -> str:
+    """:func:`describe_nemesis`'s phrase from the op kind, its value and the verb ``template``."""
+    f = f"{'start' if start else 'stop'}-{kind}"
     if kind == "partition" and start:
         return _partition_phrase(value)
     nodes = _nodes_of(value)
@@ -158,7 +180,6 @@ def describe_nemesis(f: str, value: Any, verbs: dict[str, dict[str, str]] | None
     subject = ", ".join(nodes)
     if leader:
         subject = f"leader {subject}".strip()
-    template = (verbs.get(kind) or {}).get("start" if start else "stop")
     if template is None:
         return f"{f} {subject}".strip()
     return _phrase(template, subject, kind, start)
@@ -189,14 +210,20 @@ class _Series:
 
     def __init__(self) -> None:
         self.all = array("q")
-        self.groups: dict[Any, array] = {}
+        self.groups: dict[Any, array[int]] = {}
         self.counts: list[int] = []
 
 
 class _PerfAcc:
-    def __init__(self, top: int, verbs: dict[str, dict[str, str]] | None = None) -> None:
+    def __init__(
+        self,
+        top: int,
+        verbs: dict[str, dict[str, str]] | None = None,
+        names: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
         self.top = top
         self.verbs = LEGACY_VERBS if verbs is None else verbs
+        self.names = dict(names or {})  # op kind -> the --nemesis names typed (analysis.fault_names)
         self.open: dict[Any, tuple[int, tuple[int, ...], str]] = {}
         self.series: dict[tuple[str, str], _Series] = {}  # (f, type) -> latencies and counts
         self.faults = FaultWindows()  # the one fault-window rule (chaos.history.analysis)
@@ -275,7 +302,7 @@ class _PerfAcc:
 
     def _by_f_all(self) -> dict[str, dict[str, Any]]:
         """Quantiles per f over every completion type together (what ``chaos analyze`` shows)."""
-        per_f: dict[str, list[array]] = {}
+        per_f: dict[str, list[array[int]]] = {}
         for (f, _typ), ser in self.series.items():
             per_f.setdefault(f, []).append(ser.all)
         return {f: quantiles([x for a in arrays for x in a]) for f, arrays in sorted(per_f.items())}
@@ -315,7 +342,7 @@ class _PerfAcc:
         nem, inside = self._align(start, end)
         active = sorted(
             {
-                x.kind
+                fault_name(x.kind, self.names, x.invocation.value)
                 for x in self.faults.windows
                 if x.start <= (end if end is not None else self.end_time)
                 and (x.end is None or x.end >= start)
@@ -332,7 +359,7 @@ class _PerfAcc:
                 "index": nem["index"],
                 "inside": inside,
             }
-            what = describe_nemesis(nem["f"], nem["value"], self.verbs)
+            what = describe_nemesis(nem["f"], nem["value"], self.verbs, self.names)
             t = nem["complete_s"]
             if not inside:
                 w["summary"] = (
@@ -417,4 +444,4 @@ class PerfChecker(StreamChecker):
         top = opts.get("top_windows", TOP_WINDOWS)
         if not isinstance(top, int) or top < 1:
             raise ValueError(f"option top_windows must be a positive integer, got {top!r}")
-        return _PerfAcc(top, nemesis_verbs(test))
+        return _PerfAcc(top, nemesis_verbs(test), fault_names(test))

@@ -12,7 +12,7 @@ never held in memory as Op objects. A checker that raises is reported ``unknown`
 
 from __future__ import annotations
 
-import importlib
+import inspect
 import os
 import pickle
 import signal
@@ -22,6 +22,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from chaos import plugins
+from chaos.errors import ConfigError
+from chaos.history.checkers import elle, linear
 from chaos.history.checkers.models import ModelError, get_model
 from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
 from chaos.history.store import HistoryError, ParsedHistory, RunDir, find_run, parsed, read_history
@@ -85,7 +88,7 @@ class Compose:
                 t1 = time.perf_counter()
                 target = held if held is not None and getattr(c, "reads_parsed", False) else history_path
                 try:
-                    results[name] = c.check(test, target, opts)  # type: ignore[arg-type]
+                    results[name] = c.check(test, target, opts)
                 except HistoryError:
                     raise
                 except Exception as e:
@@ -298,8 +301,6 @@ class LinearChecker:
     def check(
         self, test: dict[str, Any], history: Path | ParsedHistory, opts: dict[str, Any]
     ) -> dict[str, Any]:
-        linear = importlib.import_module("chaos.history.checkers.linear")  # the checker helper's module
-
         model = opts.get("model") or self.model
         h = parsed(history)
         ops = model_ops(h, get_model(model))
@@ -429,60 +430,70 @@ def needs_inference(test: dict[str, Any]) -> bool:
 # choosing checkers for a run
 
 
-def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str, Checker]:
-    """The checkers for a run, from ``test.json``: an explicit ``"checkers"`` list, else by ``"workload"``.
+def linear_checker(test: Mapping[str, Any] | None = None, model: str | None = None) -> LinearChecker:
+    """The ``linear`` checker of a run: ``model`` (``chaos check --model``), else the run's
+    ``model`` (``test.json``), else cas-register."""
+    return LinearChecker(model or (test or {}).get("model") or "cas-register")
 
-    register -> linear (cas-register), stats, perf; log -> log, stats, perf; set -> set, stats, perf;
-    any other workload -> stats, perf (plus linear when ``model`` is given). ``faults``
-    (:mod:`chaos.history.checkers.faults`) and ``client-errors`` (:mod:`chaos.history.checkers.clienterrors`) are
-    always added.
+
+def elle_checker(test: Mapping[str, Any] | None = None) -> Checker:
+    """The ``elle`` checker of a run: its workload (list-append or rw-register) and its
+    ``consistency_model`` (default strict-serializable), from ``test.json``."""
+    test = test or {}
+    made: Checker = elle.ElleChecker(  # the package loads its checker (rustworkx, numpy) on first use
+        str(test.get("workload") or "list-append"),
+        str(test.get("consistency_model") or "strict-serializable"),
+    )
+    return made
+
+
+# the checkers of a stored run whose test.json names none, by its workload
+WORKLOAD_CHECKERS: dict[str, list[str]] = {
+    "register": ["linear", "stats", "perf"],
+    "log": ["log", "log-reads", "stats", "perf"],
+    "set": ["set", "stats", "perf"],
+    "list-append": ["elle", "stats", "perf"],
+    "rw-register": ["elle", "stats", "perf"],
+    "bank": ["bank", "stats", "perf"],
+    "counter": ["counter", "stats", "perf"],
+    "long-fork": ["long-fork", "stats", "perf"],
+}
+
+
+def make_checker(name: str, test: Mapping[str, Any] | None = None, model: str | None = None) -> Checker:
+    """The checker registered as ``name`` (:mod:`chaos.plugins`: the tool's own, a
+    ``chaos.checkers`` entry point or ``module:attr``), built by its factory with the keywords
+    ``test`` and ``model`` it names in its signature. ConfigError (a ValueError, one line) for an
+    unknown name, a factory that raises or one that returns no checker."""
+    factory = plugins.checker_factory(name)
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a builtin or C callable: called as () -> Checker
+        params = {}  # type: ignore[assignment]
+    given = {"test": dict(test or {}), "model": model}
+    made = plugins.call("--checker", name, factory, **{k: v for k, v in given.items() if k in params})
+    if not callable(getattr(made, "check", None)):
+        raise ConfigError(
+            f"--checker {name}: the factory returned {type(made).__name__}, not a checker "
+            "(an object with check(test, history_path, opts); see chaos.history.verdict.Checker)"
+        )
+    return made  # type: ignore[no-any-return]
+
+
+def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str, Checker]:
+    """The checkers for a run, from ``test.json``: an explicit ``"checkers"`` list, else by
+    ``"workload"`` (:data:`WORKLOAD_CHECKERS`; any other workload -> stats, perf), plus linear
+    when ``model`` is given. ``faults`` (:mod:`chaos.history.checkers.faults`) and
+    ``client-errors`` (:mod:`chaos.history.checkers.clienterrors`) are always added. Each is built
+    through the one registry (:func:`make_checker`).
     Raises ValueError for an unknown checker name in ``"checkers"``.
     """
-    from chaos.history.checkers.perf import PerfChecker
-
-    def logcheck(name: str) -> Any:  # imported only for the runs that use it
-        return getattr(importlib.import_module("chaos.history.checkers.logcheck"), name)()
-
-    factories: dict[str, Any] = {
-        "linear": lambda: LinearChecker(model or test.get("model") or "cas-register"),
-        "log": lambda: logcheck("LogChecker"),
-        "log-reads": lambda: logcheck("LogReadsChecker"),
-        "set": lambda: logcheck("SetChecker"),
-        "stats": StatsChecker,
-        "perf": PerfChecker,
-        "server-logs": lambda: importlib.import_module("chaos.history.checkers.nodelogs").ServerLogChecker(),
-        "liveness": lambda: importlib.import_module("chaos.history.checkers.liveness").LivenessChecker(),
-        "faults": lambda: importlib.import_module("chaos.history.checkers.faults").FaultsChecker(),
-        "bank": lambda: importlib.import_module("chaos.history.checkers.bank").BankChecker(),
-        "counter": lambda: importlib.import_module("chaos.history.checkers.counter").CounterChecker(),
-        "long-fork": lambda: importlib.import_module("chaos.history.checkers.longfork").LongForkChecker(),
-        "set-full": lambda: importlib.import_module("chaos.history.checkers.setfull").SetFullChecker(),
-        "set-full-linearizable": lambda: importlib.import_module(
-            "chaos.history.checkers.setfull"
-        ).SetFullChecker(True),
-        "client-errors": lambda: importlib.import_module(
-            "chaos.history.checkers.clienterrors"
-        ).ClientErrorsChecker(),
-        "elle": lambda: importlib.import_module("chaos.history.checkers.elle").ElleChecker(
-            str(test.get("workload") or "list-append"),
-            str(test.get("consistency_model") or "strict-serializable"),
-        ),
-    }
     names = test.get("checkers")
     if names is None:
         workload = test.get("workload")
         if isinstance(workload, dict):
             workload = workload.get("name")
-        names = {
-            "register": ["linear", "stats", "perf"],
-            "log": ["log", "log-reads", "stats", "perf"],
-            "set": ["set", "stats", "perf"],
-            "list-append": ["elle", "stats", "perf"],
-            "rw-register": ["elle", "stats", "perf"],
-            "bank": ["bank", "stats", "perf"],
-            "counter": ["counter", "stats", "perf"],
-            "long-fork": ["long-fork", "stats", "perf"],
-        }.get(str(workload), ["stats", "perf"])
+        names = WORKLOAD_CHECKERS.get(str(workload), ["stats", "perf"])
         if model and "linear" not in names:
             names = ["linear", *names]
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
@@ -491,16 +502,12 @@ def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str,
         names = [*names, "faults"]
     if "client-errors" not in names:  # every run: did the client code crash (not a DB verdict)?
         names = [*names, "client-errors"]
+    known = plugins.names("checker")
     out: dict[str, Checker] = {}
     for n in names:
-        if n not in factories:
-            from chaos import plugins  # a plug-in checker: module:attr or a chaos.checkers entry point
-
-            if plugins.is_reference(n) or n in plugins.entry_points("checker"):
-                out[n] = plugins.checker(n)
-                continue
-            raise ValueError(f"test.json names unknown checker {n!r} (known: {', '.join(sorted(factories))})")
-        out[n] = factories[n]()
+        if n not in known and not plugins.is_reference(n):
+            raise ValueError(f"test.json names unknown checker {n!r} (known: {', '.join(known)})")
+        out[n] = make_checker(n, test, model)
     return out
 
 
@@ -521,9 +528,11 @@ def check_run(
     consistency_model: str | None = None,
     fail_fast: bool = False,
     write: bool = True,
+    history: ParsedHistory | None = None,
 ) -> dict[str, Any]:
     """Re-check a stored run: pick checkers from ``test.json`` (:func:`load_run_test`), write
-    ``results.json`` (unless ``write`` is false), return it.
+    ``results.json`` (unless ``write`` is false), return it. ``history``: the run's history
+    already read (:class:`ParsedHistory`), shared with every checker instead of reading the file.
 
     Args:
         run_dir: a RunDir, or any path :func:`chaos.history.store.find_run` accepts.
@@ -543,10 +552,10 @@ def check_run(
     if not run.history_path.is_file():
         raise FileNotFoundError(f"{run.history_path}: no history in run directory {run.path}")
     test = run.load_test() if run.test_path.is_file() else {}
-    history: Path | ParsedHistory = run.history_path
-    if needs_inference(test):  # the whole history is read for it: read once, shared with the checkers
-        history = ParsedHistory.read(run.history_path)
-    test = load_run_test(run, model=model, history=history if isinstance(history, ParsedHistory) else None)
+    source: Path | ParsedHistory = history if history is not None else run.history_path
+    if needs_inference(test) and history is None:  # read whole for it: once, shared with the checkers
+        source = ParsedHistory.read(run.history_path)
+    test = load_run_test(run, model=model, history=source if isinstance(source, ParsedHistory) else None)
     if consistency_model:
         test = {**test, "consistency_model": consistency_model}
     checkers = checkers_for(test, model=model)
@@ -559,7 +568,7 @@ def check_run(
         run_dir=str(run.path),
         fail_fast=fail_fast,
     ).as_dict()
-    results = compose(checkers).check(test, history, opts)
+    results = compose(checkers).check(test, source, opts)
     if write:
         run.write_results(results)
     return results

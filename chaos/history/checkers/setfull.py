@@ -182,3 +182,9 @@ class SetFullChecker(StreamChecker):
 
     def begin(self, test: dict[str, Any], opts: dict[str, Any]) -> Accumulator:
         return _SetFullAcc(self.add_f, self.read_f, self.linearizable)
+
+
+def linearizable() -> SetFullChecker:
+    """The ``set-full-linearizable`` checker: :class:`SetFullChecker` for a linearizable set, where
+    a stale read is invalid (Jepsen's ``set-full`` with ``:linearizable? true``)."""
+    return SetFullChecker(linearizable=True)

@@ -1,13 +1,12 @@
-"""Click commands of ``chaos.history``: ``check`` here; ``report``, ``serve``, ``analyze``, ``gate`` below.
+"""``chaos check``: a stored run or a history file checked again, its results and report written.
 
-Keep this module small and import the heavy parts inside the commands, so ``chaos --help`` and
-``chaos check`` stay fast. Exit status as ``jepsen.cli``: 0 valid, 1 invalid, 2 unknown, 254 bad
+The Elle checker (rustworkx, numpy) is loaded on first use by its package, so ``chaos check`` of a
+register or log history does not load it. Exit status as ``jepsen.cli``: 0 valid, 1 invalid, 2 unknown, 254 bad
 arguments.
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +15,28 @@ from typing import Any
 import click
 
 from chaos.errors import BadArguments, exit_code
+from chaos.history import formats
+from chaos.history.checkers import elle, linear
 from chaos.history.checkers.elle.anomalies import MODEL_CHOICES
+from chaos.history.checkers.models import ModelError, get_model, require_checkable
+from chaos.history.checkers.registry import (
+    check_run,
+    checkers_for,
+    compose,
+    infer_test,
+    refuse_consistency_model,
+)
+from chaos.history.report.html import write_report
+from chaos.history.report.summary import print_summary
+from chaos.history.store import (
+    HISTORY_FILE,
+    RESULTS_FILE,
+    TEST_FILE,
+    HistoryError,
+    ParsedHistory,
+    _write_json_atomic,
+    find_run,
+)
 
 FORMATS = ("auto", "jsonl", "edn", "porcupine-etcd", "porcupine-kv")
 
@@ -26,19 +46,14 @@ def _check_foreign(
 ) -> dict[str, Any]:
     """An imported history: transactions with the Elle checker (``txn`` names the workload and
     model, or the ops are ``txn``), else linearizability (chaos.history.formats + linear)."""
-    from chaos.history.checkers.models import ModelError, require_checkable
-    from chaos.history.store import HistoryError
 
-    formats = importlib.import_module("chaos.history.formats")
     if fmt == "edn" and model is None and path.suffix.lower() == ".edn":  # streamed, never all in memory
         workload = txn.workload if txn.workload in TXN_WORKLOADS else formats.edn_txn_workload(path)
         if workload is not None and txn.workload in (None, workload):
-            elle = importlib.import_module("chaos.history.checkers.elle")
             result = elle.check_file(path, workload, txn.consistency_model or elle.DEFAULT_MODEL, time_limit)
             return {"valid": result["valid"], "checkers": {"elle": result}}
     ops, default_model = formats.load_history(path, format=fmt)
     if txn.workload in TXN_WORKLOADS or (txn.workload is None and model is None and _all_txn(ops)):
-        elle = importlib.import_module("chaos.history.checkers.elle")
         workload = txn.workload or ("list-append" if _any_append(ops) else "rw-register")
         try:
             result = elle.check_ops(ops, workload, txn.consistency_model or elle.DEFAULT_MODEL, time_limit)
@@ -50,7 +65,6 @@ def _check_foreign(
             f"--consistency-model {txn.consistency_model}: {path} holds no transactions (elle, which alone "
             "reads the option, checks list-append and rw-register); drop the option"
         )
-    linear = importlib.import_module("chaos.history.checkers.linear")
     spec = model or default_model
     require_checkable(ops, spec, path)
     try:
@@ -118,8 +132,6 @@ def results_file(test: dict[str, Any], model: str | None, fmt: str, txn: CheckFl
     if workload is None and not named:  # the history tells the workload (inferred): nothing to contradict
         return _beside_or_own(test, model, txn)
     if txn.consistency_model is not None and not is_txn:
-        from chaos.history.checkers.registry import refuse_consistency_model
-
         refuse_consistency_model(txn.consistency_model, test)  # one wording for run and check
     if model is not None and is_txn:
         raise BadArguments(
@@ -131,7 +143,6 @@ def results_file(test: dict[str, Any], model: str | None, fmt: str, txn: CheckFl
 
 def _beside_or_own(test: dict[str, Any], model: str | None, txn: CheckFlags) -> str:
     """``results-<model>.json`` for a model the run was not checked under, else ``results.json``."""
-    from chaos.history.store import RESULTS_FILE
 
     ours = str(test.get("consistency_model") or "strict-serializable")
     if txn.consistency_model is not None and txn.consistency_model != ours:
@@ -142,20 +153,18 @@ def _beside_or_own(test: dict[str, Any], model: str | None, txn: CheckFlags) -> 
 
 
 def _write_beside(path: Path, results: dict[str, Any]) -> None:
-    from chaos.history.store import _write_json_atomic  # as results.json is written
 
     _write_json_atomic(path, results)
 
 
-def _rewrite_report(run_dir: Path) -> str:
+def _rewrite_report(run_dir: Path, history: ParsedHistory | None = None) -> str:
     """Write the run's ``index.html`` again from the results just written, so the report never
     shows another verdict than ``results.json`` and ``chaos check``; if that fails, the old
     report is removed (``chaos serve`` and ``chaos report`` write a new one) and a line on stderr
     says why. Returns what the description says of it."""
-    from chaos.history.report.html import write_report
 
     try:
-        return f"{write_report(run_dir).name} written again"
+        return f"{write_report(run_dir, history).name} written again"
     except Exception as e:  # a report that cannot be written must not keep the old verdict
         (run_dir / "index.html").unlink(missing_ok=True)
         click.echo(
@@ -172,32 +181,19 @@ def run_check(
     time_limit: float | None,
     workers: int | None = None,
     txn: CheckFlags = CheckFlags(),
+    history: ParsedHistory | None = None,
 ) -> tuple[dict[str, Any], str, list[str]]:
     """Check a run directory or a history file; returns (results, description, notes: where a run's
-    results went, printed before the verdict). Raises BadArguments.
+    results went, printed before the verdict). ``history``: the run's history already read, shared
+    by the checkers and the report. Raises BadArguments.
 
     The checkers come from the run's ``test.json``; for a bare JSON Lines history, or a run without
     ``test.json``, from the workload the whole history shows (``--model`` when it cannot be told).
     """
-    from chaos.history.checkers.registry import (
-        check_run,
-        checkers_for,
-        compose,
-        infer_test,
-        refuse_consistency_model,
-    )
-    from chaos.history.store import (
-        HISTORY_FILE,
-        RESULTS_FILE,
-        TEST_FILE,
-        HistoryError,
-        ParsedHistory,
-        find_run,
-    )
 
     try:
         if model is not None:
-            importlib.import_module("chaos.history.checkers.models").get_model(model)  # a bad name fails here
+            get_model(model)  # a bad name fails here
         if path.is_dir() and (path / "history.edn").is_file() and not (path / HISTORY_FILE).exists():
             path = path / "history.edn"  # a Jepsen store directory (history.edn, results.edn, test.fressian)
         if path.is_dir() or (path.name == HISTORY_FILE and (path.parent / TEST_FILE).is_file()):
@@ -211,6 +207,7 @@ def run_check(
                 consistency_model=txn.consistency_model,
                 fail_fast=txn.fail_fast,
                 write=False,
+                history=history,
             )
             # where the results went is a note before the verdict line, which stays short
             if target != RESULTS_FILE:  # another model's verdict: beside the run's, never over it
@@ -218,17 +215,16 @@ def run_check(
                 note = f"results in {target}; the run's {RESULTS_FILE} and report unchanged"
             else:
                 run.write_results(results)
-                note = f"results in {run.results_path.name}, report {_rewrite_report(run.path)}"
+                note = f"results in {run.results_path.name}, report {_rewrite_report(run.path, history)}"
             return results, str(run.path), [note]
         if not path.is_file():
             raise BadArguments(f"{path}: no such run directory or history file")
-        formats = importlib.import_module("chaos.history.formats")
         fmt = formats.detect_format(path) if fmt == "auto" else formats.check_format(path, fmt)
         if fmt != "jsonl":
             return _check_foreign(path, fmt, model, time_limit, workers, txn), f"{path} ({fmt})", []
         # inference reads the whole history: read it once, and the checkers reuse what it read
-        history: Path | ParsedHistory = path if txn.workload else ParsedHistory.read(path)
-        test = {"workload": txn.workload} if txn.workload else infer_test(history, model=model)
+        source: Path | ParsedHistory = path if txn.workload else ParsedHistory.read(path)
+        test = {"workload": txn.workload} if txn.workload else infer_test(source, model=model)
         if txn.consistency_model:
             test["consistency_model"] = txn.consistency_model
         checkers = checkers_for(test, model=model)
@@ -240,7 +236,7 @@ def run_check(
             "workers": workers,
             "fail_fast": txn.fail_fast,
         }
-        results = compose(checkers).check(test, history, opts)
+        results = compose(checkers).check(test, source, opts)
         return results, f"{path} ({test.get('workload') or model})", []
     except HistoryError as e:
         raise BadArguments(f"malformed history: {e}") from None
@@ -318,20 +314,29 @@ def check(
     if workers is not None and workers < 1:
         raise BadArguments(f"--workers must be at least 1, got {workers}")
     txn = CheckFlags(workload, consistency_model, fail_fast)
-    results, where, notes = run_check(
-        path, model=model, fmt=fmt, time_limit=time_limit, workers=workers, txn=txn
-    )
-    from chaos.history.report.summary import print_summary
-
     run_history = _run_history(path)
-    print_summary(results, where, run_history, notes)
+    history = _read_once(run_history)  # one read, shared by the checkers, the report and the summary
+    results, where, notes = run_check(
+        path, model=model, fmt=fmt, time_limit=time_limit, workers=workers, txn=txn, history=history
+    )
+    print_summary(results, where, run_history, notes, history.ops if history is not None else None)
     ctx.exit(exit_code(results.get("valid")))
+
+
+def _read_once(history_path: Path | None) -> ParsedHistory | None:
+    """A run's history read and validated once, or None (no run, or a history that does not read:
+    the check then reads the file itself and names the problem)."""
+    if history_path is None:
+        return None
+    try:
+        return ParsedHistory.read(history_path)
+    except (HistoryError, OSError):
+        return None
 
 
 def _run_history(path: Path) -> Path | None:
     """The history of the run directory ``path`` names (a run, ``latest``, a store root), or None
     for a history file."""
-    from chaos.history.store import HISTORY_FILE, TEST_FILE, find_run
 
     if path.is_dir() or (path.name == HISTORY_FILE and (path.parent / TEST_FILE).is_file()):
         try:
@@ -339,11 +344,3 @@ def _run_history(path: Path) -> Path | None:
         except (OSError, ValueError):
             return None
     return None
-
-
-# ----------------------------------------------------------------------------------------------
-# Room for the other helpers' commands (chaos/cli.py COMMANDS points here):
-#   report, serve  -- the report helper (chaos/history/report*.py, serve.py)
-#   analyze, gate  -- the Spark helper (chaos/history/spark/pipeline.py, gate.py)
-# Define each as a small click command that imports its module inside the function body.
-# ----------------------------------------------------------------------------------------------

@@ -75,7 +75,7 @@ def window_rows(results: dict[str, Any] | None) -> list[dict[str, str]]:
             continue
         rows.append(
             {
-                "kind": str(w.get("kind")),
+                "kind": str(w.get("name") or w.get("kind")),  # the fault as typed (issue 35 item 10)
                 "span": _span(w),
                 "applied": "yes" if w.get("applied", True) else "no",
                 "nodes": ", ".join(w.get("nodes") or []) or "-",
@@ -91,11 +91,13 @@ def window_rows(results: dict[str, Any] | None) -> list[dict[str, str]]:
 
 
 def kind_rows(results: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """One row per fault kind: requested, applied, failed, stop_failed, errors (first 3)."""
+    """One row per fault kind: requested, applied, failed, stop_failed, errors (first 3); ``kind``
+    is the fault as the user typed it (the checker's ``name``: ``lose-unfsynced``, not the op kind
+    ``file``; the op kind for results recorded before names were)."""
     r = faults_result(results)
     out = []
     for kind, row in sorted(((r or {}).get("kinds") or {}).items()):
-        out.append({"kind": kind, **row, "errors": list(row.get("errors") or [])[:3]})
+        out.append({**row, "kind": str(row.get("name") or kind), "errors": list(row.get("errors") or [])[:3]})
     return out
 
 
@@ -110,7 +112,7 @@ def summary_tables(results: dict[str, Any] | None) -> list[Any]:
         return [Text(f"leadership: {r['summary']}", style="bold red")] if lead.get("split_brain") else []
     out: list[Any] = []
     kinds = Table(title="faults", title_justify="left", expand=False)
-    for col, just in (("kind", "left"), ("requested", "right"), ("applied", "right"), ("failed", "right")):
+    for col, just in (("fault", "left"), ("requested", "right"), ("applied", "right"), ("failed", "right")):
         kinds.add_column(col, justify=just)  # type: ignore[arg-type]
     kinds.add_column("why not", overflow="fold")
     for row in kind_rows(results):
@@ -126,7 +128,7 @@ def summary_tables(results: dict[str, Any] | None) -> list[Any]:
     rows = window_rows(results)
     if rows:
         win = Table(title="fault windows (leadership observed)", title_justify="left", expand=False)
-        for col in ("kind", "s", "applied", "nodes", "leaders", "changes", "terms", "leaderless s"):
+        for col in ("fault", "s", "applied", "nodes", "leaders", "changes", "terms", "leaderless s"):
             win.add_column(col)
         win.add_column("ops ok/fail/info (faulted nodes)")
         for w in rows:

@@ -9,11 +9,10 @@ import bisect
 import json
 import math
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from chaos.history.analysis import (
-    fault_windows,
-)
+from chaos.history.analysis import fault_name, fault_windows
 from chaos.history.op import NEMESIS, Op
 from chaos.history.report.run import TYPE_COLOURS, TYPE_ORDER, Paired, _short
 
@@ -52,35 +51,43 @@ def nemesis_colours(test: Any) -> dict[str, str]:
 
 
 def nemesis_windows(
-    history: list[dict[str, Any]], end: int, known: dict[str, str] | None = None
+    history: Sequence[Op],
+    end: int,
+    known: dict[str, str] | None = None,
+    names: Mapping[str, Sequence[str]] | None = None,
 ) -> list[dict[str, Any]]:
     """Fault windows by the one rule of :func:`chaos.history.analysis.fault_windows`: from the
     completion of ``start-<kind>`` to the completion of ``stop-<kind>``.
 
-    Returns dicts ``{kind, start, end, open, label, detail, result, colour}`` with times in ns; a
-    window never stopped runs to the end of the history (``end``) and has ``open`` true. Colours
+    Returns dicts ``{kind, name, start, end, open, label, detail, result, colour}`` with times in
+    ns: ``name`` is the fault as the user typed it (``names``, the run's
+    :func:`chaos.history.analysis.fault_names`: ``lose-unfsynced``, not the op kind ``file``) and
+    the ``label`` starts with it; a window never stopped runs to the end of the history (``end``)
+    and has ``open`` true. Colours
     come from ``known`` (:func:`nemesis_colours`; default :data:`NEMESIS_COLOURS`), a neutral one
     of ``_FALLBACK_COLOURS`` for other kinds.
     """
     known = NEMESIS_COLOURS if known is None else known
     colours: dict[str, str] = {}
     wins: list[dict[str, Any]] = []
-    nem = (Op.from_dict(o) for o in history if o.get("process") == NEMESIS)
+    nem = (o for o in history if o.process == NEMESIS)
     for fw in fault_windows(nem):
         kind = fw.kind
         if kind not in colours:
             colours[kind] = known.get(kind) or _FALLBACK_COLOURS[len(colours) % len(_FALLBACK_COLOURS)]
         detail = _short(fw.invocation.value, 300)
+        name = fault_name(kind, names or {}, fw.invocation.value)
         wins.append(
             {
                 "kind": kind,
+                "name": name,
                 "start": fw.start,
                 "end": fw.end_or(end),
                 "open": fw.end is None,
                 "detail": detail,
                 "result": _short(fw.completion.value, 300),
                 "colour": colours[kind],
-                "label": kind + _fault_nodes(detail),
+                "label": name + _fault_nodes(detail),
             }
         )
     return wins
@@ -271,7 +278,7 @@ def availability_windows(
     return out, source
 
 
-def log_anomaly_rows(results: dict[str, Any] | None, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def log_anomaly_rows(results: dict[str, Any] | None, history: Sequence[Op]) -> list[dict[str, Any]]:
     """Rows of the log-anomaly table: one per (kind, value), with the ops that wrote and read it.
 
     ``lost``/``duplicated``/``unexpected``/``reordered``/``divergent`` elements may be plain values
@@ -302,36 +309,31 @@ def log_anomaly_rows(results: dict[str, Any] | None, history: list[dict[str, Any
     vals = {json.dumps(v, sort_keys=True) for _k, v, _d in wanted if v is not None}
     writers: dict[str, list[str]] = defaultdict(list)
     readers: dict[str, list[str]] = defaultdict(list)
-    pending: dict[str, dict[str, Any]] = {}
     for n, o in enumerate(history):
-        if o.get("process") == "nemesis":
+        if o.process == NEMESIS:
             continue
-        proc = str(o["process"])
-        idx = o.get("index", n)
-        if o["type"] == "invoke":
-            pending[proc] = o
-            if o.get("f") == "append":
-                kv = json.dumps(o.get("value"), sort_keys=True)
+        proc = str(o.process)
+        idx = o.index if o.index >= 0 else n
+        if o.type == "invoke":
+            if o.f == "append":
+                kv = json.dumps(o.value, sort_keys=True)
                 if kv in vals:
                     writers[kv].append(f"#{idx} p{proc} invoke")
             continue
-        pending.pop(proc, None)
-        if o.get("f") == "append":
-            kv = json.dumps(o.get("value"), sort_keys=True)
+        if o.f == "append":
+            kv = json.dumps(o.value, sort_keys=True)
             if kv in vals:
-                li = o.get("log_index")
-                writers[kv].append(
-                    f"#{idx} p{proc} {o['type']}" + (f" @index {li}" if li is not None else "")
-                )
-        elif o.get("f") == "read" and o["type"] == "ok" and isinstance(o.get("value"), list):
+                li = o.extra.get("log_index") if o.extra else None
+                writers[kv].append(f"#{idx} p{proc} {o.type}" + (f" @index {li}" if li is not None else ""))
+        elif o.f == "read" and o.type == "ok" and isinstance(o.value, list):
             where: dict[str, list[int]] = defaultdict(list)
-            for pos, x in enumerate(o["value"]):
+            for pos, x in enumerate(o.value):
                 kx = json.dumps(x, sort_keys=True)
                 if x is not None and kx in vals:
                     where[kx].append(pos)
             for kx, positions in where.items():
                 pos_s = ",".join(str(p) for p in positions[:8]) + ("…" if len(positions) > 8 else "")
-                readers[kx].append(f"#{idx} {o.get('node') or 'p' + proc} @index {pos_s}")
+                readers[kx].append(f"#{idx} {o.node or 'p' + proc} @index {pos_s}")
     rows = []
     for kind, val, detail in wanted[:MAX_ANOMALY_ROWS]:
         kv = json.dumps(val, sort_keys=True)

@@ -22,14 +22,20 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
 import os
 import urllib.parse
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 import jinja2
 
+from chaos.errors import BadArguments
+from chaos.history.analysis import fault_names, run_config
+from chaos.history.checkers.nodelogs import report_rows
+from chaos.history.report import faults as report_faults
 from chaos.history.report import jepsen as report_jepsen
 from chaos.history.report import plots
 from chaos.history.report import txn as report_txn
@@ -44,6 +50,8 @@ from chaos.history.report.figures import (
 from chaos.history.report.run import (
     TYPE_COLOURS,
     TYPE_ORDER,
+    NemesisOp,
+    Paired,
     ReportError,
     Run,
     _list_files,
@@ -53,6 +61,7 @@ from chaos.history.report.run import (
 )
 from chaos.history.report.summary import counterexamples
 from chaos.history.report.verdicts import _verdict, checker_summaries, counterexample_note
+from chaos.history.store import ParsedHistory, find_run
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -105,13 +114,34 @@ def _meta(run: Run, end_ns: int, n_client: int) -> dict[str, Any]:
         "client_ops": n_client,
         "options": options,
         "skipped_lines": run.skipped_lines,
+        # the DB and nemesis options given (read mode, targets...): what tells apart runs of the
+        # same workload and nemesis (issue 35 item 10)
+        "run_options": run_config(t),
     }
 
 
-def build_data(run: Run) -> dict[str, Any]:
-    """Everything the page draws, as one JSON-ready dict (see templates/report.js for its use)."""
-    pairs, nem, end = pair_ops(run.history)
-    wins = nemesis_windows(run.history, end, nemesis_colours(run.test))
+@dataclass
+class Laid:
+    """A run's ops laid out once for the page and the PNGs: the pairs (:func:`pair_ops`), the
+    nemesis pairs, the end time (ns) and the fault windows."""
+
+    pairs: Paired
+    nemesis: list[NemesisOp]
+    end: int
+    windows: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, run: Run) -> Laid:
+        pairs, nem, end = pair_ops(run.history)
+        wins = nemesis_windows(run.history, end, nemesis_colours(run.test), fault_names(run.test))
+        return cls(pairs, nem, end, wins)
+
+
+def build_data(run: Run, laid: Laid | None = None) -> dict[str, Any]:
+    """Everything the page draws, as one JSON-ready dict (see templates/report.js for its use);
+    ``laid``: the run's ops already laid out (:class:`Laid`), else laid out here."""
+    laid = laid or Laid.of(run)
+    pairs, nem, end, wins = laid.pairs, laid.nemesis, laid.end, laid.windows
     figs = perf_figures(pairs, end)
     rate, quant = plots.rate_series(pairs, end), plots.quantile_series(pairs, end)
     avail, avail_src = availability_windows(run.results, pairs, wins, end)
@@ -141,7 +171,7 @@ def build_data(run: Run) -> dict[str, Any]:
         },
         "nemesis": [
             {
-                "kind": w["kind"],
+                "kind": w["name"],  # the page's lanes and legend: the faults as the user typed them
                 "label": w["label"],
                 "plot_label": _ptext(w["label"]),
                 "start_s": w["start"] / 1e9,
@@ -155,12 +185,12 @@ def build_data(run: Run) -> dict[str, Any]:
         ],
         "nemesis_ops": [
             {
-                "f": d["f"],
-                "start_s": d["start"] / 1e9,
-                "end_s": (d["end"] if d["end"] is not None else d["start"]) / 1e9,
-                "value": _short(d["value"], 300),
-                "result": _short(d["result"], 300),
-                "i": d["i"],
+                "f": d.f,
+                "start_s": d.start / 1e9,
+                "end_s": (d.end if d.end is not None else d.start) / 1e9,
+                "value": _short(d.value, 300),
+                "result": _short(d.result, 300),
+                "i": d.i,
             }
             for d in nem
         ],
@@ -216,14 +246,14 @@ def _plotly_js() -> str:
         raise ReportError(f"plotly.js {path}: expected the installed plotly package's bundle ({e})") from e
 
 
-def render_html(run: Run) -> str:
+def render_html(run: Run, laid: Laid | None = None) -> str:
     """The report page as a string (see ``write_report``)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         autoescape=jinja2.select_autoescape(["html"], default=True),
         undefined=jinja2.StrictUndefined,
     )
-    data = build_data(run)
+    data = build_data(run, laid)
     tpl = env.get_template("report.html")
     return tpl.render(
         title=f"{data['meta']['name']} {data['meta']['run']}: {data['verdict']}",
@@ -250,8 +280,6 @@ def render_html(run: Run) -> str:
 
 def _fault_sections(results: dict[str, Any] | None) -> dict[str, Any]:
     # the "faults" section (chaos.history.report.faults): per kind, per window with leadership
-    from chaos.history.report import faults as report_faults
-
     r = report_faults.faults_result(results)
     return {
         "fault_kinds": report_faults.kind_rows(results),
@@ -263,8 +291,6 @@ def _fault_sections(results: dict[str, Any] | None) -> dict[str, Any]:
 
 def _server_log_rows(results: dict[str, Any] | None) -> list[dict[str, Any]]:
     # the "server log anomalies" section (chaos.history.checkers.nodelogs), with a link to each quoted log
-    from chaos.history.checkers.nodelogs import report_rows
-
     rows = report_rows(results)
     for row in rows:
         for ln in row["lines"]:
@@ -272,32 +298,31 @@ def _server_log_rows(results: dict[str, Any] | None) -> list[dict[str, Any]]:
     return rows
 
 
-def write_plot_pngs(run: Run) -> list[Path]:
+def write_plot_pngs(run: Run, laid: Laid | None = None) -> list[Path]:
     """``latency-raw.png``, ``latency-quantiles.png`` and ``rate.png`` in the run directory
     (:func:`chaos.history.report.plots.write_pngs`); none when matplotlib is not installed (logged)."""
-    import logging
-
-    pairs, _nem, end = pair_ops(run.history)
-    wins = nemesis_windows(run.history, end, nemesis_colours(run.test))
+    laid = laid or Laid.of(run)
     try:
-        return plots.write_pngs(run.path, pairs, wins, end)
+        return plots.write_pngs(run.path, laid.pairs, laid.windows, laid.end)
     except ImportError as e:
         logging.getLogger("chaos.report").warning("no PNG plots (matplotlib: %s)", e)
         return []
 
 
-def write_report(run_dir: str | os.PathLike[str]) -> Path:
+def write_report(run_dir: str | os.PathLike[str], history: ParsedHistory | None = None) -> Path:
     """Write ``index.html`` into ``run_dir`` and return its path.
 
-    Reads ``history.jsonl``, ``test.json`` and ``results.json`` (docs/design.md); writes the PNG
-    plots beside it (:func:`write_plot_pngs`). A missing
-    results.json gives an "unknown" banner (checkers not run). Writes atomically (temp file, rename).
+    Reads ``test.json`` and ``results.json``, and ``history.jsonl`` unless ``history`` is the run's
+    history as the checkers already read it (docs/design.md); lays the ops out once for the page
+    and the PNG plots beside it (:func:`write_plot_pngs`). A missing results.json gives an
+    "unknown" banner (checkers not run). Writes atomically (temp file, rename).
     Raises ReportError for a missing directory or unreadable files.
     """
-    run = load_run(run_dir)
-    write_plot_pngs(run)
+    run = load_run(run_dir, history)
+    laid = Laid.of(run)
+    write_plot_pngs(run, laid)
     run.files = _list_files(run.path)
-    html = render_html(run)
+    html = render_html(run, laid)
     out = run.path / "index.html"
     tmp = run.path / ".index.html.tmp"
     tmp.write_text(html, encoding="utf-8")
@@ -316,9 +341,6 @@ def write_report(run_dir: str | os.PathLike[str]) -> Path:
 def report(run_dir: Path) -> int:
     """Write RUN_DIR/index.html (default store/latest; a store root means its latest run), the
     run's HTML report, and print its path."""
-    from chaos.errors import BadArguments
-    from chaos.history.store import find_run
-
     try:
         if (
             run_dir.is_dir()

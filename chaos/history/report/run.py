@@ -1,29 +1,25 @@
 """A run directory as the report reads it, and its ops paired for the timeline and the plots.
 
-:func:`load_run` reads ``test.json``, ``results.json`` and ``history.jsonl`` (the validating
-reader, :func:`chaos.history.analysis.read_history`; errors are :class:`ReportError` naming the
-file); :func:`pair_ops` pairs client invocations with their completions column-wise
-(:class:`Paired`, ``jepsen.history``'s one-op-per-process rule) and nemesis ops by the one pairing
-rule of :class:`chaos.history.analysis.NemesisPairing`.
+:func:`load_run` reads ``test.json``, ``results.json`` and ``history.jsonl`` (read and validated
+once, :class:`chaos.history.store.ParsedHistory`, or the one the checkers already read, handed
+over by the caller; errors are :class:`ReportError` naming the file); :func:`pair_ops` lays out
+the ops as the checkers pair them (:func:`chaos.history.store.pair`, ``jepsen.history``'s
+one-op-per-process rule for clients, per ``f`` for the nemesis) column-wise for the page
+(:class:`Paired`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos.history.analysis import (
-    ABORTED,
-    NO_MATCH,
-    HistoryError,
-    NemesisPairing,
-    fail_class,
-    read_history,
-)
-from chaos.history.op import Op
+from chaos.history.analysis import ABORTED, NO_MATCH, HistoryError, fail_class
+from chaos.history.op import NEMESIS, Op
+from chaos.history.store import ParsedHistory, pair
 
 # Cap on characters of a value shown in the timeline tooltip.
 MAX_VALUE_CHARS = 120
@@ -54,41 +50,57 @@ def _read_json(path: Path, what: str) -> Any:
         raise ReportError(f"{what} {path}: expected a JSON document ({e})") from e
 
 
-def read_history_lines(path: Path) -> tuple[list[dict[str, Any]], int]:
-    """Read ``history.jsonl`` with the validating reader every command uses
-    (:func:`chaos.history.analysis.read_history`; docs/design.md, "Ops and histories").
+def read_history(path: Path) -> tuple[ParsedHistory | None, int]:
+    """Read ``history.jsonl`` once with the validating reader every command uses
+    (:class:`chaos.history.store.ParsedHistory`; docs/design.md, "Ops and histories").
 
-    Returns (ops as dicts, number of lines skipped: a torn last line of a run killed while
-    writing). A malformed history raises ReportError naming the file and line.
-    """
+    Returns (the parsed history, None for no file; the number of lines skipped: a torn last line
+    of a run killed while writing, :func:`torn_lines`). A malformed history raises ReportError
+    naming the file and line."""
     try:
-        data = path.read_bytes()
+        history = ParsedHistory.read(path)
     except FileNotFoundError:
-        return [], 0
-    except OSError as e:
-        raise ReportError(f"history {path}: cannot be read ({e})") from e
-    try:
-        ops = [op.to_dict() for op in read_history(path)]
+        return None, 0
     except HistoryError as e:
         raise ReportError(f"history {e}") from None
-    lines = sum(1 for line in data.split(b"\n") if line.strip())
-    return ops, lines - len(ops)
+    except OSError as e:
+        raise ReportError(f"history {path}: cannot be read ({e})") from e
+    return history, torn_lines(history)
+
+
+def torn_lines(history: ParsedHistory) -> int:
+    """1 when the history's file ends in a line without its newline that is no op (a writer killed
+    mid-line, skipped by the reader), else 0. Reads the file's last bytes only."""
+    try:
+        with open(history.path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            if size == 0:
+                return 0
+            f.seek(max(0, size - 1))
+            if f.read(1) == b"\n":
+                return 0
+            f.seek(0)
+            lines = f.read().count(b"\n") + 1
+    except OSError:
+        return 0
+    return 1 if not history.lines or history.lines[-1] < lines else 0
 
 
 @dataclass
 class Run:
-    """A run directory's contents as the report needs them."""
+    """A run directory's contents as the report needs them: ``history`` its ops, in file order."""
 
     path: Path
     test: dict[str, Any]
     results: dict[str, Any] | None
-    history: list[dict[str, Any]]
+    history: Sequence[Op]
     skipped_lines: int = 0
     files: list[str] = field(default_factory=list)
 
 
-def load_run(run_dir: str | os.PathLike[str]) -> Run:
-    """Load test.json, results.json and history.jsonl of ``run_dir``.
+def load_run(run_dir: str | os.PathLike[str], history: ParsedHistory | None = None) -> Run:
+    """Load test.json, results.json and history.jsonl of ``run_dir``; ``history``: the run's
+    history as the checkers already read it (then the file is not read again).
 
     ``run_dir`` may be a link such as ``store/latest``: the run is named by the directory it resolves
     to. Raises ReportError if ``run_dir`` is not a directory or holds neither a history nor a test.json.
@@ -100,14 +112,19 @@ def load_run(run_dir: str | os.PathLike[str]) -> Run:
     test = _read_json(path / "test.json", "test options")
     results = _read_json(path / "results.json", "results")
     hist_path = path / "history.jsonl"
-    if test is None and not hist_path.exists():
+    if test is None and history is None and not hist_path.exists():
         raise ReportError(f"run directory {path}: expected history.jsonl or test.json in it")
     if test is not None and not isinstance(test, dict):
         raise ReportError(f"test options {path / 'test.json'}: expected a JSON object")
     if results is not None and not isinstance(results, dict):
         raise ReportError(f"results {path / 'results.json'}: expected a JSON object")
-    history, skipped = read_history_lines(hist_path)
-    return Run(path, test or {}, results, history, skipped, _list_files(path))
+    skipped = 0
+    if history is None:
+        history, skipped = read_history(hist_path)
+    else:
+        skipped = torn_lines(history)
+    ops = history.ops if history is not None else []
+    return Run(path, test or {}, results, ops, skipped, _list_files(path))
 
 
 def _list_files(path: Path) -> list[str]:
@@ -167,86 +184,93 @@ class Paired:
     ab: list[int] = field(default_factory=list)  # 1: a fail the system aborted (fail_class)
 
 
-def pair_ops(history: list[dict[str, Any]]) -> tuple[Paired, list[dict[str, Any]], int]:
-    """Pair client invocations with completions (a process runs one op at a time, jepsen.history).
+@dataclass
+class NemesisOp:
+    """A nemesis op paired as the checkers pair it (:func:`chaos.history.store.pair`): ``f``, the
+    invocation's ``start`` time and ``value``, the completion's ``end`` time and ``result`` (None
+    when it never completed), history indexes ``i`` and ``j`` (-1: none)."""
 
-    Returns (client pairs, nemesis pairs as dicts, end time in ns). An invocation with no
+    f: str
+    start: int
+    end: int | None
+    value: Any
+    result: Any
+    i: int
+    j: int
+
+
+def pair_ops(history: Sequence[Op]) -> tuple[Paired, list[NemesisOp], int]:
+    """The ops of a history as the checkers pair them (:func:`chaos.history.store.pair`: a process
+    runs one op at a time, jepsen.history; nemesis ops per ``f``), in invocation order.
+
+    Returns (client pairs column-wise, nemesis pairs, end time in ns). An invocation with no
     completion is kept with completion time -1 (drawn to the end of the history, as Jepsen does).
+    An op without an ``index`` is numbered by its place in the history.
     """
-    procs_set = {str(o["process"]): o["process"] for o in history}
-    procs = [str(p) for p in sorted(procs_set.values(), key=_proc_sort_key)]
+    where = {id(op): n for n, op in enumerate(history)} if any(op.index < 0 for op in history) else None
+
+    def idx(op: Op) -> int:
+        return op.index if op.index >= 0 or where is None else where[id(op)]
+
+    procs = [str(p) for p in sorted({op.process: None for op in history}, key=_proc_sort_key)]
     pidx = {p: n for n, p in enumerate(procs)}
-    fidx: dict[str, int] = {}
     out = Paired(procs=procs, fs=[])
-    pending: dict[str, int] = {}
-    nem: list[dict[str, Any]] = []
-    nem_pending: dict[str, dict[str, Any]] = {}
-    nem_pairing = NemesisPairing()
-    end = 0
-    for n, o in enumerate(history):
-        idx = int(o.get("index", n)) if isinstance(o.get("index", n), int) else n
-        time = int(o.get("time") or 0)
-        end = max(end, time)
-        proc = str(o["process"])
-        if proc == "nemesis":
-            f = str(o["f"])
-            if nem_pairing.step(Op.from_dict(o)) is not None:  # the one pairing rule (analysis)
-                inv = nem_pending.pop(f)
-                inv["end"] = time
-                inv["result"] = o.get("value")
-                inv["j"] = idx
-            else:
-                d = {
-                    "f": f,
-                    "start": time,
-                    "end": None,
-                    "value": o.get("value"),
-                    "result": None,
-                    "i": idx,
-                    "j": -1,
-                }
-                nem_pending[f] = d
-                nem.append(d)
+    fidx: dict[str, int] = {}
+    nem: list[NemesisOp] = []
+    end = max((op.time for op in history), default=0)
+    for inv, done in sorted(pair(history), key=lambda p: idx(p[0])):
+        if inv.process == NEMESIS:
+            nem.append(
+                NemesisOp(
+                    inv.f,
+                    inv.time,
+                    None if done is None else done.time,
+                    inv.value,
+                    None if done is None else done.value,
+                    idx(inv),
+                    -1 if done is None else idx(done),
+                )
+            )
             continue
-        typ = o["type"]
-        if typ == "invoke":
-            f = str(o["f"])
-            if f not in fidx:
-                fidx[f] = len(fidx)
-                out.fs.append(f)
-            pending[proc] = len(out.p)
-            out.p.append(pidx[proc])
-            out.f.append(fidx[f])
-            out.t.append(2)
-            out.s.append(time // 1000)
-            out.e.append(-1)
-            out.i.append(idx)
-            out.j.append(-1)
-            out.v.append(_short(o.get("value")))
-            out.k.append("" if o.get("key") is None else _short(o.get("key"), 40))
-            out.n.append(str(o.get("node") or ""))
-            out.err.append("")
-            out.nm.append(0)
-            out.ab.append(0)
-        elif proc in pending:
-            m = pending.pop(proc)
-            out.t[m] = TYPE_ORDER.index(typ) if typ in TYPE_ORDER else 2
-            cls = fail_class(o)
-            out.nm[m] = 1 if cls == NO_MATCH else 0
-            out.ab[m] = 1 if cls == ABORTED else 0
-            out.e[m] = time // 1000
-            out.j[m] = idx
-            val = o.get("value")
-            extra = {k: v for k, v in o.items() if k not in _OP_FIELDS}
-            text = out.v[m] + " → " + _short(val)
-            if extra:
-                text += " " + _short(extra, 60)
-            out.v[m] = text[: MAX_VALUE_CHARS * 2]
-            if o.get("node") and not out.n[m]:
-                out.n[m] = str(o["node"])
-            if o.get("error") is not None:
-                out.err[m] = _short(o.get("error"), 200)
+        if inv.f not in fidx:
+            fidx[inv.f] = len(fidx)
+            out.fs.append(inv.f)
+        _add_client(out, pidx[str(inv.process)], fidx[inv.f], inv, idx(inv))
+        if done is not None:
+            _complete(out, done, idx(done))
     return out, nem, end
 
 
-_OP_FIELDS = {"index", "type", "process", "f", "value", "time", "node", "error", "key"}
+def _add_client(out: Paired, proc: int, f: int, inv: Op, i: int) -> None:
+    out.p.append(proc)
+    out.f.append(f)
+    out.t.append(2)
+    out.s.append(inv.time // 1000)
+    out.e.append(-1)
+    out.i.append(i)
+    out.j.append(-1)
+    out.v.append(_short(inv.value))
+    out.k.append("" if inv.key is None else _short(inv.key, 40))
+    out.n.append(str(inv.node or ""))
+    out.err.append("")
+    out.nm.append(0)
+    out.ab.append(0)
+
+
+def _complete(out: Paired, done: Op, j: int) -> None:
+    """The last client pair of ``out`` completed by ``done`` (history index ``j``)."""
+    m = len(out.p) - 1
+    out.t[m] = TYPE_ORDER.index(done.type) if done.type in TYPE_ORDER else 2
+    cls = fail_class(done)
+    out.nm[m] = 1 if cls == NO_MATCH else 0
+    out.ab[m] = 1 if cls == ABORTED else 0
+    out.e[m] = done.time // 1000
+    out.j[m] = j
+    text = out.v[m] + " → " + _short(done.value)
+    if done.extra:
+        text += " " + _short(done.extra, 60)
+    out.v[m] = text[: MAX_VALUE_CHARS * 2]
+    if done.node and not out.n[m]:
+        out.n[m] = str(done.node)
+    if done.error is not None:
+        out.err[m] = _short(done.error, 200)

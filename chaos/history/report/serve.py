@@ -52,7 +52,8 @@ import click
 import jinja2
 from markupsafe import Markup
 
-from chaos.history.analysis import HistoryError, read_history
+from chaos.errors import BadArguments
+from chaos.history.analysis import HistoryError, read_history, run_config
 from chaos.history.op import NEMESIS
 from chaos.history.report import html as _report
 
@@ -76,6 +77,7 @@ class RunSummary:
     verdict: str
     workload: str
     nemesis: str
+    options: str  # the DB and nemesis options the run was given (analysis.run_config)
     duration_s: float | None
     ops: dict[str, int]
     has_report: bool
@@ -206,6 +208,7 @@ def summarize(run: Path) -> RunSummary:
         verdict=verdict,
         workload=str(test.get("workload") or "?"),
         nemesis=str(nem) if nem else "none",
+        options=run_config(test),
         duration_s=duration,
         ops=ops,
         has_report=(run / "index.html").exists(),
@@ -316,6 +319,7 @@ def _row(s: RunSummary) -> dict[str, Any]:
         "verdict": s.verdict,
         "workload": s.workload,
         "nemesis": s.nemesis,
+        "options": s.options,
         "duration": f"{s.duration_s:.1f} s" if s.duration_s is not None else "?",
         "client": s.ops["ok"] + s.ops["fail"] + s.ops["info"],
         "ok": s.ops["ok"],
@@ -700,7 +704,6 @@ def make_server(
 )
 def serve(store: str, port: int, host: str, allow_hosts: tuple[str, ...]) -> None:
     """Serve the store's runs and reports over HTTP until interrupted."""
-    from chaos.errors import BadArguments
 
     try:
         srv = make_server(store, host, port, allow_hosts)

@@ -14,6 +14,7 @@ import os
 import re
 import sys
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,12 @@ from rich.table import Table
 from rich.text import Text
 
 from chaos.errors import printable
-from chaos.history.report.run import TYPE_ORDER, ReportError, pair_ops, read_history_lines
+from chaos.history.checkers import clienterrors
+from chaos.history.checkers.nodelogs import INVALID, report_rows
+from chaos.history.checkers.perf import ops_line
+from chaos.history.op import Op
+from chaos.history.report import faults as report_faults
+from chaos.history.report.run import TYPE_ORDER, ReportError, pair_ops, read_history
 from chaos.history.report.verdicts import checker_summaries
 
 PIPE_WIDTH = 4096  # as the runner's console: a pipe gets whole lines, never folded
@@ -59,8 +65,6 @@ def _summary_line(name: str, r: dict[str, Any]) -> str:
         elif name == "perf":
             detail = (r.get("availability") or {}).get("summary", "")
             if isinstance(r.get("ops"), dict):
-                from chaos.history.checkers.perf import ops_line
-
                 detail = f"{ops_line(r['ops'])}; {detail}"
         elif name == "stats":
             detail = f"{r.get('ok', 0)} ok, {r.get('fail', 0)} fail, {r.get('info', 0)} info"
@@ -235,7 +239,6 @@ def escape(text: str) -> str:
 
 def print_findings(con: Any, results: dict[str, Any]) -> None:
     """What liveness and the server logs found, with the lines quoted."""
-    from chaos.history.checkers.nodelogs import INVALID, report_rows
 
     checkers = results.get("checkers") or {}
     live = checkers.get("liveness")
@@ -259,18 +262,22 @@ _STYLE = {"valid": "bold green", "INVALID": "bold red", "unknown": "bold yellow"
 
 
 def print_run_summary(
-    con: Any, results: dict[str, Any], history_path: Any, where: str, notes: list[str] | None = None
+    con: Any,
+    results: dict[str, Any],
+    history_path: Any,
+    where: str,
+    notes: list[str] | None = None,
+    history: Sequence[Op] | None = None,
 ) -> None:
     """The whole closing summary of a run on ``con`` (module docstring); ``history_path`` None for
     a history file without a run directory (no tables then); ``notes``: lines printed before the
-    verdict (the run's deprecation warnings)."""
+    verdict (the run's deprecation warnings); ``history``: the run's ops as the checkers read them
+    (else the file is read)."""
     if history_path is not None:
-        from chaos.history.report.summary import summary_table
-
         # a valid run fits a terminal: the tables (ops by f, fault windows, leadership) are in the
         # report, the checkers' lines say the rest (issue 35 item 8)
         table = summary_table(
-            results, history_path, checkers_table=False, compact=results.get("valid") is True
+            results, history_path, checkers_table=False, compact=results.get("valid") is True, history=history
         )
         if con.is_terminal:
             con.print(table)
@@ -319,15 +326,21 @@ def _plain_lines(results: dict[str, Any], where: str, notes: list[str] | None = 
 
 
 def print_summary(
-    results: dict[str, Any], where: str, history_path: Any = None, notes: list[str] | None = None
+    results: dict[str, Any],
+    where: str,
+    history_path: Any = None,
+    notes: list[str] | None = None,
+    history: Sequence[Op] | None = None,
 ) -> None:
     """``chaos check``'s output on stdout: :func:`print_run_summary` (for a history file on a
-    pipe, the same text written without rich); ``notes`` are printed before the verdict line."""
+    pipe, the same text written without rich); ``notes`` are printed before the verdict line;
+    ``history``: the run's ops as the checkers read them."""
     plain = None if history_path else _plain_lines(results, where, notes)
     if plain is not None:
         sys.stdout.write("".join(line + "\n" for line in plain))
         return
-    print_run_summary(console(), results, Path(history_path) if history_path else None, where, notes)
+    hp = Path(history_path) if history_path else None
+    print_run_summary(console(), results, hp, where, notes, history)
 
 
 # --------------------------------------------------------------------------------------------
@@ -336,25 +349,30 @@ def print_summary(
 _VERDICT_STYLE = {"valid": "bold green", "invalid": "bold red", "unknown": "bold yellow"}
 
 
-def _ops_by_f(results: dict[str, Any] | None, hp: Path) -> tuple[dict[str, dict[str, int]], int]:
+def _ops_by_f(
+    results: dict[str, Any] | None, hp: Path, history: Sequence[Op] | None = None
+) -> tuple[dict[str, dict[str, int]], int]:
     """Per f, the counts of ok / fail / info and of the fails that were no match or aborted (from
-    the history, else the stats checker's ``by_f``); and how many faults were requested."""
+    the history: ``history``, else the file ``hp``; else the stats checker's ``by_f``); and how
+    many faults were requested."""
     by_f: dict[str, dict[str, int]] = defaultdict(
         lambda: {"ok": 0, "fail": 0, "info": 0, "no_match": 0, "aborted": 0}
     )
     nemesis_ops = 0
-    try:
-        hist, _ = read_history_lines(hp)
-    except ReportError:
-        hist = []
-    if hist:
-        pairs, nem, _end = pair_ops(hist)
+    if history is None:
+        try:
+            read, _ = read_history(hp)
+        except ReportError:
+            read = None
+        history = read.ops if read is not None else []
+    if history:
+        pairs, nem, _end = pair_ops(history)
         for m in range(len(pairs.p)):
             counts = by_f[pairs.fs[pairs.f[m]]]
             counts[TYPE_ORDER[pairs.t[m]]] += 1
             counts["no_match"] += pairs.nm[m]
             counts["aborted"] += pairs.ab[m]
-        nemesis_ops = sum(1 for d in nem if d["f"].startswith("start-"))
+        nemesis_ops = sum(1 for d in nem if d.f.startswith("start-"))
     else:
         stats = ((results or {}).get("checkers") or {}).get("stats") or {}
         for f, c in (stats.get("by_f") or {}).items():
@@ -389,6 +407,7 @@ def summary_table(
     history_path: str | os.PathLike[str],
     checkers_table: bool = True,
     compact: bool = False,
+    history: Sequence[Op] | None = None,
 ) -> Table:
     """The closing summary's tables: ops by f and type (fails apart), checker verdicts (unless
     ``checkers_table`` is false: :mod:`chaos.history.report.summary` gives one line per checker after
@@ -399,10 +418,10 @@ def summary_table(
     run's history.jsonl, whose directory holds ``index.html``. Counts come from the history (the
     stats checker's ``by_f`` when the history cannot be read). ``compact`` (a valid run): no ops
     table and no fault tables, which the report holds; client errors, the faults' caption and the
-    report's path stay.
+    report's path stay. ``history``: the run's ops as the checkers read them (else the file is read).
     """
     hp = Path(history_path)
-    by_f, nemesis_ops = _ops_by_f(results, hp)
+    by_f, nemesis_ops = _ops_by_f(results, hp, history)
     outer = Table.grid(padding=(0, 0))
     outer.add_column()
     outer.add_row(
@@ -412,7 +431,6 @@ def summary_table(
         )
     )
     ops = _ops_table(by_f)
-    from chaos.history.report import faults as report_faults
 
     fault_caption = report_faults.caption(results)  # took effect, not merely requested
     if fault_caption is None and nemesis_ops:
@@ -470,9 +488,8 @@ def _op_cells(c: dict[str, int], aborted: bool = False) -> list[str]:
 def client_errors_row(results: dict[str, Any] | None) -> str | None:
     """The "client errors" row (``ValueError: ... at etcd_db.py:42, 1,499 of 1,499 ops``) of a
     run whose client code crashed, else None (:func:`chaos.history.checkers.clienterrors.row`)."""
-    from chaos.history.checkers.clienterrors import NAME, row
 
-    return row(((results or {}).get("checkers") or {}).get(NAME))
+    return clienterrors.row(((results or {}).get("checkers") or {}).get(clienterrors.NAME))
 
 
 def _anomaly_counts(results: dict[str, Any] | None) -> dict[str, int]:

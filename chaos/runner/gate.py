@@ -3,28 +3,37 @@
 ``chaos gate`` runs a matrix of tests (or takes existing run directories), analyses them with the
 pipeline in :mod:`chaos.history.spark.pipeline`, prints a table, writes the summary page, and exits 0 only if
 every run is valid and every threshold holds (1 otherwise; 2 when nothing failed but some verdict is
-unknown). This is the command a CI job calls before a release.
+unknown). This is the command a CI job calls before a release. It lives beside the runner it drives:
+each run is a ``chaos run`` (:mod:`chaos.runner.cli`) in a process of its own, whose words the gate
+checks with the run command itself (:func:`chaos.runner.cli.run_options`) before it starts any.
 
-Without ``--workload``/``--nemesis`` the gate runs a preset (:data:`PRESETS`, default
-:data:`DEFAULT_PRESET`): the configurations that caught the bug catalogue's classes on real clusters
-(``bench/catalogue.py --preset``; Jepsen's habit of a fixed matrix of workload x nemesis packages).
+Without ``--workload``/``--nemesis`` the gate runs a preset of the DB's (its ``gate_presets()``,
+:func:`chaos.control.db.gate_presets`; the first is the default): for the bundled server, the
+configurations that caught the bug catalogue's classes on real clusters (``bench/catalogue.py
+--preset``; Jepsen's habit of a fixed matrix of workload x nemesis packages).
+A DB that declares none gets :data:`DEFAULT_MATRIX`.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 from click.core import ParameterSource
+from rich.markup import escape
+from rich.table import Table
 
+from chaos import plugins
+from chaos.control.db import GateRun, db_factory, db_name, gate_presets
 from chaos.errors import (
     EXIT_BAD_ARGS,
     EXIT_INVALID,
@@ -32,9 +41,18 @@ from chaos.errors import (
     EXIT_VALID,
     BadArguments,
     ConfigError,
-    did_you_mean,
     printable,
 )
+from chaos.history.analysis import FAIL_CLASSES, UNAVAILABLE, run_config
+from chaos.history.report.summary import console
+from chaos.history.spark.pipeline import add_runs, analyze, iter_table_rows
+from chaos.history.store import HistoryError
+from chaos.runner.cli import run as run_command
+from chaos.runner.cli import run_options
+
+DEFAULT_MATRIX = ("register,log", "partition-ring+kill-leader,kill")
+"""The workloads and nemeses of a gate named by neither a preset nor both lists (each missing
+list takes its entry here), and of a bare gate when the DB declares no preset."""
 
 
 def _split(value: str, option: str) -> list[str]:
@@ -144,17 +162,26 @@ def notes(summary: dict[str, Any], *, require_faults_applied: bool = False) -> l
     return out
 
 
+def gate_db(run_args: list[str]) -> str:
+    """The DB a gate's runs test: the ``--db`` of its ``--run-arg`` words (the last, as ``chaos
+    run`` reads them), else the default DB (:func:`chaos.plugins.default_db`)."""
+    name = None
+    for i, a in enumerate(run_args):
+        if a == "--db" and i + 1 < len(run_args):
+            name = run_args[i + 1]
+        elif a.startswith("--db="):
+            name = a.partition("=")[2]
+    return name or plugins.default_db()
+
+
 def db_campaign_rows(run_args: list[str], store: str, master: str | None = None) -> list[dict[str, Any]]:
     """The rows a DB plug-in adds to a default gate: its ``gate_campaign(store)`` (a callable
     attribute of the DB factory, e.g. a deterministic simulation campaign sized to the gate's
     time) returns summary rows (``run``, ``workload``, ``nemesis``, ``valid``, ``ops``, ``failures``
-    and ``simulated: True``); none when the DB has no such attribute. The DB is the ``--db`` of the
-    gate's ``--run-arg`` words, else the default DB. ``master``: a Spark master URL the gate was
-    given explicitly, passed as ``gate_campaign(store, master=URL)`` so the campaign runs there."""
-    from chaos import plugins
-
-    name = next((b for a, b in zip(run_args, run_args[1:], strict=False) if a == "--db"), None)
-    campaign = getattr(plugins.resolve("db", name or plugins.default_db()), "gate_campaign", None)
+    and ``simulated: True``); none when the DB has no such attribute. The DB is :func:`gate_db`'s.
+    ``master``: a Spark master URL the gate was given explicitly, passed as
+    ``gate_campaign(store, master=URL)`` so the campaign runs there."""
+    campaign = getattr(db_factory(gate_db(run_args)), "gate_campaign", None)
     if not callable(campaign):
         return []
     return list(campaign(store, master=master) if master is not None else campaign(store))
@@ -162,41 +189,77 @@ def db_campaign_rows(run_args: list[str], store: str, master: str | None = None)
 
 def db_campaign_command(run_args: list[str]) -> str | None:
     """What the DB's gate campaign runs, as its ``gate_campaign_command`` says (None when the DB
-    declares none); the DB is resolved as :func:`db_campaign_rows` resolves it."""
-    from chaos import plugins
-
-    name = next((b for a, b in zip(run_args, run_args[1:], strict=False) if a == "--db"), None)
-    db = plugins.resolve("db", name or plugins.default_db())
+    declares none); the DB is :func:`gate_db`'s."""
+    db = db_factory(gate_db(run_args))
     text = (
         getattr(db, "gate_campaign_command", None) if callable(getattr(db, "gate_campaign", None)) else None
     )
     return str(text) if text else None
 
 
+def served_rate(ops: Mapping[str, Any]) -> float | None:
+    """The share of a run's completed client ops the DB served: ok ones and the fails that were
+    answers (:func:`chaos.history.analysis.fail_class`: no match, aborted, unsupported), over all
+    completions; a fail the DB did not serve (unavailable) and an indeterminate ``info`` count
+    against it. ``ops``: the perf checker's ``ops`` counts (``count``, ``ok``,
+    ``fail_<class>``). None without completions or without the per-class counts."""
+    count = ops.get("count")
+    if not isinstance(count, int) or count <= 0 or f"fail_{UNAVAILABLE}" not in ops:
+        return None
+    answered = sum(int(ops.get(f"fail_{c.replace('-', '_')}") or 0) for c in FAIL_CLASSES if c != UNAVAILABLE)
+    return (int(ops.get("ok") or 0) + answered) / count
+
+
+def options_of_runs(summary: dict[str, Any]) -> None:
+    """Each run's ``options``: the DB and nemesis options it was given, from its ``test.json``
+    (:func:`chaos.history.analysis.run_config`: ``read-mode=lease;
+    lose_unfsynced_targets=majority-followers``), so a gate's runs of the same workload and
+    nemesis that differ only there are told apart in its table and ``summary.json``."""
+    for row in summary.get("runs") or ():
+        if row.get("options") is not None or not row.get("dir"):
+            continue
+        try:
+            test = json.loads((Path(row["dir"]) / "test.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        row["options"] = run_config(test if isinstance(test, dict) else None)
+
+
+def served_rates(summary: dict[str, Any]) -> None:
+    """Each live run's ``ok_rate`` (the gate's "ok rate" and ``--min-ok-rate``) as
+    :func:`served_rate` of the run's perf checker (its ``results.json``), so a cas that found
+    another value or an aborted transaction is not counted as the DB not serving; a run without
+    those counts keeps the pipeline's ok/completed ratio."""
+    for row in summary.get("runs") or ():
+        if row.get("simulated") or not row.get("dir"):
+            continue
+        try:
+            results = json.loads((Path(row["dir"]) / "results.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        perf = ((results.get("checkers") or {}) if isinstance(results, dict) else {}).get("perf") or {}
+        rate = served_rate(perf.get("ops") or {}) if isinstance(perf, dict) else None
+        if rate is not None:
+            row["ok_rate"] = rate
+
+
 def print_table(summary: dict[str, Any], file: Any = None) -> None:
     """The gate's table of runs on ``file`` (default stdout): a terminal's width, whole rows on a
     pipe (a CI log keeps every column however long a run's directory is)."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    from chaos.history.report.summary import console
-    from chaos.history.spark.pipeline import iter_table_rows
-
     table = Table(title="runs")
-    for col in ("run", "workload", "nemesis", "verdict", "ops", "ok rate", "p99 ms", "unavail s"):
+    for col in ("run", "workload", "nemesis", "options", "verdict", "ops", "ok rate", "p99 ms", "unavail s"):
         table.add_column(col, no_wrap=col == "run")  # a run's directory pastes whole
     colours = {"valid": "green", "invalid": "red", "unknown": "yellow"}
-    for row in iter_table_rows(summary):
-        table.add_row(*(escape(printable(cell)) for cell in row), style=colours.get(row[3]))
+    configs = [str(r.get("options") or "") for r in summary["runs"]]
+    for row, options in zip(iter_table_rows(summary), configs, strict=True):
+        cells = [*row[:3], options or "-", *row[3:]]  # runs differing only in options told apart
+        table.add_row(*(escape(printable(cell)) for cell in cells), style=colours.get(row[3]))
     console(file).print(table)
 
 
 def _analyze(
     dirs: list[Path], master: str, out: str | None, time_limit: float | None, stop: bool = True
 ) -> dict[str, Any]:
-    from chaos.history.spark.pipeline import analyze
-    from chaos.history.store import HistoryError
-
     try:
         return analyze(
             dirs,
@@ -242,225 +305,87 @@ def analyze_cmd(run_dirs: tuple[str, ...], master: str, out: str | None, time_li
     """
     _check_time_limit(time_limit)
     summary = _analyze(_run_dirs(run_dirs), master, out, time_limit, stop=False)  # the process ends next
+    served_rates(summary)
+    options_of_runs(summary)
     print_table(summary)
     click.echo(f"summary: {summary['out']}/index.html")
     return _exit_for(threshold_failures(summary))
 
 
-@dataclass(frozen=True)
-class MatrixRun:
-    """One configuration of a gate matrix: ``workload``, ``nemesis`` (faults joined with ``+`` run
-    together), extra ``chaos run`` words ``args``, and ``catches``: the catalogue classes it caught
-    on real clusters (``bench/catalogue.md``), for the listing."""
-
-    workload: str
-    nemesis: str
-    args: tuple[str, ...] = ()
-    catches: tuple[str, ...] = ()
-
-    def run_args(self, store: str, extra: list[str]) -> list[str]:
-        """The ``chaos run`` arguments: this configuration's, then ``extra`` (the gate's --run-arg
-        words; a repeated option's last value wins, so they override the preset's)."""
-        faults = self.nemesis.replace("+", ",")
-        return ["run", "--workload", self.workload, "--nemesis", faults, "--store", store, *self.args, *extra]
-
-    def label(self) -> str:
-        return " ".join([self.workload, self.nemesis, *self.args])
-
-
-# 30 s of faults per run on 5 nodes (named: a docker cluster keeps the size of its last run); each
-# run, with setup, healing and checking, took 34-60 s on this machine (README, release gate)
-_SHORT = ("--time-limit", "30", "--node-count", "5")
-# Sticky readers at the leader and writers on the same keys from both sides of the cut (issue 13):
-# 3 threads per node, 100 ops/s.
-_READS = ("--concurrency", "3n", "--rate", "100")
-# snapshots every 20 applied entries and 16 KiB log segments (issue 33): compaction runs every few
-# seconds, so a member that was down or cut off falls behind the compacted prefix and needs the
-# leader's snapshot, and a restart loads a snapshot and replays the log after it
-_SNAPSHOTS = ("--server-arg=--snapshot-every=20", "--server-arg=--data-file-size=16384")
-
-PRESETS: dict[str, tuple[MatrixRun, ...]] = {
-    # Chosen for bug-finding power (bench/catalogue.md: runs to detection per class).
-    "power": (
-        MatrixRun(
-            "log",
-            "partition-random-halves",
-            (*_SHORT, "--nemesis-interval", "5", "--rate", "100"),
-            ("get-uncommitted", "ack-before-quorum"),
-        ),
-        MatrixRun(
-            "log",
-            "partition-random-halves+kill-leader",
-            _SHORT,
-            ("follower-commit-unbounded",),
-        ),
-        MatrixRun(
-            "log",
-            "lose-unfsynced",
-            (
-                *_SHORT,
-                "--nemesis-opt",
-                "lose_unfsynced_targets=majority-followers",
-                "--nemesis-interval",
-                "8",
-            ),
-            ("follower-ack-before-fsync",),
-        ),
-        MatrixRun(
-            "register",
-            "partition-leader",
-            (*_SHORT, *_READS, "--read-mode", "lease"),
-            ("lease-no-step-down",),
-        ),
-        MatrixRun(
-            "register",
-            "clock-slow-leader",
-            (*_SHORT, *_READS, "--read-mode", "read-index"),
-            ("read-index-no-confirm",),
-        ),
-        MatrixRun(
-            "register",
-            "clock-slow-leader",
-            (*_SHORT, *_READS, "--read-mode", "raft-log"),
-            ("leader-local-kv-read",),
-        ),
-        # storage faults on a minority: the correct server repairs them (issue 23)
-        MatrixRun("log", "bitflip", (*_SHORT, "--nemesis-opt", "file_targets=minority")),
-        # late, not lost: the leader's packets held 100-700 ms (past the 300 ms follower timeout), so
-        # elections happen while its old-term messages are still arriving (issue 23)
-        MatrixRun(
-            "log",
-            "packet-delay",
-            (
-                *_SHORT,
-                *("--nemesis-opt", "packet_targets=leader"),
-                *("--nemesis-opt", "packet_delay_ms=400", "--nemesis-opt", "packet_delay_jitter_ms=300"),
-                *("--nemesis-interval", "8"),
-            ),
-        ),
-        # a crash that loses unfsynced writes on the leader itself, or on every member at once
-        MatrixRun(
-            "log",
-            "lose-unfsynced",
-            (*_SHORT, "--nemesis-opt", "lose_unfsynced_targets=leader,all", "--nemesis-interval", "5"),
-        ),
-        # snapshots and compaction under kills and partitions (issue 33): snapshot install to a
-        # member behind the compacted prefix, restart from a snapshot, replay after it
-        MatrixRun("list-append", "kill+partition-ring", (*_SHORT, *_SNAPSHOTS)),
-        MatrixRun("register", "kill+partition-ring", (*_SHORT, *_SNAPSHOTS)),
-        # leadership handed to the member furthest behind (one just restarted, or cut off), which
-        # the leader must catch up first, with snapshots so that may take an install (issue 33)
-        MatrixRun(
-            "register",
-            "leader-transfer+kill+partition-ring",
-            (*_SHORT, *_SNAPSHOTS, "--nemesis-opt", "transfer_targets=behind", "--nemesis-interval", "5"),
-        ),
-    ),
-    # The gate's matrix before the catalogue: register and log under elections, runs of 60 s.
-    "elections": tuple(
-        MatrixRun(w, n) for w in ("register", "log") for n in ("partition-ring+kill-leader", "kill")
-    ),
-}
-DEFAULT_PRESET = "power"
-
-
-def configurations(preset: str | None, workloads: str | None, nemeses: str | None) -> list[MatrixRun]:
+def configurations(
+    preset: str | None,
+    workloads: str | None,
+    nemeses: str | None,
+    presets: Mapping[str, Sequence[GateRun]] | None = None,
+) -> list[GateRun]:
     """The distinct configurations of one gate, in order: ``workloads`` x ``nemeses``
-    (comma-separated; a missing one takes the ``elections`` preset's) when either is given, else the
-    ``preset`` (default :data:`DEFAULT_PRESET`). ValueError for an unknown (or empty) preset, an
-    empty list or name, or a preset given with a matrix."""
+    (comma-separated; a missing one takes :data:`DEFAULT_MATRIX`'s) when either is given, else the
+    ``preset`` of ``presets`` (the DB's, :func:`chaos.control.db.gate_presets`; default its first),
+    else, when the DB declares none, :data:`DEFAULT_MATRIX`. ValueError for an unknown (or empty)
+    preset, an empty list or name, or a preset given with a matrix."""
+    presets = dict(presets or {})
     if preset is not None and (workloads is not None or nemeses is not None):
         raise ValueError(f"--preset {preset} with --workload/--nemesis: expected one or the other")
-    if workloads is None and nemeses is None:
-        name = DEFAULT_PRESET if preset is None else preset
-        if name not in PRESETS:
-            raise ValueError(f"--preset {name or repr(name)}: expected one of {', '.join(PRESETS)}")
-        return list(PRESETS[name])
-    ws = _split(workloads if workloads is not None else "register,log", "--workload")
-    ns = _split(nemeses if nemeses is not None else "partition-ring+kill-leader,kill", "--nemesis")
+    if workloads is None and nemeses is None and (presets or preset is not None):
+        name = next(iter(presets), "") if preset is None else preset
+        if name not in presets:
+            expected = f"expected one of {', '.join(presets)}" if presets else "the DB declares no preset"
+            raise ValueError(f"--preset {name or repr(name)}: {expected}")
+        return list(presets[name])
+    ws = _split(workloads if workloads is not None else DEFAULT_MATRIX[0], "--workload")
+    ns = _split(nemeses if nemeses is not None else DEFAULT_MATRIX[1], "--nemesis")
     if not ws or not ns:
         raise ValueError("--workload/--nemesis: expected at least one name each")
     for n in ns:
         if not all(part.strip() for part in n.split("+")):
             raise ValueError(f"--nemesis {n!r}: an empty fault; expected names joined with +")
-    return [MatrixRun(w, n) for w in ws for n in ns]
+    return [GateRun(w, n) for w in ws for n in ns]
 
 
-def repeated(configs: list[MatrixRun], runs: int) -> Iterator[MatrixRun]:
+def repeated(configs: list[GateRun], runs: int) -> Iterator[GateRun]:
     """Each configuration ``runs`` times in a row, lazily: ``--runs 1000000000`` costs no memory."""
     for c in configs:
         for _ in range(runs):
             yield c
 
 
-def matrix(preset: str | None, workloads: str | None, nemeses: str | None, runs: int) -> list[MatrixRun]:
+def matrix(
+    preset: str | None,
+    workloads: str | None,
+    nemeses: str | None,
+    runs: int,
+    presets: Mapping[str, Sequence[GateRun]] | None = None,
+) -> list[GateRun]:
     """The runs of one gate as a list: :func:`configurations`, each ``runs`` times in a row."""
-    return list(repeated(configurations(preset, workloads, nemeses), runs))
+    return list(repeated(configurations(preset, workloads, nemeses, presets), runs))
 
 
-def _declared_nemeses() -> set[str]:
-    """Every name ``chaos run --nemesis`` accepts bare: ``none``, the names the registered fault
-    modules declare and the ``chaos.nemeses`` entry-point names, read through the registry (as
-    ``chaos.nemesis.parse_names`` reads them; this layer may not import that package)."""
-    from chaos import plugins
-
-    names = {"none", *plugins.entry_points("nemesis")}
-    for key in dict.fromkeys([*plugins.BUILTINS["nemesis"], *plugins.entry_points("nemesis")]):
-        try:
-            names.update(getattr(plugins.resolve("nemesis", key), "names", None) or ())
-        except ConfigError:
-            continue  # a plug-in that does not load: chaos run names it when it is chosen
-    return names
-
-
-def _check_names(workload: str, nemesis: str, known: set[str]) -> None:
-    """ConfigError unless ``workload`` loads through the registry and every entry of ``nemesis``
-    (comma-separated) is in ``known`` or a ``module:attr`` reference that loads."""
-    from chaos import plugins
-
-    plugins.workload_function(workload)
-    names = [n.strip() for n in nemesis.split(",")]
-    if not all(names):
-        raise ConfigError(f"--nemesis {nemesis!r}: an empty name; expected comma-separated names")
-    unknown = [n for n in names if n not in known and not plugins.is_reference(n)]
-    if unknown:
-        expected = ", ".join(sorted(known))
-        hint = did_you_mean(unknown, known)
-        raise ConfigError(
-            f"--nemesis: unknown nemesis {', '.join(unknown)}{hint}; expected some of {expected}"
-        )
-    for n in names:
-        if n not in known:
-            plugins.resolve("nemesis", n)
-
-
-def check_configurations(configs: list[MatrixRun], store: str, extra: list[str], run: Any) -> None:
+def check_configurations(configs: list[GateRun], store: str, extra: list[str]) -> None:
     """What ``chaos run`` checks of each configuration's words before it starts, without starting
-    it: ``run`` (the ``chaos run`` click command, None when not at hand) parses them (options,
-    types, choices), then the workload loads through the registry and every nemesis name is a
-    declared one, an entry point or a ``module:attr`` reference that loads. BadArguments naming
-    the words, as the real gate stops with 254 when ``chaos run`` refuses a configuration."""
-    known = _declared_nemeses()
+    it: the run command parses them (options, types, choices) and :func:`chaos.runner.cli.run_options`
+    checks them as it does (the DB's own options, the nemesis names and options, numbers, the
+    workload). BadArguments naming the words, as the real gate stops with 254 when ``chaos run``
+    refuses a configuration."""
     for cfg in configs:
         words = cfg.run_args(store, extra)[1:]
-        workload, nemesis = cfg.workload, cfg.nemesis.replace("+", ",")
         try:
             if "--help" in words or "-h" in words:
                 raise click.exceptions.Exit(0)  # chaos run would print its help, not run
-            if run is not None:
-                with run.make_context("run", list(words)) as ctx:
-                    workload, nemesis = ctx.params["workload"], ctx.params["nemesis"]
-            _check_names(workload, nemesis, known)
+            with run_command.make_context("run", list(words)) as ctx:
+                run_options(ctx.params, ctx.args)
         except click.exceptions.Exit:  # --help or --version among the words
             raise BadArguments(f"chaos run {shlex.join(words)}: would not run a test") from None
         except click.ClickException as e:
-            raise BadArguments(f"chaos run {shlex.join(words)}: {e.format_message()}") from None
+            what = e.format_message()
+            if isinstance(e, BadArguments) and not what.startswith("No such option"):
+                raise BadArguments(f"{what} (in chaos run {shlex.join(words)})") from None
+            raise BadArguments(f"chaos run {shlex.join(words)}: {what}") from None
         except ConfigError as e:
             raise BadArguments(f"{e} (in chaos run {shlex.join(words)})") from None
 
 
 def run_matrix(
-    configs: Iterable[MatrixRun], store: str, run_args: list[str], total: int | None = None
+    configs: Iterable[GateRun], store: str, run_args: list[str], total: int | None = None
 ) -> list[Path]:
     """Run ``chaos run`` once per entry of ``configs`` (``total`` of them, for the progress line;
     default ``len(configs)``); return the run directories.
@@ -494,8 +419,8 @@ _GATE_OPTIONS = [
     click.option(
         "--preset",
         default=None,
-        help=f"Named matrix ({', '.join(PRESETS)}); the default when neither --workload nor --nemesis "
-        f"is given: {DEFAULT_PRESET}.",
+        help="A named matrix of the DB's (listed below); the default when neither --workload nor "
+        "--nemesis is given: the DB's first.",
     ),
     click.option(
         "--workload",
@@ -517,7 +442,11 @@ _GATE_OPTIONS = [
     ),
     click.option("--max-p99-ms", type=float, default=None, help="Fail if any run's p99 latency is higher."),
     click.option(
-        "--min-ok-rate", type=float, default=None, help="Fail if any run's ok/completed ratio is lower."
+        "--min-ok-rate",
+        type=float,
+        default=None,
+        help="Fail if any run's ok rate is lower: the completed ops the DB served (ok, or a fail that "
+        "was an answer: no match, aborted, unsupported) over all completed.",
     ),
     click.option(
         "--require-faults-applied",
@@ -537,9 +466,7 @@ _GATE_OPTIONS = [
 ]
 
 
-def _list(
-    configs: list[MatrixRun], runs: int, store: str, args: list[str], campaign: str | None = None
-) -> int:
+def _list(configs: list[GateRun], runs: int, store: str, args: list[str], campaign: str | None = None) -> int:
     """Print each run's ``chaos run`` line as it comes (the first at once, whatever ``runs`` is),
     then the DB's campaign (``campaign``: its ``gate_campaign_command``), if any; a reader that
     stops early (``| head``) ends the listing quietly."""
@@ -556,16 +483,34 @@ def _list(
     return EXIT_VALID
 
 
-def _run_command() -> click.Command | None:
-    """``chaos run``'s click command, from the ``chaos`` group this command runs in (None when it
-    runs on its own): the command the gate's runs start, asked without importing the runner."""
-    ctx = click.get_current_context(silent=True)
-    if ctx is None:
-        return None
-    root = ctx.find_root()
-    if not isinstance(root.command, click.Group):
-        return None
-    return root.command.get_command(root, "run")
+def presets_epilog(run_args: list[str]) -> list[str]:
+    """What a bare ``chaos gate`` runs, for ``--help``: the DB's presets (the first the default),
+    each run's ``chaos run`` words, then the DB's campaign."""
+    db = gate_db(run_args)
+    factory = db_factory(db)
+    presets = gate_presets(factory)
+    lines = [f"Presets of the DB {db_name(factory)} (--db {db}; another with --run-arg '--db NAME'):"]
+    if not presets:
+        ws, ns = DEFAULT_MATRIX
+        lines.append(f"  none: a bare gate runs --workload {ws} x --nemesis {ns}")
+    for i, (name, runs) in enumerate(presets.items()):
+        lines.append(f"  {name}{' (the default)' if i == 0 else ''}: {len(runs)} runs")
+        lines += [f"    {r.label()}" for r in runs]
+    campaign = db_campaign_command(run_args)
+    if campaign:
+        lines.append(f"then, after a bare gate's runs: {campaign}")
+    return lines
+
+
+class _GateCommand(click.Command):
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        try:
+            lines = presets_epilog([])
+        except Exception as e:  # a DB that does not load must not break --help
+            lines = [f"(the DB's presets are unavailable: {e})"]
+        formatter.write_paragraph()
+        for line in lines:
+            formatter.write(f"{'':>{formatter.current_indent}}{line}\n")
 
 
 def _with_gate_options(fn: Any) -> Any:
@@ -574,7 +519,7 @@ def _with_gate_options(fn: Any) -> Any:
     return fn
 
 
-@click.command("gate")
+@click.command("gate", cls=_GateCommand)
 @_with_gate_options
 def gate_cmd(
     run_dirs: tuple[str, ...],
@@ -596,12 +541,11 @@ def gate_cmd(
     """Release gate: analyse RUN_DIRS (or run the matrix) and exit 0 only if every run is valid and
     every threshold holds.
 
-    A bare `chaos gate` runs the "power" preset: one 30-s run on 5 nodes of each configuration
-    that caught a class of the bug catalogue on real clusters (storage faults, late packets,
-    snapshots with small segments, leadership transfer to the member furthest behind), then the
-    DB's simulation campaign (for the bundled server: 300 seeds of the default swarm, with
-    coverage). `--list` prints every run of it without starting any (docs/catalogue.md,
-    docs/gate-and-spark.md)."""
+    A bare `chaos gate` runs the DB's first preset (listed below: for the bundled server, one
+    30-s run on 5 nodes of each configuration that caught a class of the bug catalogue on real
+    clusters), then the DB's own campaign if it declares one (for the bundled server: 300 seeds of
+    the simulation's default swarm, with coverage). `--list` prints every run of it without
+    starting any (docs/catalogue.md, docs/gate-and-spark.md)."""
     if runs < 1:
         raise BadArguments(f"--runs {runs}: expected a positive number of runs")
     check_threshold("--max-unavailable-s", max_unavailable_s)
@@ -609,12 +553,13 @@ def gate_cmd(
     check_threshold("--min-ok-rate", min_ok_rate, upper=1.0)
     _check_time_limit(time_limit)
     try:
-        configs = configurations(preset, workload, nemesis)
         args = [a for arg in run_args for a in shlex.split(arg)]
+        presets = gate_presets(db_factory(gate_db(args))) if workload is None and nemesis is None else {}
+        configs = configurations(preset, workload, nemesis, presets)
     except ValueError as e:  # shlex: an unclosed quote in --run-arg
         raise BadArguments(str(e)) from None
     if list_only or not run_dirs:
-        check_configurations(configs, store, args, _run_command())
+        check_configurations(configs, store, args)
     if list_only:
         default = not run_dirs and workload is None and nemesis is None
         return _list(configs, runs, store, args, db_campaign_command(args) if default else None)
@@ -625,10 +570,11 @@ def gate_cmd(
         if not dirs:
             raise click.ClickException("gate: no run produced a run directory")
     summary = _analyze(dirs, master, out, time_limit)
+    served_rates(summary)
+    options_of_runs(summary)
     if not run_dirs and workload is None and nemesis is None:
-        from chaos.history.spark.pipeline import add_runs
-
         # e.g. a DB's simulation campaign; on the Spark master the gate was pointed at, if it was
+        # (it writes summary.json and the page again, with the rates and options above)
         given = click.get_current_context().get_parameter_source("master") == ParameterSource.COMMANDLINE
         add_runs(summary, db_campaign_rows(args, store, master if given else None))
     print_table(summary)

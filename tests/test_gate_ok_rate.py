@@ -1,0 +1,53 @@
+"""The gate's "ok rate" (issue 35 item 1, the gate's side): the share of completed ops the DB
+served. A cas that found another value, an aborted transaction or an op the client does not offer
+is an answer, not an outage (chaos.history.analysis.fail_class); only unavailable fails and
+indeterminate ops count against the DB."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from chaos.runner.gate import served_rate, served_rates, threshold_failures
+
+
+def _perf(ok: int, no_match: int, unavailable: int, info: int, aborted: int = 0) -> dict[str, int]:
+    fail = no_match + unavailable + aborted
+    return {
+        "count": ok + fail + info,
+        "ok": ok,
+        "fail": fail,
+        "info": info,
+        "fail_no_match": no_match,
+        "fail_aborted": aborted,
+        "fail_unsupported": 0,
+        "fail_unavailable": unavailable,
+    }
+
+
+def test_answered_fails_are_served_and_unavailable_ones_are_not() -> None:
+    assert served_rate(_perf(ok=60, no_match=30, unavailable=5, info=5)) == 0.9
+    assert served_rate(_perf(ok=50, no_match=0, unavailable=0, info=0, aborted=50)) == 1.0
+    assert served_rate({"count": 0}) is None
+    assert served_rate({"count": 10, "ok": 10}) is None  # an old perf result: no classes
+
+
+def test_the_gate_judges_runs_by_what_the_db_served(tmp_path: Path) -> None:
+    healthy, outage = tmp_path / "healthy", tmp_path / "outage"
+    for d, perf in ((healthy, _perf(60, 38, 1, 1)), (outage, _perf(60, 0, 39, 1))):
+        d.mkdir()
+        (d / "results.json").write_text(json.dumps({"valid": True, "checkers": {"perf": {"ops": perf}}}))
+    row = {"valid": True, "failures": [], "max_unavailable_s": 0.0, "p99_ms": 5.0, "faults": None}
+    summary = {
+        "runs": [
+            # the pipeline's ok/completed: 60 % for both
+            {**row, "run": "healthy", "dir": str(healthy), "ok_rate": 0.6},
+            {**row, "run": "outage", "dir": str(outage), "ok_rate": 0.6},
+            {**row, "run": "sim", "dir": "", "ok_rate": None, "simulated": True},
+        ]
+    }
+    served_rates(summary)
+    assert [r["ok_rate"] for r in summary["runs"]] == [0.98, 0.6, None]
+    failed = threshold_failures(summary, min_ok_rate=0.9)
+    assert [(f.run, f.kind) for f in failed] == [("outage", "threshold")]
+    assert "ok rate 60.0% < 90.0%" in failed[0].text
