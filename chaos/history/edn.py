@@ -376,6 +376,85 @@ def translate(block: str, loose: bool = False, obj: bool = False) -> list[str] |
     return text[1:].split("\n")
 
 
+# Jepsen 0.3's op line as a JSON row ``[index, time, type, process, f, value]`` (no keys, so fewer
+# passes than the object form and no dict per op): the header fields in the order ``prn`` of a
+# ``jepsen.history.Op`` gives them. A line with another layout or more fields gives a row of
+# another length or text orjson refuses, and is read the general way.
+_ROW_HEADER = (
+    ("\n#jepsen.history.Op{:index ", "\n["),
+    (", :time ", ","),
+    (", :type :", ',"'),
+    (", :process ", '",'),
+    (", :f :txn, :value ", ',"txn",'),  # every op of a transactional history: one pass, not two
+)
+_ROW_F = ((", :f :", ',"'), (", :value ", '",'))
+_ROW_TABLE = str.maketrans(" })(", ",]][")
+_DIGITS_STR = str.maketrans("123456789", "000000000")
+_HUGE_STR = "0" * 19
+
+
+def row_lines(block: str) -> list[str] | None:
+    """JSON text for each line of ``block`` (whole lines, each ending in a newline): a Jepsen 0.3
+    op line becomes the row ``[index, time, type, process, f, value]``; any other line becomes
+    text that orjson refuses or that decodes to something other than such a row (the caller reads
+    it with :func:`records_of_text` or :class:`Reader`). None when the block has what the rewrite
+    cannot keep apart (backslashes, a string spanning lines, sets, an integer orjson would read as
+    a float): then read it as :func:`records` does. About a dozen passes of C string operations
+    over the block, whatever its number of lines."""
+    if "\\" in block or "\x01" in block or "#{" in block:
+        return None
+    text = "\n" + block
+    inner: list[str] = []
+    if '"' in block:
+        parts = text.split('"')
+        if len(parts) % 2 == 0:
+            return None
+        inner = parts[1::2]
+        text = "\x01".join(parts[0::2])
+        if text.count("\n") != block.count("\n") + 1:
+            return None
+    if _HUGE_STR in text.translate(_DIGITS_STR):
+        return None
+    for a, b in _ROW_HEADER:
+        text = text.replace(a, b)
+    for a, b in _ROW_F:
+        if a in text:
+            text = text.replace(a, b)
+    if ":nemesis," in text:
+        text = text.replace('",:nemesis,', '","nemesis",')
+    for a, b in _MOPS:
+        if a in text:
+            text = text.replace(a, b)
+    text = text.translate(_ROW_TABLE)
+    if ",," in text:
+        text = text.replace(",,", ",")
+    if ":" in text:
+        text = _keywords(text)
+        if "nil" in text:
+            text = text.replace(",nil", ",null").replace("[nil", "[null")
+    elif "nil" in text:
+        # no keyword became a string and the strings are set apart: any other nil is in a symbol,
+        # which orjson refuses either way
+        text = text.replace("nil", "null")
+    if inner:
+        pieces = text.split("\x01")
+        joined: list[str] = [""] * (len(pieces) + len(inner))
+        joined[0::2] = pieces
+        joined[1::2] = inner
+        text = '"'.join(joined)
+    return text[1:].split("\n")
+
+
+def row_blocks(path: str | Path) -> Iterator[tuple[int, list[str], list[str] | None]]:
+    """``(first line, lines, rows)`` for blocks of whole lines of an EDN file: ``lines`` the
+    block's lines (without newlines), ``rows`` their :func:`row_lines` (None for a block it
+    cannot rewrite). Raises HistoryError for bytes that are not UTF-8."""
+    for first, _offset, block in _blocks(Path(path)):
+        lines = block.split("\n")
+        lines.pop()
+        yield first, lines, row_lines(block)
+
+
 def _lines_of(data: bytes, first: int, path: Path | str) -> str:
     try:
         return data.decode("utf-8")
@@ -444,6 +523,37 @@ def records(path: str | Path) -> Iterator[tuple[int, Any, bool]]:
             for fl, form in reader.feed(raw + "\n", line):
                 yield fl, form, False
     reader.finish(line)
+
+
+class LineForms:
+    """The forms of an EDN file a line at a time, for a caller that reads most lines itself
+    (:func:`row_blocks`) and hands the others here in file order: a line read alone when it holds
+    one op map (as :func:`records` reads it), else fed to a :class:`Reader` (a form over several
+    lines). :attr:`idle` says whether the next line may be read without this."""
+
+    def __init__(self, path: Path | str):
+        self.reader = Reader(path)
+        self.last = 0
+
+    @property
+    def idle(self) -> bool:
+        r = self.reader
+        return not (r.stack or r.carry or r.discard)
+
+    def forms(self, line: int, raw: str) -> list[tuple[int, Any, bool]]:
+        """``(line, form, fast)`` for what ``raw`` (line ``line``, without its newline) completes."""
+        self.last = line
+        if self.idle:
+            d = _fast(_translate_line(raw))
+            if d is None and ("  " in raw or "\t" in raw or raw[:1] == " "):
+                d = _fast(_translate_line(raw, loose=True))
+            if d is not None:
+                return [(line, d, True)]
+        return [(fl, form, False) for fl, form in self.reader.feed(raw + "\n", line)]
+
+    def finish(self) -> None:
+        """HistoryError if the file ended inside a form."""
+        self.reader.finish(self.last)
 
 
 def _fast(t: str | None, shallow: int = 2 * MAX_DEPTH, loads: Any = orjson.loads) -> dict[Any, Any] | None:
