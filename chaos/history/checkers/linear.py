@@ -33,15 +33,14 @@ REGISTER_MODELS = frozenset({"register", "cas-register"})
 POOL_AFTER = 0.2
 # First time slice (s) per part when several parts are checked in one process; x4 each round.
 SLICE = 0.05
-# Seconds spent at most on shrinking a counterexample's window.
+# Shrinking an invalid key's counterexample window (a few searches of parts of the key) may visit
+# this many search configurations per op of the key: bounded by the key's size, and the same on a
+# loaded machine as on an idle one (a time budget shrank a window on an idle machine and left it
+# the whole key on a loaded one).
+# porcupine's c50-bad keys (about 200 ops) shrink to 4-9 ops within 1,000-4,500 configurations.
+WINDOW_CONFIGS_PER_OP = 25
+# ... and never for more than this many seconds.
 WINDOW_TIME = 0.5
-# The window's budget is proportional to the key: this many seconds per op of the key (at least
-# WINDOW_FLOOR, at least the key's own search time, at most WINDOW_TIME), so shrinking never
-# dominates the check of a history with many small invalid keys. The floor lets a key of a few
-# hundred ops shrink its window on a loaded machine (at 5 ms, a 240-op key's window stayed the whole
-# key, and the report opened the key at its first op).
-WINDOW_PER_OP = 20e-6
-WINDOW_FLOOR = 0.1
 # At most this many candidate start states when shrinking a window from the front.
 WINDOW_STATES = 32
 
@@ -78,9 +77,8 @@ def check_calls(
     cs = _renumber(calls, m)
     res = _search(cs, m, m.init(), deadline, stop)
     if res.valid is False and counterexample:
-        searched = time.monotonic() - t0
         cx_deadline = deadline if counterexample_deadline == "search" else counterexample_deadline
-        res.counterexample = _counterexample(cs, m, res, cx_deadline, searched)  # type: ignore[arg-type]
+        res.counterexample = _counterexample(cs, m, res, cx_deadline)  # type: ignore[arg-type]
     res.seconds = time.monotonic() - t0
     return res
 
@@ -132,11 +130,17 @@ def _cut(calls: Sequence[Call], order: Sequence[int], lo: int, t: float) -> list
     return sub
 
 
-def _invalid_from(calls: Sequence[Call], m: Model, starts: Sequence[Any], deadline: float) -> bool | None:
-    """True if ``calls`` is not linearizable from any of ``starts``; None when out of time."""
+def _invalid_from(
+    calls: Sequence[Call], m: Model, starts: Sequence[Any], deadline: float, budget: list[int]
+) -> bool | None:
+    """True if ``calls`` is not linearizable from any of ``starts``; None when out of time or out
+    of ``budget`` (``[configurations left]``, spent by each search)."""
     sub = _renumber(calls, m)
     for s in starts:
-        r = _search(sub, m, s, deadline, track=False)
+        if budget[0] <= 0:
+            return None
+        r = _search(sub, m, s, deadline, track=False, max_pushes=budget[0])
+        budget[0] -= max(r.configs, 1)
         if r.valid == VALID_UNKNOWN:
             return None
         if r.valid is True:
@@ -144,19 +148,19 @@ def _invalid_from(calls: Sequence[Call], m: Model, starts: Sequence[Any], deadli
     return True
 
 
-def window_budget(n_ops: int, searched: float = 0.0) -> float:
-    """Seconds allowed for shrinking the counterexample window of a key of ``n_ops`` ops whose
-    search took ``searched`` seconds: proportional to the key, never over :data:`WINDOW_TIME`."""
-    return min(WINDOW_TIME, max(WINDOW_FLOOR, WINDOW_PER_OP * n_ops, searched))
+def window_budget(n_ops: int) -> int:
+    """Search configurations allowed for shrinking the counterexample window of a key of
+    ``n_ops`` ops: :data:`WINDOW_CONFIGS_PER_OP` per op."""
+    return WINDOW_CONFIGS_PER_OP * n_ops
 
 
-def _counterexample(
-    calls: list[Call], m: Model, res: KeyResult, deadline: float | None, searched: float = 0.0
-) -> dict[str, Any]:
+def _counterexample(calls: list[Call], m: Model, res: KeyResult, deadline: float | None) -> dict[str, Any]:
     """Longest prefix, its states, the failing op, and a small window (docs/design.md); the
-    window search stops after :func:`window_budget` seconds."""
+    window search stops after :func:`window_budget` configurations (or :data:`WINDOW_TIME`
+    seconds, or at ``deadline``)."""
     describe = m.describe
-    t_end = time.monotonic() + window_budget(len(calls), searched)
+    budget = [window_budget(len(calls))]
+    t_end = time.monotonic() + WINDOW_TIME
     if deadline is not None:
         t_end = min(t_end, deadline)
     order = sorted(range(len(calls)), key=lambda i: (calls[i].call, i))
@@ -165,10 +169,10 @@ def _counterexample(
     # 1. the earliest time cut that is already invalid (monotone: linearizability is prefix-closed)
     lo_i, hi_i = 0, len(times) - 1
     window = [c.id for c in calls]
-    if _invalid_from(_cut(calls, order, 0, times[hi_i]), m, [init], t_end):
+    if res.valid is False:  # the whole key (the cut at its last time) is invalid: the search said so
         while lo_i < hi_i:
             mid = (lo_i + hi_i) // 2
-            r = _invalid_from(_cut(calls, order, 0, times[mid]), m, [init], t_end)
+            r = _invalid_from(_cut(calls, order, 0, times[mid]), m, [init], t_end, budget)
             if r is None:
                 lo_i = hi_i
                 break
@@ -189,7 +193,7 @@ def _counterexample(
             """Is the window from ``lo`` still invalid (it then becomes the window)? None: no time."""
             nonlocal window
             sub = _cut(calls, order, lo, t_cut)
-            r = _invalid_from(sub, m, starts, t_end)
+            r = _invalid_from(sub, m, starts, t_end, budget)
             if r:
                 window = [c.id for c in sub]
             return r
