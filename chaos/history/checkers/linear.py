@@ -15,6 +15,7 @@ match (porcupine's etcd model).
 from __future__ import annotations
 
 import json
+import operator
 import os
 import time
 from collections.abc import Iterable, Sequence
@@ -53,6 +54,7 @@ def check_calls(
     counterexample: bool = True,
     stop: Any = None,
     counterexample_deadline: float | None | str = "search",
+    fresh: bool = False,
 ) -> KeyResult:
     """Check one partition: is there a linearization of ``calls`` under ``model``?
 
@@ -67,6 +69,8 @@ def check_calls(
         counterexample_deadline: deadline for building the counterexample (default ``"search"``:
             the search's own); a search cut into time slices finds a violation inside a slice but
             shrinks its window under the whole check's deadline, without searching again.
+        fresh: the calls are the caller's own, made for this check (:func:`history_calls`'s):
+            they are renumbered in place rather than copied.
     Returns:
         KeyResult with ``valid`` True, False or "unknown" (``cause`` timeout/cancelled).
     Raises:
@@ -74,7 +78,7 @@ def check_calls(
     """
     m = get_model(model)
     t0 = time.monotonic()
-    cs = _renumber(calls, m)
+    cs = _renumber(calls, m, in_place=fresh)
     res = _search(cs, m, m.init(), deadline, stop)
     if res.valid is False and counterexample:
         cx_deadline = deadline if counterexample_deadline == "search" else counterexample_deadline
@@ -83,8 +87,15 @@ def check_calls(
     return res
 
 
-def _renumber(calls: Iterable[Call], m: Model) -> list[Call]:
+def _renumber(calls: Iterable[Call], m: Model, *, in_place: bool = False) -> list[Call]:
+    """The calls the model does not call ``noop``, numbered 0, 1, 2, ...: copies, or (``in_place``)
+    the calls themselves with their ids set."""
     noop = getattr(m, "noop", None)
+    if in_place:
+        kept = [c for c in calls if not noop(c)] if noop is not None else list(calls)
+        for i, c in enumerate(kept):
+            c.id = i
+        return kept
     out: list[Call] = []
     for c in calls:
         if noop is not None and noop(c):
@@ -269,6 +280,7 @@ def history_calls(ops: Iterable[Op]) -> tuple[dict[Any, list[Call]], int]:
     # hashed as dict keys in Python but are different keys in the history
     simple = (int, str, float, bool)
     labels: dict[Any, str] = {}
+    int_labels: dict[int, str] = {}
     for op in ops:
         p = op.process
         t = op.type
@@ -306,7 +318,12 @@ def history_calls(ops: Iterable[Op]) -> tuple[dict[Any, list[Call]], int]:
         else:
             raise ValueError(f"history: op {op.index}: unknown type {t!r} (expected invoke/ok/fail/info)")
         k = inv.key
-        if k is not None:
+        if type(k) is int:  # the common case: one dict lookup
+            label = int_labels.get(k)
+            if label is None:
+                label = int_labels[k] = key_label(k)
+            k = label
+        elif k is not None:
             tk = (type(k), k) if type(k) in simple else None
             label = labels.get(tk) if tk is not None else None
             if label is None:
@@ -356,7 +373,7 @@ def _check_part(
 ) -> tuple[str, KeyResult]:
     if isinstance(calls, int):  # an index into the inherited _TASKS
         calls = _TASKS[calls][1]
-    res = check_calls(calls, model, deadline, stop=_STOP)
+    res = check_calls(calls, model, deadline, stop=_STOP, fresh=True)
     if res.valid is False and _STOP is not None:
         _STOP.set()
     res.reached = []
@@ -398,9 +415,10 @@ def check_history(
     groups, invokes = history_calls(ops)
     tasks: list[tuple[str, list[Call]]] = []
     keyed = any(k is not None for k in groups)
+    by_time = operator.attrgetter("call", "index")
     for k in sorted(groups, key=lambda k: (k is None, k or "")):
         calls = groups[k]
-        calls.sort(key=lambda c: (c.call, c.index))
+        calls.sort(key=by_time)
         parts = m.partition(calls)
         base = ("null" if k is None else k) if keyed else "all"
         if len(parts) == 1:
@@ -451,7 +469,7 @@ def _run_sliced(
                 d = deadline if d is None else min(d, deadline)
             # a violation found inside a slice is definite: its counterexample is built at once,
             # under the whole check's deadline, not by searching the key again
-            r = check_calls(calls, m, d, counterexample_deadline=deadline)
+            r = check_calls(calls, m, d, counterexample_deadline=deadline, fresh=True)
             if r.valid == VALID_UNKNOWN and r.cause == "timeout" and d != deadline:
                 again.append((label, calls))
                 continue
