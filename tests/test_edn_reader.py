@@ -194,6 +194,41 @@ def test_rows_give_what_the_generic_reader_gives(tmp_path: Path, shared_data: Pa
         rows_agree(f)
 
 
+def test_a_large_file_s_rows_come_from_a_forked_reader_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``PIPELINE_BYTES`` the rows are rewritten by a forked child a few blocks ahead: the
+    same blocks, the same rows, the same error at the same line for bytes that are not UTF-8,
+    and the child ended when the reader stops early."""
+    lines = [
+        f"#jepsen.history.Op{{:index {i}, :time {i}, :type :invoke, :process {i % 5}, :f :txn, "
+        f":value [[:append {i % 7} {i}] [:r {i % 3} nil]]}}"
+        for i in range(3000)
+    ]
+    lines[1500] = '{:process 0, :type :ok, :f :read, :value "a\\"b"}'  # a block read the general way
+    p = tmp_path / "big.edn"
+    p.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(edn, "BLOCK", 4096)
+    monkeypatch.setattr(edn, "PIPELINE_BYTES", 1 << 40)
+    serial = list(edn.row_blocks(p))
+    monkeypatch.setattr(edn, "PIPELINE_BYTES", 0)
+    assert list(edn.row_blocks(p)) == serial
+    assert len(serial) > 20 and any(rows is None for _, _, rows in serial)
+    stopped = edn.row_blocks(p)
+    assert next(stopped)[0] == 1
+    stopped.close()  # the child is killed and reaped
+    data = p.read_bytes()
+    cut = data.index(b"\n", len(data) // 2) + 1
+    (tmp_path / "bad.edn").write_bytes(data[:cut] + b":value \xff\n" + data[cut:])
+    with pytest.raises(HistoryError) as piped:
+        list(edn.row_blocks(tmp_path / "bad.edn"))
+    monkeypatch.setattr(edn, "PIPELINE_BYTES", 1 << 40)
+    with pytest.raises(HistoryError) as alone:
+        list(edn.row_blocks(tmp_path / "bad.edn"))
+    assert piped.value.line == alone.value.line == data[:cut].count(b"\n") + 1
+    assert str(piped.value) == str(alone.value)
+
+
 def test_multi_line_forms_and_a_top_level_vector(tmp_path: Path) -> None:
     p = tmp_path / "pretty.edn"
     p.write_text(

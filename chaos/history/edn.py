@@ -394,6 +394,12 @@ _HUGE_STR = "0" * 19
 
 
 def row_lines(block: str) -> list[str] | None:
+    """:func:`row_text` a line at a time (its lines, the last one empty), or None."""
+    t = row_text(block)
+    return None if t is None else t.split("\n")
+
+
+def row_text(block: str) -> str | None:
     """JSON text for each line of ``block`` (whole lines, each ending in a newline): a Jepsen 0.3
     op line becomes the row ``[index, time, type, process, f, value]``; any other line becomes
     text that orjson refuses or that decodes to something other than such a row (the caller reads
@@ -442,17 +448,129 @@ def row_lines(block: str) -> list[str] | None:
         joined[0::2] = pieces
         joined[1::2] = inner
         text = '"'.join(joined)
-    return text[1:].split("\n")
+    return text[1:]
+
+
+# A file at least this large is rewritten into rows by a forked process while this one reads them
+PIPELINE_BYTES = 8 << 20
+AHEAD = 16  # blocks the child may run ahead of the caller (memory: a few MiB each)
 
 
 def row_blocks(path: str | Path) -> Iterator[tuple[int, list[str], list[str] | None]]:
     """``(first line, lines, rows)`` for blocks of whole lines of an EDN file: ``lines`` the
     block's lines (without newlines), ``rows`` their :func:`row_lines` (None for a block it
-    cannot rewrite). Raises HistoryError for bytes that are not UTF-8."""
-    for first, _offset, block in _blocks(Path(path)):
+    cannot rewrite). Raises HistoryError for bytes that are not UTF-8.
+
+    A file of :data:`PIPELINE_BYTES` or more is read and rewritten by a forked child process, a
+    few blocks ahead of the caller, which gets each block's text and rows through a pipe (two
+    strings a block: the rewrite is string operations in C, its text cheap to send, so the caller
+    spends its time on the ops while the second core rewrites). Without ``fork``, or for a
+    smaller file, in this process."""
+    p = Path(path)
+    texts = (
+        _pipelined(p)
+        if _can_pipeline(p)
+        else ((first, block, row_text(block)) for first, _o, block in _blocks(p))
+    )
+    for first, block, rows in texts:
         lines = block.split("\n")
         lines.pop()
-        yield first, lines, row_lines(block)
+        yield first, lines, rows.split("\n") if rows is not None else None
+
+
+def _can_pipeline(path: Path) -> bool:
+    """A large file, ``fork``, and no other thread (a forked child must not need a lock another
+    thread held)."""
+    import os
+    import threading
+
+    try:
+        big = path.stat().st_size >= PIPELINE_BYTES
+    except OSError:
+        return False
+    return big and hasattr(os, "fork") and threading.active_count() == 1
+
+
+def _rewrite_into(conn: Any, path: Path) -> None:
+    """The child of :func:`_pipelined`: ``(first line, block, rows text)`` for each block into
+    ``conn``, then None; ``("bad",)`` at a block that is not UTF-8 (the caller reads from that
+    block on itself, to raise the exact error)."""
+    try:
+        for first, _offset, block in _blocks(path):
+            conn.send((first, block, row_text(block)))
+        conn.send(None)
+    except HistoryError:
+        conn.send(("bad",))
+
+
+def _pipelined(path: Path) -> Iterator[tuple[int, str, str | None]]:
+    """``(first line, block, rows text)`` of :func:`_blocks` and :func:`row_lines`, computed by a
+    forked child (:func:`_rewrite_into`) that runs ahead by what the pipe holds; the child is
+    ended if the caller stops early."""
+    import os
+    import queue
+    import signal
+    import threading
+    from multiprocessing.connection import Connection
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 1
+        try:
+            os.close(r)
+            _rewrite_into(Connection(w, readable=False), path)
+            code = 0
+        except BaseException:
+            pass
+        finally:
+            os._exit(code)
+    os.close(w)
+    recv = Connection(r, writable=False)
+    # a thread empties the pipe into a queue, so the child runs ahead of the caller by up to
+    # ``AHEAD`` blocks rather than by what the pipe holds (64 KiB: lock step)
+    q: queue.Queue[Any] = queue.Queue(maxsize=AHEAD)
+
+    def pump() -> None:
+        try:
+            while True:
+                item = recv.recv()
+                q.put(item)
+                if item is None or item[0] == "bad":
+                    return
+        except (EOFError, OSError):
+            q.put(EOFError)
+
+    thread = threading.Thread(target=pump, name="edn-rows", daemon=True)
+    thread.start()
+    done = 0  # the first line of the last block handed out
+    try:
+        while True:
+            item = q.get()
+            if item is EOFError:
+                raise HistoryError("EDN: the process reading the file ended early", path=path)
+            if item is None:
+                return
+            if item[0] == "bad":  # the blocks from the bad one on, read here: the exact error
+                for first, _o, block in _blocks(path):
+                    if first > done:
+                        yield first, block, row_text(block)
+                return
+            done = item[0]
+            yield item
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)
+        while thread.is_alive():  # the pump ends at the pipe's end; never leave it blocked on put
+            try:
+                q.get(timeout=0.05)
+            except queue.Empty:
+                pass
+        thread.join()
+        recv.close()
 
 
 def _lines_of(data: bytes, first: int, path: Path | str) -> str:
