@@ -39,8 +39,8 @@ SLICE = 0.05
 # this many search configurations per op of the key: bounded by the key's size, and the same on a
 # loaded machine as on an idle one (a time budget shrank a window on an idle machine and left it
 # the whole key on a loaded one).
-# porcupine's c50-bad keys (about 200 ops) shrink to 4-9 ops within 1,000-4,500 configurations.
-WINDOW_CONFIGS_PER_OP = 25
+# porcupine's c50-bad keys (about 200 ops): 6 shrink to 4-9 ops within 1,000-7,500 configurations.
+WINDOW_CONFIGS_PER_OP = 50
 # ... and never for more than this many seconds.
 WINDOW_TIME = 0.5
 # At most this many candidate start states when shrinking a window from the front.
