@@ -70,8 +70,14 @@ def main() -> None:
     for run_dir in dirs:
         res = check_history(read_history(run_dir / "history.jsonl"), "cas-register", workers=1)
         local[run_id(run_dir)] = sorted(res["failures"])
-    print(f"one python process: {time.monotonic() - t:.1f} s")
+    loop_total = time.monotonic() - t
+    print(f"one python process: {loop_total:.1f} s")
     print(f"one process found exactly the injected violations: {local == expected}")
+    print(
+        f"ratio: one process / spark ({args.master}), {args.runs} runs / {args.ops} ops: "
+        f"{loop_total / spark_total:.2f}x (goal >= 1.0x; Spark started in this process, its start-up "
+        "included; bench/scale.py times the whole commands)"
+    )
     if not args.keep:
         shutil.rmtree(tmp)
     else:

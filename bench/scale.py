@@ -371,6 +371,14 @@ def bench_analyze(run_counts: list[int], ops_per_run: int, repeat: int, tmp: Pat
         rows,
     )
     print("\n".join(stages) + "\n")
+    for n in run_counts:
+        goal = 1.4 if n >= 1000 else 1.0
+        print(
+            f"ratio: chaos analyze --master local[2] against the in-process loop, {n:,} runs / "
+            f"{n * ops_per_run:,} ops: loop / local[2] = {walls['loop'][n] / walls['local[2]'][n]:.2f}x "
+            f"(goal >= {goal:g}x; the two-process ceiling loop / 2 loops = "
+            f"{walls['loop'][n] / walls['2 loops'][n]:.2f}x)"
+        )
     if len(run_counts) > 1:
         lo, hi = min(run_counts), max(run_counts)
         marg = {k: (v[hi] - v[lo]) / (hi - lo) for k, v in walls.items()}

@@ -137,6 +137,98 @@ def test_fast_path_gives_what_the_generic_reader_gives_line_by_line(tmp_path: Pa
         edn.BLOCK = old
 
 
+_ROW_KEYS = ("index", "time", "type", "process", "f", "value")
+
+
+def rows_agree(path: Path) -> int:
+    """Every line :func:`chaos.history.edn.row_lines` turns into a row ``[index, time, type,
+    process, f, value]`` (the Elle collector's fast path) is that line's op map as the generic
+    reader reads it, with no other field; returns how many lines became rows."""
+    import orjson
+
+    forms = dict(generic(path))
+    n = 0
+    for first, lines, rows in edn.row_blocks(path):
+        if rows is None:
+            continue
+        for i, _raw in enumerate(lines):
+            try:
+                r = orjson.loads(rows[i])
+            except orjson.JSONDecodeError:
+                continue
+            if type(r) is list and len(r) == 6 and r[2] in ("invoke", "ok", "fail", "info"):
+                assert forms[first + i] == dict(zip(_ROW_KEYS, r, strict=True)), (path, first + i)
+                n += 1
+    return n
+
+
+def test_rows_give_what_the_generic_reader_gives(tmp_path: Path, shared_data: Path) -> None:
+    jepsen = [
+        "#jepsen.history.Op{:index 0, :time 1000, :type :invoke, :process 3, :f :txn, :value [[:r 5 nil] [:append 7 1]]}",
+        "#jepsen.history.Op{:index 1, :time 1001, :type :ok, :process 3, :f :txn, :value [[:r 5 [1 2]] [:append 7 1]]}",
+        "#jepsen.history.Op{:index 2, :time 1002, :type :info, :process :nemesis, :f :start, :value nil}",
+        '#jepsen.history.Op{:index 3, :time 1003, :type :info, :process :nemesis, :f :start, :value ["n1" "n2"]}',
+        "#jepsen.history.Op{:index 4, :time 1004, :type :fail, :process 5, :f :txn, :value [[:w 1 2]], :error :x}",
+        "#jepsen.history.Op{:index 5, :time 1005, :type :ok, :process 6, :f :read, :value [vanilla nil]}",
+        "#jepsen.history.Op{:index 6, :time 1006, :process 6, :type :ok, :f :txn, :value nil}",
+        "#jepsen.history.Op{:index 7, :time 1007, :type :ok, :process 6, :f :txn, :value (1 2)}",
+        "#jepsen.history.Op{:index 8, :time 1008, :type :ok, :process nil, :f :txn, :value [[:r :x nil]]}",
+    ]
+    p = tmp_path / "rows.edn"
+    p.write_text("\n".join(jepsen) + "\n")
+    assert rows_agree(p) == 6  # not the ones out of Jepsen's layout, nor the invalid :value
+    lines = [*jepsen, *_ODD_LINES]  # a block with a backslash or a set is read the general way
+    rng = random.Random(3)
+    mixed = [ln for ln in lines for _ in range(30)]
+    rng.shuffle(mixed)
+    p.write_text("\n".join(mixed) + "\n")
+    old = edn.BLOCK
+    try:
+        for block in (64, 1000, 1 << 20):
+            edn.BLOCK = block
+            rows = rows_agree(p)
+            assert rows > 0 or block == 1 << 20, block  # one block, with a backslash: no row
+    finally:
+        edn.BLOCK = old
+    for f in [*ELLE.glob("*.edn"), *sorted((shared_data / "knossos" / "data").rglob("*.edn"))[:40]]:
+        rows_agree(f)
+
+
+def test_a_large_file_s_rows_come_from_a_forked_reader_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``PIPELINE_BYTES`` the rows are rewritten by a forked child a few blocks ahead: the
+    same blocks, the same rows, the same error at the same line for bytes that are not UTF-8,
+    and the child ended when the reader stops early."""
+    lines = [
+        f"#jepsen.history.Op{{:index {i}, :time {i}, :type :invoke, :process {i % 5}, :f :txn, "
+        f":value [[:append {i % 7} {i}] [:r {i % 3} nil]]}}"
+        for i in range(3000)
+    ]
+    lines[1500] = '{:process 0, :type :ok, :f :read, :value "a\\"b"}'  # a block read the general way
+    p = tmp_path / "big.edn"
+    p.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(edn, "BLOCK", 4096)
+    monkeypatch.setattr(edn, "PIPELINE_BYTES", 1 << 40)
+    serial = list(edn.row_blocks(p))
+    monkeypatch.setattr(edn, "PIPELINE_BYTES", 0)
+    assert list(edn.row_blocks(p)) == serial
+    assert len(serial) > 20 and any(rows is None for _, _, rows in serial)
+    stopped = edn.row_blocks(p)
+    assert next(stopped)[0] == 1
+    stopped.close()  # the child is killed and reaped
+    data = p.read_bytes()
+    cut = data.index(b"\n", len(data) // 2) + 1
+    (tmp_path / "bad.edn").write_bytes(data[:cut] + b":value \xff\n" + data[cut:])
+    with pytest.raises(HistoryError) as piped:
+        list(edn.row_blocks(tmp_path / "bad.edn"))
+    monkeypatch.setattr(edn, "PIPELINE_BYTES", 1 << 40)
+    with pytest.raises(HistoryError) as alone:
+        list(edn.row_blocks(tmp_path / "bad.edn"))
+    assert piped.value.line == alone.value.line == data[:cut].count(b"\n") + 1
+    assert str(piped.value) == str(alone.value)
+
+
 def test_multi_line_forms_and_a_top_level_vector(tmp_path: Path) -> None:
     p = tmp_path / "pretty.edn"
     p.write_text(

@@ -376,6 +376,203 @@ def translate(block: str, loose: bool = False, obj: bool = False) -> list[str] |
     return text[1:].split("\n")
 
 
+# Jepsen 0.3's op line as a JSON row ``[index, time, type, process, f, value]`` (no keys, so fewer
+# passes than the object form and no dict per op): the header fields in the order ``prn`` of a
+# ``jepsen.history.Op`` gives them. A line with another layout or more fields gives a row of
+# another length or text orjson refuses, and is read the general way.
+_ROW_HEADER = (
+    ("\n#jepsen.history.Op{:index ", "\n["),
+    (", :time ", ","),
+    (", :type :", ',"'),
+    (", :process ", '",'),
+    (", :f :txn, :value ", ',"txn",'),  # every op of a transactional history: one pass, not two
+)
+_ROW_F = ((", :f :", ',"'), (", :value ", '",'))
+_ROW_TABLE = str.maketrans(" })(", ",]][")
+_DIGITS_STR = str.maketrans("123456789", "000000000")
+_HUGE_STR = "0" * 19
+
+
+def row_lines(block: str) -> list[str] | None:
+    """:func:`row_text` a line at a time (its lines, the last one empty), or None."""
+    t = row_text(block)
+    return None if t is None else t.split("\n")
+
+
+def row_text(block: str) -> str | None:
+    """JSON text for each line of ``block`` (whole lines, each ending in a newline): a Jepsen 0.3
+    op line becomes the row ``[index, time, type, process, f, value]``; any other line becomes
+    text that orjson refuses or that decodes to something other than such a row (the caller reads
+    it with :func:`records_of_text` or :class:`Reader`). None when the block has what the rewrite
+    cannot keep apart (backslashes, a string spanning lines, sets, an integer orjson would read as
+    a float): then read it as :func:`records` does. About a dozen passes of C string operations
+    over the block, whatever its number of lines."""
+    if "\\" in block or "\x01" in block or "#{" in block:
+        return None
+    text = "\n" + block
+    inner: list[str] = []
+    if '"' in block:
+        parts = text.split('"')
+        if len(parts) % 2 == 0:
+            return None
+        inner = parts[1::2]
+        text = "\x01".join(parts[0::2])
+        if text.count("\n") != block.count("\n") + 1:
+            return None
+    if _HUGE_STR in text.translate(_DIGITS_STR):
+        return None
+    for a, b in _ROW_HEADER:
+        text = text.replace(a, b)
+    for a, b in _ROW_F:
+        if a in text:
+            text = text.replace(a, b)
+    if ":nemesis," in text:
+        text = text.replace('",:nemesis,', '","nemesis",')
+    for a, b in _MOPS:
+        if a in text:
+            text = text.replace(a, b)
+    text = text.translate(_ROW_TABLE)
+    if ",," in text:
+        text = text.replace(",,", ",")
+    if ":" in text:
+        text = _keywords(text)
+        if "nil" in text:
+            text = text.replace(",nil", ",null").replace("[nil", "[null")
+    elif "nil" in text:
+        # no keyword became a string and the strings are set apart: any other nil is in a symbol,
+        # which orjson refuses either way
+        text = text.replace("nil", "null")
+    if inner:
+        pieces = text.split("\x01")
+        joined: list[str] = [""] * (len(pieces) + len(inner))
+        joined[0::2] = pieces
+        joined[1::2] = inner
+        text = '"'.join(joined)
+    return text[1:]
+
+
+# A file at least this large is rewritten into rows by a forked process while this one reads them
+PIPELINE_BYTES = 8 << 20
+AHEAD = 16  # blocks the child may run ahead of the caller (memory: a few MiB each)
+
+
+def row_blocks(path: str | Path) -> Iterator[tuple[int, list[str], list[str] | None]]:
+    """``(first line, lines, rows)`` for blocks of whole lines of an EDN file: ``lines`` the
+    block's lines (without newlines), ``rows`` their :func:`row_lines` (None for a block it
+    cannot rewrite). Raises HistoryError for bytes that are not UTF-8.
+
+    A file of :data:`PIPELINE_BYTES` or more is read and rewritten by a forked child process, a
+    few blocks ahead of the caller, which gets each block's text and rows through a pipe (two
+    strings a block: the rewrite is string operations in C, its text cheap to send, so the caller
+    spends its time on the ops while the second core rewrites). Without ``fork``, or for a
+    smaller file, in this process."""
+    p = Path(path)
+    texts = (
+        _pipelined(p)
+        if _can_pipeline(p)
+        else ((first, block, row_text(block)) for first, _o, block in _blocks(p))
+    )
+    for first, block, rows in texts:
+        lines = block.split("\n")
+        lines.pop()
+        yield first, lines, rows.split("\n") if rows is not None else None
+
+
+def _can_pipeline(path: Path) -> bool:
+    """A large file, ``fork``, and no other thread (a forked child must not need a lock another
+    thread held)."""
+    import os
+    import threading
+
+    try:
+        big = path.stat().st_size >= PIPELINE_BYTES
+    except OSError:
+        return False
+    return big and hasattr(os, "fork") and threading.active_count() == 1
+
+
+def _rewrite_into(conn: Any, path: Path) -> None:
+    """The child of :func:`_pipelined`: ``(first line, block, rows text)`` for each block into
+    ``conn``, then None; ``("bad",)`` at a block that is not UTF-8 (the caller reads from that
+    block on itself, to raise the exact error)."""
+    try:
+        for first, _offset, block in _blocks(path):
+            conn.send((first, block, row_text(block)))
+        conn.send(None)
+    except HistoryError:
+        conn.send(("bad",))
+
+
+def _pipelined(path: Path) -> Iterator[tuple[int, str, str | None]]:
+    """``(first line, block, rows text)`` of :func:`_blocks` and :func:`row_lines`, computed by a
+    forked child (:func:`_rewrite_into`) that runs ahead by what the pipe holds; the child is
+    ended if the caller stops early."""
+    import os
+    import queue
+    import signal
+    import threading
+    from multiprocessing.connection import Connection
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 1
+        try:
+            os.close(r)
+            _rewrite_into(Connection(w, readable=False), path)
+            code = 0
+        except BaseException:
+            pass
+        finally:
+            os._exit(code)
+    os.close(w)
+    recv = Connection(r, writable=False)
+    # a thread empties the pipe into a queue, so the child runs ahead of the caller by up to
+    # ``AHEAD`` blocks rather than by what the pipe holds (64 KiB: lock step)
+    q: queue.Queue[Any] = queue.Queue(maxsize=AHEAD)
+
+    def pump() -> None:
+        try:
+            while True:
+                item = recv.recv()
+                q.put(item)
+                if item is None or item[0] == "bad":
+                    return
+        except (EOFError, OSError):
+            q.put(EOFError)
+
+    thread = threading.Thread(target=pump, name="edn-rows", daemon=True)
+    thread.start()
+    done = 0  # the first line of the last block handed out
+    try:
+        while True:
+            item = q.get()
+            if item is EOFError:
+                raise HistoryError("EDN: the process reading the file ended early", path=path)
+            if item is None:
+                return
+            if item[0] == "bad":  # the blocks from the bad one on, read here: the exact error
+                for first, _o, block in _blocks(path):
+                    if first > done:
+                        yield first, block, row_text(block)
+                return
+            done = item[0]
+            yield item
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)
+        while thread.is_alive():  # the pump ends at the pipe's end; never leave it blocked on put
+            try:
+                q.get(timeout=0.05)
+            except queue.Empty:
+                pass
+        thread.join()
+        recv.close()
+
+
 def _lines_of(data: bytes, first: int, path: Path | str) -> str:
     try:
         return data.decode("utf-8")
@@ -444,6 +641,37 @@ def records(path: str | Path) -> Iterator[tuple[int, Any, bool]]:
             for fl, form in reader.feed(raw + "\n", line):
                 yield fl, form, False
     reader.finish(line)
+
+
+class LineForms:
+    """The forms of an EDN file a line at a time, for a caller that reads most lines itself
+    (:func:`row_blocks`) and hands the others here in file order: a line read alone when it holds
+    one op map (as :func:`records` reads it), else fed to a :class:`Reader` (a form over several
+    lines). :attr:`idle` says whether the next line may be read without this."""
+
+    def __init__(self, path: Path | str):
+        self.reader = Reader(path)
+        self.last = 0
+
+    @property
+    def idle(self) -> bool:
+        r = self.reader
+        return not (r.stack or r.carry or r.discard)
+
+    def forms(self, line: int, raw: str) -> list[tuple[int, Any, bool]]:
+        """``(line, form, fast)`` for what ``raw`` (line ``line``, without its newline) completes."""
+        self.last = line
+        if self.idle:
+            d = _fast(_translate_line(raw))
+            if d is None and ("  " in raw or "\t" in raw or raw[:1] == " "):
+                d = _fast(_translate_line(raw, loose=True))
+            if d is not None:
+                return [(line, d, True)]
+        return [(fl, form, False) for fl, form in self.reader.feed(raw + "\n", line)]
+
+    def finish(self) -> None:
+        """HistoryError if the file ended inside a form."""
+        self.reader.finish(self.last)
 
 
 def _fast(t: str | None, shallow: int = 2 * MAX_DEPTH, loads: Any = orjson.loads) -> dict[Any, Any] | None:

@@ -14,7 +14,9 @@ match (porcupine's etcd model).
 
 from __future__ import annotations
 
+import gc
 import json
+import operator
 import os
 import time
 from collections.abc import Iterable, Sequence
@@ -33,15 +35,14 @@ REGISTER_MODELS = frozenset({"register", "cas-register"})
 POOL_AFTER = 0.2
 # First time slice (s) per part when several parts are checked in one process; x4 each round.
 SLICE = 0.05
-# Seconds spent at most on shrinking a counterexample's window.
+# Shrinking an invalid key's counterexample window (a few searches of parts of the key) may visit
+# this many search configurations per op of the key: bounded by the key's size, and the same on a
+# loaded machine as on an idle one (a time budget shrank a window on an idle machine and left it
+# the whole key on a loaded one).
+# porcupine's c50-bad keys (about 200 ops): 6 shrink to 4-9 ops within 1,000-7,500 configurations.
+WINDOW_CONFIGS_PER_OP = 50
+# ... and never for more than this many seconds.
 WINDOW_TIME = 0.5
-# The window's budget is proportional to the key: this many seconds per op of the key (at least
-# WINDOW_FLOOR, at least the key's own search time, at most WINDOW_TIME), so shrinking never
-# dominates the check of a history with many small invalid keys. The floor lets a key of a few
-# hundred ops shrink its window on a loaded machine (at 5 ms, a 240-op key's window stayed the whole
-# key, and the report opened the key at its first op).
-WINDOW_PER_OP = 20e-6
-WINDOW_FLOOR = 0.1
 # At most this many candidate start states when shrinking a window from the front.
 WINDOW_STATES = 32
 
@@ -54,6 +55,7 @@ def check_calls(
     counterexample: bool = True,
     stop: Any = None,
     counterexample_deadline: float | None | str = "search",
+    fresh: bool = False,
 ) -> KeyResult:
     """Check one partition: is there a linearization of ``calls`` under ``model``?
 
@@ -68,6 +70,8 @@ def check_calls(
         counterexample_deadline: deadline for building the counterexample (default ``"search"``:
             the search's own); a search cut into time slices finds a violation inside a slice but
             shrinks its window under the whole check's deadline, without searching again.
+        fresh: the calls are the caller's own, made for this check (:func:`history_calls`'s):
+            they are renumbered in place rather than copied.
     Returns:
         KeyResult with ``valid`` True, False or "unknown" (``cause`` timeout/cancelled).
     Raises:
@@ -75,18 +79,24 @@ def check_calls(
     """
     m = get_model(model)
     t0 = time.monotonic()
-    cs = _renumber(calls, m)
+    cs = _renumber(calls, m, in_place=fresh)
     res = _search(cs, m, m.init(), deadline, stop)
     if res.valid is False and counterexample:
-        searched = time.monotonic() - t0
         cx_deadline = deadline if counterexample_deadline == "search" else counterexample_deadline
-        res.counterexample = _counterexample(cs, m, res, cx_deadline, searched)  # type: ignore[arg-type]
+        res.counterexample = _counterexample(cs, m, res, cx_deadline)  # type: ignore[arg-type]
     res.seconds = time.monotonic() - t0
     return res
 
 
-def _renumber(calls: Iterable[Call], m: Model) -> list[Call]:
+def _renumber(calls: Iterable[Call], m: Model, *, in_place: bool = False) -> list[Call]:
+    """The calls the model does not call ``noop``, numbered 0, 1, 2, ...: copies, or (``in_place``)
+    the calls themselves with their ids set."""
     noop = getattr(m, "noop", None)
+    if in_place:
+        kept = [c for c in calls if not noop(c)] if noop is not None else list(calls)
+        for i, c in enumerate(kept):
+            c.id = i
+        return kept
     out: list[Call] = []
     for c in calls:
         if noop is not None and noop(c):
@@ -132,11 +142,17 @@ def _cut(calls: Sequence[Call], order: Sequence[int], lo: int, t: float) -> list
     return sub
 
 
-def _invalid_from(calls: Sequence[Call], m: Model, starts: Sequence[Any], deadline: float) -> bool | None:
-    """True if ``calls`` is not linearizable from any of ``starts``; None when out of time."""
+def _invalid_from(
+    calls: Sequence[Call], m: Model, starts: Sequence[Any], deadline: float, budget: list[int]
+) -> bool | None:
+    """True if ``calls`` is not linearizable from any of ``starts``; None when out of time or out
+    of ``budget`` (``[configurations left]``, spent by each search)."""
     sub = _renumber(calls, m)
     for s in starts:
-        r = _search(sub, m, s, deadline, track=False)
+        if budget[0] <= 0:
+            return None
+        r = _search(sub, m, s, deadline, track=False, max_pushes=budget[0])
+        budget[0] -= max(r.configs, 1)
         if r.valid == VALID_UNKNOWN:
             return None
         if r.valid is True:
@@ -144,19 +160,19 @@ def _invalid_from(calls: Sequence[Call], m: Model, starts: Sequence[Any], deadli
     return True
 
 
-def window_budget(n_ops: int, searched: float = 0.0) -> float:
-    """Seconds allowed for shrinking the counterexample window of a key of ``n_ops`` ops whose
-    search took ``searched`` seconds: proportional to the key, never over :data:`WINDOW_TIME`."""
-    return min(WINDOW_TIME, max(WINDOW_FLOOR, WINDOW_PER_OP * n_ops, searched))
+def window_budget(n_ops: int) -> int:
+    """Search configurations allowed for shrinking the counterexample window of a key of
+    ``n_ops`` ops: :data:`WINDOW_CONFIGS_PER_OP` per op."""
+    return WINDOW_CONFIGS_PER_OP * n_ops
 
 
-def _counterexample(
-    calls: list[Call], m: Model, res: KeyResult, deadline: float | None, searched: float = 0.0
-) -> dict[str, Any]:
+def _counterexample(calls: list[Call], m: Model, res: KeyResult, deadline: float | None) -> dict[str, Any]:
     """Longest prefix, its states, the failing op, and a small window (docs/design.md); the
-    window search stops after :func:`window_budget` seconds."""
+    window search stops after :func:`window_budget` configurations (or :data:`WINDOW_TIME`
+    seconds, or at ``deadline``)."""
     describe = m.describe
-    t_end = time.monotonic() + window_budget(len(calls), searched)
+    budget = [window_budget(len(calls))]
+    t_end = time.monotonic() + WINDOW_TIME
     if deadline is not None:
         t_end = min(t_end, deadline)
     order = sorted(range(len(calls)), key=lambda i: (calls[i].call, i))
@@ -165,10 +181,10 @@ def _counterexample(
     # 1. the earliest time cut that is already invalid (monotone: linearizability is prefix-closed)
     lo_i, hi_i = 0, len(times) - 1
     window = [c.id for c in calls]
-    if _invalid_from(_cut(calls, order, 0, times[hi_i]), m, [init], t_end):
+    if res.valid is False:  # the whole key (the cut at its last time) is invalid: the search said so
         while lo_i < hi_i:
             mid = (lo_i + hi_i) // 2
-            r = _invalid_from(_cut(calls, order, 0, times[mid]), m, [init], t_end)
+            r = _invalid_from(_cut(calls, order, 0, times[mid]), m, [init], t_end, budget)
             if r is None:
                 lo_i = hi_i
                 break
@@ -189,7 +205,7 @@ def _counterexample(
             """Is the window from ``lo`` still invalid (it then becomes the window)? None: no time."""
             nonlocal window
             sub = _cut(calls, order, lo, t_cut)
-            r = _invalid_from(sub, m, starts, t_end)
+            r = _invalid_from(sub, m, starts, t_end, budget)
             if r:
                 window = [c.id for c in sub]
             return r
@@ -265,6 +281,7 @@ def history_calls(ops: Iterable[Op]) -> tuple[dict[Any, list[Call]], int]:
     # hashed as dict keys in Python but are different keys in the history
     simple = (int, str, float, bool)
     labels: dict[Any, str] = {}
+    int_labels: dict[int, str] = {}
     for op in ops:
         p = op.process
         t = op.type
@@ -302,7 +319,12 @@ def history_calls(ops: Iterable[Op]) -> tuple[dict[Any, list[Call]], int]:
         else:
             raise ValueError(f"history: op {op.index}: unknown type {t!r} (expected invoke/ok/fail/info)")
         k = inv.key
-        if k is not None:
+        if type(k) is int:  # the common case: one dict lookup
+            label = int_labels.get(k)
+            if label is None:
+                label = int_labels[k] = key_label(k)
+            k = label
+        elif k is not None:
             tk = (type(k), k) if type(k) in simple else None
             label = labels.get(tk) if tk is not None else None
             if label is None:
@@ -352,7 +374,7 @@ def _check_part(
 ) -> tuple[str, KeyResult]:
     if isinstance(calls, int):  # an index into the inherited _TASKS
         calls = _TASKS[calls][1]
-    res = check_calls(calls, model, deadline, stop=_STOP)
+    res = check_calls(calls, model, deadline, stop=_STOP, fresh=True)
     if res.valid is False and _STOP is not None:
         _STOP.set()
     res.reached = []
@@ -391,19 +413,7 @@ def check_history(
     t0 = time.monotonic()
     m = get_model(model)
     deadline = None if time_limit is None else t0 + time_limit
-    groups, invokes = history_calls(ops)
-    tasks: list[tuple[str, list[Call]]] = []
-    keyed = any(k is not None for k in groups)
-    for k in sorted(groups, key=lambda k: (k is None, k or "")):
-        calls = groups[k]
-        calls.sort(key=lambda c: (c.call, c.index))
-        parts = m.partition(calls)
-        base = ("null" if k is None else k) if keyed else "all"
-        if len(parts) == 1:
-            tasks.append((base, parts[0]))
-        else:
-            for i, part in enumerate(parts):
-                tasks.append((f"{base}/{i}" if keyed else str(i), part))
+    tasks, invokes = _tasks(ops, m)
     nworkers = workers if workers is not None else (os.cpu_count() or 1)
     pooled = nworkers > 1 and len(tasks) > 1
     results = _run_sliced(tasks, m, deadline, cancel_on_failure, POOL_AFTER if pooled else None)
@@ -412,6 +422,34 @@ def check_history(
         results.update(_run_pool(rest, m, deadline, min(nworkers, len(rest)), cancel_on_failure))
     results = {label: results[label] for label, _ in tasks}  # in key order, however they finished
     return _summary(results, m, invokes, time.monotonic() - t0)
+
+
+def _tasks(ops: Iterable[Op], m: Model) -> tuple[list[tuple[str, list[Call]]], int]:
+    """The parts to search, ``(label, calls sorted by call time)`` in key order, and the number of
+    client invocations. The cyclic garbage collector is paused meanwhile: a call per op is made
+    and kept, none in a cycle, and each collection would scan the whole history's ops again (a
+    third of this step's time on a 100k-op history)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        groups, invokes = history_calls(ops)
+        tasks: list[tuple[str, list[Call]]] = []
+        keyed = any(k is not None for k in groups)
+        by_time = operator.attrgetter("call", "index")
+        for k in sorted(groups, key=lambda k: (k is None, k or "")):
+            calls = groups[k]
+            calls.sort(key=by_time)
+            parts = m.partition(calls)
+            base = ("null" if k is None else k) if keyed else "all"
+            if len(parts) == 1:
+                tasks.append((base, parts[0]))
+            else:
+                for i, part in enumerate(parts):
+                    tasks.append((f"{base}/{i}" if keyed else str(i), part))
+        return tasks, invokes
+    finally:
+        if was:
+            gc.enable()
 
 
 def _run_sliced(
@@ -447,7 +485,7 @@ def _run_sliced(
                 d = deadline if d is None else min(d, deadline)
             # a violation found inside a slice is definite: its counterexample is built at once,
             # under the whole check's deadline, not by searching the key again
-            r = check_calls(calls, m, d, counterexample_deadline=deadline)
+            r = check_calls(calls, m, d, counterexample_deadline=deadline, fresh=True)
             if r.valid == VALID_UNKNOWN and r.cause == "timeout" and d != deadline:
                 again.append((label, calls))
                 continue

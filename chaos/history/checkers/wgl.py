@@ -113,8 +113,10 @@ def _wgl(
     deadline: float | None = None,
     stop: Any = None,
     track: bool = True,
+    max_pushes: int | None = None,
 ) -> KeyResult:
-    """WGL search over ``calls`` (ids must be 0..n-1) from state ``init``: the tables, then the walk."""
+    """WGL search over ``calls`` (ids must be 0..n-1) from state ``init``: the tables, then the walk.
+    ``max_pushes``: give up (unknown, cause ``budget``) past about this many configurations."""
     n = len(calls)
     if n == 0:
         return KeyResult(True)
@@ -123,7 +125,7 @@ def _wgl(
         return KeyResult(True, n)
     space = _Space(calls, model, init)
     live_reads = _read_pruner(calls, model, ops, space)
-    return _walk(ops, space, live_reads, _Limits(deadline, stop), track)
+    return _walk(ops, space, live_reads, _Limits(deadline, stop, max_pushes), track)
 
 
 def _entry_list(calls: Sequence[Call]) -> tuple[list[int], list[int]]:
@@ -258,21 +260,25 @@ class _Space:
 
 
 class _Limits:
-    """When a search gives up: past the deadline (``time.monotonic()``), when ``stop.is_set()``, or
-    past MAX_CONFIGS pushes. Checked every 1024 pushes."""
+    """When a search gives up: past the deadline (``time.monotonic()``), when ``stop.is_set()``,
+    past MAX_CONFIGS pushes, or past ``max_pushes`` (a caller's budget, e.g. a counterexample's
+    window search). Checked every 1024 pushes."""
 
-    __slots__ = ("deadline", "stop")
+    __slots__ = ("deadline", "stop", "max_pushes")
 
-    def __init__(self, deadline: float | None, stop: Any) -> None:
+    def __init__(self, deadline: float | None, stop: Any, max_pushes: int | None = None) -> None:
         self.deadline = deadline
         self.stop = stop
+        self.max_pushes = max_pushes
 
     def cause(self, pushes: int) -> str | None:
-        """None to go on, else the unknown verdict's cause: cancelled, memory or timeout."""
+        """None to go on, else the unknown verdict's cause: cancelled, memory, budget or timeout."""
         if self.stop is not None and self.stop.is_set():
             return "cancelled"
         if pushes > MAX_CONFIGS:
             return "memory"
+        if self.max_pushes is not None and pushes >= self.max_pushes:
+            return "budget"
         if self.deadline is not None and time.monotonic() > self.deadline:
             return "timeout"
         return None

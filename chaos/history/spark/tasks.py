@@ -83,17 +83,21 @@ def _texts(values: list[Any], text: Callable[[Any], str | None]) -> list[str | N
     kinds = set(map(type, values))
     if float in kinds or bool in kinds:
         return [text(v) for v in values]
-    seen: dict[Any, str | None] = {}
-    out = []
-    for v in values:
-        try:
-            t = seen[v]
-        except KeyError:
-            t = seen[v] = text(v)
-        except TypeError:  # a list or dict key
-            t = text(v)
-        out.append(t)
-    return out
+    try:
+        seen = {v: text(v) for v in set(values)}
+    except TypeError:  # a list or dict key
+        return [text(v) for v in values]
+    return list(map(seen.__getitem__, values))
+
+
+def _str_column(values: list[Any]) -> Any:
+    """A pyarrow string column of ``values``, anything not a string as null."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(values, pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array([v if isinstance(v, str) else None for v in values], pa.string())
 
 
 def write_ops_parquet(ops: list[Any], path: Path) -> None:
@@ -101,29 +105,46 @@ def write_ops_parquet(ops: list[Any], path: Path) -> None:
 
     Columns as :data:`_SCHEMA_FIELDS` (``process`` as text, ``key`` as JSON text unless a string)
     plus ``raw``: the op's JSON line for nemesis ops (what :func:`fault_windows` re-reads), null for
-    client ops.
+    client ops. Each column is taken from the ops by C-level ``map`` calls (a run's Parquet cost a
+    quarter of its task when built op by op in Python).
     """
+    import operator
+
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from chaos.history.op import NEMESIS
 
-    log_index = []
-    for op in ops:
-        li = op.extra.get("log_index") if op.extra else None
-        log_index.append(li if type(li) is int else None)
+    def column(name: str) -> list[Any]:
+        return list(map(operator.attrgetter(name), ops))
+
+    extras = column("extra")
+    if any(extras):
+        log_index = []
+        for extra in extras:
+            li = extra.get("log_index") if extra else None
+            log_index.append(li if type(li) is int else None)
+        log_col = pa.array(log_index, pa.int64())
+    else:
+        log_col = pa.nulls(len(ops), pa.int64())
+    processes = column("process")
+    raw: list[str | None] = [None] * len(ops)
+    if NEMESIS in processes:
+        for i, (p, op) in enumerate(zip(processes, ops, strict=True)):
+            if p == NEMESIS:
+                raw[i] = op.to_json()
     table = pa.table(
         {
-            "index": pa.array([op.index for op in ops], pa.int64()),
-            "type": pa.array([op.type for op in ops], pa.string()),
-            "process": pa.array(_texts([op.process for op in ops], str), pa.string()),
-            "f": pa.array([op.f for op in ops], pa.string()),
-            "time": pa.array([op.time for op in ops], pa.int64()),
-            "node": pa.array([op.node if isinstance(op.node, str) else None for op in ops], pa.string()),
-            "error": pa.array([op.error if isinstance(op.error, str) else None for op in ops], pa.string()),
-            "key": pa.array(_texts([op.key for op in ops], _key_text), pa.string()),
-            "log_index": pa.array(log_index, pa.int64()),
-            "raw": pa.array([op.to_json() if op.process == NEMESIS else None for op in ops], pa.string()),
+            "index": pa.array(column("index"), pa.int64()),
+            "type": pa.array(column("type"), pa.string()),
+            "process": pa.array(_texts(processes, str), pa.string()),
+            "f": pa.array(column("f"), pa.string()),
+            "time": pa.array(column("time"), pa.int64()),
+            "node": _str_column(column("node")),
+            "error": _str_column(column("error")),
+            "key": pa.array(_texts(column("key"), _key_text), pa.string()),
+            "log_index": log_col,
+            "raw": pa.array(raw, pa.string()),
         }
     )
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -124,12 +124,58 @@ def collect_ops(ops: Iterable[Op], sink: Sink) -> TxnTable:
     return table
 
 
-def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+BLOCK = 1 << 22  # bytes read at a time by collect_file
+
+
+def _line_blocks(path: Path) -> Iterator[list[bytes]]:
+    """The lines of ``path`` (each without its newline), a block of about :data:`BLOCK` bytes at a
+    time; a last line without a newline raises :class:`FastPathRefused` (a torn line is
+    ``read_history``'s to judge)."""
+    rest = b""
     with open(path, "rb") as f:
-        offset = 0
-        for raw in f:
-            yield offset, raw
-            offset += len(raw)
+        while True:
+            data = f.read(BLOCK)
+            if not data:
+                break
+            if rest:
+                data = rest + data
+            lines = data.split(b"\n")
+            rest = lines.pop()
+            yield lines
+    if rest:
+        raise FastPathRefused("torn last line")
+
+
+def block_starts(path: Path) -> tuple[list[int], list[int]]:
+    """(first 1-based line, byte offset) of blocks of whole lines covering ``path``, for reading
+    one line again without an offset per line (a pass over the file's newlines only)."""
+    first, offsets = [1], [0]
+    line, offset = 1, 0
+    with open(path, "rb") as f:
+        while True:
+            data = f.read(BLOCK)
+            if not data:
+                break
+            cut = data.rfind(b"\n") + 1
+            line += data.count(b"\n")
+            offset += len(data)
+            if cut:
+                first.append(line)
+                offsets.append(offset - len(data) + cut)
+    return first, offsets
+
+
+def read_line_at(path: Path, starts: tuple[list[int], list[int]], line: int) -> bytes:
+    """Line ``line`` (1-based) of ``path``, given its :func:`block_starts`."""
+    import bisect
+
+    first, offsets = starts
+    k = bisect.bisect_right(first, line) - 1
+    with open(path, "rb") as fh:
+        fh.seek(offsets[k])
+        for _ in range(line - first[k]):
+            fh.readline()
+        return fh.readline()
 
 
 def collect_file(path: Path, sink: Sink) -> TxnTable:
@@ -137,10 +183,11 @@ def collect_file(path: Path, sink: Sink) -> TxnTable:
 
     Checks the same rules as ``chaos.history.store.read_history`` on the way (pairing, types,
     time order); on anything it does not accept it raises :class:`FastPathRefused`, and the caller
-    re-reads the file through ``read_history``, which raises the proper HistoryError.
+    re-reads the file through ``read_history``, which raises the proper HistoryError. Keeps no
+    byte offset per transaction: a value is re-read (to explain an anomaly) from its line, the
+    completion's position (blank lines are refused, so position = line - 1).
     """
     table = TxnTable()
-    offsets = array.array("q")
     open_: dict[Any, tuple[int, Any, Any, Any]] = {}
     loads = orjson.loads
     fails = 0
@@ -149,68 +196,67 @@ def collect_file(path: Path, sink: Sink) -> TxnTable:
     append_inv, append_cpl = table.invoke_pos.append, table.complete_pos.append
     append_inv_idx = table.invoke_index.append
     append_idx, append_ok, append_proc = table.index.append, table.ok.append, table.process.append
-    append_off = offsets.append
     ok_ = table.ok
+    invoke, fail, info, ok, nemesis, types = INVOKE, FAIL, INFO, OK, NEMESIS, TYPES
     try:
-        for offset, raw in _raw_lines(path):
-            if not raw.endswith(b"\n") or raw.isspace():
-                raise FastPathRefused("torn or blank line")
-            try:
-                d = loads(raw)
-                t = d["type"]
-                p = d["process"]
-                f = d["f"]
-                tm = d.get("time", 0)
-            except Exception as e:
-                raise FastPathRefused(str(e)) from None
-            pos += 1
-            if type(tm) is not int or tm < last_time or type(f) is not str or t not in TYPES:
-                raise FastPathRefused("time, f or type")
-            last_time = tm
-            if p == NEMESIS:
-                continue
-            if type(p) is bool or not isinstance(p, int | str):
-                raise FastPathRefused("process")
-            v = d.get("value")
-            if t == INVOKE:
-                if p in open_:
-                    raise FastPathRefused("double invoke")
-                open_[p] = (pos, v, f, d.get("index", pos))
-                continue
-            inv = open_.pop(p, None)
-            if inv is None or inv[2] != f:
-                raise FastPathRefused("unpaired completion")
-            value = v if type(v) is list else inv[1]
-            if type(value) is not list:
-                raise MalformedTxn(
-                    f"{f!r} with value {v!r:.60} is not a transaction (expected a list of [f, key, value] "
-                    "micro-ops)"
-                )
-            if t == FAIL:
-                table.fail_values.append((d.get("index", pos), value))
-                sink(fails, FAIL, value)
-                fails += 1
-                continue
-            if t == INFO and type(inv[1]) is list:
-                value = inv[1]
-            tid = len(ok_)
-            append_inv(inv[0])
-            append_inv_idx(inv[3])
-            append_cpl(pos)
-            append_idx(d.get("index", pos))
-            append_ok(1 if t == OK else 0)
-            append_proc(p)
-            append_off(offset)
-            sink(tid, t, value)
-
+        for lines in _line_blocks(path):
+            for raw in lines:
+                pos += 1
+                try:
+                    d = loads(raw)
+                    t = d["type"]
+                    p = d["process"]
+                    f = d["f"]
+                    tm = d.get("time", 0)
+                except Exception as e:
+                    raise FastPathRefused(str(e)) from None
+                if type(tm) is not int or tm < last_time or type(f) is not str or t not in types:
+                    raise FastPathRefused("time, f or type")
+                last_time = tm
+                if p == nemesis:
+                    continue
+                if type(p) is not int and (type(p) is not str):
+                    raise FastPathRefused("process")
+                v = d.get("value")
+                if t == invoke:
+                    if p in open_:
+                        raise FastPathRefused("double invoke")
+                    open_[p] = (pos, v, f, d.get("index", pos))
+                    continue
+                inv = open_.pop(p, None)
+                if inv is None or inv[2] != f:
+                    raise FastPathRefused("unpaired completion")
+                value = v if type(v) is list else inv[1]
+                if type(value) is not list:
+                    raise MalformedTxn(
+                        f"{f!r} with value {v!r:.60} is not a transaction (expected a list of [f, key, "
+                        "value] micro-ops)"
+                    )
+                if t == fail:
+                    table.fail_values.append((d.get("index", pos), value))
+                    sink(fails, fail, value)
+                    fails += 1
+                    continue
+                if t == info and type(inv[1]) is list:
+                    value = inv[1]
+                tid = len(ok_)
+                append_inv(inv[0])
+                append_inv_idx(inv[3])
+                append_cpl(pos)
+                append_idx(d.get("index", pos))
+                append_ok(1 if t == ok else 0)
+                append_proc(p)
+                sink(tid, t, value)
     except MalformedTxn as e:
         e.position = pos
         raise
+    starts: list[tuple[list[int], list[int]]] = []
+    positions = table.complete_pos
 
     def fetch(t: int) -> list[Any]:
-        with open(path, "rb") as fh:
-            fh.seek(offsets[t])
-            d = loads(fh.readline())
+        if not starts:
+            starts.append(block_starts(path))
+        d = loads(read_line_at(path, starts[0], positions[t] + 1))
         v = d.get("value")
         if d.get("type") == INFO or type(v) is not list:
             return [[m[0], m[1], None] if m and m[0] == "r" else m for m in (v or [])]

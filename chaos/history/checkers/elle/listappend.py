@@ -60,49 +60,71 @@ class ListAppend:
     # pass 1
 
     def add(self, t: int, type_: str, value: list[Any]) -> None:
-        """One completed transaction (``t``: txn id, or fail id for ``fail``)."""
+        """One completed transaction (``t``: txn id, or fail id for ``fail``). The hot loop of the
+        check (one call per transaction): the append index and the read bookkeeping are inlined."""
         if type_ == FAIL:
             for mop in value:
                 if type(mop) is list and len(mop) == 3 and mop[0] == "append":
                     self._index_append(self.failed, mop[1], mop[2], t, failed=True)
             return
         ok = type_ == OK
-        keys = []
+        writer, failed, reads, longest = self.writer, self.failed, self.reads, self.longest
         for mop in value:
             if type(mop) is not list or len(mop) != 3:
                 raise MalformedTxn(f"micro-op {mop!r:.60} is not [f, key, value]")
             f, k, v = mop
-            keys.append(k)
             if f == "append":
                 if v is None:
                     raise MalformedTxn(f"micro-op {mop!r:.60} appends null (expected a value)")
-                self._index_append(self.writer, k, v, t, failed=False)
+                row = writer.get(k)
+                if row is None:
+                    if failed and v in failed.get(k, ()):
+                        raise Unsupported(f"duplicate appends: {v!r} appended to {k!r} more than once")
+                    writer[k] = {v: t}
+                elif v in row:
+                    if row[v] != t:  # the same txn appending a value twice is its own (internal) business
+                        raise Unsupported(f"duplicate appends: {v!r} appended to {k!r} more than once")
+                else:
+                    if failed and v in failed.get(k, ()):
+                        raise Unsupported(f"duplicate appends: {v!r} appended to {k!r} more than once")
+                    row[v] = t
             elif f == "r":
                 if not ok:
                     continue
-                if v is None or v == []:
-                    self.reads.setdefault(k, []).append((t, INIT, 0))
-                    continue
-                if type(v) is not list:
+                if type(v) is list and v:
+                    n = len(v)
+                    rd = (t, v[-1], n)
+                elif v is None or v == []:
+                    rd = (t, INIT, 0)
+                    n = 0
+                else:
                     raise MalformedTxn(
                         f"micro-op {mop!r:.60}: a read of {k!r} returned {v!r:.60} (expected a list or null)"
                     )
-                self.reads.setdefault(k, []).append((t, v[-1], len(v)))
-                longest = self.longest.get(k)
-                if longest is None:
-                    self.longest[k] = v
+                rows = reads.get(k)
+                if rows is None:
+                    reads[k] = [rd]
                 else:
-                    n, m = len(v), len(longest)
-                    if n <= m:
-                        if longest[:n] != v:
-                            self.incompatible.add(k)
+                    rows.append(rd)
+                if n:
+                    lg = longest.get(k)
+                    if lg is None:
+                        longest[k] = v
                     else:
-                        if v[:m] != longest:
-                            self.incompatible.add(k)
-                        self.longest[k] = v
+                        m = len(lg)
+                        if n == m:
+                            if lg != v:
+                                self.incompatible.add(k)
+                        elif n < m:
+                            if lg[:n] != v:
+                                self.incompatible.add(k)
+                        else:
+                            if v[:m] != lg:
+                                self.incompatible.add(k)
+                            longest[k] = v
             else:
                 raise MalformedTxn(f"micro-op {mop!r:.60}: unexpected f {f!r} (list-append has append and r)")
-        if len(keys) > 1 and len(set(keys)) < len(keys):
+        if len(value) > 1 and len({mop[1] for mop in value}) < len(value):
             self._within(t, value, ok)
 
     def _index_append(
@@ -123,46 +145,57 @@ class ListAppend:
     def _within(self, t: int, value: list[Any], ok: bool) -> None:
         """Internal consistency, future reads, non-final appends and lost-update candidates of a
         transaction touching some key twice (Elle's ``op-internal-case``)."""
-        state: dict[Any, tuple[bool, list[Any]]] = {}  # key -> (full list known?, list or suffix)
         appended_at: dict[Any, list[tuple[int, Any]]] = {}
-        for i, (f, k, v) in enumerate(value):
-            if f == "append":
-                appended_at.setdefault(k, []).append((i, v))
+        for i, mop in enumerate(value):
+            if mop[0] == "append":
+                apps = appended_at.get(mop[1])
+                if apps is None:
+                    appended_at[mop[1]] = [(i, mop[2])]
+                else:
+                    apps.append((i, mop[2]))
         for k, apps in appended_at.items():
             if len(apps) > 1:
-                row = self.intermediate.setdefault(k, {})
+                row = self.intermediate.get(k)
+                if row is None:
+                    row = self.intermediate[k] = {}
                 for _, v in apps[:-1]:
                     row[v] = t
         if not ok:
             return
+        state: dict[Any, tuple[bool, list[Any]]] = {}  # key -> (full list known?, list or suffix)
         read_first: dict[Any, tuple[int, Any]] = {}
         rmw_keys: set[Any] = set()
         for i, (f, k, v) in enumerate(value):
+            known = state.get(k)
             if f == "append":
-                known = state.get(k)
                 state[k] = (known[0], [*known[1], v]) if known else (False, [v])
                 if k in read_first and k not in rmw_keys:  # read, then wrote: a lost-update candidate
                     rmw_keys.add(k)
                     length, last = read_first[k]
-                    self.rmw.setdefault((k, length, last), []).append(t)
+                    txns = self.rmw.get((k, length, last))
+                    if txns is None:
+                        self.rmw[(k, length, last)] = [t]
+                    else:
+                        txns.append(t)
                 continue
             got = v or []
-            if k not in state and k not in read_first:
+            if known is None and k not in read_first:
                 read_first[k] = (len(got), got[-1] if got else INIT)
-            later = {x for j, x in appended_at.get(k, ()) if j > i}
-            future = [x for x in got if x in later]
+            apps = appended_at.get(k)
+            future = None
+            if apps is not None and apps[-1][0] > i:
+                later = {x for j, x in apps if j > i}
+                future = [x for x in got if x in later]
             if future:
                 self.future.append({"op": t, "mop": [f, k, v], "element": future[0]})
-            else:
-                known = state.get(k)
-                if known is not None:
-                    full, seen = known
-                    if full:
-                        if got != seen:
-                            self.internal.append({"op": t, "mop": [f, k, v], "expected": seen})
-                    elif got[len(got) - len(seen) :] != seen or len(got) < len(seen):
-                        self.internal.append({"op": t, "mop": [f, k, v], "expected": ["...", *seen]})
-            state[k] = (True, list(got))
+            elif known is not None:
+                full, seen = known
+                if full:
+                    if got != seen:
+                        self.internal.append({"op": t, "mop": [f, k, v], "expected": seen})
+                elif got[len(got) - len(seen) :] != seen or len(got) < len(seen):
+                    self.internal.append({"op": t, "mop": [f, k, v], "expected": ["...", *seen]})
+            state[k] = (True, got)
 
     # ---------------------------------------------------------------------------------------------
     # pass 2
