@@ -11,10 +11,12 @@ send, apply committed entries to the state machine (DLedger's StateMachineCaller
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import random
 import signal
+import struct
 import time
 from collections import deque
 from collections.abc import Callable
@@ -30,6 +32,7 @@ from dledger.protocol import (
     Code,
     DecodeError,
     Message,
+    PushRequest,
     RequestCode,
     from_wire,
     parse_peers,
@@ -46,6 +49,7 @@ from dledger.transport import (
     decode_payload,
     encode_frame,
     new_nonce,
+    packer,
     peek_header,
     peer_proof,
 )
@@ -59,6 +63,9 @@ FLUSH_MODES = ("sync", "async")
 _ENTRY_REQUESTS = frozenset({RequestCode.APPEND, RequestCode.USER_DEFINE})
 _REQUEST_SLACK = 64 * 1024
 _HANDSHAKE = frozenset({RequestCode.PEER_HELLO, RequestCode.PEER_CHALLENGE, RequestCode.PEER_PROOF})
+_LEN = struct.Struct(">I")  # the frame length prefix (dledger.transport)
+# a push's fields but its entries, in to_wire's order (Server._push_frame encodes the entries apart)
+_PUSH_FIELDS = tuple(f.name for f in dataclasses.fields(PushRequest) if f.name != "entries")
 _KIND_CODE = {
     "vote": RequestCode.VOTE,
     "vote_r": RequestCode.VOTE,
@@ -416,7 +423,7 @@ class _Conn(asyncio.Protocol):
             self.transport.abort()
 
 
-@dataclass
+@dataclass(slots=True)
 class _Waiter:
     kind: str  # "append", "kv", "read"
     conn: _Conn
@@ -487,6 +494,9 @@ class Server:
         self._reads: dict[int, _Waiter] = self.driver.reads  # by read id
         self._transfers: dict[int, _Waiter] = self.driver.transfers
         self._next_id = 1
+        self._wait_s = cfg.max_wait_ack_ms / 1000
+        self._ok_template: tuple[Any, bytes, bytes, bytes] | None = None  # see _append_ok
+        self._push_cache: tuple[Any, Any, int, bytes] | None = None  # see _push_frame
         self._drain_scheduled = False
         self._server: asyncio.base_events.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -839,7 +849,28 @@ class Server:
         self._send_peer(msg)
 
     def answer(self, waiter: _Waiter, code: int, **fields: Any) -> None:
+        if code == Code.SUCCESS and waiter.kind == "append" and len(fields) == 2:
+            # the answer to nearly every request under load: from a template, one join
+            waiter.conn.send(self._append_ok(waiter, fields["index"], fields["pos"]))
+            return
         self._answer(waiter, code, **fields)
+
+    def _append_ok(self, w: _Waiter, index: int, pos: int) -> bytes:
+        """The frame :meth:`_reply` makes for an appended entry (``{code: SUCCESS, leaderId, term,
+        node, index, pos}``), built from a template of the fixed parts (request code, leader,
+        term), so only the opaque, index and pos are encoded per answer."""
+        key = (w.code, self.core.leader_id, self.core.term)
+        t = self._ok_template
+        pack = packer().pack
+        if t is None or t[0] != key:
+            head = b"".join(pack(v) for v in ("c", w.code, "o"))
+            mid = packer().pack_map_header(6)
+            for k, v in (("code", int(Code.SUCCESS)), ("leaderId", key[1]), ("term", key[2]), ("node", self.id)):
+                mid += pack(k) + pack(v)
+            mid = pack("r") + pack(1) + pack("b") + mid + pack("index")
+            t = self._ok_template = (key, packer().pack_map_header(4) + head, mid, pack("pos"))
+        payload = b"".join((t[1], pack(w.opaque), t[2], pack(index), t[3], pack(pos)))
+        return _LEN.pack(len(payload)) + payload
 
     def run_io(self, work: Callable[[], object], done: Callable[[], None]) -> None:
         """Run ``work`` (a snapshot save) in the IO thread; ``done`` on the loop once it returned."""
@@ -861,12 +892,35 @@ class Server:
 
     def _send_peer(self, msg: Message) -> None:
         link = self._links.get(msg.dst)
-        frame = encode_frame(_KIND_CODE[msg.KIND], 0, to_wire(msg))
         if link is not None and not link.closed and link.transport is not None:
             if link.ready and link.transport.get_write_buffer_size() < 4 * 1024 * 1024:
-                link.send(frame)
+                if type(msg) is PushRequest and msg.entries:
+                    link.send(self._push_frame(msg))
+                else:
+                    link.send(encode_frame(_KIND_CODE[msg.KIND], 0, to_wire(msg)))
             return  # dropped when backed up or not yet authenticated: the core resends
         self._connect(msg.dst)
+
+    def _push_frame(self, msg: PushRequest) -> bytes:
+        """The frame of a push carrying entries, equal (decoded) to ``encode_frame(PUSH, 0,
+        to_wire(msg))``; the entries are msgpack-encoded once for every follower that gets the
+        same batch in a row (the steady state: each follower is sent the entries just written).
+        The body is encoded with ``entries: nil`` as its last field, which is the frame's last
+        byte, and the encoded entries take the nil's place."""
+        entries = msg.entries
+        first, last, n = entries[0], entries[-1], len(entries)
+        c = self._push_cache
+        if c is not None and c[0] is first and c[1] is last and c[2] == n:
+            blob = c[3]
+        else:
+            blob = packer().pack([[e.index, e.term, e.body, e.magic, e.pos, e.channel] for e in entries])
+            self._push_cache = (first, last, n, blob)
+        body: dict[str, Any] = {"k": msg.KIND}
+        for name in _PUSH_FIELDS:
+            body[name] = getattr(msg, name)
+        body["entries"] = None
+        payload = packer().pack({"c": RequestCode.PUSH, "o": 0, "r": 0, "b": body})
+        return b"".join((_LEN.pack(len(payload) - 1 + len(blob)), memoryview(payload)[:-1], blob))
 
     def _connect(self, peer: str) -> None:
         now = time.monotonic()
@@ -1076,15 +1130,7 @@ class Server:
         self._reply(w.conn, w.code, w.opaque, code, **fields)
 
     def _waiter(self, kind: str, conn: _Conn, req_code: int, opaque: int, key: str | None = None) -> _Waiter:
-        return _Waiter(
-            kind=kind,
-            conn=conn,
-            opaque=opaque,
-            code=req_code,
-            term=self.core.term,
-            deadline=time.monotonic() + self.cfg.max_wait_ack_ms / 1000,
-            key=key,
-        )
+        return _Waiter(kind, conn, opaque, req_code, self.core.term, time.monotonic() + self._wait_s, key)
 
     def _handle_client(self, conn: _Conn, code: int, opaque: int, body: dict[str, Any]) -> None:
         group = body.get("group")
@@ -1093,7 +1139,13 @@ class Server:
                 conn, code, opaque, Code.UNKNOWN_GROUP, error=f"group {group!r}: this is {self.cfg.group!r}"
             )
             return
-        if code == RequestCode.METADATA:
+        if code == RequestCode.APPEND:  # the most frequent request first
+            data = body.get("body")
+            if not isinstance(data, bytes):
+                self._reply(conn, code, opaque, Code.UNEXPECTED_ARGUMENT, error="body: expected bytes")
+                return
+            self._propose(conn, code, opaque, data, "append")
+        elif code == RequestCode.METADATA:
             self._reply(
                 conn,
                 code,
@@ -1105,12 +1157,6 @@ class Server:
                 bufferedBytes=self.buffered,
                 repairBlockedAt=self.repair_blocked_at,
             )
-        elif code == RequestCode.APPEND:
-            data = body.get("body")
-            if not isinstance(data, bytes):
-                self._reply(conn, code, opaque, Code.UNEXPECTED_ARGUMENT, error="body: expected bytes")
-                return
-            self._propose(conn, code, opaque, data, "append")
         elif code == RequestCode.GET:
             index = body.get("index")
             if type(index) is not int:

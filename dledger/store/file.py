@@ -38,6 +38,7 @@ import struct
 import threading
 import time
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from zlib import crc32
@@ -62,7 +63,9 @@ _ZERO_CHUNK = bytes(1 << 20)
 _HEADER_SIZE = codec.HEADER_SIZE
 _MIN_BLANK = codec.MIN_BLANK_LEN
 _INDEX_PACK = codec.INDEX_RECORD.pack
-_encode_header = codec.encode_header
+_HEAD_PACK = struct.Struct(">iiqqqi").pack  # the first 36 header bytes (codec's _HEAD)
+_TAIL_PACK = struct.Struct(">IIi").pack  # chainCrc, bodyCrc, bodyLen
+_U32_PACK = struct.Struct(">I").pack
 _UNPACK_HEADER = struct.Struct(">iiqqqiIIi").unpack_from
 _IBUF_MAX = 32 * 1024  # buffered index bytes (1024 records) before a write
 _WBUF_MAX = 1024 * 1024  # buffered record bytes before a write
@@ -322,72 +325,100 @@ class FileLogStore:
         """Append at ``end_index + 1``; see LogStore.append. Raises StoreError on a wrong index,
         a wrong ``pos`` (follower), a bad magic or body, a record larger than a data file, or an
         I/O error."""
+        stored = self.append_batch((entry,))
+        assert stored is not None
+        return stored
+
+    def append_batch(self, entries: Sequence[Entry]) -> Entry | None:
+        """Append ``entries`` in order, exactly as :meth:`append` one by one would (the same
+        records, buffered writes and errors; the entries before a refused one stay appended), under
+        one lock acquisition: a leader's batch of proposals or a follower's pushed batch. Returns
+        the last stored entry (None for no entries). A follower's entry that already carries the
+        right ``pos`` and a ``bytes`` body is kept as the stored object (entries are never
+        mutated), the others are copied with their ``pos`` set."""
         if self._closed:
             raise StoreError(f"store {self.directory} is closed")
-        index = entry.index
-        if index != self._end + 1:
-            raise StoreError(f"append at index {index}, expected {self._end + 1}")
-        body = entry.body
-        if type(body) is not bytes:
-            if not isinstance(body, bytearray | memoryview):
-                raise StoreError(f"entry {index}: body of type {type(body).__name__}, expected bytes")
-            body = bytes(body)
-        magic = entry.magic
-        if magic != MAGIC_NORMAL and magic != MAGIC_NOOP:
-            raise StoreError(f"entry {index}: magic {magic!r}, expected {MAGIC_NORMAL} or {MAGIC_NOOP}")
-        size = _HEADER_SIZE + len(body)
         fsize = self.data_file_size
-        if size + _MIN_BLANK > fsize:
-            raise StoreError(f"entry {index} of {size} bytes does not fit a data file of {fsize} bytes")
+        stored: Entry | None = None
+        pos_append, size_append = self._pos.append, self._size.append
+        terms_append, magic_append = self._terms.append, self._magic.append
+        cache, cache_n = self._cache, self._cache_n
+        wb = self._wbuf
         with self._lock:
-            seg = self._data[-1]
-            rel = self._next_pos - seg.start
-            pad = size + _MIN_BLANK > fsize - rel
-            pos = seg.start + fsize if pad else self._next_pos
-            if entry.pos >= 0 and entry.pos != pos:
-                raise StoreError(f"append of entry {index} at pos {entry.pos}, expected {pos}")
-            head, chain = _encode_header(entry, pos, self._last_chain)
-            if pos + size > self._data_high:
-                self._raise_high(pos + size, -1)
-            try:
-                if pad:
-                    self._write_pending()
-                    self._fs.pwrite(seg.fd, codec.encode_blank(fsize - rel), rel)
-                    self._dirty[seg.fd] = seg.fd
-                    seg = self._new_segment(self._data, self.data_dir, pos, fsize)
-                # Buffered: written by flush_writes (the server calls it before any message
-                # leaves), sync, reads and every _WBUF_MAX bytes; one pwritev per batch.
-                wb = self._wbuf
-                if wb and (seg is not self._wbuf_seg or pos - seg.start != self._wbuf_off + self._wbuf_len):
-                    self._write_pending()
-                if not wb:
-                    self._wbuf_seg, self._wbuf_off = seg, pos - seg.start
-                wb.append(head)
-                wb.append(body)
-                self._wbuf_len += size
-                if self._wbuf_len >= _WBUF_MAX or len(wb) >= _WBUF_PIECES:
-                    self._write_pending()
-            except OSError as e:
-                self._wbuf.clear()
-                self._wbuf_len = 0
-                raise StoreError(f"write of entry {index} at pos {pos} failed: {e}") from e
-            # Index records are buffered and written in batches (sync, truncate, or every
-            # _IBUF_MAX bytes): the index is rebuilt from the data on recovery anyway.
-            self._ibuf += _INDEX_PACK(magic, pos, size, index, entry.term)
-            stored = Entry(index, entry.term, body, magic, pos, entry.channel)
-            self._pos.append(pos)
-            self._size.append(size)
-            self._terms.append(entry.term)
-            self._magic.append(magic)
-            self._end = index
-            self._end_term = entry.term
-            self._last_chain = chain
-            self._next_pos = pos + size
-            if self._cache_n:
-                self._cache[index] = stored
-                self._cache.pop(index - self._cache_n, None)
-            if len(self._ibuf) >= _IBUF_MAX:
-                self._flush_index()
+            for entry in entries:
+                index = entry.index
+                if index != self._end + 1:
+                    raise StoreError(f"append at index {index}, expected {self._end + 1}")
+                body = entry.body
+                if type(body) is not bytes:
+                    if not isinstance(body, bytearray | memoryview):
+                        raise StoreError(f"entry {index}: body of type {type(body).__name__}, expected bytes")
+                    body = bytes(body)
+                magic = entry.magic
+                if magic != MAGIC_NORMAL and magic != MAGIC_NOOP:
+                    raise StoreError(f"entry {index}: magic {magic!r}, expected {MAGIC_NORMAL} or {MAGIC_NOOP}")
+                n = len(body)
+                size = _HEADER_SIZE + n
+                if size + _MIN_BLANK > fsize:
+                    raise StoreError(f"entry {index} of {size} bytes does not fit a data file of {fsize} bytes")
+                seg = self._data[-1]
+                next_pos = self._next_pos
+                rel = next_pos - seg.start
+                pad = size + _MIN_BLANK > fsize - rel
+                pos = seg.start + fsize if pad else next_pos
+                if entry.pos >= 0 and entry.pos != pos:
+                    raise StoreError(f"append of entry {index} at pos {entry.pos}, expected {pos}")
+                term = entry.term
+                try:
+                    head36 = _HEAD_PACK(magic, size, index, term, pos, entry.channel)
+                except struct.error:
+                    codec.encode_header(entry, pos, self._last_chain)  # raises EncodeError naming the field
+                    raise
+                bcrc = crc32(body)
+                chain = crc32(_U32_PACK(bcrc), crc32(head36, self._last_chain))
+                if pos + size > self._data_high:
+                    self._raise_high(pos + size, -1)
+                try:
+                    if pad:
+                        self._write_pending()
+                        self._fs.pwrite(seg.fd, codec.encode_blank(fsize - rel), rel)
+                        self._dirty[seg.fd] = seg.fd
+                        seg = self._new_segment(self._data, self.data_dir, pos, fsize)
+                    # Buffered: written by flush_writes (the server calls it before any message
+                    # leaves), sync, reads and every _WBUF_MAX bytes; one pwritev per batch.
+                    if wb and (seg is not self._wbuf_seg or pos - seg.start != self._wbuf_off + self._wbuf_len):
+                        self._write_pending()
+                    if not wb:
+                        self._wbuf_seg, self._wbuf_off = seg, pos - seg.start
+                    wb.append(head36 + _TAIL_PACK(chain, bcrc, n))
+                    wb.append(body)
+                    self._wbuf_len += size
+                    if self._wbuf_len >= _WBUF_MAX or len(wb) >= _WBUF_PIECES:
+                        self._write_pending()
+                except OSError as e:
+                    wb.clear()
+                    self._wbuf_len = 0
+                    raise StoreError(f"write of entry {index} at pos {pos} failed: {e}") from e
+                # Index records are buffered and written in batches (sync, truncate, or every
+                # _IBUF_MAX bytes): the index is rebuilt from the data on recovery anyway.
+                self._ibuf += _INDEX_PACK(magic, pos, size, index, term)
+                if entry.pos == pos and body is entry.body:
+                    stored = entry
+                else:
+                    stored = Entry(index, term, body, magic, pos, entry.channel)
+                pos_append(pos)
+                size_append(size)
+                terms_append(term)
+                magic_append(magic)
+                self._end = index
+                self._end_term = term
+                self._last_chain = chain
+                self._next_pos = pos + size
+                if cache_n:
+                    cache[index] = stored
+                    cache.pop(index - cache_n, None)
+                if len(self._ibuf) >= _IBUF_MAX:
+                    self._flush_index()
         return stored
 
     def get(self, index: int) -> Entry:
