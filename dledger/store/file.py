@@ -14,8 +14,11 @@ identity holds for whole files, not just the written prefix.
 
 Writes use ``os.pwrite`` (measured on the development machine: ~270k two-record appends/s, versus
 ~600k/s with mmap; pwrite is kept because a file truncated under a live mapping kills the process
-with SIGBUS, and the file-fault nemesis truncates segments). ``sync()`` fdatasyncs only the files
-written since the previous sync and the directories when files were created or removed.
+with SIGBUS, and the file-fault nemesis truncates segments). ``sync()`` fdatasyncs only the data
+files written since the previous sync and the directories when files were created or removed; the
+index files are fsynced when a checkpoint names a committed entry (recovery trusts the index only
+before that entry's data file and rebuilds the rest from the data), so a group commit costs one
+fsync.
 
 Segments are sparse (``ftruncate``), and the ``highwater`` marker (fsynced before any write passes
 it, in 8 MiB steps) bounds what recovery reads: past the last record only up to the mark, not the
@@ -257,10 +260,13 @@ class FileLogStore:
         self._cache: dict[int, Entry] = {}
         self._ibuf = bytearray()  # index records of entries (end - len/32, end], not yet written
         self._dirty: dict[int, int] = {}  # fd -> fd of files written since the last sync
+        self._idirty: dict[int, int] = {}  # fd -> fd of index files written, not fsynced (see sync)
         self._dirs_dirty = False
         self._graveyard: list[int] = []  # fds of removed files, closed by the next sync
         self._synced_index = -1
+        self._isynced_index = -1  # index records durable up to here (sync(index=True))
         self._trunc_low = 1 << 62  # lowest truncation since the last sync began
+        self._itrunc_low = 1 << 62  # ... since the last sync(index=True) began
         self._committed = -1
         self._high_fd = -1
         self._data_high = -1  # -1: unknown (no marker): recovery reads whole files
@@ -289,7 +295,7 @@ class FileLogStore:
             self._close_fds()
             raise
         self._committed = self.recovery.committed_index
-        self._synced_index = self._end
+        self._synced_index = self._isynced_index = self._end
         self.repair_to = self.recovery.repair_to
 
     # ----------------------------------------------------------------- LogStore protocol
@@ -553,12 +559,26 @@ class FileLogStore:
             self._end = new_end
             self._next_pos = cut_pos
             self._synced_index = min(self._synced_index, new_end)
+            self._isynced_index = min(self._isynced_index, new_end)
             self._trunc_low = min(self._trunc_low, new_end)
+            self._itrunc_low = min(self._itrunc_low, new_end)
 
-    def sync(self) -> int:
-        """fdatasync every file written since the last sync (and the directories when files were
-        created or removed); return the highest durable index. Safe to call from another thread
-        while appends continue: it covers what was appended when it started."""
+    def sync(self, *, index: bool = False) -> int:
+        """fdatasync the data files written since the last sync (and the directories when files
+        were created or removed); return the highest durable index. Safe to call from another
+        thread while appends continue: it covers what was appended when it started.
+
+        The index records are written too (a killed process loses none of them) but fsynced only
+        with ``index=True``, or by :meth:`save_checkpoint` before it names a committed entry:
+        recovery takes from the index only the entries before the data file holding that entry,
+        and checks (and rebuilds) the index from there on against the data. So the fsync of a
+        group commit covers the data alone: one fsync, not two, per batch of appends."""
+        return self._sync(True, index)
+
+    def _sync(self, data: bool, index: bool) -> int:
+        """fdatasync what was written since the last time: the data files with ``data``, the index
+        files with ``index`` (the index files written meanwhile wait in ``_idirty``); the
+        directories when files were created or removed. Returns ``_synced_index``."""
         with self._sync_lock:
             with self._lock:
                 if self._closed:
@@ -569,9 +589,19 @@ class FileLogStore:
                     raise StoreError(f"write of buffered records in {self.directory} failed: {e}") from e
                 self._flush_index()
                 end = self._end
-                self._trunc_low = end
-                fds = list(self._dirty)
-                self._dirty.clear()
+                ifds = {seg.fd for seg in self._index}
+                dirty, idirty = self._dirty, self._idirty
+                for fd in [fd for fd in dirty if fd in ifds]:
+                    idirty[fd] = dirty.pop(fd)
+                fds: list[int] = []
+                if data:
+                    self._trunc_low = end
+                    fds += dirty
+                    dirty.clear()
+                if index:
+                    self._itrunc_low = end
+                    fds += idirty
+                    idirty.clear()
                 dirs, self._dirs_dirty = self._dirs_dirty, False
                 graveyard, self._graveyard = self._graveyard, []
             try:
@@ -587,7 +617,10 @@ class FileLogStore:
                     _close_quietly(self._fs, fd)
             with self._lock:
                 # Entries truncated and re-appended during the fsync are not covered by it.
-                self._synced_index = min(end, self._trunc_low, self._end)
+                if data:
+                    self._synced_index = min(end, self._trunc_low, self._end)
+                if index:
+                    self._isynced_index = min(end, self._itrunc_low, self._end)
                 return self._synced_index
 
     def close(self, sync: bool = True) -> None:
@@ -597,7 +630,7 @@ class FileLogStore:
             return
         try:
             if sync:
-                self.sync()
+                self.sync(index=True)
             else:
                 with self._lock:
                     self._write_pending()
@@ -697,7 +730,9 @@ class FileLogStore:
                 raise StoreError(f"reset of {self.directory} at {begin_index} failed: {e}") from e
             self._dirty[seg.fd] = seg.fd
             self._synced_index = min(self._synced_index, begin_index - 1)
+            self._isynced_index = min(self._isynced_index, begin_index - 1)
             self._trunc_low = min(self._trunc_low, begin_index - 1)
+            self._itrunc_low = min(self._itrunc_low, begin_index - 1)
             self._committed = begin_index - 1
             # recovery takes begin_index from the checkpoint while the log is still empty
             self._checkpoint.save(begin_index - 1, begin_index - 1)
@@ -712,10 +747,14 @@ class FileLogStore:
     def save_checkpoint(self, committed_index: int) -> int:
         """Persist the checkpoint (endIndex, committedIndex) atomically and return the committed
         index written: ``committed_index`` clamped to the synced index (recovery trusts it to be
-        durable), never below the previously saved value unless the log itself is shorter."""
+        durable, and the index records before it: the index files are fsynced here first when
+        they lag, see :meth:`sync`), never below the previously saved value unless the log itself
+        is shorter."""
         if not isinstance(committed_index, int):
             raise ValueError(f"committed_index {committed_index!r}: expected an int")
-        value = min(max(committed_index, self._committed), self._synced_index)
+        if self._isynced_index < min(max(committed_index, self._committed), self._synced_index):
+            self._sync(False, True)  # the index records up to the committed entry (see sync)
+        value = min(max(committed_index, self._committed), self._synced_index, self._isynced_index)
         self._committed = value
         if self.repair_to >= 0:
             if self._synced_index >= self.repair_to:
@@ -874,6 +913,7 @@ class FileLogStore:
         except FileNotFoundError:
             pass
         self._dirty.pop(seg.fd, None)
+        self._idirty.pop(seg.fd, None)
         self._graveyard.append(seg.fd)
         self._dirs_dirty = True
 
@@ -1425,6 +1465,7 @@ class FileLogStore:
         for seg in self._data + self._index:
             self._fs.fsync(seg.fd)
         self._dirty.clear()
+        self._idirty.clear()
         # Everything past the end is zero now (checked, or cut and synced): restart the marks there.
         self._raise_high(
             self._next_pos + HIGHWATER_DATA_STEP,
