@@ -57,6 +57,10 @@ from dledger.transport import (
 log = logging.getLogger("dledger.server")
 
 FLUSH_MODES = ("sync", "async")
+SWITCH_INTERVAL_S = 0.0005
+"""How long the IO thread, back from an fsync, waits at most for the GIL while the event loop runs
+Python (CPython's default, 5 ms, is longer than the fsync: on a busy leader the group commit's
+completion waited for it; a loop pass that makes no syscall yields the GIL after this long)."""
 
 # client requests whose frame may carry an entry: one larger than --max-entry-bytes plus this
 # much is refused from its header, before its body is decoded (decoding costs CPU per object)
@@ -840,7 +844,9 @@ class Server:
                 log.critical("%s: fsync failed, stopping: %s", self.id, exc)
                 loop.create_task(self.stop())
                 return
-            done(index)
+            done(index)  # sends the push answers it held (a follower's acknowledgements) ...
+            if self._to_flush:
+                self._flush_conns()  # ... at once, not a loop pass later
             self._schedule_drain()
 
         def work() -> None:  # in the IO thread
@@ -1371,10 +1377,11 @@ def _is_ip(host: str) -> bool:
 
 
 async def run_server(cfg: ServerConfig) -> None:
-    """Run until SIGTERM/SIGINT, then shut down cleanly."""
+    """Run until SIGTERM/SIGINT, then shut down cleanly. Sets the interpreter's switch interval
+    to :data:`SWITCH_INTERVAL_S` (the process is this member's alone)."""
     import sys
-    if os.environ.get("GC_SWITCH"):
-        sys.setswitchinterval(float(os.environ["GC_SWITCH"]))
+
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     server = Server(cfg)
     await server.start()
     loop = asyncio.get_running_loop()

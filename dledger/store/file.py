@@ -267,6 +267,7 @@ class FileLogStore:
         self._isynced_index = -1  # index records durable up to here (sync(index=True))
         self._trunc_low = 1 << 62  # lowest truncation since the last sync began
         self._itrunc_low = 1 << 62  # ... since the last sync(index=True) began
+        self._index_cut = False  # durable index records were cut: the next sync covers the index
         self._committed = -1
         self._high_fd = -1
         self._data_high = -1  # -1: unknown (no marker): recovery reads whole files
@@ -559,6 +560,8 @@ class FileLogStore:
             self._end = new_end
             self._next_pos = cut_pos
             self._synced_index = min(self._synced_index, new_end)
+            if new_end < self._isynced_index:
+                self._index_cut = True  # keep the disk's index as short as its data, as before
             self._isynced_index = min(self._isynced_index, new_end)
             self._trunc_low = min(self._trunc_low, new_end)
             self._itrunc_low = min(self._itrunc_low, new_end)
@@ -589,6 +592,8 @@ class FileLogStore:
                     raise StoreError(f"write of buffered records in {self.directory} failed: {e}") from e
                 self._flush_index()
                 end = self._end
+                index = index or self._index_cut
+                self._index_cut = False
                 ifds = {seg.fd for seg in self._index}
                 dirty, idirty = self._dirty, self._idirty
                 for fd in [fd for fd in dirty if fd in ifds]:
