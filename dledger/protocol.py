@@ -367,7 +367,7 @@ def from_wire(raw: Any) -> Message:
         if name == "entries":
             if not isinstance(v, list):
                 raise DecodeError(f"{kind}.entries: expected a list, got {type(v).__name__}")
-            v = _entries_from_wire(v, kind)
+            v = _entries_from_wire(v, cls.KIND)
         elif typ == "int":
             lo, hi = _INT_RANGES[name]
             _check_int(f"{kind}.{name}", v, lo, hi)

@@ -268,6 +268,8 @@ class FileLogStore:
         self._trunc_low = 1 << 62  # lowest truncation since the last sync began
         self._itrunc_low = 1 << 62  # ... since the last sync(index=True) began
         self._index_cut = False  # durable index records were cut: the next sync covers the index
+        self.data_syncs = 0  # sync() calls (group commits, --flush async rounds) since open
+        self.fsyncs = 0  # fsync calls on files and directories by sync() since open
         self._committed = -1
         self._high_fd = -1
         self._data_high = -1  # -1: unknown (no marker): recovery reads whole files
@@ -621,8 +623,10 @@ class FileLogStore:
                 for fd in graveyard:
                     _close_quietly(self._fs, fd)
             with self._lock:
+                self.fsyncs += len(fds) + (2 if dirs else 0)
                 # Entries truncated and re-appended during the fsync are not covered by it.
                 if data:
+                    self.data_syncs += 1
                     self._synced_index = min(end, self._trunc_low, self._end)
                 if index:
                     self._isynced_index = min(end, self._itrunc_low, self._end)
