@@ -834,10 +834,12 @@ class Server:
     # ------------------------------------------------------------ the driver's host (dledger.driver.Host)
 
     def start_sync(self, done: Callable[[int], None]) -> None:
-        """One fsync in the IO thread (group commit, --flush sync); ``done(durable index)`` runs on
-        the loop when it completes; a failed fsync stops the member. The IO thread hands the
-        outcome straight to the loop (``call_soon_threadsafe``): ``run_in_executor``'s future
-        chain took two loop passes, each as long as a whole batch of requests on a busy leader."""
+        """One fsync for the driver's group commit (--flush sync); ``done(durable index)`` runs on
+        the loop when it completes; a failed fsync stops the member. A leader fsyncs in the IO
+        thread, so its loop keeps taking requests meanwhile (they make the next batch), and the
+        IO thread hands the outcome straight to the loop (``call_soon_threadsafe``;
+        ``run_in_executor``'s future chain took two loop passes, each as long as a whole batch
+        of requests on a busy leader). Any other member fsyncs at once, in the loop."""
         loop = self.loop
         assert loop is not None
         if self.core.role != Role.LEADER:
