@@ -12,12 +12,12 @@ The machine is shared and noisy, so the figure that counts is a RATIO measured i
 package is extracted with ``git archive`` into a temporary directory, or a directory holding a
 ``dledger`` package; default :data:`ANCHOR_REF`, main before group commit and batched pushes were
 reworked for issue 38 item 4) and this tree's server are measured one after the other with the
-same client load, and the median of the per-pair ratios (this / anchor) is printed beside both
-medians. Issue 38's goal is 25,000 appends/s with sync flush where the anchor measured 17,400 on an
-idle machine: a ratio of at least 1.44.
+same client load (in turn: the anchor first in even pairs, this tree first in odd ones), and the
+median of the per-pair ratios (this / anchor) is printed beside both medians. Issue 38's goal is
+25,000 appends/s with sync flush where the anchor measured 17,400: a ratio of at least 1.44.
 
-Prints one JSON line per measurement (``server``: "anchor" or "this"; same fields as ``dledger
-bench``) and one summary line per flush mode:
+Prints one JSON line per measurement (``server``: "anchor" or "this", ``pair``; same fields as
+``dledger bench``) and one summary line per flush mode:
 ``{"flush", "anchor", "anchor_ops_per_s", "this_ops_per_s", "ratio", "ratios", "goal_ratio"}``.
 """
 
@@ -101,12 +101,15 @@ def main() -> None:
                 port += 1
                 continue
             ratios, a_ops, t_ops = [], [], []
-            for _ in range(ns.pairs):
-                a = measure(ns, mode, port, anchor)
-                print(json.dumps({"server": "anchor", **a}), flush=True)
-                t = measure(ns, mode, port + 1, this)
-                print(json.dumps({"server": "this", **t}), flush=True)
-                port += 2
+            for i in range(ns.pairs):
+                # ABBA: the anchor first in even pairs, this tree first in odd ones (a run that
+                # follows another on this disk and these cores is not in the first one's place)
+                got = {}
+                for who in ("anchor", "this") if i % 2 == 0 else ("this", "anchor"):
+                    got[who] = measure(ns, mode, port, anchor if who == "anchor" else this)
+                    print(json.dumps({"server": who, "pair": i, **got[who]}), flush=True)
+                    port += 1
+                a, t = got["anchor"], got["this"]
                 a_ops.append(a["ops_per_s"])
                 t_ops.append(t["ops_per_s"])
                 ratios.append(round(t["ops_per_s"] / a["ops_per_s"], 3) if a["ops_per_s"] else float("nan"))

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dledger.core import CoreConfig, Role
+from dledger.core import CoreConfig
 from dledger.driver import READ_MODES, start_member
 from dledger.protocol import (
     MAX_TERM_STEP,
@@ -834,27 +834,15 @@ class Server:
     # ------------------------------------------------------------ the driver's host (dledger.driver.Host)
 
     def start_sync(self, done: Callable[[int], None]) -> None:
-        """One fsync for the driver's group commit (--flush sync); ``done(durable index)`` runs on
-        the loop when it completes; a failed fsync stops the member. A leader fsyncs in the IO
-        thread, so its loop keeps taking requests meanwhile (they make the next batch), and the
-        IO thread hands the outcome straight to the loop (``call_soon_threadsafe``;
+        """One fsync for the driver's group commit (--flush sync), in the IO thread, so the loop
+        keeps taking requests and pushes meanwhile (they make the next batch); ``done(durable
+        index)`` runs on the loop when it completes; a failed fsync stops the member. The IO
+        thread hands the outcome straight to the loop (``call_soon_threadsafe``;
         ``run_in_executor``'s future chain took two loop passes, each as long as a whole batch
-        of requests on a busy leader). Any other member fsyncs at once, in the loop."""
+        of requests on a busy leader). (A follower that fsynced in its loop instead, sparing the
+        hand-offs, did worse on a loaded machine: it took no pushes while the fsync ran.)"""
         loop = self.loop
         assert loop is not None
-        if self.core.role != Role.LEADER:
-            # a follower (or candidate) does little but store and acknowledge pushes: fsync right
-            # here, sparing the two thread hand-offs (and GIL waits) that took as long as the
-            # fsync itself on the acknowledgement's path; pushes arriving meanwhile wait in the
-            # socket and make the next batch, as they would wait for the IO thread's fsync
-            try:
-                index = self.store.sync()
-            except StoreError as e:
-                log.critical("%s: fsync failed, stopping: %s", self.id, e)
-                loop.create_task(self.stop())
-                return
-            done(index)
-            return
 
         def finished(index: int, exc: BaseException | None) -> None:
             if self._stopped.is_set():
@@ -924,7 +912,12 @@ class Server:
         if t is None or t[0] != key:
             head = b"".join(pack(v) for v in ("c", w.code, "o"))
             mid = packer().pack_map_header(6)
-            for k, v in (("code", int(Code.SUCCESS)), ("leaderId", key[1]), ("term", key[2]), ("node", self.id)):
+            for k, v in (
+                ("code", int(Code.SUCCESS)),
+                ("leaderId", key[1]),
+                ("term", key[2]),
+                ("node", self.id),
+            ):
                 mid += pack(k) + pack(v)
             mid = pack("r") + pack(1) + pack("b") + mid + pack("index")
             t = self._ok_template = (key, packer().pack_map_header(4) + head, mid, pack("pos"))

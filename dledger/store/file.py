@@ -365,11 +365,15 @@ class FileLogStore:
                     body = bytes(body)
                 magic = entry.magic
                 if magic != MAGIC_NORMAL and magic != MAGIC_NOOP:
-                    raise StoreError(f"entry {index}: magic {magic!r}, expected {MAGIC_NORMAL} or {MAGIC_NOOP}")
+                    raise StoreError(
+                        f"entry {index}: magic {magic!r}, expected {MAGIC_NORMAL} or {MAGIC_NOOP}"
+                    )
                 n = len(body)
                 size = _HEADER_SIZE + n
                 if size + _MIN_BLANK > fsize:
-                    raise StoreError(f"entry {index} of {size} bytes does not fit a data file of {fsize} bytes")
+                    raise StoreError(
+                        f"entry {index} of {size} bytes does not fit a data file of {fsize} bytes"
+                    )
                 seg = self._data[-1]
                 next_pos = self._next_pos
                 rel = next_pos - seg.start
@@ -395,7 +399,9 @@ class FileLogStore:
                         seg = self._new_segment(self._data, self.data_dir, pos, fsize)
                     # Buffered: written by flush_writes (the server calls it before any message
                     # leaves), sync, reads and every _WBUF_MAX bytes; one pwritev per batch.
-                    if wb and (seg is not self._wbuf_seg or pos - seg.start != self._wbuf_off + self._wbuf_len):
+                    if wb and (
+                        seg is not self._wbuf_seg or pos - seg.start != self._wbuf_off + self._wbuf_len
+                    ):
                         self._write_pending()
                     if not wb:
                         self._wbuf_seg, self._wbuf_off = seg, pos - seg.start
