@@ -26,10 +26,20 @@ from dledger.transport import FrameDecoder, decode_payload, encode_frame
 
 
 def start_cluster(
-    root: Path, base_port: int, n: int = 3, flush: str = "sync", extra: tuple[str, ...] = ()
+    root: Path,
+    base_port: int,
+    n: int = 3,
+    flush: str = "sync",
+    extra: tuple[str, ...] = (),
+    pythonpath: str | None = None,
 ) -> tuple[str, dict[str, subprocess.Popen[bytes]]]:
     """Start ``n`` members on 127.0.0.1..n at ``base_port``, proving a fresh secret
-    (``root/peer.secret``) to each other; return (peers, processes)."""
+    (``root/peer.secret``) to each other; return (peers, processes). ``pythonpath``: run the
+    ``dledger`` package found there (e.g. an older tree, the anchor of an A/B run) instead of
+    this one."""
+    env = None
+    if pythonpath is not None:
+        env = {**os.environ, "PYTHONPATH": pythonpath}
     peers = ";".join(f"n{i}-127.0.0.{i + 1}:{base_port}" for i in range(n))
     secret = root / "peer.secret"
     if not secret.exists():
@@ -42,6 +52,7 @@ def start_cluster(
             + ["--store-dir", str(root / "store"), "--flush", flush, "--secret-file", str(secret), *extra],
             stdout=log,
             stderr=log,
+            env=env,
         )
     return peers, procs
 
@@ -244,11 +255,19 @@ def bench_appends(
     base_port: int,
     client_procs: int = 1,
     connections: int = 0,
+    pythonpath: str | None = None,
 ) -> dict[str, Any]:
+    """Start 3 members (``flush`` "sync" or "async"; the ``dledger`` package under ``pythonpath``
+    when given, see :func:`start_cluster`), run :func:`run_load` with ``size``-byte APPENDs
+    against the leader for ``seconds``, stop them. Returns the JSON row: appends/s
+    (``ops_per_s``), latency percentiles (ms), errors, and each member's CPU seconds (user +
+    system) with the CPU microseconds per acknowledged append, over the 3 members and the
+    leader's alone. Raises ValueError for ``connections`` < 0, RuntimeError when no leader is
+    elected within 20 s."""
     if connections < 0:
         raise ValueError(f"connections={connections}: expected >= 0 (0: one per outstanding append)")
     root = Path(tempfile.mkdtemp(prefix="dledger-bench-"))
-    peers, procs = start_cluster(root, base_port, flush=flush)
+    peers, procs = start_cluster(root, base_port, flush=flush, pythonpath=pythonpath)
     try:
         leader = wait_leader(peers)
         host, port = DLedgerClient(peers).peers[leader]

@@ -135,6 +135,12 @@ class RuntimeLogStore(SnapshotLogStore, Protocol):
         """Record ``committed_index`` for the next start; return what was recorded."""
         ...
 
+    @property
+    def synced_index(self) -> int:
+        """The highest index the last sync() made durable (the server's stats check its answers
+        against it)."""
+        ...
+
 
 class MemoryLogStore:
     """An in-memory LogStore (DLedger's MemoryStore), for the deterministic simulation and tests.

@@ -14,8 +14,11 @@ identity holds for whole files, not just the written prefix.
 
 Writes use ``os.pwrite`` (measured on the development machine: ~270k two-record appends/s, versus
 ~600k/s with mmap; pwrite is kept because a file truncated under a live mapping kills the process
-with SIGBUS, and the file-fault nemesis truncates segments). ``sync()`` fdatasyncs only the files
-written since the previous sync and the directories when files were created or removed.
+with SIGBUS, and the file-fault nemesis truncates segments). ``sync()`` fdatasyncs only the data
+files written since the previous sync and the directories when files were created or removed; the
+index files are fsynced when a checkpoint names a committed entry (recovery trusts the index only
+before that entry's data file and rebuilds the rest from the data), so a group commit costs one
+fsync.
 
 Segments are sparse (``ftruncate``), and the ``highwater`` marker (fsynced before any write passes
 it, in 8 MiB steps) bounds what recovery reads: past the last record only up to the mark, not the
@@ -38,6 +41,7 @@ import struct
 import threading
 import time
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from zlib import crc32
@@ -62,7 +66,9 @@ _ZERO_CHUNK = bytes(1 << 20)
 _HEADER_SIZE = codec.HEADER_SIZE
 _MIN_BLANK = codec.MIN_BLANK_LEN
 _INDEX_PACK = codec.INDEX_RECORD.pack
-_encode_header = codec.encode_header
+_HEAD_PACK = struct.Struct(">iiqqqi").pack  # the first 36 header bytes (codec's _HEAD)
+_TAIL_PACK = struct.Struct(">IIi").pack  # chainCrc, bodyCrc, bodyLen
+_U32_PACK = struct.Struct(">I").pack
 _UNPACK_HEADER = struct.Struct(">iiqqqiIIi").unpack_from
 _IBUF_MAX = 32 * 1024  # buffered index bytes (1024 records) before a write
 _WBUF_MAX = 1024 * 1024  # buffered record bytes before a write
@@ -254,10 +260,16 @@ class FileLogStore:
         self._cache: dict[int, Entry] = {}
         self._ibuf = bytearray()  # index records of entries (end - len/32, end], not yet written
         self._dirty: dict[int, int] = {}  # fd -> fd of files written since the last sync
+        self._idirty: dict[int, int] = {}  # fd -> fd of index files written, not fsynced (see sync)
         self._dirs_dirty = False
         self._graveyard: list[int] = []  # fds of removed files, closed by the next sync
         self._synced_index = -1
+        self._isynced_index = -1  # index records durable up to here (sync(index=True))
         self._trunc_low = 1 << 62  # lowest truncation since the last sync began
+        self._itrunc_low = 1 << 62  # ... since the last sync(index=True) began
+        self._index_cut = False  # durable index records were cut: the next sync covers the index
+        self.data_syncs = 0  # sync() calls (group commits, --flush async rounds) since open
+        self.fsyncs = 0  # fsync calls on files and directories by sync() since open
         self._committed = -1
         self._high_fd = -1
         self._data_high = -1  # -1: unknown (no marker): recovery reads whole files
@@ -286,7 +298,7 @@ class FileLogStore:
             self._close_fds()
             raise
         self._committed = self.recovery.committed_index
-        self._synced_index = self._end
+        self._synced_index = self._isynced_index = self._end
         self.repair_to = self.recovery.repair_to
 
     # ----------------------------------------------------------------- LogStore protocol
@@ -322,72 +334,106 @@ class FileLogStore:
         """Append at ``end_index + 1``; see LogStore.append. Raises StoreError on a wrong index,
         a wrong ``pos`` (follower), a bad magic or body, a record larger than a data file, or an
         I/O error."""
+        stored = self.append_batch((entry,))
+        assert stored is not None
+        return stored
+
+    def append_batch(self, entries: Sequence[Entry]) -> Entry | None:
+        """Append ``entries`` in order, exactly as :meth:`append` one by one would (the same
+        records, buffered writes and errors; the entries before a refused one stay appended), under
+        one lock acquisition: a leader's batch of proposals or a follower's pushed batch. Returns
+        the last stored entry (None for no entries). A follower's entry that already carries the
+        right ``pos`` and a ``bytes`` body is kept as the stored object (entries are never
+        mutated), the others are copied with their ``pos`` set."""
         if self._closed:
             raise StoreError(f"store {self.directory} is closed")
-        index = entry.index
-        if index != self._end + 1:
-            raise StoreError(f"append at index {index}, expected {self._end + 1}")
-        body = entry.body
-        if type(body) is not bytes:
-            if not isinstance(body, bytearray | memoryview):
-                raise StoreError(f"entry {index}: body of type {type(body).__name__}, expected bytes")
-            body = bytes(body)
-        magic = entry.magic
-        if magic != MAGIC_NORMAL and magic != MAGIC_NOOP:
-            raise StoreError(f"entry {index}: magic {magic!r}, expected {MAGIC_NORMAL} or {MAGIC_NOOP}")
-        size = _HEADER_SIZE + len(body)
         fsize = self.data_file_size
-        if size + _MIN_BLANK > fsize:
-            raise StoreError(f"entry {index} of {size} bytes does not fit a data file of {fsize} bytes")
+        stored: Entry | None = None
+        pos_append, size_append = self._pos.append, self._size.append
+        terms_append, magic_append = self._terms.append, self._magic.append
+        cache, cache_n = self._cache, self._cache_n
+        wb = self._wbuf
         with self._lock:
-            seg = self._data[-1]
-            rel = self._next_pos - seg.start
-            pad = size + _MIN_BLANK > fsize - rel
-            pos = seg.start + fsize if pad else self._next_pos
-            if entry.pos >= 0 and entry.pos != pos:
-                raise StoreError(f"append of entry {index} at pos {entry.pos}, expected {pos}")
-            head, chain = _encode_header(entry, pos, self._last_chain)
-            if pos + size > self._data_high:
-                self._raise_high(pos + size, -1)
-            try:
-                if pad:
-                    self._write_pending()
-                    self._fs.pwrite(seg.fd, codec.encode_blank(fsize - rel), rel)
-                    self._dirty[seg.fd] = seg.fd
-                    seg = self._new_segment(self._data, self.data_dir, pos, fsize)
-                # Buffered: written by flush_writes (the server calls it before any message
-                # leaves), sync, reads and every _WBUF_MAX bytes; one pwritev per batch.
-                wb = self._wbuf
-                if wb and (seg is not self._wbuf_seg or pos - seg.start != self._wbuf_off + self._wbuf_len):
-                    self._write_pending()
-                if not wb:
-                    self._wbuf_seg, self._wbuf_off = seg, pos - seg.start
-                wb.append(head)
-                wb.append(body)
-                self._wbuf_len += size
-                if self._wbuf_len >= _WBUF_MAX or len(wb) >= _WBUF_PIECES:
-                    self._write_pending()
-            except OSError as e:
-                self._wbuf.clear()
-                self._wbuf_len = 0
-                raise StoreError(f"write of entry {index} at pos {pos} failed: {e}") from e
-            # Index records are buffered and written in batches (sync, truncate, or every
-            # _IBUF_MAX bytes): the index is rebuilt from the data on recovery anyway.
-            self._ibuf += _INDEX_PACK(magic, pos, size, index, entry.term)
-            stored = Entry(index, entry.term, body, magic, pos, entry.channel)
-            self._pos.append(pos)
-            self._size.append(size)
-            self._terms.append(entry.term)
-            self._magic.append(magic)
-            self._end = index
-            self._end_term = entry.term
-            self._last_chain = chain
-            self._next_pos = pos + size
-            if self._cache_n:
-                self._cache[index] = stored
-                self._cache.pop(index - self._cache_n, None)
-            if len(self._ibuf) >= _IBUF_MAX:
-                self._flush_index()
+            for entry in entries:
+                index = entry.index
+                if index != self._end + 1:
+                    raise StoreError(f"append at index {index}, expected {self._end + 1}")
+                body = entry.body
+                if type(body) is not bytes:
+                    if not isinstance(body, bytearray | memoryview):
+                        raise StoreError(f"entry {index}: body of type {type(body).__name__}, expected bytes")
+                    body = bytes(body)
+                magic = entry.magic
+                if magic != MAGIC_NORMAL and magic != MAGIC_NOOP:
+                    raise StoreError(
+                        f"entry {index}: magic {magic!r}, expected {MAGIC_NORMAL} or {MAGIC_NOOP}"
+                    )
+                n = len(body)
+                size = _HEADER_SIZE + n
+                if size + _MIN_BLANK > fsize:
+                    raise StoreError(
+                        f"entry {index} of {size} bytes does not fit a data file of {fsize} bytes"
+                    )
+                seg = self._data[-1]
+                next_pos = self._next_pos
+                rel = next_pos - seg.start
+                pad = size + _MIN_BLANK > fsize - rel
+                pos = seg.start + fsize if pad else next_pos
+                if entry.pos >= 0 and entry.pos != pos:
+                    raise StoreError(f"append of entry {index} at pos {entry.pos}, expected {pos}")
+                term = entry.term
+                try:
+                    head36 = _HEAD_PACK(magic, size, index, term, pos, entry.channel)
+                except struct.error:
+                    codec.encode_header(entry, pos, self._last_chain)  # raises EncodeError naming the field
+                    raise
+                bcrc = crc32(body)
+                chain = crc32(_U32_PACK(bcrc), crc32(head36, self._last_chain))
+                if pos + size > self._data_high:
+                    self._raise_high(pos + size, -1)
+                try:
+                    if pad:
+                        self._write_pending()
+                        self._fs.pwrite(seg.fd, codec.encode_blank(fsize - rel), rel)
+                        self._dirty[seg.fd] = seg.fd
+                        seg = self._new_segment(self._data, self.data_dir, pos, fsize)
+                    # Buffered: written by flush_writes (the server calls it before any message
+                    # leaves), sync, reads and every _WBUF_MAX bytes; one pwritev per batch.
+                    if wb and (
+                        seg is not self._wbuf_seg or pos - seg.start != self._wbuf_off + self._wbuf_len
+                    ):
+                        self._write_pending()
+                    if not wb:
+                        self._wbuf_seg, self._wbuf_off = seg, pos - seg.start
+                    wb.append(head36 + _TAIL_PACK(chain, bcrc, n))
+                    wb.append(body)
+                    self._wbuf_len += size
+                    if self._wbuf_len >= _WBUF_MAX or len(wb) >= _WBUF_PIECES:
+                        self._write_pending()
+                except OSError as e:
+                    wb.clear()
+                    self._wbuf_len = 0
+                    raise StoreError(f"write of entry {index} at pos {pos} failed: {e}") from e
+                # Index records are buffered and written in batches (sync, truncate, or every
+                # _IBUF_MAX bytes): the index is rebuilt from the data on recovery anyway.
+                self._ibuf += _INDEX_PACK(magic, pos, size, index, term)
+                if entry.pos == pos and body is entry.body:
+                    stored = entry
+                else:
+                    stored = Entry(index, term, body, magic, pos, entry.channel)
+                pos_append(pos)
+                size_append(size)
+                terms_append(term)
+                magic_append(magic)
+                self._end = index
+                self._end_term = term
+                self._last_chain = chain
+                self._next_pos = pos + size
+                if cache_n:
+                    cache[index] = stored
+                    cache.pop(index - cache_n, None)
+                if len(self._ibuf) >= _IBUF_MAX:
+                    self._flush_index()
         return stored
 
     def get(self, index: int) -> Entry:
@@ -522,12 +568,28 @@ class FileLogStore:
             self._end = new_end
             self._next_pos = cut_pos
             self._synced_index = min(self._synced_index, new_end)
+            if new_end < self._isynced_index:
+                self._index_cut = True  # keep the disk's index as short as its data, as before
+            self._isynced_index = min(self._isynced_index, new_end)
             self._trunc_low = min(self._trunc_low, new_end)
+            self._itrunc_low = min(self._itrunc_low, new_end)
 
-    def sync(self) -> int:
-        """fdatasync every file written since the last sync (and the directories when files were
-        created or removed); return the highest durable index. Safe to call from another thread
-        while appends continue: it covers what was appended when it started."""
+    def sync(self, *, index: bool = False) -> int:
+        """fdatasync the data files written since the last sync (and the directories when files
+        were created or removed); return the highest durable index. Safe to call from another
+        thread while appends continue: it covers what was appended when it started.
+
+        The index records are written too (a killed process loses none of them) but fsynced only
+        with ``index=True``, or by :meth:`save_checkpoint` before it names a committed entry:
+        recovery takes from the index only the entries before the data file holding that entry,
+        and checks (and rebuilds) the index from there on against the data. So the fsync of a
+        group commit covers the data alone: one fsync, not two, per batch of appends."""
+        return self._sync(True, index)
+
+    def _sync(self, data: bool, index: bool) -> int:
+        """fdatasync what was written since the last time: the data files with ``data``, the index
+        files with ``index`` (the index files written meanwhile wait in ``_idirty``); the
+        directories when files were created or removed. Returns ``_synced_index``."""
         with self._sync_lock:
             with self._lock:
                 if self._closed:
@@ -538,9 +600,21 @@ class FileLogStore:
                     raise StoreError(f"write of buffered records in {self.directory} failed: {e}") from e
                 self._flush_index()
                 end = self._end
-                self._trunc_low = end
-                fds = list(self._dirty)
-                self._dirty.clear()
+                index = index or self._index_cut
+                self._index_cut = False
+                ifds = {seg.fd for seg in self._index}
+                dirty, idirty = self._dirty, self._idirty
+                for fd in [fd for fd in dirty if fd in ifds]:
+                    idirty[fd] = dirty.pop(fd)
+                fds: list[int] = []
+                if data:
+                    self._trunc_low = end
+                    fds += dirty
+                    dirty.clear()
+                if index:
+                    self._itrunc_low = end
+                    fds += idirty
+                    idirty.clear()
                 dirs, self._dirs_dirty = self._dirs_dirty, False
                 graveyard, self._graveyard = self._graveyard, []
             try:
@@ -555,8 +629,13 @@ class FileLogStore:
                 for fd in graveyard:
                     _close_quietly(self._fs, fd)
             with self._lock:
+                self.fsyncs += len(fds) + (2 if dirs else 0)
                 # Entries truncated and re-appended during the fsync are not covered by it.
-                self._synced_index = min(end, self._trunc_low, self._end)
+                if data:
+                    self.data_syncs += 1
+                    self._synced_index = min(end, self._trunc_low, self._end)
+                if index:
+                    self._isynced_index = min(end, self._itrunc_low, self._end)
                 return self._synced_index
 
     def close(self, sync: bool = True) -> None:
@@ -566,7 +645,7 @@ class FileLogStore:
             return
         try:
             if sync:
-                self.sync()
+                self.sync(index=True)
             else:
                 with self._lock:
                     self._write_pending()
@@ -666,7 +745,9 @@ class FileLogStore:
                 raise StoreError(f"reset of {self.directory} at {begin_index} failed: {e}") from e
             self._dirty[seg.fd] = seg.fd
             self._synced_index = min(self._synced_index, begin_index - 1)
+            self._isynced_index = min(self._isynced_index, begin_index - 1)
             self._trunc_low = min(self._trunc_low, begin_index - 1)
+            self._itrunc_low = min(self._itrunc_low, begin_index - 1)
             self._committed = begin_index - 1
             # recovery takes begin_index from the checkpoint while the log is still empty
             self._checkpoint.save(begin_index - 1, begin_index - 1)
@@ -681,10 +762,14 @@ class FileLogStore:
     def save_checkpoint(self, committed_index: int) -> int:
         """Persist the checkpoint (endIndex, committedIndex) atomically and return the committed
         index written: ``committed_index`` clamped to the synced index (recovery trusts it to be
-        durable), never below the previously saved value unless the log itself is shorter."""
+        durable, and the index records before it: the index files are fsynced here first when
+        they lag, see :meth:`sync`), never below the previously saved value unless the log itself
+        is shorter."""
         if not isinstance(committed_index, int):
             raise ValueError(f"committed_index {committed_index!r}: expected an int")
-        value = min(max(committed_index, self._committed), self._synced_index)
+        if self._isynced_index < min(max(committed_index, self._committed), self._synced_index):
+            self._sync(False, True)  # the index records up to the committed entry (see sync)
+        value = min(max(committed_index, self._committed), self._synced_index, self._isynced_index)
         self._committed = value
         if self.repair_to >= 0:
             if self._synced_index >= self.repair_to:
@@ -843,6 +928,7 @@ class FileLogStore:
         except FileNotFoundError:
             pass
         self._dirty.pop(seg.fd, None)
+        self._idirty.pop(seg.fd, None)
         self._graveyard.append(seg.fd)
         self._dirs_dirty = True
 
@@ -1394,6 +1480,7 @@ class FileLogStore:
         for seg in self._data + self._index:
             self._fs.fsync(seg.fd)
         self._dirty.clear()
+        self._idirty.clear()
         # Everything past the end is zero now (checked, or cut and synced): restart the marks there.
         self._raise_high(
             self._next_pos + HIGHWATER_DATA_STEP,
