@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,6 +71,8 @@ from dledger.statemachine import StateMachine, decode_kv
 from dledger.store import CorruptionError, Entry, MemoryLogStore, StoreError, codec
 from dledger.store.file import FileLogStore
 from dledger.store.hardstate import HardState
+
+log = logging.getLogger("dledger.sim")
 
 FILE_DATA_SIZE, FILE_INDEX_SIZE = 1 << 20, 1 << 16  # segment sizes on the simulated disk
 _LEADER = Role.LEADER  # a module global: compared on every step
@@ -107,7 +110,16 @@ STATS = (
     "snapshot_restarts",
     "snapshot_leaders",
     "transfers",
+    "disk_errors",
+    "store_stops",
+    "graceful_stops",
+    "leaderless_repairs",
+    "expired_requests",
 )
+DISK_ERRORS = ("full", "fsync", "read")  # SimDisk.failing: what a sick disk does (Sim.fail_disk)
+MAX_WAIT_ACK_MS = 2500  # the server's --max-wait-ack-ms (DLedger maxWaitAckTimeMs): a waiter's deadline
+REPAIR_EVERY_MS = 200  # the server's leaderless repair loop (dledger.server's _repairer) runs this often
+REPAIR_FETCH = 64  # and fetches at most this many committed entries from a peer at a time
 
 
 class SimLogStore(MemoryLogStore):
@@ -283,7 +295,12 @@ class _Host:
             sim._inbox[node].append(lambda: self._sync_complete(done))
             return
         sim._syncing.pop(node, None)
-        done(sim.stores[node].sync())
+        try:
+            durable = sim.stores[node].sync()
+        except StoreError as e:  # the server stops a member whose fsync failed
+            sim.store_failed(node, e, "fsync")
+            return
+        done(durable)
         sim._process(node)
 
     def answer(self, waiter: Any, code: int, **fields: Any) -> None:
@@ -295,8 +312,8 @@ class _Host:
         sim = self.sim
         lo, hi = sim.sync_latency
         if hi <= 0:
-            work()
-            self._compacting(done)
+            if self._work(work):
+                self._compacting(done)
             return
         sim.call_at(sim.now + sim.disk_rng.randint(max(lo, 1), hi), lambda: self._io_complete(work, done))
 
@@ -307,9 +324,23 @@ class _Host:
         if node in sim.paused:  # SIGSTOP stops the IO thread too
             sim._inbox[node].append(lambda: self._io_complete(work, done))
             return
-        work()
-        self._compacting(done)
-        sim._process(node)
+        if self._work(work):
+            self._compacting(done)
+            sim._process(node)
+
+    def _work(self, work: Callable[[], object]) -> bool:
+        """Run the IO thread's ``work``; False when it raised (the server logs it and never calls
+        ``done``: a snapshot that could not be saved compacts nothing)."""
+        disk = self.sim.disks[self.node]
+        disk.io_live = True
+        try:
+            work()
+        except (OSError, StoreError) as e:
+            log.error("%s: IO work failed: %s", self.node, e)
+            return False
+        finally:
+            disk.io_live = False
+        return True
 
     def snapshot_installed(self, index: int, term: int, data: bytes) -> None:
         self.sim.installed[self.node].append((index, term, data))
@@ -394,6 +425,9 @@ class Sim:
         self.link_delay: dict[tuple[str, str], int] = {}
         self.pause_triggers: dict[str, tuple[str, Callable[[str], None] | None]] = {}
         self.disk_faulted: set[str] = set()  # members with an injected storage fault
+        self.failing_disks: set[str] = set()  # members whose disk fails calls now (fail_disk)
+        self.store_stopped: set[str] = set()  # members stopped by a store failure, not restarted since
+        self.repair_rng = random.Random(f"repair-{seed}")  # the leaderless repair's choice of peers
         self.repairing: dict[str, int] = {}  # member -> repair_to of its store, while repairing
         self.stats: dict[str, int] = dict.fromkeys(STATS, 0)
         self._down_bytes: dict[str, int] = {}  # member -> committed_bytes when it went down
@@ -436,9 +470,21 @@ class Sim:
 
     def start(self, node: str) -> Core:
         """(Re)start ``node`` from its store and persisted term/vote; the state machine is rebuilt
-        from the checkpointed commitIndex as the server's replay does."""
+        from the checkpointed commitIndex as the server's replay does. Raises the store's
+        StoreError when recovery refuses (a damaged committed prefix, a failing disk)."""
+        disk = self.disks[node]
+        disk.io_live = True  # recovery is the member's own code: a failing disk fails it
+        try:
+            core = self._start(node)
+        finally:
+            disk.io_live = False
+        self.store_stopped.discard(node)
+        return core
+
+    def _start(self, node: str) -> Core:
         hard_file = None
         committed = -1
+        snapshots = SnapshotStore(f"/sim/{node}/snapshot", self.snapshot_keep, fs=self.disks[node])
         if self.disk == "file":
             directory = Path(f"/sim/{node}")
             disk = self.disks[node]
@@ -455,7 +501,10 @@ class Sim:
                 self._check_durability(node, str(e))
                 raise
             self.stores[node] = store
-            self._verify_committed(node, store)
+            # the part of the committed prefix the replay will not read (it starts after the
+            # newest snapshot) is read here; the replay (dledger.driver.replay) checks the rest
+            newest = snapshots.list()
+            self._verify_committed(node, store, newest[-1][0] if newest else -1)
             rec = store.recovery
             if rec.cut_reason is not None:
                 self.stats["recovery_cuts"] += 1
@@ -479,7 +528,7 @@ class Sim:
                 hard,
                 sm,
                 _Host(self, node, self.lives[node]),
-                snapshots=SnapshotStore(f"/sim/{node}/snapshot", self.snapshot_keep, fs=self.disks[node]),
+                snapshots=snapshots,
                 committed=committed,
                 rng=rng,
                 now=self.local(node),
@@ -487,8 +536,9 @@ class Sim:
                 snapshot_every=self.snapshot_every,
             )
         except StoreError as e:  # e.g. the log begins after what the newest snapshot covers
-            self._check_durability(node, str(e))
-            raise
+            if isinstance(e, CorruptionError) or node not in self.failing_disks:
+                self._check_durability(node, str(e))
+            raise  # (a failing disk's I/O error: the member stays down until it works again)
         core = drv.core
         if core.snapshot is not None:
             self.stats["snapshot_restarts"] += 1
@@ -533,6 +583,58 @@ class Sim:
         else:
             self.disks[node].crash()  # the snapshot files
             self.stores[node].crash()
+
+    def stop(self, node: str) -> None:
+        """SIGTERM: the server's clean shutdown (``dledger.server``'s stop, DLedgerServer.shutdown):
+        sync the log, checkpoint the commitIndex, close the store and the state machine; then the
+        process is gone as after :meth:`crash` (with nothing unsynced left to lose). A store that
+        fails meanwhile (a failing disk) is logged, as the server does, and the member is gone."""
+        core, drv = self.nodes.get(node), self.drivers.get(node)
+        if core is None or drv is None:
+            return
+        drv.stopped = True
+        store = self.stores[node]
+        disk = self.disks[node]
+        disk.io_live = True
+        try:
+            store.sync()
+            store.save_checkpoint(core.commit_index)
+            store.close()
+        except (StoreError, OSError) as e:
+            log.error("%s: closing the store failed: %s", node, e)
+        finally:
+            disk.io_live = False
+        self.sms[node].on_shutdown()
+        self.stats["graceful_stops"] += 1
+        self.crash(node)
+
+    def store_failed(self, node: str, e: StoreError, what: str) -> None:
+        """A store failure the server stops the member for (a failed fsync, a refused term/vote
+        write, a read error while applying): logged, and the process is gone (:meth:`crash`) until
+        it is started again. A damaged record (CorruptionError) must come from an injected storage
+        fault (:meth:`_check_durability`)."""
+        log.error("%s: store failure, stopping (%s): %s", node, what, e)
+        if isinstance(e, CorruptionError):
+            self._check_durability(node, str(e))
+        self.stats["store_stops"] += 1
+        self.store_stopped.add(node)
+        self.crash(node)
+
+    def fail_disk(self, node: str, how: str) -> None:
+        """From now on ``node``'s disk fails calls (one of :data:`DISK_ERRORS`): ``full`` refuses
+        every write and file growth with ENOSPC, ``fsync`` fails every fsync with EIO, ``read``
+        fails a share of the member's reads with EIO. The member's code handles each as the server
+        does (a refused log write is answered DISK_ERROR, a failed fsync stops the member, ...)."""
+        if how not in DISK_ERRORS:
+            raise ValueError(f"disk error {how!r}: expected one of {DISK_ERRORS}")
+        self.disks[node].failing = how
+        self.failing_disks.add(node)
+
+    def unfail_disk(self, node: str) -> None:
+        """``node``'s disk works again (space freed, the sick disk replaced by a good one with the
+        same contents)."""
+        self.disks[node].failing = None
+        self.failing_disks.discard(node)
 
     def pause(self, node: str) -> None:
         """SIGSTOP: ``node`` neither ticks nor receives; messages to it wait in its queue."""
@@ -722,18 +824,67 @@ class Sim:
                 self._tick_all(nxt % 1000 == 0)
 
     def _tick_all(self, checkpoint: bool) -> None:
-        """Tick every running member; ``checkpoint``: then save its commitIndex checkpoint (the
-        server does every second)."""
-        nodes, paused, clock = self.nodes, self.paused, self._clock
+        """Tick every running member and expire its waiting requests (the server's ticker);
+        ``checkpoint``: then save its commitIndex checkpoint (the server does every second)."""
+        nodes, paused, clock, drivers = self.nodes, self.paused, self._clock, self.drivers
         for i in list(nodes):
-            if i in paused:
-                continue
-            core = nodes[i]
+            core = nodes.get(i)
+            if core is None or i in paused:
+                continue  # (stopped meanwhile by a store failure)
             now = self.local(i) if clock else self.now
             core.tick(now)
+            drv = drivers[i]
+            if drv.waiters or drv.reads or drv.ready_reads:
+                drv.expire(now)
             self._process(i, now)
-            if checkpoint:
-                self.stores[i].save_checkpoint(core.commit_index)
+            if checkpoint and i in nodes:
+                try:
+                    self.stores[i].save_checkpoint(core.commit_index)
+                except (StoreError, OSError) as e:  # the server logs it and tries again in a second
+                    log.error("%s: checkpoint failed: %s", i, e)
+        if self.repairing and self.now % REPAIR_EVERY_MS == 0:
+            self._repair_leaderless()
+
+    def _repair_leaderless(self) -> None:
+        """The server's leaderless repair (``dledger.server``'s ``_repairer``, issue 36): a member
+        whose log ends below its ``repair_to`` appends the next entries from what its recovery kept
+        intact (``store.salvaged``) or, for the damaged ones, the committed entries a peer serves
+        (GET, :meth:`dledger.driver.Driver.get`: committed entries only), through
+        ``Core.repair_append``; a leader's pushes may fill the log meanwhile."""
+        for node in sorted(self.repairing):
+            core = self.nodes.get(node)
+            if core is None or node in self.paused or core.repair_to < 0:
+                continue
+            nxt, last = core.end_index + 1, core.repair_to
+            if nxt > last:
+                continue
+            salvaged: dict[int, Entry] = getattr(self.stores[node], "salvaged", {})
+            run: list[Entry] = []
+            while nxt + len(run) <= last and nxt + len(run) in salvaged and len(run) < 1000:
+                run.append(salvaged.pop(nxt + len(run)))
+            if not run:
+                run = self._fetch_committed(node, nxt, min(last, nxt + REPAIR_FETCH - 1))
+            if run and core.repair_append(run):
+                self.stats["leaderless_repairs"] += 1
+                self._process(node)
+
+    def _fetch_committed(self, node: str, lo: int, hi: int) -> list[Entry]:
+        """Entries ``lo..hi`` (a consecutive run from ``lo``) as committed on the first peer (in a
+        seeded order) that ``node`` reaches and that serves ``lo``."""
+        peers = [p for p in self.ids if p != node]
+        self.repair_rng.shuffle(peers)
+        for peer in peers:
+            if (node, peer) in self.blocked or (peer, node) in self.blocked:
+                continue
+            got: list[Entry] = []
+            for i in range(lo, hi + 1):
+                code, e = self.get(peer, i)
+                if code != Code.SUCCESS or e is None:
+                    break
+                got.append(e)
+            if got:
+                return got
+        return []
 
     def call_at(self, t: int, fn: Callable[[], None]) -> None:
         """Call ``fn()`` at simulated time ``t`` ms (after the messages due then)."""
@@ -763,7 +914,15 @@ class Sim:
         if type(msg) is HeartbeatResponse and self._read_waiters.get(msg.dst):
             self._heartbeat_ack(msg)
         now = self.local(msg.dst)
-        drv.step(msg, now)  # as the server: a damaged record read under the core is answered
+        if self.failing_disks and msg.dst in self.failing_disks:
+            disk = self.disks[msg.dst]
+            disk.io_live = True
+            try:
+                drv.step(msg, now)
+            finally:
+                disk.io_live = False
+        else:
+            drv.step(msg, now)  # as the server: a damaged record read under the core is answered
         self._process(msg.dst, now)
 
     def local(self, node: str) -> int:
@@ -783,17 +942,21 @@ class Sim:
         ``(read_id, read index)``."""
         code = self.nodes[node].read_index(read_id, self.local(node), lease=lease)
         if code == Code.SUCCESS:
-            self.drivers[node].reads[read_id] = SimWaiter("read", self.nodes[node].term, ("read", read_id))
+            self.drivers[node].reads[read_id] = SimWaiter(
+                "read", self.nodes[node].term, ("read", read_id), deadline=self.local(node) + MAX_WAIT_ACK_MS
+            )
         self._process(node)
         return code
 
-    def transfer(self, to: str) -> int:
-        """Ask the current leader to hand leadership to ``to``; the leader's answer code (SUCCESS when
-        the transfer started). Raises AssertionError when there is no leader."""
-        ld = self.leader()
+    def transfer(self, to: str, via: str | None = None, term: int | None = None) -> int:
+        """Ask the current leader (or member ``via``) to hand leadership to ``to``, in ``term``
+        (None: any; DLedger's request carries the term the client saw); the answer code (SUCCESS
+        when the transfer started). Raises AssertionError when there is no leader to ask."""
+        ld = via or self.leader()
         assert ld is not None, "no leader to transfer from"
-        code = self.nodes[ld].transfer(to, 1, self.local(ld))
-        self._process(ld)
+        code = self.nodes[ld].transfer(to, 1, self.local(ld), term)
+        if ld in self.nodes:
+            self._process(ld)
         return code
 
     def propose(self, body: bytes) -> Entry | None:
@@ -830,16 +993,21 @@ class Sim:
             rid = self._seq
             code = core.read_index(rid, now)
             if code == Code.SUCCESS:
-                drv.reads[rid] = self._confirming(node, SimWaiter("read", core.term, token, key))
+                drv.reads[rid] = self._confirming(
+                    node, SimWaiter("read", core.term, token, key, deadline=now + MAX_WAIT_ACK_MS)
+                )
         elif kind == "kv:get":
-            waiter = SimWaiter(kind, core.term, token, key)
+            waiter = SimWaiter(kind, core.term, token, key, deadline=now + MAX_WAIT_ACK_MS)
             code = drv.kv_get(key or "", read_mode, waiter, now)
             if code == Code.SUCCESS and read_mode == "read-index":
                 self._confirming(node, waiter)
         elif kind == "kv:txn":  # body: a txn entry's body; read-only ones go through read_mode
             mops = (decode_kv(body) or ["txn", "", []])[2]
-            waiter = SimWaiter(kind, core.term, token, key)
-            code = drv.kv_txn(mops, read_mode, waiter, now)
+            waiter = SimWaiter(kind, core.term, token, key, deadline=now + MAX_WAIT_ACK_MS)
+            try:
+                code = drv.kv_txn(mops, read_mode, waiter, now)
+            except ValueError:  # malformed micro-ops: the server answers UNEXPECTED_ARGUMENT
+                code = Code.UNEXPECTED_ARGUMENT
             if (
                 code == Code.SUCCESS
                 and read_mode == "read-index"
@@ -847,7 +1015,9 @@ class Sim:
             ):
                 self._confirming(node, waiter)  # read-only: it went through the read index
         else:
-            code = drv.propose(body, SimWaiter(kind, core.term, token, key), now)
+            code = drv.propose(
+                body, SimWaiter(kind, core.term, token, key, deadline=now + MAX_WAIT_ACK_MS), now
+            )
         self._process(node)
         return code
 
@@ -856,7 +1026,14 @@ class Sim:
         NOT_LEADER for a crashed or paused member."""
         if node not in self.nodes or node in self.paused:
             return Code.NOT_LEADER, None
-        return self.drivers[node].get(index)
+        disk = self.disks[node]
+        disk.io_live = True
+        try:
+            return self.drivers[node].get(index)
+        except StoreError:  # the server answers DISK_ERROR (a damaged or unreadable record)
+            return Code.DISK_ERROR, None
+        finally:
+            disk.io_live = False
 
     def metadata(self, node: str) -> dict[str, Any] | None:
         """METADATA of ``node`` (:meth:`dledger.driver.Driver.metadata`); None when it is crashed
@@ -912,6 +1089,8 @@ class Sim:
             )
 
     def _answered(self, node: str, waiter: Any, code: int, fields: dict[str, Any]) -> None:
+        if code == Code.WAIT_QUORUM_ACK_TIMEOUT:
+            self.stats["expired_requests"] += 1
         if getattr(waiter, "since", None) is not None:
             if code == Code.SUCCESS:
                 self._check_read_confirmed(node, waiter)
@@ -938,7 +1117,17 @@ class Sim:
                 self._check(node)
             return
         end = drv.store.end_index
-        drv.drain(self.local(node) if now is None else now)
+        failing = self.failing_disks and node in self.failing_disks
+        if failing:
+            self.disks[node].io_live = True
+        try:
+            drv.drain(self.local(node) if now is None else now)
+        except StoreError as e:  # the server stops the member (dledger.server's _drain_cb)
+            self.store_failed(node, e, "drain")
+            return
+        finally:
+            if failing:
+                self.disks[node].io_live = False
         if drv.store.end_index < end and core.role != _LEADER:
             self.stats["truncations"] += 1
         self._check(node)
@@ -1073,10 +1262,12 @@ class Sim:
             done["kind"] = kind
         return done
 
-    def _verify_committed(self, node: str, store: FileLogStore) -> None:
-        """Read the committed prefix before serving (the server's replay does): a damaged entry the
-        recovery scan did not check (an older data file) is cut and repaired like one it did."""
-        lo, hi = store.begin_index, min(store.committed_index, store.end_index)
+    def _verify_committed(self, node: str, store: FileLogStore, upto: int) -> None:
+        """Read the committed prefix up to ``upto`` (the newest snapshot's index) before serving: a
+        damaged entry there, which the recovery scan did not check (an older data file) and the
+        server's replay does not read (it starts after the snapshot), is cut and repaired like one
+        the replay finds (:func:`dledger.driver.replay`, which reads the rest)."""
+        lo, hi = store.begin_index, min(store.committed_index, store.end_index, upto)
         try:
             for a in range(lo, hi + 1, 4096):
                 store.get_range(a, min(hi, a + 4095))
