@@ -909,7 +909,7 @@ class FileLogStore:
             self._data_high = self._index_high = -1
             return
         try:
-            text = (self.directory / HIGHWATER_FILE).read_text()
+            text = self._fs.read_at(self.directory / HIGHWATER_FILE, 0).decode()  # the store's file system
             kv = dict(line.split("=", 1) for line in text.split())
             data_high, index_high = int(kv["dataHigh"]), int(kv["indexHigh"])
         except (OSError, ValueError, KeyError, UnicodeDecodeError):
