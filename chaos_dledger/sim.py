@@ -180,6 +180,11 @@ _CLOCK_FAULTS = ("clock-skew", "clock-slow-leader")
 # leader's open heartbeat round, a follower holding acknowledgements)
 _TERM_LATE_AT = {"all": "any", "vote": "vote-round", "heartbeat": "heartbeat-round", "push": "follower-ack"}
 ELECTION_MS = 480  # a follower's timeout plus the longest vote interval (dledger.core.CoreConfig)
+# the world's fsync latency per seed (ms, min and max; (0, 0): at once), and with heterogeneous
+# disks each member's, a degraded disk among them
+SYNC_LATENCIES = ((0, 0), (1, 2), (1, 5), (2, 20))
+DISK_LATENCIES = (*SYNC_LATENCIES, (5, 50))
+HETEROGENEOUS_DISKS = 0.5
 # the world's snapshot settings, drawn per seed: entries between snapshots (0: off) and the file
 # disk's data segment size (small ones compact the log while followers lag; 1 MiB rarely)
 SNAPSHOT_EVERY = (0, 5, 10, 20, 50)
@@ -411,8 +416,14 @@ class SimRun:
         simulator's 1 ms) and crash reordering always; slow links, late duplicates, delivery across
         term changes and partitions that hold messages with ``slow-network``."""
         sim = self.sim
-        sim.sync_latency = rng.choice([(0, 0), (1, 2), (1, 5), (2, 20)])
+        sim.sync_latency = rng.choice(SYNC_LATENCIES)
         sim.reorder_probability = rng.choice([0.0, 0.5, 1.0])
+        # half the seeds run on disks that differ (members on other hardware, a degraded disk):
+        # each member's fsync latency its own, so a leader may sync slower than the followers
+        # that acknowledge its entries (drawn from a stream of its own: the others keep theirs)
+        disks = random.Random(f"disks-{self.opts.seed}")
+        if disks.random() < HETEROGENEOUS_DISKS:
+            sim.disk_latency = {i: disks.choice(DISK_LATENCIES) for i in sim.ids}
         if "slow-network" in self.opts.nemesis:
             sim.slow_ms = rng.choice([1, 3, 6]) * ELECTION_MS
             self.slow = rng.choice([0.005, 0.02, 0.05])

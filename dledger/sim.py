@@ -86,7 +86,17 @@ RPC_MESSAGES: dict[str, tuple[type[Message], ...]] = {
 TERM_LATE_CAP = 32  # messages held per receiver for delivery across term changes
 PAUSE_POINTS = ("heartbeat-round", "vote-round", "follower-ack", "any")
 RELEASE_ORDERS = ("fifo", "reverse", "shuffle", "newest-first-per-sender")
-DAMAGE_KINDS = ("flip-header", "flip-body", "lost-write", "misdirected-write")
+# storage faults (Sim.damage): in a committed data segment, a bit flipped in a record's header or
+# body, a lost or misdirected page write, the file's tail lost (an extent gone: the file ends short
+# of its size); in the index, a bit flipped in a committed entry's index record
+DAMAGE_KINDS = (
+    "flip-header",
+    "flip-body",
+    "lost-write",
+    "misdirected-write",
+    "lost-extent",
+    "flip-index",
+)
 STATS = (
     "elections",
     "truncations",
@@ -276,7 +286,7 @@ class _Host:
 
     def start_sync(self, done: Callable[[int], None]) -> None:
         sim = self.sim
-        lo, hi = sim.sync_latency
+        lo, hi = sim.disk_latency.get(self.node, sim.sync_latency)
         if hi <= 0:
             done(sim.stores[self.node].sync())
             return
@@ -310,7 +320,7 @@ class _Host:
         """The IO thread: ``work`` and ``done`` at once, or (with ``Sim.sync_latency``) as a timed
         event a crash cancels, like the fsyncs (a paused member runs it when it resumes)."""
         sim = self.sim
-        lo, hi = sim.sync_latency
+        lo, hi = sim.disk_latency.get(self.node, sim.sync_latency)
         if hi <= 0:
             if self._work(work):
                 self._compacting(done)
@@ -398,6 +408,7 @@ class Sim:
         self.tear_probability = 0.0  # file disk: chance that a crash tears a file's last write
         self.reorder_probability = 0.0  # file disk: chance that a crash keeps a random page subset
         self.sync_latency = (0, 0)  # (min, max) ms per fsync; 0: the fsync completes at once
+        self.disk_latency: dict[str, tuple[int, int]] = {}  # a member's own sync_latency (its disk's)
         self.disk_rng = random.Random(f"fsync-{seed}")
         self.on_sync_start: Callable[[str, int], None] | None = None  # (member, completes at ms)
         self._syncing: dict[str, int] = {}  # member -> when its fsync in flight completes
@@ -431,6 +442,7 @@ class Sim:
         self.repairing: dict[str, int] = {}  # member -> repair_to of its store, while repairing
         self.stats: dict[str, int] = dict.fromkeys(STATS, 0)
         self._down_bytes: dict[str, int] = {}  # member -> committed_bytes when it went down
+        self._down_committed: dict[str, int] = {}  # and its checkpoint's committedIndex then
         self._lease: dict[str, int] = {}
         # file disk: the real FileLogStore and currterm file over one SimDisk per member
         self.disks: dict[str, SimDisk] = {i: SimDisk(random.Random(f"disk-{seed}-{i}")) for i in self.ids}
@@ -563,6 +575,7 @@ class Sim:
         term/vote survive (they are saved synchronously)."""
         if self.disk == "file" and node in self.nodes:
             self._down_bytes[node] = self.committed_bytes(node)
+            self._down_committed[node] = getattr(self.stores[node], "committed_index", -1)
         core = self.nodes.pop(node, None)
         drv = self.drivers.pop(node, None)
         if drv is not None:
@@ -1208,8 +1221,8 @@ class Sim:
     # ------------------------------------------------------------ storage faults
 
     def committed_bytes(self, node: str) -> int:
-        """The byte position (in the first data file) where the entries ``node``'s checkpoint says
-        are committed end: storage faults below it hit committed data, which recovery must detect
+        """The byte position (in the data log) where the entries ``node``'s checkpoint says are
+        committed end: storage faults below it hit committed data, which recovery must detect
         (faults beyond it look like a torn tail of unsynced writes, the crash fault model)."""
         if node not in self.nodes:
             return self._down_bytes.get(node, 0)  # as it was when the member went down
@@ -1221,23 +1234,37 @@ class Sim:
             e = st.get(ck)
         except (IndexError, OSError, StoreError):
             return 0
-        return min(e.pos + codec.HEADER_SIZE + len(e.body), self.data_file_size)
+        return e.pos + codec.HEADER_SIZE + len(e.body)
 
     def damage(self, node: str, kind: str, below: int) -> dict[str, Any] | None:
         """Inject storage fault ``kind`` (one of :data:`DAMAGE_KINDS`) into down member ``node``'s
-        first data file, in its first ``below`` bytes (see :meth:`committed_bytes`): a bit flipped
-        in a record's 48-byte header or in its body, a lost page write, or a misdirected one. What
-        was done (a dict for the history), or None when nothing there could be damaged."""
+        committed data, below data-log position ``below`` (see :meth:`committed_bytes`), in one of
+        the data segments holding it (or their index records): a bit flipped in a record's 48-byte
+        header or in its body, a lost page write, a misdirected one, the segment's tail lost, a
+        bit flipped in an index record. What was done (a dict for the history), or None when
+        nothing there could be damaged."""
         if kind not in DAMAGE_KINDS:
             raise ValueError(f"damage {kind!r}: expected one of {DAMAGE_KINDS}")
         if node in self.nodes or self.disk != "file" or below <= 0:
             return None
         disk = self.disks[node]
-        path = f"/sim/{node}/data/{0:020d}"
-        if not any(name == path.rsplit("/", 1)[1] for name, _ in disk.list_files(Path(path).parent)):
+        if kind == "flip-index":
+            return self._damaged(node, kind, self._flip_index(node, below))
+        held = sorted(
+            int(name)
+            for name, _ in disk.list_files(Path(f"/sim/{node}/data"))
+            if name.isdigit() and int(name) < below
+        )
+        if not held:
             return None  # compacted away
+        start = disk.rng.choice(held)
+        path = f"/sim/{node}/data/{start:020d}"
+        below = min(below - start, self.data_file_size)
         done: dict[str, Any] | None = None
-        if kind in ("flip-header", "flip-body"):
+        if kind == "lost-extent":
+            page = disk.lose_tail(path, below)
+            done = None if page is None else {"file": path, "from_page": page}
+        elif kind in ("flip-header", "flip-body"):
             records = _records(disk.read_at(Path(path), 0, below), below)
             if kind == "flip-body":
                 records = [r for r in records if r[1] > codec.HEADER_SIZE]
@@ -1256,6 +1283,26 @@ class Sim:
         else:
             pq = disk.misdirect_page(path, below)
             done = None if pq is None else {"file": path, "page": pq[0], "landed_on": pq[1]}
+        return self._damaged(node, kind, done)
+
+    def _flip_index(self, node: str, below: int) -> dict[str, Any] | None:
+        """Flip a bit of an index record of an entry whose data ends below ``below``."""
+        disk = self.disks[node]
+        ck = self._down_committed.get(node, -1)
+        limit = (ck + 1) * codec.INDEX_UNIT_SIZE  # the committed entries' index records
+        held = sorted(
+            int(name)
+            for name, _ in disk.list_files(Path(f"/sim/{node}/index"))
+            if name.isdigit() and int(name) < limit
+        )
+        if not held or below <= 0:
+            return None
+        start = disk.rng.choice(held)
+        path = f"/sim/{node}/index/{start:020d}"
+        at = disk.flip_bit_in(path, 0, min(limit - start, FILE_INDEX_SIZE))
+        return None if at is None else {"file": path, "offset": at}
+
+    def _damaged(self, node: str, kind: str, done: dict[str, Any] | None) -> dict[str, Any] | None:
         if done is not None:
             self.disk_faulted.add(node)
             self.stats["storage_faults"] += 1

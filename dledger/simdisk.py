@@ -228,6 +228,23 @@ class SimDisk:
         self.lost += 1
         return p
 
+    def lose_tail(self, path: str, below: int) -> int | None:
+        """A lost extent: ``path`` ends (durably) at a random page boundary below byte ``below``, as
+        if its last blocks were never allocated or a repair dropped them; the first page lost, or
+        None when the file has no durable page below ``below``."""
+        ino = self._durable_names.get(path)
+        pages = sorted(p for p in (ino.dpages if ino else ()) if p * PAGE < below)
+        if ino is None or not pages:
+            return None
+        p = self.rng.choice(pages)
+        for q in [q for q in ino.dpages if q >= p]:
+            del ino.dpages[q]
+        ino.dsize = min(ino.dsize, p * PAGE)
+        ino.pages = dict(ino.dpages)
+        ino.size = ino.dsize
+        self.lost += 1
+        return p
+
     def misdirect_page(self, path: str, below: int) -> tuple[int, int] | None:
         """A misdirected write: the last write of durable page ``p`` (below byte ``below``) landed on
         another page ``q`` of ``path`` instead: ``q`` now holds ``p``'s bytes and ``p`` reads as before
