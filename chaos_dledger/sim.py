@@ -1341,10 +1341,12 @@ class SimRun:
             return
         ld = sim.leader()
         node = ld if ld is not None and rng.random() < 0.8 else rng.choice(sim.ids)
-        kind, body = stray_request(rng, self._stray_n)
+        kind, body, key, mode = stray_request(rng, self._stray_n)
         self._stray_n += 1
         if node in sim.nodes and node not in sim.paused:
-            sim.submit(node, kind, body, ("stray", self._stray_n), read_mode=self.opts.read_mode)
+            sim.submit(
+                node, kind, body, ("stray", self._stray_n), key=key, read_mode=mode or self.opts.read_mode
+            )
         sim.call_at(sim.now + 1 + int(rng.expovariate(1.0 / STRAY_EVERY_MS)), self._stray)
 
     def _settled(self) -> bool:
@@ -1449,14 +1451,16 @@ class SimRun:
             self._write(op.completion(OK, values, node=node))
 
 
-def stray_request(rng: random.Random, n: int) -> tuple[str, bytes]:
-    """The stray client's ``n``-th request ``(driver kind, body)``, as bytes on the wire (not
+def stray_request(rng: random.Random, n: int) -> tuple[str, bytes, str | None, str | None]:
+    """The stray client's ``n``-th request ``(driver kind, body, key, read mode)`` (read mode None:
+    the seed's), as bytes on the wire (not
     through the client library's checks): a type conflict (an append to a counter, an add to a
     list: the transaction aborts), a set add repeated, a delete by writing nil (put, cas, a txn's
     ``w``), a malformed transaction (empty, an unknown micro-op, a non-integer add: refused), one
     of more than ``MAX_TXN_OPS`` micro-ops (refused), and raw log entries (DLedger's APPEND) that
     look like KV commands: a transaction with a bad micro-op (aborts when applied), a put without
-    its value, and bytes behind the KV prefix that are not msgpack (both ignored when applied)."""
+    its value, and bytes behind the KV prefix that are not msgpack (both ignored when applied);
+    and reads in the ``unsafe`` mode a request may name (its answers are not checked)."""
     import msgpack
 
     from dledger.statemachine import KV_PREFIX, MAX_TXN_OPS
@@ -1466,7 +1470,11 @@ def stray_request(rng: random.Random, n: int) -> tuple[str, bytes]:
     def cmd(*c: Any) -> bytes:
         return KV_PREFIX + msgpack.packb(list(c), use_bin_type=True)
 
-    choices: list[tuple[str, bytes]] = [
+    choices: list[tuple[str, bytes, str | None, str | None]] = [
+        ("kv:get", b"", key, "unsafe"),
+        ("kv:txn", cmd("txn", "", [["r", key, None]]), None, "unsafe"),
+    ]
+    plain: list[tuple[str, bytes]] = [
         ("kv:txn", cmd("txn", "", [["add", key, 1]])),
         ("kv:txn", cmd("txn", "", [["append", key, 1]])),
         ("kv:txn", cmd("txn", "", [["sadd", key, 1]])),
@@ -1481,6 +1489,7 @@ def stray_request(rng: random.Random, n: int) -> tuple[str, bytes]:
         ("append", cmd("put", key)),
         ("append", KV_PREFIX + b"\xc1"),
     ]
+    choices += [(kind, body, key if kind.startswith("kv:") else None, None) for kind, body in plain]
     return rng.choice(choices)
 
 

@@ -172,8 +172,8 @@ def test_the_stray_client_s_requests_are_refused_or_aborted_and_change_no_worklo
     rng = random.Random(1)
     codes = {}
     for n in range(120):
-        kind, body = stray_request(rng, n)
-        codes[n] = sim.submit(ld, kind, body, n)
+        kind, body, key, mode = stray_request(rng, n)
+        codes[n] = sim.submit(ld, kind, body, n, key=key, read_mode=mode or "raft-log")
         sim.run(20)
     sim.run(500)
     assert Code.UNEXPECTED_ARGUMENT in codes.values()  # malformed or oversized: refused up front

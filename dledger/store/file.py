@@ -490,13 +490,19 @@ class FileLogStore:
 
         After compact_prefix the kept prefix cannot be removed: ``index < begin_index`` raises
         StoreError when ``begin_index > 0`` (Raft never truncates committed entries, and only
-        those are compacted)."""
+        those are compacted). Raises StoreError on an I/O error."""
         if index >= self._end:
             return
         if index < self._begin - 1 and self._begin > 0:
             raise StoreError(
                 f"truncate_suffix({index}) below begin_index {self._begin}: that prefix is compacted"
             )
+        try:
+            self._truncate_suffix(index)
+        except OSError as e:  # an I/O error is a StoreError, as for every other call
+            raise StoreError(f"truncate after entry {index} in {self.directory} failed: {e}") from e
+
+    def _truncate_suffix(self, index: int) -> None:
         with self._lock:
             self._write_pending()
             self._flush_index()
@@ -613,7 +619,10 @@ class FileLogStore:
             raise IndexError(f"index {index} outside [{self._begin}, {self._end}]")
         if index == self._end:
             return self._last_chain
-        return self._read_chain(index)
+        try:
+            return self._read_chain(index)
+        except OSError as e:  # an I/O error is a StoreError, as for every other call
+            raise StoreError(f"read of the chainCrc of entry {index} failed: {e}") from e
 
     def reset(self, begin_index: int, next_pos: int, last_term: int, chain_crc: int = -1) -> None:
         """Discard the whole log and continue at ``begin_index`` (a snapshot's lastIncludedIndex + 1)
@@ -741,9 +750,15 @@ class FileLogStore:
     def compact_prefix(self, index: int) -> int:
         """Drop whole data and index segment files below the data segment holding ``index`` (for
         snapshots); return the new begin_index (the first entry of that segment, <= ``index``).
-        Raises IndexError when ``index`` is not held."""
+        Raises IndexError when ``index`` is not held, StoreError on an I/O error."""
         if index < self._begin or index > self._end:
             raise IndexError(f"index {index} outside [{self._begin}, {self._end}]")
+        try:
+            return self._compact_prefix(index)
+        except OSError as e:  # an I/O error is a StoreError, as for every other call
+            raise StoreError(f"compaction before entry {index} in {self.directory} failed: {e}") from e
+
+    def _compact_prefix(self, index: int) -> int:
         with self._lock:
             self._write_pending()
             self._flush_index()
