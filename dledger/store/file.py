@@ -190,11 +190,13 @@ class FileLogStore:
     finds damage inside the committed prefix. ``recovery`` holds the RecoveryReport.
 
     ``repair``: damage inside the committed prefix is cut like a damaged tail instead of raising
-    CorruptionError, and ``repair_to`` is set to the checkpoint's committedIndex: the member must
-    not vote or campaign until its log holds entries up to it again, fetched from the leader
+    CorruptionError, and ``repair_to`` is set to the checkpoint's committedIndex or, when durable
+    entries followed the damage, the last of them (the member may have acknowledged them, so a
+    quorum may count on its copy): the member must not vote or campaign until its log holds
+    entries up to it again, the intact ones re-appended, the damaged ones fetched from its peers
     (Protocol-Aware Recovery, Alagappan et al., FAST 2018: a damaged committed entry is never
     served and never counts toward a quorum; the majority that holds it repairs it). The marker
-    survives restarts: checkpoints keep ``committedIndex >= repair_to`` until the log reaches it.
+    survives restarts: checkpoints keep it (``repairTo``) until the log reaches it.
     Not safe for concurrent writers; ``sync()`` may run in another thread than ``append()``.
     """
 
@@ -222,6 +224,10 @@ class FileLogStore:
         self._fs = fs
         self.repair = repair
         self.repair_to = -1  # see the class docstring
+        # and the checkpoint's committedIndex when the damage was found: the re-appended entries
+        # up to it are committed, those after it (durable, perhaps acknowledged) not known to be
+        self.repair_committed = -1
+        self._checkpoint_committed = -1  # as recovery read it
         # repair mode: intact committed entries after a damaged one, kept (in memory) when the log
         # was cut before it, so the member re-appends them once the damaged ones were fetched
         # again instead of losing them (index -> Entry; see salvage())
@@ -288,6 +294,8 @@ class FileLogStore:
         self._committed = self.recovery.committed_index
         self._synced_index = self._end
         self.repair_to = self.recovery.repair_to
+        if self.repair_to >= 0:
+            self.repair_committed = min(self.repair_to, self._checkpoint_committed)
 
     # ----------------------------------------------------------------- LogStore protocol
 
@@ -695,18 +703,15 @@ class FileLogStore:
             raise ValueError(f"committed_index {committed_index!r}: expected an int")
         value = min(max(committed_index, self._committed), self._synced_index)
         self._committed = value
-        if self.repair_to >= 0:
-            if self._synced_index >= self.repair_to:
-                log.warning(
-                    "%s: repair mark cleared: entries up to %d are durable again",
-                    self.directory,
-                    self.repair_to,
-                )
-                self.repair_to = -1
-            else:
-                # the repair marker must survive a restart before the log reached it again
-                value = max(value, self.repair_to)
-        self._checkpoint.save(self._synced_index, value)
+        if self.repair_to >= 0 and self._synced_index >= self.repair_to:
+            log.warning(
+                "%s: repair mark cleared: entries up to %d are durable again",
+                self.directory,
+                self.repair_to,
+            )
+            self.repair_to = -1
+        # the repair marker survives a restart before the log reached it again
+        self._checkpoint.save(self._synced_index, value, self.repair_to)
         return self._committed
 
     def find_damaged(self, lo: int, hi: int) -> int | None:
@@ -733,7 +738,9 @@ class FileLogStore:
             index - 1,
             committed,
         )
-        for i in range(index + 1, min(committed, self._end) + 1):
+        # every durable entry after it, committed or not: the member may have acknowledged them
+        durable_end = self._end
+        for i in range(index + 1, durable_end + 1):
             if len(self.salvaged) >= SALVAGE_MAX_ENTRIES:
                 break
             try:
@@ -742,7 +749,8 @@ class FileLogStore:
                 continue
         self.truncate_suffix(index - 1)
         self.sync()
-        self.repair_to = max(self.repair_to, committed)
+        self.repair_to = max(self.repair_to, committed, durable_end)
+        self.repair_committed = max(self.repair_committed, committed)
         self.recovery.repair_to = self.repair_to
         if self.recovery.damaged_from is None or index < self.recovery.damaged_from:
             self.recovery.damaged_from = index
@@ -1045,11 +1053,12 @@ class FileLogStore:
         self._load_high()
         ck = self._checkpoint.load()
         committed = ck.committed_index
+        self._checkpoint_committed = committed
         rep = RecoveryReport(str(self.directory), checkpoint_end_index=ck.end_index)
         files = self._list(self.data_dir, self.data_file_size, "data")
         rep.data_files = len(files)
         if not files:
-            self._recover_empty(rep, committed)
+            self._recover_empty(rep, max(committed, ck.repair_to))
             rep.seconds = time.monotonic() - t0
             return rep
         scan = self._scan_data(files, committed, rep)
@@ -1073,7 +1082,10 @@ class FileLogStore:
         later = [p for (_, p, _) in files[scan.last_fi + 1 :]]
         self._judge_end(files, scan, end, ck, bool(later), rep)
         if rep.repair_to >= 0:
-            self._salvage_files(files, end + 1, rep.repair_to)
+            # the durable entries after the damage too, committed or not (the member may have
+            # acknowledged them): the repair must bring the log back to the last of them
+            last = self._salvage_files(files, end + 1, rep.repair_to)
+            rep.repair_to = max(rep.repair_to, last)
         self._open_kept(files[: scan.last_fi + 1], scan.end_pos, later, rep)
         self._settle(begin, end, scan, committed, rep)
         rep.seconds = time.monotonic() - t0
@@ -1083,18 +1095,23 @@ class FileLogStore:
             log.warning("%s", rep.describe())
         return rep
 
-    def _salvage_files(self, files: list[tuple[int, Path, int]], lo: int, hi: int) -> None:
+    def _salvage_files(self, files: list[tuple[int, Path, int]], lo: int, hi: int) -> int:
         """Before recovery cuts a damaged committed prefix at ``lo``: keep the entries ``lo..hi``
         whose records still pass every check of their own (index, term, pos, size, bodyCrc), found
-        through the index files, in :attr:`salvaged` (at most SALVAGE_MAX_ENTRIES). A damaged
-        record does not take the intact ones after it down with it (issue 36 item 2)."""
+        through the index files, in :attr:`salvaged` (at most SALVAGE_MAX_ENTRIES), and after
+        ``hi`` the consecutive intact ones that follow (durable entries past the committed prefix).
+        A damaged record does not take the intact ones after it down with it (issue 36 item 2).
+        Returns the last index kept (``lo - 1`` when none)."""
         isize, fsize, unit = self.index_file_size, self.data_file_size, codec.INDEX_UNIT_SIZE
         index_files = {start: path for start, path, _ in self._list(self.index_dir, isize, "index")}
         data_files = {start: path for start, path, _ in files}
         prev_term = -1
-        for i in range(lo, hi + 1):
-            if len(self.salvaged) >= SALVAGE_MAX_ENTRIES:
-                break
+        last = lo - 1
+        i = lo - 1
+        while len(self.salvaged) < SALVAGE_MAX_ENTRIES:
+            i += 1
+            if i > hi and last != i - 1:
+                break  # past the committed prefix: only an unbroken run of intact entries
             off = i * unit
             ipath = index_files.get(off - off % isize)
             try:
@@ -1114,15 +1131,17 @@ class FileLogStore:
             if reason is None and h.term == term and h.size == size == len(buf) and h.magic == magic:
                 self.salvaged[i] = Entry(i, h.term, bytes(buf[_HEADER_SIZE:]), h.magic, pos, h.channel)
                 prev_term = h.term
+                last = i
         if self.salvaged:
             log.warning(
-                "%s: kept %d intact committed entries in [%d, %d] after the damage, to re-append once "
-                "the damaged ones are fetched again",
+                "%s: kept %d intact committed entries (and the durable ones after them) in [%d, %d] "
+                "after the damage, to re-append once the damaged ones are fetched again",
                 self.data_dir,
                 len(self.salvaged),
                 lo,
-                hi,
+                last,
             )
+        return last
 
     def _recover_empty(self, rep: RecoveryReport, committed: int) -> None:
         """Recovery without data files: a new store, unless the checkpoint saw committed entries."""
@@ -1310,8 +1329,9 @@ class FileLogStore:
     ) -> None:
         """Decide the log ending at entry ``end``: CorruptionError inside the committed prefix,
         otherwise a cut recorded in ``rep`` and logged (a failure at a record boundary, or a clean
-        end with ``later`` data files, is only benign beyond the committed prefix)."""
-        committed = ck.committed_index
+        end with ``later`` data files, is only benign beyond the committed prefix; a repair in
+        progress at the last checkpoint extends it to the repair's mark)."""
+        committed = max(ck.committed_index, ck.repair_to)
         cut = scan.cut
         if cut is None and scan.clean_end is not None and later:
             cfi, crel = scan.clean_end
