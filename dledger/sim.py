@@ -65,7 +65,7 @@ from dledger.protocol import (
     VoteRequest,
     VoteResponse,
 )
-from dledger.simdisk import SimDisk
+from dledger.simdisk import PAGE, SimDisk
 from dledger.snapshot import SnapshotStore
 from dledger.statemachine import StateMachine, decode_kv
 from dledger.store import CorruptionError, Entry, MemoryLogStore, StoreError, codec
@@ -1287,10 +1287,12 @@ class Sim:
                 at = disk.flip_bit_in(path, lo, hi)
                 done = None if at is None else {"file": path, "offset": at, "record_at": off}
         elif kind == "lost-write":
-            page = disk.lose_page(path, below)
+            # whole pages below it: a page that also holds entries past the checkpoint's committed
+            # one would lose those, which recovery rightly takes for an unsynced tail
+            page = disk.lose_page(path, below - below % PAGE)
             done = None if page is None else {"file": path, "page": page}
         else:
-            pq = disk.misdirect_page(path, below)
+            pq = disk.misdirect_page(path, below - below % PAGE)
             done = None if pq is None else {"file": path, "page": pq[0], "landed_on": pq[1]}
         return self._damaged(node, kind, done)
 

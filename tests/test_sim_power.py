@@ -142,15 +142,32 @@ def test_read_path_mutants_are_caught_by_chaos_sim(
 
 
 def test_the_default_swarm_catches_a_vote_counted_from_an_earlier_term(tmp_path: Path) -> None:
-    """stale-vote-response under plain ``chaos sim`` (seed 204 of the swarm, one of 11 of seeds
-    0-599 it fails: slow-network holds vote answers until their candidate has moved on a term and
-    has a vote round open): the candidate counts a grant of an earlier term and leads without a
-    majority of that term's votes."""
-    p = _mutant_sim("stale-vote-response", tmp_path, "--first-seed", "204", "--seeds", "1")
+    """stale-vote-response under plain ``chaos sim`` (seed 1 of the swarm since issue 33's later
+    draws, the first it fails; seed 204 before: slow-network holds vote answers until their
+    candidate has moved on a term and has a vote round open): the candidate counts a grant of an
+    earlier term and leads without a majority of that term's votes."""
+    p = _mutant_sim("stale-vote-response", tmp_path, "--first-seed", "1", "--seeds", "1")
     assert p.returncode == 1, p.stdout + p.stderr
-    assert re.search(r"^seed 204: valid = False: .*safety \(.* not a majority of 5\)", p.stdout, re.M), (
+    assert re.search(r"^seed 1: valid = False: .*safety \(.* not a majority of 5\)", p.stdout, re.M), (
         p.stdout
     )
+
+
+def test_the_default_swarm_catches_a_transfer_campaign_before_catch_up(tmp_path: Path) -> None:
+    """transfer-without-catch-up under plain ``chaos sim`` (seed SEED_TWCU of the swarm, the first it
+    fails): the member a leader-transfer names campaigns on TimeoutNow before it caught up, the
+    voters grant a campaign marked as a transfer without the log check (Raft 5.4.1, thesis 3.10),
+    and it leads without entries the old leader committed. The correct server refuses that vote
+    (the transferee waits for the entries, or the voters reject its log) and the seed is valid."""
+    p = _mutant_sim("transfer-without-catch-up", tmp_path, "--first-seed", "SEED_TWCU", "--seeds", "1")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert re.search(
+        r"^seed SEED_TWCU: valid = False: .*safety \(.* became leader in term \d+ without committed entry",
+        p.stdout,
+        re.M,
+    ), p.stdout
+    correct = run_seed(SimOptions.swarm_for(SEED_TWCU))
+    assert correct.valid is True, correct.results
 
 
 def test_a_slow_inbound_link_that_stalls_outbound_shows_heartbeat_answers_of_an_earlier_round(
