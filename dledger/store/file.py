@@ -850,12 +850,12 @@ class FileLogStore:
             self._raise_high(-1, (self._end + 1) * unit)
         off = 0
         while off < len(buf):
-            seg, rel = self._index_slot(first + off // unit)
-            n = min(len(buf) - off, self.index_file_size - rel)
-            try:
+            try:  # (a new index segment's creation included: an I/O error is a StoreError)
+                seg, rel = self._index_slot(first + off // unit)
+                n = min(len(buf) - off, self.index_file_size - rel)
                 self._fs.pwrite(seg.fd, buf[off : off + n], rel)
             except OSError as e:
-                raise StoreError(f"write of index records to {seg.path} failed: {e}") from e
+                raise StoreError(f"write of index records in {self.index_dir} failed: {e}") from e
             self._dirty[seg.fd] = seg.fd
             off += n
         self._ibuf = bytearray()
