@@ -468,6 +468,12 @@ class Sim:
         self.on_answer: Callable[[str, Any, int, dict[str, Any]], None] | None = None
         self._queue: list[tuple[int, int, Any]] = []  # (time, seq, Message or callback)
         self._seq = 0
+        self._init_checks()
+        for i in self.ids:
+            self.start(i)
+
+    def _init_checks(self) -> None:
+        """The safety checks' state (see the module docstring)."""
         self.leaders: dict[int, str] = {}  # term -> leader (election safety)
         self._leading: dict[str, bool] = {}  # node -> leader at its last check
         self._stints: set[tuple[str, int]] = set()  # (node, term) of every leadership stint
@@ -479,8 +485,6 @@ class Sim:
         self.max_term_seen = 0
         self._checked: dict[str, int] = {}
         self.steps = 0
-        for i in self.ids:
-            self.start(i)
 
     # ------------------------------------------------------------ membership
 
