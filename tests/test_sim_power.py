@@ -148,9 +148,7 @@ def test_the_default_swarm_catches_a_vote_counted_from_an_earlier_term(tmp_path:
     earlier term and leads without a majority of that term's votes."""
     p = _mutant_sim("stale-vote-response", tmp_path, "--first-seed", "1", "--seeds", "1")
     assert p.returncode == 1, p.stdout + p.stderr
-    assert re.search(r"^seed 1: valid = False: .*safety \(.* not a majority of 5\)", p.stdout, re.M), (
-        p.stdout
-    )
+    assert re.search(r"^seed 1: valid = False: .*safety \(.* not a majority of 5\)", p.stdout, re.M), p.stdout
 
 
 def test_the_default_swarm_catches_a_transfer_campaign_before_catch_up(tmp_path: Path) -> None:

@@ -475,8 +475,8 @@ MUTANTS: dict[str, dict[str, object]] = {
         "edits": [
             (
                 "dledger/protocol.py",
-                '    ledger_end_term: int = -1\n    round: int = 0\n',
-                '    ledger_end_term: int = -1\n    round: int = 0\n    transfer: int = 0\n',
+                "    ledger_end_term: int = -1\n    round: int = 0\n",
+                "    ledger_end_term: int = -1\n    round: int = 0\n    transfer: int = 0\n",
             ),
             (
                 "dledger/protocol.py",
