@@ -2267,7 +2267,7 @@ def sim(
         flags = " ".join(
             [*given, *([f"--disk {disk}"] if disk else []), *([] if sticky else ["--no-sticky"])]
         )
-        replay = f"; replay one with: chaos sim {flags} --seed {failing[0]}"
+        replay = f"; replay one with: chaos sim {flags + ' ' if flags else ''}--seed {failing[0]}"
     click.echo(f"{len(valids)} seeds, {len(failing)} not valid{replay}")
     click.echo(f"{len(valids) / max(elapsed, 1e-9):.2f} seeds/s ({elapsed:.0f} s wall)")
     click.echo(coverage_line(stats))

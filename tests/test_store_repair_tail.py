@@ -50,7 +50,29 @@ def test_recovery_repairs_up_to_the_last_durable_entry_not_only_the_checkpoint()
     assert third.repair_to == 59  # a restart before the log reached the mark keeps it
 
 
+def test_a_damaged_last_committed_entry_keeps_the_durable_ones_after_it_too() -> None:
+    disk = SimDisk(random.Random(2))
+    st = _store(disk)
+    for i in range(30):
+        st.append(Entry(i, 1, b"w%d" % i * 8))
+    st.sync()
+    st.save_checkpoint(9)
+    last = st.get(9)
+    disk.crash()
+    assert disk.flip_bit_in(str(DIR / "data" / f"{0:020d}"), last.pos + 48, last.pos + last.size) is not None
+    again = _store(disk)
+    assert (again.end_index, again.repair_to, again.repair_committed) == (8, 29, 9)
+    assert sorted(again.salvaged) == list(range(10, 30))
+
+
 def test_the_swarm_seeds_that_lost_an_acknowledged_entry_are_valid() -> None:
     for seed in (1372, 2602):
         r = run_seed(SimOptions.swarm_for(seed))
         assert r.results["safety"]["valid"] is True, (seed, r.results["safety"])
+    # seed 129 of tests/test_sim_chaos.py's register campaign: the damaged entry was the last the
+    # checkpoint called committed, and the run of durable entries after it was not looked for
+    faults = "partition,kill,kill-leader,pause,clock-skew,network,bitflip,partition-leader"
+    faults += ",pause-leader,clock-slow-leader,power-failure,figure8"
+    opts = SimOptions("register", faults.split(","), 129, 2.0, nemesis_interval=0.5)
+    r = run_seed(opts)
+    assert r.results["safety"]["valid"] is True, r.results["safety"]

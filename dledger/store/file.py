@@ -1110,7 +1110,7 @@ class FileLogStore:
         i = lo - 1
         while len(self.salvaged) < SALVAGE_MAX_ENTRIES:
             i += 1
-            if i > hi and last != i - 1:
+            if i > hi + 1 and last != i - 1:
                 break  # past the committed prefix: only an unbroken run of intact entries
             off = i * unit
             ipath = index_files.get(off - off % isize)
