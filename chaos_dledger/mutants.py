@@ -151,8 +151,11 @@ def _file_hunks(path: Path) -> list[tuple[str, list[tuple[int, list[str], list[s
     """``[(file, [(old start line, old lines, new lines), ...]), ...]`` of a unified diff."""
     files: list[tuple[str, list[tuple[int, list[str], list[str]]]]] = []
     hunk: tuple[int, list[str], list[str]] | None = None
-    for line in path.read_text().splitlines(keepends=True):
-        if line.startswith("+++ "):
+    lines = path.read_text().splitlines(keepends=True)
+    for k, line in enumerate(lines):
+        if line.startswith("--- ") and k + 1 < len(lines) and lines[k + 1].startswith("+++ "):
+            hunk = None  # the next file's header, not a removed line of this file's last hunk
+        elif line.startswith("+++ "):
             files.append((line[4:].split("\t")[0].strip().removeprefix("b/"), []))
             hunk = None
         elif m := _HUNK.match(line):

@@ -136,6 +136,7 @@ NEMESES = (
     "clog",
     "link-delay",
     "leader-transfer",
+    "disk-error",
 )
 # the fault id a kind starts under: one partition at a time (any shape), one clock fault at a time
 _SLOT = {"partition-leader": "partition", "clock-slow-leader": "clock-skew"}
@@ -168,7 +169,10 @@ _NOT_DRAWN = ("none", "network", "slow-network", "bitflip", "figure8")
 # seeds (the other kinds run less often in effect) and heartbeat-stale-round, which needs
 # link-delay's partial failure, still not (README "Simulator power"); named with --nemesis
 SWARM_EXPLICIT_ONLY = ("clog", "link-delay")
-SWARM_FAULTS = tuple(k for k in NEMESES if k not in ("none", *SWARM_EXPLICIT_ONLY))
+# kinds the swarm draws from a stream of their own (each with the same probability), so that the
+# older kinds' draws, and so every older seed's mix, stay as they were
+SWARM_LATER = ("disk-error",)
+SWARM_FAULTS = tuple(k for k in NEMESES if k not in ("none", *SWARM_EXPLICIT_ONLY, *SWARM_LATER))
 SWARM_TIME_LIMITS = (3.0, 5.0, 10.0)
 _CLOCK_FAULTS = ("clock-skew", "clock-slow-leader")
 # the messages slow-network may hold across term changes -> where their receiver must stand for the
@@ -176,6 +180,11 @@ _CLOCK_FAULTS = ("clock-skew", "clock-slow-leader")
 # leader's open heartbeat round, a follower holding acknowledgements)
 _TERM_LATE_AT = {"all": "any", "vote": "vote-round", "heartbeat": "heartbeat-round", "push": "follower-ack"}
 ELECTION_MS = 480  # a follower's timeout plus the longest vote interval (dledger.core.CoreConfig)
+# the world's fsync latency per seed (ms, min and max; (0, 0): at once), and with heterogeneous
+# disks each member's, a degraded disk among them
+SYNC_LATENCIES = ((0, 0), (1, 2), (1, 5), (2, 20))
+DISK_LATENCIES = (*SYNC_LATENCIES, (5, 50))
+HETEROGENEOUS_DISKS = 0.5
 # the world's snapshot settings, drawn per seed: entries between snapshots (0: off) and the file
 # disk's data segment size (small ones compact the log while followers lag; 1 MiB rarely)
 SNAPSHOT_EVERY = (0, 5, 10, 20, 50)
@@ -185,6 +194,33 @@ DATA_FILE_SIZES = (4096, 4096, 16384, 1 << 20)
 # state came from a snapshot (loaded at a restart or installed from the leader)
 TRANSFER_TARGETS = ("furthest-behind", "random", "faulted", "snapshot")
 RESTARTED_LEADER_MS = (200, 1000, 3000)  # a restarted member is asked to lead this long after
+# how a leader-transfer is asked (DLedger's handleLeadershipTransfer checks each): of the leader in
+# its term, or, as a client with a stale view asks, of a follower, with an earlier term, twice in a
+# row (the second finds one running), or naming no member of the group
+TRANSFER_ASKS = ("leader",) * 6 + ("follower", "stale-term", "twice", "unknown-member")
+GRACEFUL_STOP = 0.25  # the share of kills that are a clean stop (SIGTERM) instead of a crash
+# the world's rarer settings, drawn per seed: a preferred leader (--preferred-leader: the leader
+# hands leadership to it whenever it can), DLedger's --flush async (acknowledgements before the
+# fsync: only without crashes, which it does not survive by design) and a stray client
+PREFERRED_LEADER = 0.15
+FLUSH_ASYNC = 0.25
+STRAY_CLIENT = 0.25
+STRAY_EVERY_MS = 300  # its mean think time
+# the swarm's share of seeds on the in-memory store (the server's --memory mode: dledger.sim's
+# SimLogStore over dledger.store's MemoryLogStore), drawn with the later kinds
+MEMORY_DISK = 1 / 8
+# the kinds that crash a member (or all): --flush async is drawn only for seeds without them
+_CRASHING = (
+    "kill",
+    "kill-leader",
+    "power-failure",
+    "kill-in-sync",
+    "power-in-sync",
+    "storage",
+    "bitflip",
+    "figure8",
+    "disk-error",
+)
 
 
 def draw_mix(seed: int) -> dict[str, Any]:
@@ -200,6 +236,9 @@ def draw_mix(seed: int) -> dict[str, Any]:
     read_mode = r.choice(("raft-log", "read-index", "lease")) if workload != "log" else "raft-log"
     pool = [k for k in SWARM_FAULTS if not (read_mode == "lease" and k in _CLOCK_FAULTS)]
     faults = with_bitflip_kills([k for k in pool if r.random() < 0.35] or [r.choice(pool)])
+    later = random.Random(f"mix-later-{seed}")
+    faults += [k for k in SWARM_LATER if later.random() < 0.35]
+    disk = "memory" if later.random() < MEMORY_DISK else "file"
     time_limit = r.choice(SWARM_TIME_LIMITS)
     return {
         "workload": workload,
@@ -209,6 +248,7 @@ def draw_mix(seed: int) -> dict[str, Any]:
         "rate": r.choice((20.0, 50.0, 100.0)),
         "clients": r.choice((5, 10)),
         "nemesis_interval": min(r.choice((0.5, 1.0, 2.0, 5.0)), time_limit / 4),
+        "disk": disk,
     }
 
 
@@ -216,7 +256,8 @@ def mix_args(mix: dict[str, Any]) -> str:
     """The ``chaos sim`` options that run ``mix`` explicitly."""
     return (
         f"--workload {mix['workload']} --nemesis {','.join(mix['nemesis'])} --read-mode {mix['read_mode']} "
-        f"--time-limit {mix['time_limit']:g} --rate {mix['rate']:g} --concurrency {mix['clients']}"
+        f"--time-limit {mix['time_limit']:g} --rate {mix['rate']:g} --concurrency {mix['clients']} "
+        f"--disk {mix['disk']}"
     )
 
 
@@ -243,8 +284,8 @@ class SimOptions:
     swarm: bool = False  # the options were drawn by draw_mix (for the report)
 
     @classmethod
-    def swarm_for(cls, seed: int, disk: str = "file", sticky: bool = True) -> SimOptions:
-        """The swarm's options for ``seed`` (:func:`draw_mix`)."""
+    def swarm_for(cls, seed: int, disk: str | None = None, sticky: bool = True) -> SimOptions:
+        """The swarm's options for ``seed`` (:func:`draw_mix`); ``disk`` None: the swarm's draw."""
         m = draw_mix(seed)
         return cls(
             m["workload"],
@@ -256,7 +297,7 @@ class SimOptions:
             m["nemesis_interval"],
             read_mode=m["read_mode"],
             sticky=sticky,
-            disk=disk,
+            disk=disk or m["disk"],
             swarm=True,
         )
 
@@ -292,6 +333,7 @@ class _Client:
         self.ready = False  # bank: this client saw the accounts created (chaos.workloads.bank.BankWorker)
         self.init_token: int | None = None  # bank: the init transaction in flight before the op
         self.after_init: tuple[str, bytes, str | None] | None = None  # and the op's request, sent after
+        self.redirected_from: str | None = None  # a sticky read's member that named the leader
 
 
 class SimRun:
@@ -311,6 +353,12 @@ class SimRun:
             # entry from index 0, which compaction drops
             self.snapshot_every = 0
         self.data_file_size = features.choice(DATA_FILE_SIZES)
+        # (drawn after the older settings, so that those stay as they were for every seed)
+        preferred = features.choice([f"s{i + 1}" for i in range(NODES)])
+        self.preferred = [preferred] if features.random() < PREFERRED_LEADER else []
+        crashes = any(k in _CRASHING for k in opts.nemesis)
+        self.flush = "async" if features.random() < FLUSH_ASYNC and not crashes else "sync"
+        self.stray = features.random() < STRAY_CLIENT and opts.workload != "log"
         self.sim = Sim(
             NODES,
             opts.seed,
@@ -319,6 +367,8 @@ class SimRun:
             disk=opts.disk,
             snapshot_every=self.snapshot_every,
             data_file_size=self.data_file_size,
+            flush=self.flush,
+            preferred_leaders=self.preferred,
         )
         self.sim.on_answer = self._on_answer
         self.sim.cut_in_flight = True
@@ -332,6 +382,11 @@ class SimRun:
         self.sync_armed: dict[str, Any] | None = None  # kill-in-sync / power-in-sync, armed
         self.wl_rng = random.Random(f"workload-{opts.seed}")
         self.nem_rng = random.Random(f"nemesis-{opts.seed}")
+        # the later draws of the nemesis (how a kill stops, how a transfer is asked): a stream of
+        # their own, so that the older draws of every seed stay as they were
+        self.extra_rng = random.Random(f"nemesis-extra-{opts.seed}")
+        self.stray_rng = random.Random(f"stray-{opts.seed}")
+        self._stray_n = 0
         self.writer = HistoryWriter(history_path)
         self.clients = [_Client(p, self.sim.ids[p % NODES]) for p in range(opts.clients)]
         self._next_process = opts.clients
@@ -361,8 +416,14 @@ class SimRun:
         simulator's 1 ms) and crash reordering always; slow links, late duplicates, delivery across
         term changes and partitions that hold messages with ``slow-network``."""
         sim = self.sim
-        sim.sync_latency = rng.choice([(0, 0), (1, 2), (1, 5), (2, 20)])
+        sim.sync_latency = rng.choice(SYNC_LATENCIES)
         sim.reorder_probability = rng.choice([0.0, 0.5, 1.0])
+        # half the seeds run on disks that differ (members on other hardware, a degraded disk):
+        # each member's fsync latency its own, so a leader may sync slower than the followers
+        # that acknowledge its entries (drawn from a stream of its own: the others keep theirs)
+        disks = random.Random(f"disks-{self.opts.seed}")
+        if disks.random() < HETEROGENEOUS_DISKS:
+            sim.disk_latency = {i: disks.choice(DISK_LATENCIES) for i in sim.ids}
         if "slow-network" in self.opts.nemesis:
             sim.slow_ms = rng.choice([1, 3, 6]) * ELECTION_MS
             self.slow = rng.choice([0.005, 0.02, 0.05])
@@ -504,6 +565,7 @@ class SimRun:
         c.sticky_op = (
             self.opts.sticky and self.opts.workload == "register" and op.f == "read" and c.process % 2 == 1
         )
+        c.redirected_from = None
         op.node = c.home if c.sticky_op or op.f == READ_RANGE else c.target
         self._write(op)
         c.op = op
@@ -570,6 +632,8 @@ class SimRun:
         if code != Code.SUCCESS and c.op is op and self.by_token.get(token) is c:
             # refused before anything was appended: definitely not done; try the leader next
             self.by_token.pop(token, None)
+            if self._redirect(c, op, node, code, (kind, body, key)):
+                return
             if not c.sticky_op:
                 core = self.sim.nodes.get(node)
                 hint = core.leader_id if core is not None else None
@@ -641,12 +705,34 @@ class SimRun:
                 comp = op.completion(OK, [[f, k, g[2]] for (f, k, _), g in zip(op.value, got, strict=True)])
             else:
                 comp = op.completion(OK, op.value)
+        elif op.f == "read" and self._redirect(c, op, node, code, self._request(op)):
+            return
         elif code in (Code.TERM_CHANGED, Code.UNEXPECTED_ARGUMENT) or op.f == "read":
             # a read that failed changed nothing; an aborted txn applied nothing
             comp = op.completion(FAIL, op.value, error=Code(code).name)
         else:
             comp = op.completion(INFO, op.value, error=Code(code).name)
         self._complete(c, comp)
+
+    def _redirect(
+        self, c: _Client, op: Op, node: str, code: int, request: tuple[str, bytes, str | None]
+    ) -> bool:
+        """A sticky read refused NOT_LEADER by a member that names another leader is sent once to
+        that leader, as the real register client follows DLedger's redirect
+        (``chaos_dledger.clients.DLedgerRegisterClient.read``: the completion says
+        ``redirected_from``); True when it was. A refusal naming no leader stays a fail."""
+        from dledger.protocol import Code
+
+        if not c.sticky_op or c.redirected_from is not None or code != Code.NOT_LEADER:
+            return False
+        core = self.sim.nodes.get(node)
+        hint = core.leader_id if core is not None else None
+        if hint is None or hint == node:
+            return False
+        c.redirected_from, c.sticky_op, c.target = node, False, hint
+        op.node = hint  # the redirecting client's request: its timeout, at the leader named
+        self._dispatch(c, op, *request)
+        return True
 
     def _on_init(self, c: _Client, op: Op, code: int) -> None:
         """The bank client's init answered: send the op (the accounts exist from now on), or fail
@@ -663,8 +749,10 @@ class SimRun:
 
     def _complete(self, c: _Client, comp: Op) -> None:
         comp.node = comp.node or (c.home if c.sticky_op else c.target)
-        if c.sticky_op:
+        if c.sticky_op or c.redirected_from is not None:
             comp.extra["sticky"] = True
+        if c.redirected_from is not None:
+            comp.extra["redirected_from"] = c.redirected_from
         self._write(comp)
         c.op = None
         c.last = comp
@@ -744,7 +832,8 @@ class SimRun:
                     "node": rng.choice(sorted(victims)),
                     "kind": rng.choice(["flip-header", "flip-body"]),
                 }
-            return kind, {"victims": victims, "damage": damage}
+            graceful = self.extra_rng.random() < GRACEFUL_STOP  # a clean stop (SIGTERM) this time
+            return kind, {"victims": victims, "damage": damage, "graceful": graceful}
         if kind == "storage":  # a down member's committed data damaged; restarted on stop
             from dledger.sim import DAMAGE_KINDS
 
@@ -771,7 +860,13 @@ class SimRun:
             return kind, rng.sample(sim.ids, rng.randint(1, NODES // 2))
         if kind == "leader-transfer":
             policy = rng.choice(TRANSFER_TARGETS)
-            return kind, {"to": self._transfer_target(leader, policy), "policy": policy}
+            ask = self.extra_rng.choice(TRANSFER_ASKS)
+            return kind, {"to": self._transfer_target(leader, policy), "policy": policy, "ask": ask}
+        if kind == "disk-error":  # one member's disk: full, failing its fsyncs, or its reads
+            from dledger.sim import DISK_ERRORS
+
+            who = leader if leader is not None and rng.random() < 0.5 else rng.choice(sim.ids)
+            return kind, {"node": who, "error": rng.choice(DISK_ERRORS)}
         if kind in ("clog", "link-delay"):  # one member's sending side, receiving side or both
             who = self._gray_target(leader)
             side = rng.choice(["send", "recv", "both"])
@@ -814,11 +909,23 @@ class SimRun:
         ld = sim.leader()
         if ld is None or ld in sim.paused:
             return {"from": None, "to": to, "applied": False, "why": "no leader"}
-        code = sim.transfer(to)
+        ask = params.get("ask", "leader")
+        via, term = ld, None
+        if ask == "follower":  # a client whose metadata names a deposed leader asks a follower
+            via = min((i for i in sim.nodes if i != ld and i not in sim.paused), default=ld)
+        elif ask == "stale-term":  # the leader's term as a client saw it before the last election
+            term = sim.nodes[ld].term - 1
+        elif ask == "unknown-member":
+            to = f"s{NODES + 1}"
+        code = sim.transfer(to, via=via, term=term)
+        if ask == "twice" and code == Code.SUCCESS and ld != to and ld in sim.nodes:
+            sim.transfer(to, via=ld)  # a second request while the first runs: LEADER_TRANSFERRING
         ok = code == Code.SUCCESS and ld != to
         sim.stats["transfers"] += ok
         out = {"from": ld, "to": to, "policy": params.get("policy"), "code": Code(code).name, "applied": ok}
-        return out if ok else {**out, "why": f"the leader answered {Code(code).name}"}
+        if ask != "leader":
+            out["ask"] = ask
+        return out if ok else {**out, "why": f"{via} answered {Code(code).name}"}
 
     def _gray_target(self, leader: str | None) -> str:
         """The member a clog or link delay hits: half the time the member whose links are already
@@ -866,7 +973,10 @@ class SimRun:
                 damage = None
             below = sim.committed_bytes(damage["node"]) if damage else 0
             for v in params["victims"]:
-                sim.crash(v)
+                if params.get("graceful"):
+                    sim.stop(v)  # SIGTERM: the server's clean shutdown
+                else:
+                    sim.crash(v)
                 self.queued.pop(v, None)  # requests waiting at a killed member are gone
             self.faults[fid] = params["victims"]
             self._nemesis("start-kill", sorted(params["victims"]))
@@ -915,6 +1025,10 @@ class SimRun:
             if res["applied"]:  # a refused one (no leader, the target too far behind) changes nothing
                 self.faults[fid] = params
                 self._nemesis("start-leader-transfer", res)
+        elif kind == "disk-error":
+            sim.fail_disk(params["node"], params["error"])
+            self.faults[fid] = params
+            self._nemesis("start-disk-error", params)
 
     def _may_damage(self, node: str) -> bool:
         """Storage faults stay on a minority of members (TigerBeetle's ClusterFaultAtlas), so a
@@ -1025,6 +1139,33 @@ class SimRun:
             self._nemesis("stop-link-delay", [what["node"]])
         elif kind == "leader-transfer":  # instantaneous: the window closes with the leader then
             self._nemesis("stop-leader-transfer", {"leader": sim.leader()})
+        elif kind == "disk-error":
+            sim.unfail_disk(what["node"])
+            self._nemesis("stop-disk-error", {"node": what["node"], **self._restart_store_stopped()})
+
+    def _restart_store_stopped(self) -> dict[str, Any]:
+        """Start again the members a store failure stopped (a supervisor restarts the process once
+        the disk works) unless a kill holds them down; ``{"restarted": [...], "refused": {...}}``."""
+        from dledger.store import StoreError
+
+        sim = self.sim
+        held = {
+            v
+            for f, vs in self.faults.items()
+            if f.startswith(("kill", "storage"))
+            for v in (vs["victims"] if isinstance(vs, dict) else vs)
+        }
+        done: list[str] = []
+        refused: dict[str, str] = {}
+        for v in sorted(sim.store_stopped - held):
+            if v in sim.nodes or v in sim.failing_disks:
+                continue
+            try:
+                sim.start(v)
+                done.append(v)
+            except StoreError as e:  # recovery refused (a damaged committed prefix)
+                refused[v] = str(e)
+        return {"restarted": done, **({"refused": refused} if refused else {})}
 
     def _lead_after_restart(self, restarted: list[str]) -> None:
         """With leader-transfer in the mix, half the time ask a member just restarted (from its
@@ -1163,11 +1304,15 @@ class SimRun:
                 sim.call_at(F8_POLL_MS, functools.partial(self._figure8_poll, end))
         for c in self.clients:
             self._schedule(c)
+        if self.stray:
+            sim.call_at(1 + int(self.stray_rng.expovariate(1.0 / STRAY_EVERY_MS)), self._stray)
         sim.run_to(end)
         # heal, let the group settle, let outstanding ops finish
         self.accepting = False
         for kind in sorted(self.faults):
             self._stop_fault(kind)
+        if sim.store_stopped:
+            self._nemesis("restart-stopped", self._restart_store_stopped())
         sim.loss = sim.duplicate = sim.slow = sim.late_duplicate = sim.term_late = 0.0
         sim.heal()  # and deliver what a holding partition kept
         settle_end = sim.now + 10_000
@@ -1185,6 +1330,24 @@ class SimRun:
         elif opts.workload in KV_WORKLOADS:
             self._final_kv()
         sim.check_all()
+
+    def _stray(self) -> None:
+        """One request of a stray client (another application on the same group, drawn per seed,
+        :data:`STRAY_CLIENT`), then the next after a think time: requests the server must refuse or
+        abort, on keys of its own (``z0``..``z2``): see :func:`stray_request`. Its requests and
+        answers stay out of the history."""
+        sim, rng = self.sim, self.stray_rng
+        if not self.accepting:
+            return
+        ld = sim.leader()
+        node = ld if ld is not None and rng.random() < 0.8 else rng.choice(sim.ids)
+        kind, body, key, mode = stray_request(rng, self._stray_n)
+        self._stray_n += 1
+        if node in sim.nodes and node not in sim.paused:
+            sim.submit(
+                node, kind, body, ("stray", self._stray_n), key=key, read_mode=mode or self.opts.read_mode
+            )
+        sim.call_at(sim.now + 1 + int(rng.expovariate(1.0 / STRAY_EVERY_MS)), self._stray)
 
     def _settled(self) -> bool:
         ld = self.sim.leader()
@@ -1288,6 +1451,48 @@ class SimRun:
             self._write(op.completion(OK, values, node=node))
 
 
+def stray_request(rng: random.Random, n: int) -> tuple[str, bytes, str | None, str | None]:
+    """The stray client's ``n``-th request ``(driver kind, body, key, read mode)`` (read mode None:
+    the seed's), as bytes on the wire (not
+    through the client library's checks): a type conflict (an append to a counter, an add to a
+    list: the transaction aborts), a set add repeated, a delete by writing nil (put, cas, a txn's
+    ``w``), a malformed transaction (empty, an unknown micro-op, a non-integer add: refused), one
+    of more than ``MAX_TXN_OPS`` micro-ops (refused), and raw log entries (DLedger's APPEND) that
+    look like KV commands: a transaction with a bad micro-op (aborts when applied), a put without
+    its value, and bytes behind the KV prefix that are not msgpack (both ignored when applied);
+    and reads in the ``unsafe`` mode a request may name (its answers are not checked)."""
+    import msgpack
+
+    from dledger.statemachine import KV_PREFIX, MAX_TXN_OPS
+
+    key = f"z{n % 3}"
+
+    def cmd(*c: Any) -> bytes:
+        return KV_PREFIX + msgpack.packb(list(c), use_bin_type=True)
+
+    choices: list[tuple[str, bytes, str | None, str | None]] = [
+        ("kv:get", b"", key, "unsafe"),
+        ("kv:txn", cmd("txn", "", [["r", key, None]]), None, "unsafe"),
+    ]
+    plain: list[tuple[str, bytes]] = [
+        ("kv:txn", cmd("txn", "", [["add", key, 1]])),
+        ("kv:txn", cmd("txn", "", [["append", key, 1]])),
+        ("kv:txn", cmd("txn", "", [["sadd", key, 1]])),
+        ("kv:txn", cmd("txn", "", [["w", key, None], ["r", key, None]])),
+        ("kv:put", cmd("put", key, None)),
+        ("kv:cas", cmd("cas", key, 1, None)),
+        ("kv:txn", cmd("txn", "", [])),
+        ("kv:txn", cmd("txn", "", [["add", key, "1"]])),
+        ("kv:txn", cmd("txn", "", [["incr", key, 1]])),
+        ("kv:txn", cmd("txn", "", [["r", key, None]] * (MAX_TXN_OPS + 1))),
+        ("append", cmd("txn", "", [["incr", key, 1]])),
+        ("append", cmd("put", key)),
+        ("append", KV_PREFIX + b"\xc1"),
+    ]
+    choices += [(kind, body, key if kind.startswith("kv:") else None, None) for kind, body in plain]
+    return rng.choice(choices)
+
+
 def test_doc(opts: SimOptions) -> dict[str, Any]:
     """``test.json`` of a simulated run."""
     return {
@@ -1345,6 +1550,7 @@ def run_seed(opts: SimOptions, directory: Path | None = None) -> SeedResult:
         end = int(opts.time_limit * 1000)
         schedule = [ev for ev in run.schedule if ev["at"] < end]
         stats = dict(run.sim.stats)
+        stats["disk_errors"] = sum(d.errors for d in run.sim.disks.values())
         results["coverage"] = stats
         stats["history_ops"] = run.ops
         return SeedResult(
@@ -1428,6 +1634,11 @@ COVERAGE = (
     ("restarts from a snapshot", ("snapshot_restarts",)),
     ("leaders restarted from a snapshot", ("snapshot_leaders",)),
     ("leadership transfers", ("transfers",)),
+    ("disk errors", ("disk_errors",)),
+    ("members stopped by a store failure", ("store_stops",)),
+    ("clean stops", ("graceful_stops",)),
+    ("leaderless repairs", ("leaderless_repairs",)),
+    ("requests expired", ("expired_requests",)),
 )
 
 
@@ -1644,9 +1855,9 @@ _SIM_OPTIONS = [
     click.option(
         "--disk",
         type=click.Choice(DISKS),
-        default="file",
-        show_default=True,
-        help="the real FileLogStore on a simulated disk (crashes lose unsynced writes, tear), or in memory",
+        default=None,
+        help="the real FileLogStore on a simulated disk (crashes lose unsynced writes, tear), or in "
+        "memory (the server's --memory store) (default: file, or the swarm's draw: memory for one seed in 8)",
     ),
     click.option("--seeds", type=int, default=None, help="run seeds FIRST .. FIRST+N-1"),
     click.option("--first-seed", type=int, default=0, show_default=True),
@@ -1908,7 +2119,7 @@ def _options_maker(
     rate: float,
     read_mode: str | None,
     sticky: bool,
-    disk: str,
+    disk: str | None,
 ) -> Any:
     """``seed -> SimOptions``: the swarm's draw for the seed when no ``--nemesis`` was given (the
     options given explicitly override the draw), else the options as given."""
@@ -1938,7 +2149,7 @@ def _options_maker(
             nemesis_interval=min(5.0, limit / 4),
             read_mode=read_mode or "raft-log",
             sticky=sticky,
-            disk=disk,
+            disk=disk or "file",
         )
 
     return options
@@ -1983,7 +2194,7 @@ def sim(
     rate: float,
     read_mode: str | None,
     sticky: bool,
-    disk: str,
+    disk: str | None,
     jobs: int | None,
     master: str | None,
     stop_on_failure: bool,
@@ -2053,8 +2264,10 @@ def sim(
             )
             if value is not None
         ]
-        flags = " ".join([*given, f"--disk {disk}", *([] if sticky else ["--no-sticky"])])
-        replay = f"; replay one with: chaos sim {flags} --seed {failing[0]}"
+        flags = " ".join(
+            [*given, *([f"--disk {disk}"] if disk else []), *([] if sticky else ["--no-sticky"])]
+        )
+        replay = f"; replay one with: chaos sim {flags + ' ' if flags else ''}--seed {failing[0]}"
     click.echo(f"{len(valids)} seeds, {len(failing)} not valid{replay}")
     click.echo(f"{len(valids) / max(elapsed, 1e-9):.2f} seeds/s ({elapsed:.0f} s wall)")
     click.echo(coverage_line(stats))

@@ -124,6 +124,13 @@ def build_parser() -> argparse.ArgumentParser:
         "r:KEY, w:KEY=VALUE or append:KEY=VALUE (or one JSON list of [f, key, value] lists)",
     )
 
+    i = sub.add_parser(
+        "inspect",
+        help="verify a stopped member's store directory, or damage it by hand (dledger.tools.inspect)",
+        add_help=False,
+    )
+    i.add_argument("args", nargs=argparse.REMAINDER, help="dledger inspect --help lists them")
+
     b = sub.add_parser("bench", help="start 3 local members and measure appends/s")
     b.add_argument("--flush", choices=["sync", "async"], default="async")
     b.add_argument("--concurrency", type=int, default=256)
@@ -183,6 +190,11 @@ def _client(ns: argparse.Namespace) -> DLedgerClient:
 
 
 def main(argv: list[str] | None = None) -> int:
+    words = sys.argv[1:] if argv is None else argv
+    if words[:1] == ["inspect"]:  # its own options, --help included, go to the tool as they are
+        from dledger.tools.inspect import main as inspect_main
+
+        return inspect_main(words[1:])
     ns = build_parser().parse_args(argv)
     if ns.cmd == "server":
         return _server(ns)

@@ -178,7 +178,11 @@ def recover(
     if snap is not None:
         sm.on_snapshot_load(snap[2])
         applied = snap[0]
-        committed = max(committed, min(snap[0], store.end_index))
+        if _log_agrees(store, snap[0], snap[1]):
+            # the snapshot's entries are committed, and so is the log up to it (the checkpoint may
+            # lag); a snapshot saved for an INSTALL_SNAPSHOT whose log restart a crash interrupted
+            # is past the log's end or disagrees with it there: those entries are not committed
+            committed = max(committed, snap[0])
         log.info("%s: loaded snapshot at %d (term %d)", node, snap[0], snap[1])
     if store.begin_index > applied + 1:
         raise StoreError(
@@ -187,6 +191,16 @@ def recover(
         )
     applied = replay(node, store, sm, applied, min(committed, store.end_index))
     return applied, committed, snap
+
+
+def _log_agrees(store: RuntimeLogStore, index: int, term: int) -> bool:
+    """Whether ``store``'s log holds the entry a snapshot ends with (``index``, ``term``), or
+    starts right after it."""
+    if index == store.begin_index - 1:
+        return True
+    if not store.begin_index <= index <= store.end_index:
+        return False
+    return store.term_at(index) == term
 
 
 def start_member(

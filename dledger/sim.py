@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -64,12 +65,14 @@ from dledger.protocol import (
     VoteRequest,
     VoteResponse,
 )
-from dledger.simdisk import SimDisk
+from dledger.simdisk import PAGE, SimDisk
 from dledger.snapshot import SnapshotStore
 from dledger.statemachine import StateMachine, decode_kv
 from dledger.store import CorruptionError, Entry, MemoryLogStore, StoreError, codec
 from dledger.store.file import FileLogStore
 from dledger.store.hardstate import HardState
+
+log = logging.getLogger("dledger.sim")
 
 FILE_DATA_SIZE, FILE_INDEX_SIZE = 1 << 20, 1 << 16  # segment sizes on the simulated disk
 _LEADER = Role.LEADER  # a module global: compared on every step
@@ -83,7 +86,17 @@ RPC_MESSAGES: dict[str, tuple[type[Message], ...]] = {
 TERM_LATE_CAP = 32  # messages held per receiver for delivery across term changes
 PAUSE_POINTS = ("heartbeat-round", "vote-round", "follower-ack", "any")
 RELEASE_ORDERS = ("fifo", "reverse", "shuffle", "newest-first-per-sender")
-DAMAGE_KINDS = ("flip-header", "flip-body", "lost-write", "misdirected-write")
+# storage faults (Sim.damage): in a committed data segment, a bit flipped in a record's header or
+# body, a lost or misdirected page write, the file's tail lost (an extent gone: the file ends short
+# of its size); in the index, a bit flipped in a committed entry's index record
+DAMAGE_KINDS = (
+    "flip-header",
+    "flip-body",
+    "lost-write",
+    "misdirected-write",
+    "lost-extent",
+    "flip-index",
+)
 STATS = (
     "elections",
     "truncations",
@@ -107,7 +120,16 @@ STATS = (
     "snapshot_restarts",
     "snapshot_leaders",
     "transfers",
+    "disk_errors",
+    "store_stops",
+    "graceful_stops",
+    "leaderless_repairs",
+    "expired_requests",
 )
+DISK_ERRORS = ("full", "fsync", "read")  # SimDisk.failing: what a sick disk does (Sim.fail_disk)
+MAX_WAIT_ACK_MS = 2500  # the server's --max-wait-ack-ms (DLedger maxWaitAckTimeMs): a waiter's deadline
+REPAIR_EVERY_MS = 200  # the server's leaderless repair loop (dledger.server's _repairer) runs this often
+REPAIR_FETCH = 64  # and fetches at most this many committed entries from a peer at a time
 
 
 class SimLogStore(MemoryLogStore):
@@ -264,7 +286,7 @@ class _Host:
 
     def start_sync(self, done: Callable[[int], None]) -> None:
         sim = self.sim
-        lo, hi = sim.sync_latency
+        lo, hi = sim.disk_latency.get(self.node, sim.sync_latency)
         if hi <= 0:
             done(sim.stores[self.node].sync())
             return
@@ -283,7 +305,12 @@ class _Host:
             sim._inbox[node].append(lambda: self._sync_complete(done))
             return
         sim._syncing.pop(node, None)
-        done(sim.stores[node].sync())
+        try:
+            durable = sim.stores[node].sync()
+        except StoreError as e:  # the server stops a member whose fsync failed
+            sim.store_failed(node, e, "fsync")
+            return
+        done(durable)
         sim._process(node)
 
     def answer(self, waiter: Any, code: int, **fields: Any) -> None:
@@ -293,10 +320,10 @@ class _Host:
         """The IO thread: ``work`` and ``done`` at once, or (with ``Sim.sync_latency``) as a timed
         event a crash cancels, like the fsyncs (a paused member runs it when it resumes)."""
         sim = self.sim
-        lo, hi = sim.sync_latency
+        lo, hi = sim.disk_latency.get(self.node, sim.sync_latency)
         if hi <= 0:
-            work()
-            self._compacting(done)
+            if self._work(work):
+                self._compacting(done)
             return
         sim.call_at(sim.now + sim.disk_rng.randint(max(lo, 1), hi), lambda: self._io_complete(work, done))
 
@@ -307,9 +334,23 @@ class _Host:
         if node in sim.paused:  # SIGSTOP stops the IO thread too
             sim._inbox[node].append(lambda: self._io_complete(work, done))
             return
-        work()
-        self._compacting(done)
-        sim._process(node)
+        if self._work(work):
+            self._compacting(done)
+            sim._process(node)
+
+    def _work(self, work: Callable[[], object]) -> bool:
+        """Run the IO thread's ``work``; False when it raised (the server logs it and never calls
+        ``done``: a snapshot that could not be saved compacts nothing)."""
+        disk = self.sim.disks[self.node]
+        disk.io_live = True
+        try:
+            work()
+        except (OSError, StoreError) as e:
+            log.error("%s: IO work failed: %s", self.node, e)
+            return False
+        finally:
+            disk.io_live = False
+        return True
 
     def snapshot_installed(self, index: int, term: int, data: bytes) -> None:
         self.sim.installed[self.node].append((index, term, data))
@@ -318,7 +359,11 @@ class _Host:
     def _compacting(self, done: Callable[[], None]) -> None:
         store = self.sim.stores[self.node]
         begin = store.begin_index
-        done()
+        try:
+            done()
+        except StoreError as e:  # the server's loop logs a failing callback; the member goes on
+            log.error("%s: after the snapshot was saved: %s", self.node, e)
+            return
         if store.begin_index > begin:
             self.sim.stats["compactions"] += 1
 
@@ -367,6 +412,7 @@ class Sim:
         self.tear_probability = 0.0  # file disk: chance that a crash tears a file's last write
         self.reorder_probability = 0.0  # file disk: chance that a crash keeps a random page subset
         self.sync_latency = (0, 0)  # (min, max) ms per fsync; 0: the fsync completes at once
+        self.disk_latency: dict[str, tuple[int, int]] = {}  # a member's own sync_latency (its disk's)
         self.disk_rng = random.Random(f"fsync-{seed}")
         self.on_sync_start: Callable[[str, int], None] | None = None  # (member, completes at ms)
         self._syncing: dict[str, int] = {}  # member -> when its fsync in flight completes
@@ -394,9 +440,13 @@ class Sim:
         self.link_delay: dict[tuple[str, str], int] = {}
         self.pause_triggers: dict[str, tuple[str, Callable[[str], None] | None]] = {}
         self.disk_faulted: set[str] = set()  # members with an injected storage fault
+        self.failing_disks: set[str] = set()  # members whose disk fails calls now (fail_disk)
+        self.store_stopped: set[str] = set()  # members stopped by a store failure, not restarted since
+        self.repair_rng = random.Random(f"repair-{seed}")  # the leaderless repair's choice of peers
         self.repairing: dict[str, int] = {}  # member -> repair_to of its store, while repairing
         self.stats: dict[str, int] = dict.fromkeys(STATS, 0)
         self._down_bytes: dict[str, int] = {}  # member -> committed_bytes when it went down
+        self._down_committed: dict[str, int] = {}  # and its checkpoint's committedIndex then
         self._lease: dict[str, int] = {}
         # file disk: the real FileLogStore and currterm file over one SimDisk per member
         self.disks: dict[str, SimDisk] = {i: SimDisk(random.Random(f"disk-{seed}-{i}")) for i in self.ids}
@@ -418,6 +468,12 @@ class Sim:
         self.on_answer: Callable[[str, Any, int, dict[str, Any]], None] | None = None
         self._queue: list[tuple[int, int, Any]] = []  # (time, seq, Message or callback)
         self._seq = 0
+        self._init_checks()
+        for i in self.ids:
+            self.start(i)
+
+    def _init_checks(self) -> None:
+        """The safety checks' state (see the module docstring)."""
         self.leaders: dict[int, str] = {}  # term -> leader (election safety)
         self._leading: dict[str, bool] = {}  # node -> leader at its last check
         self._stints: set[tuple[str, int]] = set()  # (node, term) of every leadership stint
@@ -429,16 +485,26 @@ class Sim:
         self.max_term_seen = 0
         self._checked: dict[str, int] = {}
         self.steps = 0
-        for i in self.ids:
-            self.start(i)
 
     # ------------------------------------------------------------ membership
 
     def start(self, node: str) -> Core:
         """(Re)start ``node`` from its store and persisted term/vote; the state machine is rebuilt
-        from the checkpointed commitIndex as the server's replay does."""
+        from the checkpointed commitIndex as the server's replay does. Raises the store's
+        StoreError when recovery refuses (a damaged committed prefix, a failing disk)."""
+        disk = self.disks[node]
+        disk.io_live = True  # recovery is the member's own code: a failing disk fails it
+        try:
+            core = self._start(node)
+        finally:
+            disk.io_live = False
+        self.store_stopped.discard(node)
+        return core
+
+    def _start(self, node: str) -> Core:
         hard_file = None
         committed = -1
+        snapshots = SnapshotStore(f"/sim/{node}/snapshot", self.snapshot_keep, fs=self.disks[node])
         if self.disk == "file":
             directory = Path(f"/sim/{node}")
             disk = self.disks[node]
@@ -455,7 +521,10 @@ class Sim:
                 self._check_durability(node, str(e))
                 raise
             self.stores[node] = store
-            self._verify_committed(node, store)
+            # the part of the committed prefix the replay will not read (it starts after the
+            # newest snapshot) is read here; the replay (dledger.driver.replay) checks the rest
+            newest = snapshots.list()
+            self._verify_committed(node, store, newest[-1][0] if newest else -1)
             rec = store.recovery
             if rec.cut_reason is not None:
                 self.stats["recovery_cuts"] += 1
@@ -479,7 +548,7 @@ class Sim:
                 hard,
                 sm,
                 _Host(self, node, self.lives[node]),
-                snapshots=SnapshotStore(f"/sim/{node}/snapshot", self.snapshot_keep, fs=self.disks[node]),
+                snapshots=snapshots,
                 committed=committed,
                 rng=rng,
                 now=self.local(node),
@@ -487,8 +556,9 @@ class Sim:
                 snapshot_every=self.snapshot_every,
             )
         except StoreError as e:  # e.g. the log begins after what the newest snapshot covers
-            self._check_durability(node, str(e))
-            raise
+            if isinstance(e, CorruptionError) or node not in self.failing_disks:
+                self._check_durability(node, str(e))
+            raise  # (a failing disk's I/O error: the member stays down until it works again)
         core = drv.core
         if core.snapshot is not None:
             self.stats["snapshot_restarts"] += 1
@@ -513,6 +583,7 @@ class Sim:
         term/vote survive (they are saved synchronously)."""
         if self.disk == "file" and node in self.nodes:
             self._down_bytes[node] = self.committed_bytes(node)
+            self._down_committed[node] = getattr(self.stores[node], "committed_index", -1)
         core = self.nodes.pop(node, None)
         drv = self.drivers.pop(node, None)
         if drv is not None:
@@ -533,6 +604,58 @@ class Sim:
         else:
             self.disks[node].crash()  # the snapshot files
             self.stores[node].crash()
+
+    def stop(self, node: str) -> None:
+        """SIGTERM: the server's clean shutdown (``dledger.server``'s stop, DLedgerServer.shutdown):
+        sync the log, checkpoint the commitIndex, close the store and the state machine; then the
+        process is gone as after :meth:`crash` (with nothing unsynced left to lose). A store that
+        fails meanwhile (a failing disk) is logged, as the server does, and the member is gone."""
+        core, drv = self.nodes.get(node), self.drivers.get(node)
+        if core is None or drv is None:
+            return
+        drv.stopped = True
+        store = self.stores[node]
+        disk = self.disks[node]
+        disk.io_live = True
+        try:
+            store.sync()
+            store.save_checkpoint(core.commit_index)
+            store.close()
+        except (StoreError, OSError) as e:
+            log.error("%s: closing the store failed: %s", node, e)
+        finally:
+            disk.io_live = False
+        self.sms[node].on_shutdown()
+        self.stats["graceful_stops"] += 1
+        self.crash(node)
+
+    def store_failed(self, node: str, e: StoreError, what: str) -> None:
+        """A store failure the server stops the member for (a failed fsync, a refused term/vote
+        write, a read error while applying): logged, and the process is gone (:meth:`crash`) until
+        it is started again. A damaged record (CorruptionError) must come from an injected storage
+        fault (:meth:`_check_durability`)."""
+        log.error("%s: store failure, stopping (%s): %s", node, what, e)
+        if isinstance(e, CorruptionError):
+            self._check_durability(node, str(e))
+        self.stats["store_stops"] += 1
+        self.store_stopped.add(node)
+        self.crash(node)
+
+    def fail_disk(self, node: str, how: str) -> None:
+        """From now on ``node``'s disk fails calls (one of :data:`DISK_ERRORS`): ``full`` refuses
+        every write and file growth with ENOSPC, ``fsync`` fails every fsync with EIO, ``read``
+        fails a share of the member's reads with EIO. The member's code handles each as the server
+        does (a refused log write is answered DISK_ERROR, a failed fsync stops the member, ...)."""
+        if how not in DISK_ERRORS:
+            raise ValueError(f"disk error {how!r}: expected one of {DISK_ERRORS}")
+        self.disks[node].failing = how
+        self.failing_disks.add(node)
+
+    def unfail_disk(self, node: str) -> None:
+        """``node``'s disk works again (space freed, the sick disk replaced by a good one with the
+        same contents)."""
+        self.disks[node].failing = None
+        self.failing_disks.discard(node)
 
     def pause(self, node: str) -> None:
         """SIGSTOP: ``node`` neither ticks nor receives; messages to it wait in its queue."""
@@ -722,18 +845,67 @@ class Sim:
                 self._tick_all(nxt % 1000 == 0)
 
     def _tick_all(self, checkpoint: bool) -> None:
-        """Tick every running member; ``checkpoint``: then save its commitIndex checkpoint (the
-        server does every second)."""
-        nodes, paused, clock = self.nodes, self.paused, self._clock
+        """Tick every running member and expire its waiting requests (the server's ticker);
+        ``checkpoint``: then save its commitIndex checkpoint (the server does every second)."""
+        nodes, paused, clock, drivers = self.nodes, self.paused, self._clock, self.drivers
         for i in list(nodes):
-            if i in paused:
-                continue
-            core = nodes[i]
+            core = nodes.get(i)
+            if core is None or i in paused:
+                continue  # (stopped meanwhile by a store failure)
             now = self.local(i) if clock else self.now
             core.tick(now)
+            drv = drivers[i]
+            if drv.waiters or drv.reads or drv.ready_reads:
+                drv.expire(now)
             self._process(i, now)
-            if checkpoint:
-                self.stores[i].save_checkpoint(core.commit_index)
+            if checkpoint and i in nodes:
+                try:
+                    self.stores[i].save_checkpoint(core.commit_index)
+                except (StoreError, OSError) as e:  # the server logs it and tries again in a second
+                    log.error("%s: checkpoint failed: %s", i, e)
+        if self.repairing and self.now % REPAIR_EVERY_MS == 0:
+            self._repair_leaderless()
+
+    def _repair_leaderless(self) -> None:
+        """The server's leaderless repair (``dledger.server``'s ``_repairer``, issue 36): a member
+        whose log ends below its ``repair_to`` appends the next entries from what its recovery kept
+        intact (``store.salvaged``) or, for the damaged ones, the committed entries a peer serves
+        (GET, :meth:`dledger.driver.Driver.get`: committed entries only), through
+        ``Core.repair_append``; a leader's pushes may fill the log meanwhile."""
+        for node in sorted(self.repairing):
+            core = self.nodes.get(node)
+            if core is None or node in self.paused or core.repair_to < 0:
+                continue
+            nxt, last = core.end_index + 1, core.repair_to
+            if nxt > last:
+                continue
+            salvaged: dict[int, Entry] = getattr(self.stores[node], "salvaged", {})
+            run: list[Entry] = []
+            while nxt + len(run) <= last and nxt + len(run) in salvaged and len(run) < 1000:
+                run.append(salvaged.pop(nxt + len(run)))
+            if not run:
+                run = self._fetch_committed(node, nxt, min(last, nxt + REPAIR_FETCH - 1))
+            if run and core.repair_append(run):
+                self.stats["leaderless_repairs"] += 1
+                self._process(node)
+
+    def _fetch_committed(self, node: str, lo: int, hi: int) -> list[Entry]:
+        """Entries ``lo..hi`` (a consecutive run from ``lo``) as committed on the first peer (in a
+        seeded order) that ``node`` reaches and that serves ``lo``."""
+        peers = [p for p in self.ids if p != node]
+        self.repair_rng.shuffle(peers)
+        for peer in peers:
+            if (node, peer) in self.blocked or (peer, node) in self.blocked:
+                continue
+            got: list[Entry] = []
+            for i in range(lo, hi + 1):
+                code, e = self.get(peer, i)
+                if code != Code.SUCCESS or e is None:
+                    break
+                got.append(e)
+            if got:
+                return got
+        return []
 
     def call_at(self, t: int, fn: Callable[[], None]) -> None:
         """Call ``fn()`` at simulated time ``t`` ms (after the messages due then)."""
@@ -763,7 +935,15 @@ class Sim:
         if type(msg) is HeartbeatResponse and self._read_waiters.get(msg.dst):
             self._heartbeat_ack(msg)
         now = self.local(msg.dst)
-        drv.step(msg, now)  # as the server: a damaged record read under the core is answered
+        if self.failing_disks and msg.dst in self.failing_disks:
+            disk = self.disks[msg.dst]
+            disk.io_live = True
+            try:
+                drv.step(msg, now)
+            finally:
+                disk.io_live = False
+        else:
+            drv.step(msg, now)  # as the server: a damaged record read under the core is answered
         self._process(msg.dst, now)
 
     def local(self, node: str) -> int:
@@ -783,17 +963,21 @@ class Sim:
         ``(read_id, read index)``."""
         code = self.nodes[node].read_index(read_id, self.local(node), lease=lease)
         if code == Code.SUCCESS:
-            self.drivers[node].reads[read_id] = SimWaiter("read", self.nodes[node].term, ("read", read_id))
+            self.drivers[node].reads[read_id] = SimWaiter(
+                "read", self.nodes[node].term, ("read", read_id), deadline=self.local(node) + MAX_WAIT_ACK_MS
+            )
         self._process(node)
         return code
 
-    def transfer(self, to: str) -> int:
-        """Ask the current leader to hand leadership to ``to``; the leader's answer code (SUCCESS when
-        the transfer started). Raises AssertionError when there is no leader."""
-        ld = self.leader()
+    def transfer(self, to: str, via: str | None = None, term: int | None = None) -> int:
+        """Ask the current leader (or member ``via``) to hand leadership to ``to``, in ``term``
+        (None: any; DLedger's request carries the term the client saw); the answer code (SUCCESS
+        when the transfer started). Raises AssertionError when there is no leader to ask."""
+        ld = via or self.leader()
         assert ld is not None, "no leader to transfer from"
-        code = self.nodes[ld].transfer(to, 1, self.local(ld))
-        self._process(ld)
+        code = self.nodes[ld].transfer(to, 1, self.local(ld), term)
+        if ld in self.nodes:
+            self._process(ld)
         return code
 
     def propose(self, body: bytes) -> Entry | None:
@@ -830,16 +1014,21 @@ class Sim:
             rid = self._seq
             code = core.read_index(rid, now)
             if code == Code.SUCCESS:
-                drv.reads[rid] = self._confirming(node, SimWaiter("read", core.term, token, key))
+                drv.reads[rid] = self._confirming(
+                    node, SimWaiter("read", core.term, token, key, deadline=now + MAX_WAIT_ACK_MS)
+                )
         elif kind == "kv:get":
-            waiter = SimWaiter(kind, core.term, token, key)
+            waiter = SimWaiter(kind, core.term, token, key, deadline=now + MAX_WAIT_ACK_MS)
             code = drv.kv_get(key or "", read_mode, waiter, now)
             if code == Code.SUCCESS and read_mode == "read-index":
                 self._confirming(node, waiter)
         elif kind == "kv:txn":  # body: a txn entry's body; read-only ones go through read_mode
             mops = (decode_kv(body) or ["txn", "", []])[2]
-            waiter = SimWaiter(kind, core.term, token, key)
-            code = drv.kv_txn(mops, read_mode, waiter, now)
+            waiter = SimWaiter(kind, core.term, token, key, deadline=now + MAX_WAIT_ACK_MS)
+            try:
+                code = drv.kv_txn(mops, read_mode, waiter, now)
+            except ValueError:  # malformed micro-ops: the server answers UNEXPECTED_ARGUMENT
+                code = Code.UNEXPECTED_ARGUMENT
             if (
                 code == Code.SUCCESS
                 and read_mode == "read-index"
@@ -847,7 +1036,9 @@ class Sim:
             ):
                 self._confirming(node, waiter)  # read-only: it went through the read index
         else:
-            code = drv.propose(body, SimWaiter(kind, core.term, token, key), now)
+            code = drv.propose(
+                body, SimWaiter(kind, core.term, token, key, deadline=now + MAX_WAIT_ACK_MS), now
+            )
         self._process(node)
         return code
 
@@ -856,7 +1047,14 @@ class Sim:
         NOT_LEADER for a crashed or paused member."""
         if node not in self.nodes or node in self.paused:
             return Code.NOT_LEADER, None
-        return self.drivers[node].get(index)
+        disk = self.disks[node]
+        disk.io_live = True
+        try:
+            return self.drivers[node].get(index)
+        except StoreError:  # the server answers DISK_ERROR (a damaged or unreadable record)
+            return Code.DISK_ERROR, None
+        finally:
+            disk.io_live = False
 
     def metadata(self, node: str) -> dict[str, Any] | None:
         """METADATA of ``node`` (:meth:`dledger.driver.Driver.metadata`); None when it is crashed
@@ -912,6 +1110,8 @@ class Sim:
             )
 
     def _answered(self, node: str, waiter: Any, code: int, fields: dict[str, Any]) -> None:
+        if code == Code.WAIT_QUORUM_ACK_TIMEOUT:
+            self.stats["expired_requests"] += 1
         if getattr(waiter, "since", None) is not None:
             if code == Code.SUCCESS:
                 self._check_read_confirmed(node, waiter)
@@ -938,7 +1138,17 @@ class Sim:
                 self._check(node)
             return
         end = drv.store.end_index
-        drv.drain(self.local(node) if now is None else now)
+        failing = self.failing_disks and node in self.failing_disks
+        if failing:
+            self.disks[node].io_live = True
+        try:
+            drv.drain(self.local(node) if now is None else now)
+        except StoreError as e:  # the server stops the member (dledger.server's _drain_cb)
+            self.store_failed(node, e, "drain")
+            return
+        finally:
+            if failing:
+                self.disks[node].io_live = False
         if drv.store.end_index < end and core.role != _LEADER:
             self.stats["truncations"] += 1
         self._check(node)
@@ -1019,8 +1229,8 @@ class Sim:
     # ------------------------------------------------------------ storage faults
 
     def committed_bytes(self, node: str) -> int:
-        """The byte position (in the first data file) where the entries ``node``'s checkpoint says
-        are committed end: storage faults below it hit committed data, which recovery must detect
+        """The byte position (in the data log) where the entries ``node``'s checkpoint says are
+        committed end: storage faults below it hit committed data, which recovery must detect
         (faults beyond it look like a torn tail of unsynced writes, the crash fault model)."""
         if node not in self.nodes:
             return self._down_bytes.get(node, 0)  # as it was when the member went down
@@ -1032,23 +1242,42 @@ class Sim:
             e = st.get(ck)
         except (IndexError, OSError, StoreError):
             return 0
-        return min(e.pos + codec.HEADER_SIZE + len(e.body), self.data_file_size)
+        return e.pos + codec.HEADER_SIZE + len(e.body)
 
     def damage(self, node: str, kind: str, below: int) -> dict[str, Any] | None:
         """Inject storage fault ``kind`` (one of :data:`DAMAGE_KINDS`) into down member ``node``'s
-        first data file, in its first ``below`` bytes (see :meth:`committed_bytes`): a bit flipped
-        in a record's 48-byte header or in its body, a lost page write, or a misdirected one. What
-        was done (a dict for the history), or None when nothing there could be damaged."""
+        committed data, below data-log position ``below`` (see :meth:`committed_bytes`), in one of
+        the data segments holding it (or their index records): a bit flipped in a record's 48-byte
+        header or in its body, a lost page write, a misdirected one, the tail of a segment holding
+        committed entries only lost, a bit flipped in an index record. What was done (a dict for the history), or None when
+        nothing there could be damaged."""
         if kind not in DAMAGE_KINDS:
             raise ValueError(f"damage {kind!r}: expected one of {DAMAGE_KINDS}")
         if node in self.nodes or self.disk != "file" or below <= 0:
             return None
         disk = self.disks[node]
-        path = f"/sim/{node}/data/{0:020d}"
-        if not any(name == path.rsplit("/", 1)[1] for name, _ in disk.list_files(Path(path).parent)):
+        if kind == "flip-index":
+            return self._damaged(node, kind, self._flip_index(node, below))
+        held = sorted(
+            int(name)
+            for name, _ in disk.list_files(Path(f"/sim/{node}/data"))
+            if name.isdigit() and int(name) < below
+        )
+        if kind == "lost-extent":
+            # a segment's tail, all of it committed: one that ends below ``below`` (losing the tail
+            # of the segment holding the checkpoint's last committed entry would lose entries past
+            # it, which recovery takes for a torn tail of unsynced writes: beyond the fault model)
+            held = [s for s in held if s + self.data_file_size <= below]
+        if not held:
             return None  # compacted away
+        start = disk.rng.choice(held)
+        path = f"/sim/{node}/data/{start:020d}"
+        below = min(below - start, self.data_file_size)
         done: dict[str, Any] | None = None
-        if kind in ("flip-header", "flip-body"):
+        if kind == "lost-extent":
+            page = disk.lose_tail(path, below)
+            done = None if page is None else {"file": path, "from_page": page}
+        elif kind in ("flip-header", "flip-body"):
             records = _records(disk.read_at(Path(path), 0, below), below)
             if kind == "flip-body":
                 records = [r for r in records if r[1] > codec.HEADER_SIZE]
@@ -1062,21 +1291,45 @@ class Sim:
                 at = disk.flip_bit_in(path, lo, hi)
                 done = None if at is None else {"file": path, "offset": at, "record_at": off}
         elif kind == "lost-write":
-            page = disk.lose_page(path, below)
+            # whole pages below it: a page that also holds entries past the checkpoint's committed
+            # one would lose those, which recovery rightly takes for an unsynced tail
+            page = disk.lose_page(path, below - below % PAGE)
             done = None if page is None else {"file": path, "page": page}
         else:
-            pq = disk.misdirect_page(path, below)
+            pq = disk.misdirect_page(path, below - below % PAGE)
             done = None if pq is None else {"file": path, "page": pq[0], "landed_on": pq[1]}
+        return self._damaged(node, kind, done)
+
+    def _flip_index(self, node: str, below: int) -> dict[str, Any] | None:
+        """Flip a bit of an index record of an entry whose data ends below ``below``."""
+        disk = self.disks[node]
+        ck = self._down_committed.get(node, -1)
+        limit = (ck + 1) * codec.INDEX_UNIT_SIZE  # the committed entries' index records
+        held = sorted(
+            int(name)
+            for name, _ in disk.list_files(Path(f"/sim/{node}/index"))
+            if name.isdigit() and int(name) < limit
+        )
+        if not held or below <= 0:
+            return None
+        start = disk.rng.choice(held)
+        path = f"/sim/{node}/index/{start:020d}"
+        at = disk.flip_bit_in(path, 0, min(limit - start, FILE_INDEX_SIZE))
+        return None if at is None else {"file": path, "offset": at}
+
+    def _damaged(self, node: str, kind: str, done: dict[str, Any] | None) -> dict[str, Any] | None:
         if done is not None:
             self.disk_faulted.add(node)
             self.stats["storage_faults"] += 1
             done["kind"] = kind
         return done
 
-    def _verify_committed(self, node: str, store: FileLogStore) -> None:
-        """Read the committed prefix before serving (the server's replay does): a damaged entry the
-        recovery scan did not check (an older data file) is cut and repaired like one it did."""
-        lo, hi = store.begin_index, min(store.committed_index, store.end_index)
+    def _verify_committed(self, node: str, store: FileLogStore, upto: int) -> None:
+        """Read the committed prefix up to ``upto`` (the newest snapshot's index) before serving: a
+        damaged entry there, which the recovery scan did not check (an older data file) and the
+        server's replay does not read (it starts after the snapshot), is cut and repaired like one
+        the replay finds (:func:`dledger.driver.replay`, which reads the rest)."""
+        lo, hi = store.begin_index, min(store.committed_index, store.end_index, upto)
         try:
             for a in range(lo, hi + 1, 4096):
                 store.get_range(a, min(hi, a + 4095))

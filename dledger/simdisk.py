@@ -7,7 +7,11 @@ durable. Names are durable only once their directory is fsynced (``fsync_dir``):
 renamed but whose directory was not synced disappears in a crash, as on ext4 without
 ``dir_index`` journaling guarantees. :meth:`SimDisk.crash` drops everything not durable and, with
 the given probability, lets a prefix of the last unsynced write reach the disk (a torn write);
-:meth:`SimDisk.flip_bit` corrupts one durable bit. Faults follow FoundationDB's
+:meth:`SimDisk.flip_bit` corrupts one durable bit. ``SimDisk.failing`` makes calls fail as a sick disk's
+do (``full``: ENOSPC on every write and file growth, as on a full file system, where creating an
+empty file still works; ``fsync``: EIO on fsync; ``read``: EIO on a
+share of the reads made while ``io_live`` is set, i.e. by the member's own code, not by the
+simulation's checks). Faults follow FoundationDB's
 ``AsyncFileNonDurable`` and TigerBeetle's simulated storage (see ../shared/reference/simulation.md).
 """
 
@@ -21,6 +25,7 @@ from pathlib import Path
 
 PAGE = 4096
 _ZERO_PAGE = bytes(PAGE)
+READ_ERROR_SHARE = 0.3  # failing == "read": the share of the member's reads that fail
 
 
 class _Inode:
@@ -140,6 +145,22 @@ class SimDisk:
         self.reordered = 0  # crashes that kept an out-of-order subset of a file's unsynced pages
         self.lost = 0  # lost page writes so far
         self.misdirected = 0  # misdirected page writes so far
+        # a disk error in effect (see the module docstring): None, "full", "fsync" or "read"
+        self.failing: str | None = None
+        self.io_live = False  # the member's code is running (reads may fail under "read")
+        self.errors = 0  # calls failed so far
+
+    def _fail(self, call: str, code: int, msg: str) -> None:
+        self.errors += 1
+        raise OSError(code, f"{msg} (simulated: {call})")
+
+    def _full(self, call: str) -> None:
+        if self.failing == "full":
+            self._fail(call, errno.ENOSPC, "No space left on device")
+
+    def _read_error(self, call: str) -> None:
+        if self.failing == "read" and self.io_live and self.rng.random() < READ_ERROR_SHARE:
+            self._fail(call, errno.EIO, "Input/output error")
 
     # ------------------------------------------------------------ faults
 
@@ -207,6 +228,23 @@ class SimDisk:
         self.lost += 1
         return p
 
+    def lose_tail(self, path: str, below: int) -> int | None:
+        """A lost extent: ``path`` ends (durably) at a random page boundary below byte ``below``, as
+        if its last blocks were never allocated or a repair dropped them; the first page lost, or
+        None when the file has no durable page below ``below``."""
+        ino = self._durable_names.get(path)
+        pages = sorted(p for p in (ino.dpages if ino else ()) if p * PAGE < below)
+        if ino is None or not pages:
+            return None
+        p = self.rng.choice(pages)
+        for q in [q for q in ino.dpages if q >= p]:
+            del ino.dpages[q]
+        ino.dsize = min(ino.dsize, p * PAGE)
+        ino.pages = dict(ino.dpages)
+        ino.size = ino.dsize
+        self.lost += 1
+        return p
+
     def misdirect_page(self, path: str, below: int) -> tuple[int, int] | None:
         """A misdirected write: the last write of durable page ``p`` (below byte ``below``) landed on
         another page ``q`` of ``path`` instead: ``q`` now holds ``p``'s bytes and ``p`` reads as before
@@ -249,10 +287,16 @@ class SimDisk:
             raise OSError(errno.EBADF, "bad file descriptor")
 
     def pread(self, fd: int, n: int, offset: int) -> bytes:
-        return self._ino(fd).read(offset, n)
+        ino = self._ino(fd)
+        if self.failing:
+            self._read_error("pread")
+        return ino.read(offset, n)
 
     def pwrite(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> int:
-        self._ino(fd).write(offset, bytes(data))
+        ino = self._ino(fd)
+        if self.failing:
+            self._full("pwrite")
+        ino.write(offset, bytes(data))
         return len(data)
 
     def pwritev(self, fd: int, buffers: Sequence[bytes], offset: int) -> int:
@@ -260,16 +304,24 @@ class SimDisk:
 
     def write(self, fd: int, data: bytes | memoryview) -> int:
         ino = self._ino(fd)
+        if self.failing:
+            self._full("write")
         pos = self._fds[fd][1]
         ino.write(pos[0], bytes(data))
         pos[0] += len(data)
         return len(data)
 
     def fsync(self, fd: int) -> None:
-        self._ino(fd).fsync()
+        ino = self._ino(fd)
+        if self.failing == "fsync":
+            self._fail("fsync", errno.EIO, "Input/output error")
+        ino.fsync()
 
     def ftruncate(self, fd: int, size: int) -> None:
-        self._ino(fd).truncate(size)
+        ino = self._ino(fd)
+        if self.failing and size > ino.size:
+            self._full("ftruncate")
+        ino.truncate(size)
 
     def fsize(self, fd: int) -> int:
         return self._ino(fd).size
@@ -295,9 +347,13 @@ class SimDisk:
         ino = self._names.get(str(path))
         if ino is None:
             raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
+        if self.failing:
+            self._read_error("read")
         return ino.read(offset, n)
 
     def fsync_dir(self, path: Path) -> None:
+        if self.failing == "fsync":
+            self._fail("fsync", errno.EIO, "Input/output error")
         d = str(path)
         for p in [p for p in self._durable_names if os.path.dirname(p) == d]:
             del self._durable_names[p]

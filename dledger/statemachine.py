@@ -43,9 +43,6 @@ class TxnAborted:
     def __init__(self, reason: str) -> None:
         self.reason = reason
 
-    def __repr__(self) -> str:
-        return f"TxnAborted({self.reason!r})"
-
 
 def check_txn(mops: Any) -> list[list[Any]]:
     """``mops`` as a list of ``[f, key, value]`` lists (f in :data:`TXN_FS`, key a string);

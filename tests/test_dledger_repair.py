@@ -1,5 +1,5 @@
 """Issue 36 item 2 on 3 real ``dledger server`` processes: committed entries damaged (a bit flipped
-with ``python -m dledger.store.inspect DIR --flip-bit POS`` while the members are down) on two or
+with ``python -m dledger.tools.inspect DIR --flip-bit POS`` while the members are down) on two or
 all three members, at different entries, so each entry is intact on a majority (or somewhere).
 The damaged members must repair without a leader from any peer holding a verified copy, keep
 their intact entries after the damaged one, and the group must elect a leader and serve every
@@ -56,7 +56,7 @@ def _damage(c: Cluster, node: str, pos: int) -> None:
     """Flip a bit in the body of the record at ``pos`` of ``node``'s stopped store."""
     d = c.root / "store" / f"dledger-{node}"
     r = subprocess.run(
-        [sys.executable, "-m", "dledger.store.inspect", str(d), "--flip-bit", str(pos + 48 + 1)],
+        [sys.executable, "-m", "dledger.tools.inspect", str(d), "--flip-bit", str(pos + 48 + 1)],
         capture_output=True,
         text=True,
         timeout=60,

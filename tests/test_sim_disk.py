@@ -96,3 +96,22 @@ def test_a_name_is_lost_in_a_crash_until_its_directory_is_fsynced() -> None:
     disk.fsync_dir(DIR)
     disk.crash()
     assert disk.read_at(DIR / "f", 0) == b"abc"
+
+
+def test_recovery_reads_the_high_water_mark_through_the_store_file_system() -> None:
+    """The high-water file is read through the store's file system, as every other file: on the
+    simulated disk recovery reads no data past the mark (it read the host's file system before,
+    found nothing there and scanned whole files, so ``chaos sim`` never ran the limited scan the
+    server runs)."""
+    from dledger.store.file import HIGHWATER_DATA_STEP
+
+    disk = SimDisk(random.Random(5))
+    big = {"data_file_size": 16 * HIGHWATER_DATA_STEP, "index_file_size": 1 << 20}
+    st = FileLogStore(DIR, fs=disk, **big)
+    fill(st, 0, 50)
+    st.sync()
+    st.save_checkpoint(49)
+    disk.crash()
+    again = FileLogStore(DIR, fs=disk, **big)
+    assert again.end_index == 49
+    assert 0 < again.recovery.bytes_read <= HIGHWATER_DATA_STEP < big["data_file_size"]

@@ -16,7 +16,7 @@ import pytest
 
 from dledger.client import DLedgerClient
 from dledger.store import Entry, codec
-from dledger.store.inspect import inspect_store
+from dledger.tools.inspect import inspect_store
 
 pytestmark = pytest.mark.slow
 

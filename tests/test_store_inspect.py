@@ -1,4 +1,4 @@
-"""dledger.store.inspect: read-only verification and the offline file-fault commands."""
+"""dledger.tools.inspect: read-only verification and the offline file-fault commands."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def make(path: Path, n: int) -> FileLogStore:
 
 def run_inspect(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "dledger.store.inspect", *args], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "dledger.tools.inspect", *args], capture_output=True, text=True, timeout=60
     )
 
 
@@ -48,6 +48,24 @@ def test_cli_reports_range_and_verifies(tmp_path: Path) -> None:
     assert r.returncode == 1 and "FAILED" in r.stdout and str(p) in r.stdout and "bodyCrc" in r.stdout
     assert p.read_bytes()[:500] == before[:500]
     assert run_inspect(str(tmp_path / "nope")).returncode == 254
+
+
+def test_the_server_cli_runs_it_as_dledger_inspect(tmp_path: Path) -> None:
+    s = make(tmp_path, 10)
+    s.sync()
+    s.close()
+    r = subprocess.run(
+        [sys.executable, "-m", "dledger.cli", "inspect", str(tmp_path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["end_index"] == 9
+    usage = subprocess.run(
+        [sys.executable, "-m", "dledger.cli", "inspect", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert usage.returncode == 0 and usage.stdout.startswith("usage: dledger inspect")
 
 
 def test_fault_commands_then_recovery(tmp_path: Path) -> None:

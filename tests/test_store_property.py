@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from dledger.store import Entry, MemoryLogStore
 from dledger.store.file import FileLogStore
-from dledger.store.inspect import inspect_store
+from dledger.tools.inspect import inspect_store
 
 DATA = 4096
 INDEX = 4096

@@ -165,7 +165,7 @@ def test_server_restart_replays_the_committed_log_before_serving(tmp_path: Path)
 
 
 def test_reset_restarts_the_log_like_the_leader_has_it(tmp_path: Path) -> None:
-    from dledger.store.inspect import inspect_store
+    from dledger.tools.inspect import inspect_store
 
     kw: dict[str, Any] = {"data_file_size": 64 * 1024, "index_file_size": 64 * 1024}
     leader = fill(tmp_path / "leader", 800, **kw)

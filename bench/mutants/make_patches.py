@@ -460,6 +460,64 @@ MUTANTS: dict[str, dict[str, object]] = {
             )
         ],
     },
+    "transfer-without-catch-up": {
+        "bug": "a leadership-transfer campaign (TimeoutNow) starts before the transferee caught up, and "
+        "voters grant a campaign marked as a transfer without the log up-to-date check",
+        "source": "Raft thesis section 3.10 (the leader sends TimeoutNow once the target's log matches "
+        "its own) and Raft paper section 5.4.1 (election restriction); etcd-raft's campaignTransfer "
+        "(a transfer may bypass the leader lease, never the log check); DLedger #85 (a lagging "
+        "transferee)",
+        "real": "register leader-transfer,kill --nemesis-opt transfer_targets=behind",
+        "sim": "register leader-transfer,kill,partition",
+        "why": "the transferee furthest behind wins the next term without entries the old leader "
+        "committed and overwrites them on the others (the simulator's leader completeness check; "
+        "acknowledged writes lost)",
+        "edits": [
+            (
+                "dledger/protocol.py",
+                "    ledger_end_term: int = -1\n    round: int = 0\n",
+                "    ledger_end_term: int = -1\n    round: int = 0\n    transfer: int = 0\n",
+            ),
+            (
+                "dledger/protocol.py",
+                '    "take_leadership_index": (-1, MAX_INDEX),\n',
+                '    "take_leadership_index": (-1, MAX_INDEX),\n    "transfer": (0, 1),\n',
+            ),
+            (
+                "dledger/core/node.py",
+                "        # log checks before term checks: a stale node's big term is never adopted\n"
+                "        if req.ledger_end_term < end_term:\n"
+                "            return VoteResult.REJECT_EXPIRED_LEDGER_TERM, self.term\n"
+                "        if req.ledger_end_term == end_term and req.ledger_end_index < end_index:\n"
+                "            return VoteResult.REJECT_SMALL_LEDGER_END_INDEX, self.term\n",
+                "        # log checks before term checks: a stale node's big term is never adopted; a\n"
+                "        # transfer campaign was chosen by the leader, whose log was complete\n"
+                "        if req.ledger_end_term < end_term and not req.transfer:\n"
+                "            return VoteResult.REJECT_EXPIRED_LEDGER_TERM, self.term\n"
+                "        if req.ledger_end_term == end_term and req.ledger_end_index < end_index and not req.transfer:\n"
+                "            return VoteResult.REJECT_SMALL_LEDGER_END_INDEX, self.term\n",
+            ),
+            (
+                "dledger/core/node.py",
+                "            round=self._vote_round,\n        )\n        res, t = self.handle_vote(req)\n",
+                "            round=self._vote_round,\n"
+                "            transfer=int(self.term_to_take_leadership != -1),\n"
+                "        )\n        res, t = self.handle_vote(req)\n",
+            ),
+            (
+                "dledger/core/node.py",
+                "                    round=self._vote_round,\n                )\n            )\n",
+                "                    round=self._vote_round,\n"
+                "                    transfer=int(self.term_to_take_leadership != -1),\n"
+                "                )\n            )\n",
+            ),
+            (
+                "dledger/core/node.py",
+                "        elif self.end_index >= index:\n",
+                "        elif True:  # the leader vouched for this member: campaign at once\n",
+            ),
+        ],
+    },
 }
 
 

@@ -186,6 +186,10 @@ class Core:
     ) -> None:
         self.cfg = cfg
         self.repair_to = repair_to if repair_to > store.end_index else -1
+        # how far the entries a repair appends are known committed (the store's checkpointed
+        # commitIndex when it found the damage; the entries after it up to repair_to are durable
+        # ones this member may have acknowledged, not known to be committed)
+        self._repair_commit = min(self.repair_to, getattr(store, "repair_committed", self.repair_to))
         self.store = store
         # INSTALL_SNAPSHOT needs a store that can start over (SnapshotLogStore); None otherwise
         self._snap_store: SnapshotLogStore | None = store if isinstance(store, SnapshotLogStore) else None
@@ -681,10 +685,11 @@ class Core:
         """Repair without a leader (issue 36 item 2): append committed entries fetched from a peer
         (or kept intact from this member's own damaged log) while the log ends below
         ``repair_to``. Only the entries from ``end_index + 1`` on, consecutive, up to
-        ``repair_to`` and in non-decreasing terms are taken; they are committed already (every
-        member's committed prefix is the same, and ``repair_to`` is this member's own
-        checkpointed commitIndex), so the commitIndex follows them. Returns how many were taken;
-        the runtime writes them with the next Ready."""
+        ``repair_to`` and in non-decreasing terms are taken; those up to the store's checkpointed
+        commitIndex (``repair_committed``) are committed already (every member's committed prefix
+        is the same), so the commitIndex follows them; the durable ones after it, which this
+        member held before the damage, are appended as they were (a leader may still cut them).
+        Returns how many were taken; the runtime writes them with the next Ready."""
         if self.repair_to < 0 or self.role == _LEADER or self._restart is not None:
             return 0
         taken = 0
@@ -695,7 +700,7 @@ class Core:
             taken += 1
         if taken:
             self._need_sync = True
-            self.commit_index = max(self.commit_index, self.end_index)
+            self.commit_index = max(self.commit_index, min(self.end_index, self._repair_commit))
         return taken
 
     def _maintain_candidate(self, now: int) -> None:

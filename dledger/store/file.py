@@ -196,11 +196,13 @@ class FileLogStore:
     finds damage inside the committed prefix. ``recovery`` holds the RecoveryReport.
 
     ``repair``: damage inside the committed prefix is cut like a damaged tail instead of raising
-    CorruptionError, and ``repair_to`` is set to the checkpoint's committedIndex: the member must
-    not vote or campaign until its log holds entries up to it again, fetched from the leader
+    CorruptionError, and ``repair_to`` is set to the checkpoint's committedIndex or, when durable
+    entries followed the damage, the last of them (the member may have acknowledged them, so a
+    quorum may count on its copy): the member must not vote or campaign until its log holds
+    entries up to it again, the intact ones re-appended, the damaged ones fetched from its peers
     (Protocol-Aware Recovery, Alagappan et al., FAST 2018: a damaged committed entry is never
     served and never counts toward a quorum; the majority that holds it repairs it). The marker
-    survives restarts: checkpoints keep ``committedIndex >= repair_to`` until the log reaches it.
+    survives restarts: checkpoints keep it (``repairTo``) until the log reaches it.
     Not safe for concurrent writers; ``sync()`` may run in another thread than ``append()``.
     """
 
@@ -228,6 +230,10 @@ class FileLogStore:
         self._fs = fs
         self.repair = repair
         self.repair_to = -1  # see the class docstring
+        # and the checkpoint's committedIndex when the damage was found: the re-appended entries
+        # up to it are committed, those after it (durable, perhaps acknowledged) not known to be
+        self.repair_committed = -1
+        self._checkpoint_committed = -1  # as recovery read it
         # repair mode: intact committed entries after a damaged one, kept (in memory) when the log
         # was cut before it, so the member re-appends them once the damaged ones were fetched
         # again instead of losing them (index -> Entry; see salvage())
@@ -300,6 +306,8 @@ class FileLogStore:
         self._committed = self.recovery.committed_index
         self._synced_index = self._isynced_index = self._end
         self.repair_to = self.recovery.repair_to
+        if self.repair_to >= 0:
+            self.repair_committed = min(self.repair_to, self._checkpoint_committed)
 
     # ----------------------------------------------------------------- LogStore protocol
 
@@ -536,13 +544,19 @@ class FileLogStore:
 
         After compact_prefix the kept prefix cannot be removed: ``index < begin_index`` raises
         StoreError when ``begin_index > 0`` (Raft never truncates committed entries, and only
-        those are compacted)."""
+        those are compacted). Raises StoreError on an I/O error."""
         if index >= self._end:
             return
         if index < self._begin - 1 and self._begin > 0:
             raise StoreError(
                 f"truncate_suffix({index}) below begin_index {self._begin}: that prefix is compacted"
             )
+        try:
+            self._truncate_suffix(index)
+        except OSError as e:  # an I/O error is a StoreError, as for every other call
+            raise StoreError(f"truncate after entry {index} in {self.directory} failed: {e}") from e
+
+    def _truncate_suffix(self, index: int) -> None:
         with self._lock:
             self._write_pending()
             self._flush_index()
@@ -692,7 +706,10 @@ class FileLogStore:
             raise IndexError(f"index {index} outside [{self._begin}, {self._end}]")
         if index == self._end:
             return self._last_chain
-        return self._read_chain(index)
+        try:
+            return self._read_chain(index)
+        except OSError as e:  # an I/O error is a StoreError, as for every other call
+            raise StoreError(f"read of the chainCrc of entry {index} failed: {e}") from e
 
     def reset(self, begin_index: int, next_pos: int, last_term: int, chain_crc: int = -1) -> None:
         """Discard the whole log and continue at ``begin_index`` (a snapshot's lastIncludedIndex + 1)
@@ -771,18 +788,15 @@ class FileLogStore:
             self._sync(False, True)  # the index records up to the committed entry (see sync)
         value = min(max(committed_index, self._committed), self._synced_index, self._isynced_index)
         self._committed = value
-        if self.repair_to >= 0:
-            if self._synced_index >= self.repair_to:
-                log.warning(
-                    "%s: repair mark cleared: entries up to %d are durable again",
-                    self.directory,
-                    self.repair_to,
-                )
-                self.repair_to = -1
-            else:
-                # the repair marker must survive a restart before the log reached it again
-                value = max(value, self.repair_to)
-        self._checkpoint.save(self._synced_index, value)
+        if self.repair_to >= 0 and self._synced_index >= self.repair_to:
+            log.warning(
+                "%s: repair mark cleared: entries up to %d are durable again",
+                self.directory,
+                self.repair_to,
+            )
+            self.repair_to = -1
+        # the repair marker survives a restart before the log reached it again
+        self._checkpoint.save(self._synced_index, value, self.repair_to)
         return self._committed
 
     def find_damaged(self, lo: int, hi: int) -> int | None:
@@ -809,7 +823,9 @@ class FileLogStore:
             index - 1,
             committed,
         )
-        for i in range(index + 1, min(committed, self._end) + 1):
+        # every durable entry after it, committed or not: the member may have acknowledged them
+        durable_end = self._end
+        for i in range(index + 1, durable_end + 1):
             if len(self.salvaged) >= SALVAGE_MAX_ENTRIES:
                 break
             try:
@@ -818,7 +834,8 @@ class FileLogStore:
                 continue
         self.truncate_suffix(index - 1)
         self.sync()
-        self.repair_to = max(self.repair_to, committed)
+        self.repair_to = max(self.repair_to, committed, durable_end)
+        self.repair_committed = max(self.repair_committed, committed)
         self.recovery.repair_to = self.repair_to
         if self.recovery.damaged_from is None or index < self.recovery.damaged_from:
             self.recovery.damaged_from = index
@@ -826,9 +843,15 @@ class FileLogStore:
     def compact_prefix(self, index: int) -> int:
         """Drop whole data and index segment files below the data segment holding ``index`` (for
         snapshots); return the new begin_index (the first entry of that segment, <= ``index``).
-        Raises IndexError when ``index`` is not held."""
+        Raises IndexError when ``index`` is not held, StoreError on an I/O error."""
         if index < self._begin or index > self._end:
             raise IndexError(f"index {index} outside [{self._begin}, {self._end}]")
+        try:
+            return self._compact_prefix(index)
+        except OSError as e:  # an I/O error is a StoreError, as for every other call
+            raise StoreError(f"compaction before entry {index} in {self.directory} failed: {e}") from e
+
+    def _compact_prefix(self, index: int) -> int:
         with self._lock:
             self._write_pending()
             self._flush_index()
@@ -912,12 +935,12 @@ class FileLogStore:
             self._raise_high(-1, (self._end + 1) * unit)
         off = 0
         while off < len(buf):
-            seg, rel = self._index_slot(first + off // unit)
-            n = min(len(buf) - off, self.index_file_size - rel)
-            try:
+            try:  # (a new index segment's creation included: an I/O error is a StoreError)
+                seg, rel = self._index_slot(first + off // unit)
+                n = min(len(buf) - off, self.index_file_size - rel)
                 self._fs.pwrite(seg.fd, buf[off : off + n], rel)
             except OSError as e:
-                raise StoreError(f"write of index records to {seg.path} failed: {e}") from e
+                raise StoreError(f"write of index records in {self.index_dir} failed: {e}") from e
             self._dirty[seg.fd] = seg.fd
             off += n
         self._ibuf = bytearray()
@@ -995,7 +1018,7 @@ class FileLogStore:
             self._data_high = self._index_high = -1
             return
         try:
-            text = (self.directory / HIGHWATER_FILE).read_text()
+            text = self._fs.read_at(self.directory / HIGHWATER_FILE, 0).decode()  # the store's file system
             kv = dict(line.split("=", 1) for line in text.split())
             data_high, index_high = int(kv["dataHigh"]), int(kv["indexHigh"])
         except (OSError, ValueError, KeyError, UnicodeDecodeError):
@@ -1116,11 +1139,12 @@ class FileLogStore:
         self._load_high()
         ck = self._checkpoint.load()
         committed = ck.committed_index
+        self._checkpoint_committed = committed
         rep = RecoveryReport(str(self.directory), checkpoint_end_index=ck.end_index)
         files = self._list(self.data_dir, self.data_file_size, "data")
         rep.data_files = len(files)
         if not files:
-            self._recover_empty(rep, committed)
+            self._recover_empty(rep, max(committed, ck.repair_to))
             rep.seconds = time.monotonic() - t0
             return rep
         scan = self._scan_data(files, committed, rep)
@@ -1144,7 +1168,10 @@ class FileLogStore:
         later = [p for (_, p, _) in files[scan.last_fi + 1 :]]
         self._judge_end(files, scan, end, ck, bool(later), rep)
         if rep.repair_to >= 0:
-            self._salvage_files(files, end + 1, rep.repair_to)
+            # the durable entries after the damage too, committed or not (the member may have
+            # acknowledged them): the repair must bring the log back to the last of them
+            last = self._salvage_files(files, end + 1, rep.repair_to)
+            rep.repair_to = max(rep.repair_to, last)
         self._open_kept(files[: scan.last_fi + 1], scan.end_pos, later, rep)
         self._settle(begin, end, scan, committed, rep)
         rep.seconds = time.monotonic() - t0
@@ -1154,18 +1181,23 @@ class FileLogStore:
             log.warning("%s", rep.describe())
         return rep
 
-    def _salvage_files(self, files: list[tuple[int, Path, int]], lo: int, hi: int) -> None:
+    def _salvage_files(self, files: list[tuple[int, Path, int]], lo: int, hi: int) -> int:
         """Before recovery cuts a damaged committed prefix at ``lo``: keep the entries ``lo..hi``
         whose records still pass every check of their own (index, term, pos, size, bodyCrc), found
-        through the index files, in :attr:`salvaged` (at most SALVAGE_MAX_ENTRIES). A damaged
-        record does not take the intact ones after it down with it (issue 36 item 2)."""
+        through the index files, in :attr:`salvaged` (at most SALVAGE_MAX_ENTRIES), and after
+        ``hi`` the consecutive intact ones that follow (durable entries past the committed prefix).
+        A damaged record does not take the intact ones after it down with it (issue 36 item 2).
+        Returns the last index kept (``lo - 1`` when none)."""
         isize, fsize, unit = self.index_file_size, self.data_file_size, codec.INDEX_UNIT_SIZE
         index_files = {start: path for start, path, _ in self._list(self.index_dir, isize, "index")}
         data_files = {start: path for start, path, _ in files}
         prev_term = -1
-        for i in range(lo, hi + 1):
-            if len(self.salvaged) >= SALVAGE_MAX_ENTRIES:
-                break
+        last = lo - 1
+        i = lo - 1
+        while len(self.salvaged) < SALVAGE_MAX_ENTRIES:
+            i += 1
+            if i > hi + 1 and last != i - 1:
+                break  # past the committed prefix: only an unbroken run of intact entries
             off = i * unit
             ipath = index_files.get(off - off % isize)
             try:
@@ -1185,15 +1217,17 @@ class FileLogStore:
             if reason is None and h.term == term and h.size == size == len(buf) and h.magic == magic:
                 self.salvaged[i] = Entry(i, h.term, bytes(buf[_HEADER_SIZE:]), h.magic, pos, h.channel)
                 prev_term = h.term
+                last = i
         if self.salvaged:
             log.warning(
-                "%s: kept %d intact committed entries in [%d, %d] after the damage, to re-append once "
-                "the damaged ones are fetched again",
+                "%s: kept %d intact committed entries (and the durable ones after them) in [%d, %d] "
+                "after the damage, to re-append once the damaged ones are fetched again",
                 self.data_dir,
                 len(self.salvaged),
                 lo,
-                hi,
+                last,
             )
+        return last
 
     def _recover_empty(self, rep: RecoveryReport, committed: int) -> None:
         """Recovery without data files: a new store, unless the checkpoint saw committed entries."""
@@ -1381,8 +1415,9 @@ class FileLogStore:
     ) -> None:
         """Decide the log ending at entry ``end``: CorruptionError inside the committed prefix,
         otherwise a cut recorded in ``rep`` and logged (a failure at a record boundary, or a clean
-        end with ``later`` data files, is only benign beyond the committed prefix)."""
-        committed = ck.committed_index
+        end with ``later`` data files, is only benign beyond the committed prefix; a repair in
+        progress at the last checkpoint extends it to the repair's mark)."""
+        committed = max(ck.committed_index, ck.repair_to)
         cut = scan.cut
         if cut is None and scan.clean_end is not None and later:
             cfi, crel = scan.clean_end

@@ -181,10 +181,13 @@ class HardState(_PropertiesFile[TermVote]):
 
 @dataclass(frozen=True, slots=True)
 class CheckpointState:
-    """``end_index`` and ``committed_index`` as last checkpointed (-1 when unknown)."""
+    """``end_index`` and ``committed_index`` as last checkpointed (-1 when unknown); ``repair_to``:
+    a repair in progress (the log must hold entries up to it again before the member votes; -1:
+    none), kept apart from ``committed_index`` since it may cover entries past it."""
 
     end_index: int = -1
     committed_index: int = -1
+    repair_to: int = -1
 
 
 class Checkpoint(_PropertiesFile[CheckpointState]):
@@ -199,11 +202,13 @@ class Checkpoint(_PropertiesFile[CheckpointState]):
 
     def _parse(self, props: dict[str, str]) -> CheckpointState:
         return CheckpointState(
-            _int(props, "endIndex", -1, self.path), _int(props, "committedIndex", -1, self.path)
+            _int(props, "endIndex", -1, self.path),
+            _int(props, "committedIndex", -1, self.path),
+            _int(props, "repairTo", -1, self.path),
         )
 
-    def save(self, end_index: int, committed_index: int) -> None:
-        self._save(
-            CheckpointState(end_index, committed_index),
-            {"endIndex": str(end_index), "committedIndex": str(committed_index)},
-        )
+    def save(self, end_index: int, committed_index: int, repair_to: int = -1) -> None:
+        props = {"endIndex": str(end_index), "committedIndex": str(committed_index)}
+        if repair_to >= 0:
+            props["repairTo"] = str(repair_to)
+        self._save(CheckpointState(end_index, committed_index, max(repair_to, -1)), props)

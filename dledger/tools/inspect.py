@@ -1,4 +1,4 @@
-"""Read-only inspection of a FileLogStore directory: ``python -m dledger.store.inspect DIR``.
+"""Read-only inspection of a FileLogStore directory: ``dledger inspect DIR`` (or ``python -m dledger.tools.inspect DIR``).
 
 Prints begin/end index, the checkpoint, the size of every segment file, and verifies every record (magic, size, pos, index
 sequence, term order, bodyCrc, chainCrc, index records) without modifying anything. Exit status:
@@ -174,7 +174,7 @@ def flip_bit(directory: str | os.PathLike[str], pos: int, bit: int = 0) -> dict[
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dledger.store.inspect", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="dledger inspect", description=__doc__.split("\n")[0])
     ap.add_argument("directory", help="store directory (holds data/ and index/)")
     ap.add_argument("--data-file-size", type=int, default=None, help="bytes per data file")
     ap.add_argument("--json", action="store_true", help="print the inspection as JSON")
