@@ -182,6 +182,20 @@ def _name(start: int) -> str:
     return f"{start:020d}"
 
 
+def _check_sizes(data_file_size: object, index_file_size: object, verify_files: object) -> None:
+    """StoreError naming the first argument of FileLogStore that is out of range."""
+    if not isinstance(data_file_size, int) or data_file_size < 4096:
+        raise StoreError(f"data_file_size={data_file_size!r}: expected an int >= 4096 bytes")
+    if (
+        not isinstance(index_file_size, int)
+        or index_file_size < 4096
+        or index_file_size % codec.INDEX_UNIT_SIZE
+    ):
+        raise StoreError(f"index_file_size={index_file_size!r}: expected an int >= 4096, a multiple of 32")
+    if verify_files is not None and (not isinstance(verify_files, int) or verify_files < 1):
+        raise StoreError(f"verify_files={verify_files!r}: expected None (all) or an int >= 1")
+
+
 class FileLogStore:
     """A LogStore on segment files in ``directory`` (created when absent); see the module docstring.
 
@@ -217,16 +231,7 @@ class FileLogStore:
         fs: FileSystem = OS,
         repair: bool = False,
     ) -> None:
-        if not isinstance(data_file_size, int) or data_file_size < 4096:
-            raise StoreError(f"data_file_size={data_file_size!r}: expected an int >= 4096 bytes")
-        if (
-            not isinstance(index_file_size, int)
-            or index_file_size < 4096
-            or index_file_size % codec.INDEX_UNIT_SIZE
-        ):
-            raise StoreError(
-                f"index_file_size={index_file_size!r}: expected an int >= 4096, a multiple of 32"
-            )
+        _check_sizes(data_file_size, index_file_size, verify_files)
         self._fs = fs
         self.repair = repair
         self.repair_to = -1  # see the class docstring
@@ -243,8 +248,6 @@ class FileLogStore:
         self.index_dir = self.directory / "index"
         self.data_file_size = data_file_size
         self.index_file_size = index_file_size
-        if verify_files is not None and (not isinstance(verify_files, int) or verify_files < 1):
-            raise StoreError(f"verify_files={verify_files!r}: expected None (all) or an int >= 1")
         self.verify_files = verify_files
         self._cache_n = max(0, cache_entries)
         self._lock = threading.Lock()
