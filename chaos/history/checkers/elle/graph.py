@@ -173,8 +173,8 @@ def realtime_edges(table: TxnTable, members: list[int]) -> list[tuple[int, int]]
 
 def components(
     table: TxnTable,
-    src: array.array,
-    dst: array.array,
+    src: array.array[int],
+    dst: array.array[int],
     *,
     realtime: bool,
     process: bool,
@@ -216,9 +216,9 @@ def components(
 
 def component_adjacency(
     table: TxnTable,
-    src: array.array,
-    dst: array.array,
-    rel: array.array,
+    src: array.array[int],
+    dst: array.array[int],
+    rel: array.array[int],
     comps: list[list[int]],
     *,
     realtime: bool,
@@ -435,9 +435,9 @@ def _cycle_exists(
 
 def search(
     table: TxnTable,
-    src: array.array,
-    dst: array.array,
-    rel: array.array,
+    src: array.array[int],
+    dst: array.array[int],
+    rel: array.array[int],
     *,
     realtime: bool,
     process: bool,

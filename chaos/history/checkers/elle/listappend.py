@@ -200,7 +200,9 @@ class ListAppend:
     # ---------------------------------------------------------------------------------------------
     # pass 2
 
-    def finish(self, table: TxnTable) -> tuple[dict[str, list[Any]], array.array, array.array, array.array]:
+    def finish(
+        self, table: TxnTable
+    ) -> tuple[dict[str, list[Any]], array.array[int], array.array[int], array.array[int]]:
         """Non-cycle anomalies and the edges ``(src, dst, rel)``."""
         src, dst, rel = array.array("i"), array.array("i"), array.array("b")
         ws, wd, wrel = src.append, dst.append, rel.append
@@ -318,7 +320,7 @@ class ListAppend:
         pos: dict[Any, int],
         w: list[int],
         frow: dict[Any, int],
-        ok: array.array,
+        ok: array.array[int],
         anomalies: dict[str, list[Any]],
     ) -> None:
         """G1a (reads showing a failed append) and dirty-update (committed state after it)."""

@@ -98,7 +98,9 @@ class RwRegister:
                 self.rmw.setdefault((k, v), []).append(t)
                 self.wfr.append((k, v, last_write[k]))
 
-    def finish(self, table: TxnTable) -> tuple[dict[str, list[Any]], array.array, array.array, array.array]:
+    def finish(
+        self, table: TxnTable
+    ) -> tuple[dict[str, list[Any]], array.array[int], array.array[int], array.array[int]]:
         src, dst, rel = array.array("i"), array.array("i"), array.array("b")
 
         def edge(a: int, b: int, r: int) -> None:
