@@ -7,6 +7,7 @@ and for `chaos check` of each run in one process, and whether both found exactly
 violations.
 
     python bench/analyze.py [--runs 100] [--ops 1000000] [--keys 1000] [--master local[2]]
+        [--no-ops-parquet]
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ def main() -> None:
     ap.add_argument("--violations-every", type=int, default=10, help="one violated key every N runs")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--keep", action="store_true", help="keep the generated runs")
+    ap.add_argument(
+        "--no-ops-parquet", action="store_true", help="write no history.parquet (analyze(ops_parquet=False))"
+    )
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="chaos-bench-analyze-"))
@@ -54,7 +58,7 @@ def main() -> None:
     print(f"generated {args.runs} runs, {args.ops} ops, {args.keys} keys in {time.monotonic() - t:.1f} s")
 
     t = time.monotonic()
-    summary = analyze(dirs, master=args.master, out=tmp / "analysis")
+    summary = analyze(dirs, master=args.master, out=tmp / "analysis", ops_parquet=not args.no_ops_parquet)
     spark_total = time.monotonic() - t
     timings = summary["timings"]
     found = {r: sorted(v["checkers"]["linear"]["failures"]) for r, v in summary["verdicts"].items()}

@@ -49,11 +49,12 @@ ROOT = Path(__file__).resolve().parent.parent
 HARNESS = ROOT / "bench" / "porcupine"
 DEFAULT_SRC = "/work/.mirror/anishathalye+porcupine/repo"
 VERDICTS = {0: "valid", 1: "invalid", 2: "unknown"}
-# porcupine's own wall seconds (medians) and verdicts, measured by this bench with Go 1.19 on the
-# 2-core development machine on 2026-11-28 (load average about 3): the reference when Go is missing
+# porcupine's own wall seconds (medians) and verdicts, measured by this bench (Go 1.19) on the 2-core
+# development machine: the reference when Go is missing. 100k ops and the kv logs at load below 1
+# (2026-11-27, docs/measurements.md); 1M ops on 2026-11-28 at load 5 (none quieter was had)
 RECORDED: dict[str, tuple[float, str]] = {
-    "100,000 ops / 100 keys": (0.52, "valid"),
-    "1,000,000 ops / 1,000 keys": (5.3, "valid"),
+    "100,000 ops / 100 keys": (0.54, "valid"),
+    "1,000,000 ops / 1,000 keys": (10.4, "valid"),
     "kv c50-bad": (0.045, "invalid"),
     "kv c50-bad --fail-fast": (0.045, "invalid"),
     "kv c10-bad": (0.003, "invalid"),

@@ -113,6 +113,26 @@ def test_spark_verdicts_equal_in_process_checker(spark, runs, analyzed):
     assert sorted(json.loads(r["valid"]) for r in rows) == [False, True, True]
 
 
+def test_without_the_ops_parquet_the_summary_is_the_same(spark, runs, analyzed, tmp_path):
+    """``ops_parquet=False`` writes no ``history.parquet`` (and removes an earlier analysis' one)
+    and changes nothing the summary holds."""
+    from chaos.history.spark.pipeline import analyze
+
+    _, dirs, _ = runs
+    summary, _ = analyzed
+    out = tmp_path / "out"
+    (out / "history.parquet").mkdir(parents=True)  # an earlier analysis' ops
+    lean = analyze(dirs, out=out, spark=spark, ops_parquet=False)
+    assert not (out / "history.parquet").exists()
+    assert (out / "summary.parquet").is_dir()
+    for key in ("valid", "runs", "matrix"):
+        assert lean[key] == summary[key], key
+    verdicts = lambda s: {  # noqa: E731  (timings differ between two analyses)
+        rid: {name: res["valid"] for name, res in v["checkers"].items()} for rid, v in s["verdicts"].items()
+    }
+    assert verdicts(lean) == verdicts(summary)
+
+
 def test_spark_statistics(runs, analyzed):
     from chaos.history.spark.tasks import run_id
 

@@ -559,11 +559,12 @@ def _pipelined(path: Path) -> Iterator[tuple[int, str, str | None]]:
             done = item[0]
             yield item
     finally:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
+        try:  # kill the child only while it is ours to reap (never a reused pid)
+            if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+        except ChildProcessError:
             pass
-        os.waitpid(pid, 0)
         while thread.is_alive():  # the pump ends at the pipe's end; never leave it blocked on put
             try:
                 q.get(timeout=0.05)

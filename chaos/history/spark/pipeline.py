@@ -151,9 +151,12 @@ def analyze(
     spark: Any = None,
     say: Callable[[str], None] | None = None,
     stop: bool = True,
+    ops_parquet: bool = True,
 ) -> dict[str, Any]:
     """Run the pipeline over ``run_dirs``; write Parquet, ``summary.json`` and ``index.html`` to
-    ``out``; return the summary (with ``timings`` in seconds per stage). ``say`` is told, in one
+    ``out``; return the summary (with ``timings`` in seconds per stage). ``ops_parquet``: also
+    write every run's ops as ``history.parquet`` (for Spark SQL over the ops, :func:`perf`); the
+    summary does not read it, and without it a run's task costs about a tenth less. ``say`` is told, in one
     line each, what the pipeline is doing as each stage starts (and how long the last one took).
 
     The executors check the runs, a few per task (:func:`check_on_executors`: the history read
@@ -198,6 +201,7 @@ def analyze(
     staging = out.parent / f".{out.name}.partial-{os.getpid()}"
     staging.mkdir(parents=True, exist_ok=True)
     own = False
+    ops_dir = staging / "history.parquet" if ops_parquet else None
     try:
         t = time.monotonic()
         sc = getattr(spark, "sparkContext", spark) if spark is not None else _active_context()
@@ -205,16 +209,14 @@ def analyze(
         if sc is None:
             tell(f"starting Spark ({master}; its output to spark.log), checking runs here meanwhile")
             sc, done = check_while_starting(
-                lambda: _start_warm(master, staging / "spark.log"),
-                dirs,
-                staging / "history.parquet",
-                time_limit,
+                lambda: _start_warm(master, staging / "spark.log"), dirs, ops_dir, time_limit
             )
             own = True
         timings["spark_start"] = time.monotonic() - t
         t = time.monotonic()
-        tell(f"checking {len(dirs) - len(done)} run(s) on the executors (ops to history.parquet)")
-        driver = check_on_executors(sc, dirs, staging / "history.parquet", time_limit=time_limit, done=done)
+        where = " (ops to history.parquet)" if ops_dir is not None else ""
+        tell(f"checking {len(dirs) - len(done)} run(s) on the executors{where}")
+        driver = check_on_executors(sc, dirs, ops_dir, time_limit=time_limit, done=done)
         timings["check_and_write_on_executors"] = time.monotonic() - t
         timings["runs_checked_while_spark_started"] = len(done)
     except BaseException:

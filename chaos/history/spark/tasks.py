@@ -375,7 +375,7 @@ def _start_warm(master: str, log: Path) -> Any:
 
 
 def check_while_starting(
-    start: Callable[[], Any], run_dirs: list[Path], parquet_dir: Path, time_limit: float | None
+    start: Callable[[], Any], run_dirs: list[Path], parquet_dir: Path | None, time_limit: float | None
 ) -> tuple[Any, dict[str, str]]:
     """Call ``start`` (which starts Spark: mostly waiting on the JVM) in a thread while this
     thread checks runs with :func:`check_run_task`, smallest history first, until Spark is up.
@@ -402,7 +402,8 @@ def check_while_starting(
         by_size = sorted(run_dirs, key=lambda d: -_size(d))
         while by_size and thread.is_alive():
             d = by_size.pop()
-            done[run_id(d)] = check_run_task(str(d), run_id(d), time_limit, str(parquet_dir))
+            target = None if parquet_dir is None else str(parquet_dir)
+            done[run_id(d)] = check_run_task(str(d), run_id(d), time_limit, target)
     except BaseException:
         thread.join()
         if "value" in box:
