@@ -59,7 +59,13 @@ one, or one paused or cut off from it; with it in the mix a member just restarte
 to lead, so it serves reads from the state it loaded. The world under every seed draws the
 snapshot interval and the data segment size (small segments compact the log while followers lag,
 so they rejoin through INSTALL_SNAPSHOT and restart from a snapshot; the log workload keeps its
-whole log). Each campaign ends with seeds/s and a coverage line (how many seeds saw elections,
+whole log). Issue 33's later draws, each from a stream of its own (so the older kinds of every
+seed's mix stay as they were): ``disk-error`` (one member's disk full, failing its fsyncs or a
+share of its reads, handled as the server does), clean stops (a quarter of the kills), the
+in-memory store (one seed in 8), heterogeneous disks (half the seeds: each member's fsync latency
+its own), a preferred leader, ``--flush async`` (only without crashes), a stray client whose
+requests the server refuses or aborts, and transfer requests a client with a stale view sends;
+storage faults hit any committed segment and the index. Each campaign ends with seeds/s and a coverage line (how many seeds saw elections,
 truncations, stale-term messages, lease extensions, recovery cuts, storage faults, repairs, ...);
 a progress bar shows on the terminal meanwhile.
 
@@ -228,9 +234,11 @@ def draw_mix(seed: int) -> dict[str, Any]:
     workload (any of :data:`SWARM_WORKLOADS`), read mode (of register reads and read-only
     transactions; the log workload reads entries), fault kinds (each present with probability 0.35,
     at least one; ``bitflip`` brings ``kill``, :func:`with_bitflip_kills`), time
-    limit, client rate and concurrency, and the interval between faults. Lease reads leave clock
-    faults out (a lease is safe only while clocks run at one rate), and so the swarm never draws
-    the known-bad ``unsafe`` read mode."""
+    limit, client rate and concurrency, the interval between faults, and the store (``disk``: the
+    in-memory one with probability :data:`MEMORY_DISK`). The kinds of :data:`SWARM_LATER` and the
+    store come from a stream of their own, after the others, so adding them changed no older
+    kind's draw. Lease reads leave clock faults out (a lease is safe only while clocks run at one
+    rate), and so the swarm never draws the known-bad ``unsafe`` read mode."""
     r = random.Random(f"mix-{seed}")
     workload = r.choice(SWARM_WORKLOADS)
     read_mode = r.choice(("raft-log", "read-index", "lease")) if workload != "log" else "raft-log"
