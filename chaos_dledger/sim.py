@@ -478,7 +478,7 @@ class SimRun:
         kept here, keys become ``"t<key>"``)."""
         rng, w = self.wl_rng, self.opts.workload
         if w == "bank":
-            from chaos.history.bank import ACCOUNTS, MAX_TRANSFER
+            from chaos.history.checkers.bank import ACCOUNTS, MAX_TRANSFER
 
             if rng.random() < 0.5:
                 frm, to = rng.sample(ACCOUNTS, 2)
@@ -511,7 +511,7 @@ class SimRun:
 
     def _kv_mops(self, op: Op) -> list[list[Any]]:
         """The KV txn of a bank, counter or set op, as chaos_dledger.clients' clients send it."""
-        from chaos.history.bank import ACCOUNTS
+        from chaos.history.checkers.bank import ACCOUNTS
 
         w = self.opts.workload
         if w == "bank":
@@ -527,7 +527,7 @@ class SimRun:
     def _kv_read_value(self, got: list[list[Any]]) -> Any:
         """An ok read's value from the txn's answer, as the real clients record it: bank
         ``{"<account>": balance}``, counter an int (null: 0), set a list (null: empty)."""
-        from chaos.history.bank import ACCOUNTS
+        from chaos.history.checkers.bank import ACCOUNTS
 
         w = self.opts.workload
         if w == "bank":
@@ -2041,7 +2041,7 @@ def coverage_spec(store: str) -> Spec:
     """What ``--coverage`` measures: the DLedger DB's declared ``source_packages`` (less its
     ``source_omit``, the simulated world), into a new campaign directory under ``store``
     (:func:`chaos.history.codecov.campaign_dir`)."""
-    from chaos.cluster.db import source_packages
+    from chaos.control.db import source_packages
     from chaos.history import codecov
     from chaos_dledger.db import DLedgerDB
 
