@@ -46,7 +46,8 @@ def test_values_written_through_a_follower_read_back_in_every_mode(cluster: Clus
 @pytest.mark.slow
 def test_cas_applies_exactly_once(cluster: Cluster) -> None:
     cluster.leader()
-    with cluster.client() as c:
+    # a generous answer bound: the test is about exactly-once, and a loaded CI machine took > 1 s
+    with cluster.client(timeout=10.0) as c:
         assert c.kv_cas("reg", None, 0).applied is True  # None = absent
         assert c.kv_cas("reg", None, 0).applied is False
     results: list[bool | None] = []

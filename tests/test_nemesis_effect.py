@@ -136,6 +136,7 @@ def test_faults_that_cannot_take_effect_are_recorded_and_not_counted(env: Any, t
         "failed": 1,
         "errors": [transfer.value["why"]],
         "stop_failed": 0,
+        "name": "leader-transfer",  # the fault as the user typed it (issue 35 item 10)
     }
     assert faults["kinds"]["pause"]["applied"] == 0
     assert faults["valid"] == "unknown" and results["valid"] == "unknown"
