@@ -322,6 +322,16 @@ def _keywords(text: str) -> str:
     return text
 
 
+def _restore_strings(text: str, inner: list[str]) -> str:
+    """``text`` with each ``\x01`` (a string set apart before the rewrite) replaced by the next of
+    ``inner``, quoted again."""
+    pieces = text.split("\x01")
+    joined: list[str] = [""] * (len(pieces) + len(inner))
+    joined[0::2] = pieces
+    joined[1::2] = inner
+    return '"'.join(joined)
+
+
 def translate(block: str, loose: bool = False, obj: bool = False) -> list[str] | None:
     """JSON text for each line of ``block`` (lines ending in a newline): a line holding one op map
     becomes ``["\\u0000", k1, v1, k2, v2, ...]``; other lines become text orjson refuses or
@@ -368,11 +378,7 @@ def translate(block: str, loose: bool = False, obj: bool = False) -> list[str] |
     if obj:
         text = text.replace("\x03", ":")
     if inner:
-        pieces = text.split("\x01")
-        joined: list[str] = [""] * (len(pieces) + len(inner))
-        joined[0::2] = pieces
-        joined[1::2] = inner
-        text = '"'.join(joined)
+        text = _restore_strings(text, inner)
     return text[1:].split("\n")
 
 
@@ -443,11 +449,7 @@ def row_text(block: str) -> str | None:
         # which orjson refuses either way
         text = text.replace("nil", "null")
     if inner:
-        pieces = text.split("\x01")
-        joined: list[str] = [""] * (len(pieces) + len(inner))
-        joined[0::2] = pieces
-        joined[1::2] = inner
-        text = '"'.join(joined)
+        text = _restore_strings(text, inner)
     return text[1:]
 
 

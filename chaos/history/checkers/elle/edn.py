@@ -39,7 +39,7 @@ def collect_edn(path: str | os.PathLike[str], sink: Any) -> Any:
     (its ``position`` the completion's line - 1) for a transaction not of the workload's shape.
     Returns: the ``TxnTable``.
     """
-    from chaos.history.checkers.elle.history import MalformedTxn
+    from chaos.history.checkers.elle.history import MalformedTxn, block_starts
 
     p = Path(path)
     pairing = _Pairing(p, sink)
@@ -57,7 +57,7 @@ def collect_edn(path: str | os.PathLike[str], sink: Any) -> Any:
         if ln < 0:
             return list(kept[-ln - 1])
         if not starts:
-            starts.append(_block_starts(p))
+            starts.append(block_starts(p))
         first, offsets = starts[0]
         k = bisect.bisect_right(first, ln) - 1
         form = read_line(p, offsets[k], ln, first[k])
@@ -216,22 +216,3 @@ class _Pairing:
             self.lines.append(-len(self.kept) - 1)
             self.kept.append(value)
         self.sink(tid, t, value)
-
-
-def _block_starts(path: Path) -> tuple[list[int], list[int]]:
-    """(first line, byte offset) of every block of :data:`chaos.history.edn.BLOCK` bytes, for
-    re-reading one line (a pass over the file's newlines only)."""
-    first, offsets = [1], [0]
-    line, offset = 1, 0
-    with open(path, "rb") as f:
-        while True:
-            data = f.read(1 << 22)
-            if not data:
-                break
-            cut = data.rfind(b"\n") + 1
-            line += data.count(b"\n")
-            offset += len(data)
-            if cut:
-                first.append(line)
-                offsets.append(offset - len(data) + cut)
-    return first, offsets
