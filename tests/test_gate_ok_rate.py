@@ -51,3 +51,20 @@ def test_the_gate_judges_runs_by_what_the_db_served(tmp_path: Path) -> None:
     failed = threshold_failures(summary, min_ok_rate=0.9)
     assert [(f.run, f.kind) for f in failed] == [("outage", "threshold")]
     assert "ok rate 60.0% < 90.0%" in failed[0].text
+
+
+def test_analyze_summary_counts_answered_fails_as_served(tmp_path: Path) -> None:
+    """Issue 35 item 1: `chaos analyze`'s page takes a run's ok rate from its perf counts as the
+    gate does: a cas that found another value was served; a fail the DB did not serve was not."""
+    from chaos.history.spark.pipeline import summarize
+    from chaos.history.spark.tasks import run_id
+
+    run = tmp_path / "r1"
+    run.mkdir()
+    ops = {"count": 10, "ok": 5, "fail": 4, "info": 1, "fail_no_match": 3, "fail_aborted": 0,
+           "fail_unsupported": 0, "fail_unavailable": 1}  # fmt: skip
+    verdict = {"valid": True, "checkers": {"perf": {"valid": True, "ops": ops}}}
+    rid = run_id(run)
+    lat = [{"run": rid, "f": "cas", "ok": 5, "n": 10, "p99": 1.0}]
+    out = summarize([run], {rid: {"workload": "register"}}, {rid: verdict}, {"latency": lat})
+    assert out["runs"][0]["ok_rate"] == 0.8  # (5 ok + 3 answered no) / 10

@@ -54,6 +54,7 @@ __all__ = [
     "NemesisPairing",
     "Validator",
     "fail_class",
+    "served_rate",
     "fault_name",
     "fault_names",
     "fault_nodes",
@@ -387,3 +388,16 @@ def client_pairs(ops: Iterable[Op]) -> Iterator[tuple[Op, Op | None]]:
     for inv, done in pair(ops):
         if inv.process != NEMESIS:
             yield inv, done
+
+
+def served_rate(ops: Mapping[str, Any]) -> float | None:
+    """The share of a run's completed client ops the DB served: ok ones and the fails that were
+    answers (:func:`chaos.history.analysis.fail_class`: no match, aborted, unsupported), over all
+    completions; a fail the DB did not serve (unavailable) and an indeterminate ``info`` count
+    against it. ``ops``: the perf checker's ``ops`` counts (``count``, ``ok``,
+    ``fail_<class>``). None without completions or without the per-class counts."""
+    count = ops.get("count")
+    if not isinstance(count, int) or count <= 0 or f"fail_{UNAVAILABLE}" not in ops:
+        return None
+    answered = sum(int(ops.get(f"fail_{c.replace('-', '_')}") or 0) for c in FAIL_CLASSES if c != UNAVAILABLE)
+    return (int(ops.get("ok") or 0) + answered) / count

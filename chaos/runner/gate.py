@@ -43,7 +43,7 @@ from chaos.errors import (
     ConfigError,
     printable,
 )
-from chaos.history.analysis import FAIL_CLASSES, UNAVAILABLE, run_config
+from chaos.history.analysis import run_config, served_rate
 from chaos.history.report.summary import console
 from chaos.history.spark.pipeline import add_runs, analyze, iter_table_rows
 from chaos.history.store import HistoryError
@@ -195,19 +195,6 @@ def db_campaign_command(run_args: list[str]) -> str | None:
         getattr(db, "gate_campaign_command", None) if callable(getattr(db, "gate_campaign", None)) else None
     )
     return str(text) if text else None
-
-
-def served_rate(ops: Mapping[str, Any]) -> float | None:
-    """The share of a run's completed client ops the DB served: ok ones and the fails that were
-    answers (:func:`chaos.history.analysis.fail_class`: no match, aborted, unsupported), over all
-    completions; a fail the DB did not serve (unavailable) and an indeterminate ``info`` count
-    against it. ``ops``: the perf checker's ``ops`` counts (``count``, ``ok``,
-    ``fail_<class>``). None without completions or without the per-class counts."""
-    count = ops.get("count")
-    if not isinstance(count, int) or count <= 0 or f"fail_{UNAVAILABLE}" not in ops:
-        return None
-    answered = sum(int(ops.get(f"fail_{c.replace('-', '_')}") or 0) for c in FAIL_CLASSES if c != UNAVAILABLE)
-    return (int(ops.get("ok") or 0) + answered) / count
 
 
 def options_of_runs(summary: dict[str, Any]) -> None:

@@ -58,7 +58,7 @@ def summarize(
     """Per run: verdict, workload, nemesis, ok rate, worst p99 and longest unavailability (the perf
     checker's, :class:`chaos.history.analysis.Availability`); per (workload, nemesis): pass rate and
     the worst figures. The overall verdict merges the runs' with ``merge_valid``."""
-    from chaos.history.analysis import UNKNOWN, merge_valid
+    from chaos.history.analysis import UNKNOWN, merge_valid, served_rate
 
     by_run: dict[str, list[dict[str, Any]]] = {}
     for r in perf_rows["latency"]:
@@ -73,6 +73,8 @@ def summarize(
         verdict = verdicts.get(rid, {"valid": UNKNOWN})
         perf_result = (verdict.get("checkers") or {}).get("perf") or {}
         longest = (perf_result.get("availability") or {}).get("longest_s")
+        # what the DB served (answered fails included), from perf's counts when the verdict has them
+        served = served_rate(perf_result.get("ops") or {})
         if longest is None:
             longest = ((driver or {}).get(rid) or {}).get("longest_unavailable_s")
         runs.append(
@@ -84,7 +86,7 @@ def summarize(
                 "valid": verdict.get("valid"),
                 "failures": _failures(verdict),
                 "ops": done,
-                "ok_rate": (ok / done) if done else None,
+                "ok_rate": served if served is not None else ((ok / done) if done else None),
                 "p99_ms": max((r["p99"] for r in lat if r["p99"] is not None), default=None),
                 "max_unavailable_s": longest,
                 "faults": fault_counts(verdict),
