@@ -5,10 +5,12 @@ indeterminate ops count against the DB."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from chaos.runner.gate import served_rate, served_rates, threshold_failures
+from chaos.history.analysis import served_rate
+from chaos.history.spark.pipeline import summarize
+from chaos.history.spark.tasks import run_id
+from chaos.runner.gate import threshold_failures
 
 
 def _perf(ok: int, no_match: int, unavailable: int, info: int, aborted: int = 0) -> dict[str, int]:
@@ -34,31 +36,23 @@ def test_answered_fails_are_served_and_unavailable_ones_are_not() -> None:
 
 def test_the_gate_judges_runs_by_what_the_db_served(tmp_path: Path) -> None:
     healthy, outage = tmp_path / "healthy", tmp_path / "outage"
+    verdicts, lat = {}, []
     for d, perf in ((healthy, _perf(60, 38, 1, 1)), (outage, _perf(60, 0, 39, 1))):
         d.mkdir()
-        (d / "results.json").write_text(json.dumps({"valid": True, "checkers": {"perf": {"ops": perf}}}))
-    row = {"valid": True, "failures": [], "max_unavailable_s": 0.0, "p99_ms": 5.0, "faults": None}
-    summary = {
-        "runs": [
-            # the pipeline's ok/completed: 60 % for both
-            {**row, "run": "healthy", "dir": str(healthy), "ok_rate": 0.6},
-            {**row, "run": "outage", "dir": str(outage), "ok_rate": 0.6},
-            {**row, "run": "sim", "dir": "", "ok_rate": None, "simulated": True},
-        ]
-    }
-    served_rates(summary)
-    assert [r["ok_rate"] for r in summary["runs"]] == [0.98, 0.6, None]
+        verdicts[run_id(d)] = {"valid": True, "checkers": {"perf": {"ops": perf}}}
+        # the pipeline's ok/completed: 60 % for both
+        lat.append({"run": run_id(d), "f": "cas", "ok": 60, "n": 100, "p99": 5.0})
+    tests = {run_id(d): {"workload": "register"} for d in (healthy, outage)}
+    summary = summarize([healthy, outage], tests, verdicts, {"latency": lat})
+    assert [r["ok_rate"] for r in summary["runs"]] == [0.98, 0.6]
     failed = threshold_failures(summary, min_ok_rate=0.9)
-    assert [(f.run, f.kind) for f in failed] == [("outage", "threshold")]
+    assert [(f.run, f.kind) for f in failed] == [(run_id(outage), "threshold")]
     assert "ok rate 60.0% < 90.0%" in failed[0].text
 
 
 def test_analyze_summary_counts_answered_fails_as_served(tmp_path: Path) -> None:
     """Issue 35 item 1: `chaos analyze`'s page takes a run's ok rate from its perf counts as the
     gate does: a cas that found another value was served; a fail the DB did not serve was not."""
-    from chaos.history.spark.pipeline import summarize
-    from chaos.history.spark.tasks import run_id
-
     run = tmp_path / "r1"
     run.mkdir()
     ops = {"count": 10, "ok": 5, "fail": 4, "info": 1, "fail_no_match": 3, "fail_aborted": 0,

@@ -43,7 +43,7 @@ from chaos.errors import (
     ConfigError,
     printable,
 )
-from chaos.history.analysis import run_config, served_rate
+from chaos.history.analysis import run_config
 from chaos.history.report.summary import console
 from chaos.history.spark.pipeline import add_runs, analyze, iter_table_rows
 from chaos.history.store import HistoryError
@@ -212,24 +212,6 @@ def options_of_runs(summary: dict[str, Any]) -> None:
         row["options"] = run_config(test if isinstance(test, dict) else None)
 
 
-def served_rates(summary: dict[str, Any]) -> None:
-    """Each live run's ``ok_rate`` (the gate's "ok rate" and ``--min-ok-rate``) as
-    :func:`served_rate` of the run's perf checker (its ``results.json``), so a cas that found
-    another value or an aborted transaction is not counted as the DB not serving; a run without
-    those counts keeps the pipeline's ok/completed ratio."""
-    for row in summary.get("runs") or ():
-        if row.get("simulated") or not row.get("dir"):
-            continue
-        try:
-            results = json.loads((Path(row["dir"]) / "results.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        perf = ((results.get("checkers") or {}) if isinstance(results, dict) else {}).get("perf") or {}
-        rate = served_rate(perf.get("ops") or {}) if isinstance(perf, dict) else None
-        if rate is not None:
-            row["ok_rate"] = rate
-
-
 def print_table(summary: dict[str, Any], file: Any = None) -> None:
     """The gate's table of runs on ``file`` (default stdout): a terminal's width, whole rows on a
     pipe (a CI log keeps every column however long a run's directory is)."""
@@ -292,7 +274,6 @@ def analyze_cmd(run_dirs: tuple[str, ...], master: str, out: str | None, time_li
     """
     _check_time_limit(time_limit)
     summary = _analyze(_run_dirs(run_dirs), master, out, time_limit, stop=False)  # the process ends next
-    served_rates(summary)
     options_of_runs(summary)
     print_table(summary)
     click.echo(f"summary: {summary['out']}/index.html")
@@ -557,7 +538,6 @@ def gate_cmd(
         if not dirs:
             raise click.ClickException("gate: no run produced a run directory")
     summary = _analyze(dirs, master, out, time_limit)
-    served_rates(summary)
     options_of_runs(summary)
     if not run_dirs and workload is None and nemesis is None:
         # e.g. a DB's simulation campaign; on the Spark master the gate was pointed at, if it was
