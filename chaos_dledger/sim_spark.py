@@ -45,6 +45,8 @@ from typing import Any
 
 import click
 
+from chaos.api import codecov, spark_session
+
 MAX_CHUNK = 100  # seeds per task at most: several seconds of work, against 0.05-0.3 s per job
 JOIN_S = 30.0  # seconds to wait for a cancelled job's thread on leaving
 MIN_TAIL = 4  # seeds per task at least, once past the first: a job costs as much as a seed or two
@@ -70,8 +72,6 @@ def run_chunk(todo: Iterator[tuple[Any]], measure: Any = None) -> Iterator[Any]:
         for args in todo:
             yield _run_one(args)
         return
-    from chaos.history import codecov
-
     with codecov.measured(measure) as cov:
         from chaos_dledger.sim import _run_one  # measured from its import on (a worker's first task)
 
@@ -177,8 +177,6 @@ class SparkCampaign:
                 rows = self.sc.parallelize(part, 1).mapPartitions(task).collect()
                 for row in rows:
                     if row[0] == COVERAGE_ROW:
-                        from chaos.history import codecov
-
                         codecov.add_data(self.measure, row[1], f"spark.{start}")
                 self._done.put((start, [r for r in rows if r[0] != COVERAGE_ROW]))
             except BaseException as e:  # handed to the driver's loop, which raises it
@@ -256,8 +254,6 @@ _SUBMIT_ARGS = "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell"
 def _start(master: str) -> Any:
     """A new SparkSession at ``master`` (:func:`chaos.history.spark.spark_session`), its driver JVM
     on the C1 compiler unless the caller set ``PYSPARK_SUBMIT_ARGS``."""
-    from chaos.history.spark import spark_session
-
     given = os.environ.get("PYSPARK_SUBMIT_ARGS")
     os.environ.setdefault("PYSPARK_SUBMIT_ARGS", _SUBMIT_ARGS)
     try:
