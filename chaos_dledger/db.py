@@ -41,6 +41,7 @@ from chaos.api import (
     stop_daemon,
     tail_log,
 )
+from chaos_dledger import SOURCE_OMIT, SOURCE_PACKAGES
 
 if TYPE_CHECKING:
     from chaos.api import Control, Remote
@@ -197,10 +198,9 @@ class DLedgerDB:
     # term/vote, checkpoint and high-water files stay intact under truncate and bitflip
     data_files = ("*/data/*",)
     loggers = ("dledger",)  # the client library's log, into the run's chaos.log
-    # the server's code, whose coverage `chaos sim --coverage` measures (chaos.history.codecov);
-    # the simulated world beside it (network and clock, disk) is the tool's, not the system's
-    source_packages = ("dledger",)
-    source_omit = ("*/dledger/sim.py", "*/dledger/simdisk.py")
+    # the server's code, whose coverage `chaos sim --coverage` measures (chaos.api.codecov)
+    source_packages = SOURCE_PACKAGES
+    source_omit = SOURCE_OMIT
     recovery_timeout = 60.0
 
     base_dir = "/opt/dledger"

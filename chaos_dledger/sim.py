@@ -100,6 +100,7 @@ import click
 from chaos.api import FAIL, INFO, INVOKE, NEMESIS, OK, HistoryWriter, Op, RunDir, codecov
 from chaos.api import REGISTER_DELETE_ONE_IN as DELETE_ONE_IN
 from chaos.api import REGISTER_VALUES as VALUES
+from chaos_dledger import SOURCE_OMIT, SOURCE_PACKAGES
 
 WORKLOADS = ("register", "log", "list-append", "bank", "counter", "set", "long-fork")
 # Jepsen's workloads on the KV's txn micro-ops (init, add, sadd; chaos_dledger.clients' protocols)
@@ -2016,7 +2017,7 @@ def _campaign(
     else:
         from chaos_dledger.sim_spark import spark_imap
 
-        runner = spark_imap(todo, master, measure)
+        runner = spark_imap(todo, master, measure, run=_run_one)
     with progress, runner as results:
         task = progress.add_task("seeds", total=len(todo), rate="-", failed=0)
         t0 = time.monotonic()
@@ -2040,10 +2041,7 @@ def coverage_spec(store: str) -> codecov.Spec:
     """What ``--coverage`` measures: the DLedger DB's declared ``source_packages`` (less its
     ``source_omit``, the simulated world), into a new campaign directory under ``store``
     (:func:`chaos.history.codecov.campaign_dir`)."""
-    from chaos_dledger.db import DLedgerDB
-
-    packages, omit = DLedgerDB.source_packages, DLedgerDB.source_omit
-    return codecov.Spec(packages, omit, str(codecov.campaign_dir(store)))
+    return codecov.Spec(SOURCE_PACKAGES, SOURCE_OMIT, str(codecov.campaign_dir(store)))
 
 
 def coverage_lines(measure: codecov.Spec) -> list[str]:
