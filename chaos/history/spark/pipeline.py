@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from chaos.history.analysis import UNKNOWN, merge_valid, served_rate
 from chaos.history.spark.session import _active_context
 from chaos.history.spark.stats import stats_rows
 from chaos.history.spark.tasks import (
@@ -58,8 +59,6 @@ def summarize(
     """Per run: verdict, workload, nemesis, ok rate, worst p99 and longest unavailability (the perf
     checker's, :class:`chaos.history.analysis.Availability`); per (workload, nemesis): pass rate and
     the worst figures. The overall verdict merges the runs' with ``merge_valid``."""
-    from chaos.history.analysis import UNKNOWN, merge_valid, served_rate
-
     by_run: dict[str, list[dict[str, Any]]] = {}
     for r in perf_rows["latency"]:
         by_run.setdefault(r["run"], []).append(r)
@@ -259,8 +258,6 @@ def add_runs(summary: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     to ``summary``: the overall verdict merges theirs (a failing campaign makes the summary
     invalid, an undecided one unknown), and ``summary.json`` / ``index.html`` in ``summary["out"]``
     are written again so that the files say what the gate's table says."""
-    from chaos.history.analysis import merge_valid
-
     if not rows:
         return
     summary["runs"] = [*summary["runs"], *rows]

@@ -15,7 +15,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from chaos.history.analysis import availability
+from chaos.history.analysis import fault_windows as core_windows
+from chaos.history.checkers.registry import checkers_for, compose, load_run_test, needs_inference
+from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
 from chaos.history.spark.session import spark_context
+from chaos.history.store import HistoryError, ParsedHistory, RunDir
+from chaos.history.verdict import CheckOptions
 
 _SCHEMA_FIELDS = (
     ("index", "long"),
@@ -50,8 +56,6 @@ def nemesis_of(test: dict[str, Any]) -> str:
 
 
 def _ops_from_raw(lines: Iterable[str]) -> list[Any]:
-    from chaos.history.op import Op
-
     ops = [Op.from_dict(json.loads(line)) for line in lines]
     ops.sort(key=lambda op: op.index)
     return ops
@@ -113,8 +117,6 @@ def write_ops_parquet(ops: list[Any], path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from chaos.history.op import NEMESIS
-
     def column(name: str) -> list[Any]:
         return list(map(operator.attrgetter(name), ops))
 
@@ -170,8 +172,6 @@ def run_stats(ops: list[Any], windows: list[list[Any]]) -> dict[str, list[dict[s
     (:func:`chaos.history.checkers.perf.quantiles`); ``second`` is the ok completion's time // 1 s. These
     are the rows :func:`perf` computes with Spark SQL from the ops.
     """
-    from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK
-
     lat_f: dict[str, list[int]] = {}
     types: dict[str, list[int]] = {}  # f -> [ok, fail, info]
     lat_fault: dict[str, list[int]] = {}
@@ -237,12 +237,6 @@ def check_run_task(run_dir: str, rid: str, time_limit: float | None, parquet_dir
     ...}`` for a malformed history (with ``reason``, ``line``, ``path``), a bad test.json, a missing
     file: what ``chaos check`` raises for them.
     """
-    from chaos.history.analysis import availability
-    from chaos.history.analysis import fault_windows as core_windows
-    from chaos.history.checkers.registry import checkers_for, compose, load_run_test, needs_inference
-    from chaos.history.store import HistoryError, ParsedHistory, RunDir
-    from chaos.history.verdict import CheckOptions
-
     run = RunDir(run_dir)
     try:
         history = ParsedHistory.read(run.history_path)
@@ -309,8 +303,6 @@ def check_on_executors(
     Raises, for the first run (in ``run_dirs`` order) that failed, what ``chaos check`` raises:
     HistoryError naming file and line, FileNotFoundError, ValueError.
     """
-    from chaos.history.store import HistoryError
-
     rows = dict(done or {})
     jobs = [(run_id(d), str(d)) for d in run_dirs]
     target = None if parquet_dir is None else str(parquet_dir)
@@ -338,17 +330,16 @@ def check_on_executors(
 
 
 def _import_task_modules(_: object) -> None:
-    """Import what a first :func:`check_run_task` would: the checkers' modules, and pyarrow with
-    the pandas its first ``pa.array`` imports when pandas is installed (half a second)."""
+    """Import what a first :func:`check_run_task` would: pyarrow with the pandas its first
+    ``pa.array`` imports when pandas is installed (half a second), and the checkers every run gets,
+    which the registry loads on first use (this module's own imports come with unpickling it)."""
     import pyarrow as pa
     import pyarrow.parquet  # noqa: F401
 
-    import chaos.history.analysis  # noqa: F401
+    # deferred on purpose: this function's job is to load them into a worker ahead of its tasks
     import chaos.history.checkers.faults  # noqa: F401
     import chaos.history.checkers.linear  # noqa: F401
     import chaos.history.checkers.perf  # noqa: F401
-    import chaos.history.checkers.registry  # noqa: F401
-    import chaos.history.store  # noqa: F401
 
     pa.array([0], pa.int64())
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from chaos.history.checkers.elle.history import MalformedTxn, TxnTable, Unsupported, block_starts
 from chaos.history.edn import LineForms, read_line, row_blocks
 from chaos.history.formats import edn_op
 from chaos.history.op import NEMESIS, TYPES
@@ -39,8 +40,6 @@ def collect_edn(path: str | os.PathLike[str], sink: Any) -> Any:
     (its ``position`` the completion's line - 1) for a transaction not of the workload's shape.
     Returns: the ``TxnTable``.
     """
-    from chaos.history.checkers.elle.history import MalformedTxn, block_starts
-
     p = Path(path)
     pairing = _Pairing(p, sink)
     try:
@@ -77,8 +76,6 @@ class _Pairing:
     position of the last op and the line of the last op paired (``at``)."""
 
     def __init__(self, path: Path, sink: Any) -> None:
-        from chaos.history.checkers.elle.history import TxnTable
-
         self.path = path
         self.sink = sink
         self.table = TxnTable()
@@ -168,8 +165,6 @@ class _Pairing:
 
     def op(self, line: int, proc: Any, t: str, f: str, v: Any, fast: bool) -> None:
         """One op: an invocation opened, or a completion paired and fed to the sink."""
-        from chaos.history.checkers.elle.history import Unsupported
-
         self.pos += 1
         self.at = line
         pos, p, open_, table = self.pos, self.path, self.open, self.table
