@@ -29,9 +29,9 @@ from __future__ import annotations
 import array
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import rustworkx as rx
@@ -40,6 +40,8 @@ from chaos.history.checkers.elle.anomalies import CYCLE_BASES, IMPLIES, implied,
 from chaos.history.checkers.elle.history import TxnTable
 
 WW, WR, RW, PROCESS, REALTIME = 1, 2, 4, 8, 16
+H = TypeVar("H", bound=Hashable)  # a node of has_cycle's graph: a txn id, or a key's value
+
 DATA = WW | WR | RW
 LABELS = {WW: "ww", WR: "wr", RW: "rw", PROCESS: "process", REALTIME: "realtime"}
 
@@ -276,9 +278,10 @@ def _projection(adj: dict[int, dict[int, int]], bits: int, extend: bool) -> dict
     return out
 
 
-def has_cycle(g: dict[int, set[int]]) -> bool:
-    """True if the graph has a cycle (a self-loop counts); iterative three-colour DFS."""
-    colour: dict[int, int] = {}
+def has_cycle(g: Mapping[H, Collection[H]]) -> bool:
+    """True if the graph (node -> its successors) has a cycle (a self-loop counts); iterative
+    three-colour DFS."""
+    colour: dict[H, int] = {}
     for root in g:
         if root in colour:
             continue
