@@ -20,10 +20,10 @@ protocols, ``ok``/``fail``/``info``), ``jepsen.control`` and ``jepsen.control.ut
 daemons), ``jepsen.generator`` (generators), ``jepsen.checker`` (verdicts).
 
 Since 1.2.0 the API also carries what a plug-in that brings its own simulator or campaign needs
-(DLedger's ``chaos sim``, :mod:`chaos_dledger.sim`, is one, and imports this module only): writing
-a run directory and its history, having it checked and reported as ``chaos run``'s are, measuring
-the system's coverage, starting Spark, and drawing the built-in workloads' ops with their
-generators' own parameters (so the checkers' defaults hold for its histories).
+(the default DB's deterministic simulator, ``chaos sim``, is one, and imports this module only):
+writing a run directory and its history, having it checked and reported as ``chaos run``'s are,
+measuring the system's coverage, starting Spark, and drawing the built-in workloads' ops with
+their generators' own parameters (so the checkers' defaults hold for its histories).
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ __all__ = [
     "BadArguments",
     "Refused",
     "DBError",
-    # -- 1.2.0: for a plug-in that brings its own simulator or campaign (chaos_dledger.sim) --
+    # -- 1.2.0: for a plug-in that brings its own simulator or campaign (the default DB's chaos sim) --
     # a run directory (test.json, history.jsonl) as chaos run writes it, so every reader of runs
     # (chaos check, report, serve, analyze) reads a simulated run as a real one
     "RunDir",
