@@ -310,7 +310,12 @@ def write_summary_parquet(runs: list[dict[str, Any]], path: Path) -> None:
     import pyarrow.parquet as pq
 
     arrow_type = {"string": pa.string(), "json": pa.string(), "long": pa.int64(), "double": pa.float64()}
-    conv: dict[str, Callable[[Any], Any]] = {"string": str, "json": json.dumps, "long": int, "double": float}
+    conv: dict[str, Callable[[Any], object]] = {
+        "string": str,
+        "json": json.dumps,
+        "long": int,
+        "double": float,
+    }
     columns = {
         n: pa.array(
             [None if (r.get(n) is None and t != "json") else conv[t](r.get(n)) for r in runs], arrow_type[t]
@@ -332,7 +337,7 @@ def write_summary_html(summary: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def _verdict_word(v: Any) -> str:
+def _verdict_word(v: object) -> str:
     return {True: "valid", False: "invalid"}.get(v, "unknown") if isinstance(v, bool) else "unknown"
 
 

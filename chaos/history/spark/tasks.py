@@ -71,7 +71,7 @@ def _partition_dir(parquet_dir: Path, rid: str) -> Path:
     return parquet_dir / f"run={quote(rid, safe='')}"
 
 
-def _key_text(key: Any) -> str | None:
+def _key_text(key: object) -> str | None:
     if key is None or type(key) is str:
         return key
     if type(key) is int:
@@ -79,7 +79,7 @@ def _key_text(key: Any) -> str | None:
     return json.dumps(key, default=str)
 
 
-def _texts(values: list[Any], text: Callable[[Any], str | None]) -> list[str | None]:
+def _texts(values: list[object], text: Callable[[Any], str | None]) -> list[str | None]:
     """``[text(v) for v in values]``, each distinct hashable value converted once: a run has a
     few processes and keys over thousands of ops. Values that compare equal across types (``1``,
     ``1.0``, ``true``) would share one entry, so a list holding floats or booleans is converted
@@ -94,7 +94,7 @@ def _texts(values: list[Any], text: Callable[[Any], str | None]) -> list[str | N
     return list(map(seen.__getitem__, values))
 
 
-def _str_column(values: list[Any]) -> Any:
+def _str_column(values: list[object]) -> object:
     """A pyarrow string column of ``values``, anything not a string as null."""
     import pyarrow as pa
 
@@ -258,7 +258,7 @@ def check_run_task(run_dir: str, rid: str, time_limit: float | None, parquet_dir
     ops = history.ops
     end = max((op.time for op in ops), default=0)
     windows = [[w.kind, w.start, w.end_or(end or w.start)] for w in core_windows(ops)]
-    row: dict[str, Any] = {**result, "test": test, "order": order, "model": model, "windows": windows}
+    row: dict[str, object] = {**result, "test": test, "order": order, "model": model, "windows": windows}
     row["stats"] = run_stats(ops, windows)
     if "perf" not in result["checkers"]:
         # the gate's availability threshold needs the figure even when the workload has no perf checker
@@ -354,7 +354,7 @@ def warm_workers(sc: Any) -> Any:
     return sc
 
 
-def _start_warm(master: str, log: Path) -> Any:
+def _start_warm(master: str, log: Path) -> object:
     """A new context for ``master`` (:func:`spark_context`) with its workers warm
     (:func:`warm_workers`); stopped again, not left running, when the workers cannot start."""
     sc = spark_context(master, log=log)
@@ -366,7 +366,7 @@ def _start_warm(master: str, log: Path) -> Any:
 
 
 def check_while_starting(
-    start: Callable[[], Any], run_dirs: list[Path], parquet_dir: Path | None, time_limit: float | None
+    start: Callable[[], object], run_dirs: list[Path], parquet_dir: Path | None, time_limit: float | None
 ) -> tuple[Any, dict[str, str]]:
     """Call ``start`` (which starts Spark: mostly waiting on the JVM) in a thread while this
     thread checks runs with :func:`check_run_task`, smallest history first, until Spark is up.

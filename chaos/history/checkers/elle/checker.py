@@ -45,7 +45,7 @@ def check_ops(
     workload: str = "list-append",
     consistency_model: str = DEFAULT_MODEL,
     time_limit: float | None = None,
-    **opts: Any,
+    **opts: object,
 ) -> dict[str, Any]:
     """Check a history given as Op objects (file order). ``time_limit``: seconds of cycle search
     per component (default 5). Options: ``wfr_keys`` (rw-register), ``max_examples``.
@@ -73,7 +73,7 @@ def check_file(
     workload: str = "list-append",
     consistency_model: str = DEFAULT_MODEL,
     time_limit: float | None = None,
-    **opts: Any,
+    **opts: object,
 ) -> dict[str, Any]:
     """Check a JSON Lines history file, or an EDN one (a ``.edn`` name: read by
     ``chaos.history.checkers.elle.edn.collect_edn``), see :func:`check_ops`. Raises HistoryError for a
@@ -180,7 +180,7 @@ def _analyse(
     valid: bool | str = False if bad else (UNKNOWN if undecided or not len(table) else True)
     is_not, also_not = lattice.boundary(a for a in types if a not in lattice.UNKNOWN_TYPES)
     phases["explain"] = time.perf_counter() - t
-    result: dict[str, Any] = {
+    result: dict[str, object] = {
         "valid": valid,
         "workload": workload,
         "consistency_model": model,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import array
 import bisect
 import os
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ def collect_edn(path: str | os.PathLike[str], sink: Any) -> Any:
     table, lines, kept = pairing.table, pairing.lines, pairing.kept
     starts: list[tuple[list[int], list[int]]] = []
 
-    def fetch(tid: int) -> list[Any]:
+    def fetch(tid: int) -> list[object]:
         ln = lines[tid]
         if ln < 0:
             return list(kept[-ln - 1])
@@ -80,8 +81,8 @@ class _Pairing:
         self.sink = sink
         self.table = TxnTable()
         self.lines = array.array("q")
-        self.kept: list[list[Any]] = []
-        self.open: dict[Any, tuple[int, Any, str, int, bool]] = {}
+        self.kept: list[list[object]] = []
+        self.open: dict[Hashable, tuple[int, Any, str, int, bool]] = {}
         self.fails = 0
         self.pos = -1
         self.at = 0
@@ -163,7 +164,7 @@ class _Pairing:
             raise HistoryError(f"EDN: op map with :f {f!r}: expected a keyword", line=line, path=p)
         self.op(line, proc, t, f, form.get("value"), fast)
 
-    def op(self, line: int, proc: Any, t: str, f: str, v: Any, fast: bool) -> None:
+    def op(self, line: int, proc: object, t: str, f: str, v: object, fast: bool) -> None:
         """One op: an invocation opened, or a completion paired and fed to the sink."""
         self.pos += 1
         self.at = line

@@ -120,7 +120,7 @@ def _aux_realtime(table: TxnTable, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _process_edges(table: TxnTable, members: Iterable[int] | None = None) -> tuple[list[int], list[int]]:
     """Elle's process order: each ok txn -> the next ok txn of the same process."""
-    last: dict[Any, int] = {}
+    last: dict[Hashable, int] = {}
     src: list[int] = []
     dst: list[int] = []
     ok, proc = table.ok, table.process
@@ -324,8 +324,8 @@ def find_cycle(
                 continue
             # state: (vertex, last was rw, rw count capped at 2, adjacent rw pair, any wr)
             start = (v, lab0 == RW, 1 if lab0 == RW else 0, False, lab0 == WR)
-            parent: dict[tuple[Any, ...], tuple[Any, ...] | None] = {start: None}
-            labels_of: dict[tuple[Any, ...], int] = {start: lab0}
+            parent: dict[tuple[object, ...], tuple[object, ...] | None] = {start: None}
+            labels_of: dict[tuple[object, ...], int] = {start: lab0}
             queue = deque([start])
             while queue:
                 steps += 1

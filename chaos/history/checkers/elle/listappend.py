@@ -31,7 +31,7 @@ from chaos.history.op import FAIL, OK
 INIT = ("init",)  # the empty list every key starts as (never equal to an element)
 
 
-def _show(v: Any) -> str:
+def _show(v: object) -> str:
     if v is None:
         return "nil"
     if isinstance(v, list):
@@ -49,12 +49,12 @@ class ListAppend:
         self.failed: dict[Hashable, dict[Hashable, int]] = {}  # key -> element -> fail id
         self.intermediate: dict[Hashable, dict[Hashable, int]] = {}  # key -> non-final append -> txn
         self.reads: dict[Hashable, list[tuple[int, Hashable, int]]] = {}  # key -> (reader, last, length)
-        self.longest: dict[Hashable, list[Any]] = {}
+        self.longest: dict[Hashable, list[object]] = {}
         self.incompatible: set[Hashable] = set()
         self.internal: list[dict[str, Any]] = []
         self.future: list[dict[str, Any]] = []
         self.rmw: dict[tuple[Hashable, int, Hashable], list[int]] = {}  # (key, length, last) -> txns
-        self.order: dict[Hashable, list[Any]] = {}  # key -> version order (after finish)
+        self.order: dict[Hashable, list[object]] = {}  # key -> version order (after finish)
         self.position: dict[Hashable, dict[Hashable, int]] = {}
 
     # ---------------------------------------------------------------------------------------------
@@ -163,7 +163,7 @@ class ListAppend:
                     row[v] = t
         if not ok:
             return
-        state: dict[Hashable, tuple[bool, list[Any]]] = {}  # key -> (full list known?, list or suffix)
+        state: dict[Hashable, tuple[bool, list[object]]] = {}  # key -> (full list known?, list or suffix)
         read_first: dict[Hashable, tuple[int, Hashable]] = {}
         rmw_keys: set[Hashable] = set()
         for i, (f, k, v) in enumerate(value):
@@ -203,7 +203,7 @@ class ListAppend:
 
     def finish(
         self, table: TxnTable
-    ) -> tuple[dict[str, list[Any]], array.array[int], array.array[int], array.array[int]]:
+    ) -> tuple[dict[str, list[object]], array.array[int], array.array[int], array.array[int]]:
         """Non-cycle anomalies and the edges ``(src, dst, rel)``."""
         src, dst, rel = array.array("i"), array.array("i"), array.array("b")
         ws, wd, wrel = src.append, dst.append, rel.append
@@ -292,7 +292,7 @@ class ListAppend:
             anomalies["lost-update"] = lost
         return anomalies, src, dst, rel
 
-    def _duplicates(self, k: Hashable, longest: list[Any], anomalies: dict[str, list[Any]]) -> None:
+    def _duplicates(self, k: Hashable, longest: list[object], anomalies: dict[str, list[object]]) -> None:
         seen: set[Hashable] = set()
         at = 0
         for i, e in enumerate(longest):
@@ -317,12 +317,12 @@ class ListAppend:
     def _aborted(
         self,
         k: Hashable,
-        vo: list[Any],
+        vo: list[object],
         pos: dict[Hashable, int],
         w: list[int],
         frow: dict[Hashable, int],
         ok: array.array[int],
-        anomalies: dict[str, list[Any]],
+        anomalies: dict[str, list[object]],
     ) -> None:
         """G1a (reads showing a failed append) and dirty-update (committed state after it)."""
         for e, fid in frow.items():
@@ -344,7 +344,7 @@ class ListAppend:
 
     def _incompatible(self, k: Hashable, table: TxnTable) -> dict[str, Any]:
         """Elle's report: the first pair of reads, by length, where the shorter is not a prefix."""
-        distinct: dict[tuple[Any, ...], list[Any]] = {}
+        distinct: dict[tuple[object, ...], list[object]] = {}
         for t in {t for t, _, _ in self.reads.get(k, ())}:
             for f, key, v in table.fetch(t):
                 if f == "r" and key == k and v:
@@ -396,7 +396,7 @@ class ListAppend:
                         )
         return None
 
-    def _previous(self, k: Hashable, e: Hashable) -> Any:
+    def _previous(self, k: Hashable, e: Hashable) -> object:
         vo = self.order.get(k, [])
         i = self.position.get(k, {}).get(e)
         if i is None:  # never read: after everything observed

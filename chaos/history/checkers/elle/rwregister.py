@@ -54,7 +54,7 @@ class RwRegister:
             Hashable, dict[Hashable, set[Hashable]]
         ] = {}  # key -> value -> the values wfr puts next
 
-    def add(self, t: int, type_: str, value: list[Any]) -> None:
+    def add(self, t: int, type_: str, value: list[object]) -> None:
         """One completed transaction (``t``: txn id, or fail id for ``fail``)."""
         ok = type_ == OK
         last_write: dict[Hashable, Hashable] = {}
@@ -103,7 +103,7 @@ class RwRegister:
 
     def finish(
         self, table: TxnTable
-    ) -> tuple[dict[str, list[Any]], array.array[int], array.array[int], array.array[int]]:
+    ) -> tuple[dict[str, list[object]], array.array[int], array.array[int], array.array[int]]:
         src, dst, rel = array.array("i"), array.array("i"), array.array("b")
 
         def edge(a: int, b: int, r: int) -> None:
@@ -147,7 +147,7 @@ class RwRegister:
             anomalies["lost-update"] = lost
         return anomalies, src, dst, rel
 
-    def _wfr_edges(self, edge: Callable[[int, int, int], object], anomalies: dict[str, list[Any]]) -> None:
+    def _wfr_edges(self, edge: Callable[[int, int, int], object], anomalies: dict[str, list[object]]) -> None:
         versions: dict[Hashable, dict[Hashable, set[Hashable]]] = {}
         for k, v, v2 in self.wfr:
             if v != v2:
