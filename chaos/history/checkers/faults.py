@@ -61,7 +61,7 @@ MAX_ERRORS = 10  # distinct reasons kept per kind
 DEFAULT_AFTER_S = 5.0  # chaos run's default recovery_time, for runs that recorded no bound
 
 
-def recovery_bound(test: dict[str, Any]) -> float:
+def recovery_bound(test: dict[str, object]) -> float:
     """The DB's recovery bound for a run, s: test.json's recorded ``recovery.bound_s``, else its
     ``opts.recovery_time``, else :data:`DEFAULT_AFTER_S`."""
     rec, opts = test.get("recovery"), test.get("opts")
@@ -87,7 +87,7 @@ def applied(completion: Op) -> tuple[bool, str | None]:
     return True, None
 
 
-def _kind_row() -> dict[str, Any]:
+def _kind_row() -> dict[str, object]:
     return {"requested": 0, "applied": 0, "failed": 0, "errors": [], "stop_failed": 0}
 
 
@@ -146,7 +146,7 @@ class _FaultsAcc:
             if op.node is not None and op.node in c["nodes"]:
                 c["ops_on_faulted"][op.type] = c["ops_on_faulted"].get(op.type, 0) + 1
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> dict[str, object]:
 
         kinds = {
             k: {**self.kinds[k], "name": fault_name(k, self.names)}
@@ -154,7 +154,7 @@ class _FaultsAcc:
             if self.kinds[k]["requested"]
         }
         never = [k for k, r in kinds.items() if r["applied"] == 0]
-        windows: list[dict[str, Any]] = []
+        windows: list[dict[str, object]] = []
         for fw in self.fw.windows:
             c = self.win.get(fw.id, {})
             windows.append(
@@ -170,7 +170,7 @@ class _FaultsAcc:
                     **c,
                 }
             )
-        samples: list[dict[str, Any]] = []
+        samples: list[dict[str, object]] = []
         if self.run_dir is not None:
             samples = read_leadership(self.run_dir / LEADERSHIP_FILE)
         windows = leadership_windows(windows, samples, self.after_s)
@@ -198,7 +198,7 @@ class _FaultsAcc:
         return out
 
 
-def claim(sample: dict[str, Any]) -> str | None:
+def claim(sample: dict[str, object]) -> str | None:
     """Who claimed leadership in a sample: the node, or ``"n1+n3"`` when several nodes called
     themselves leader at once (in one term or not: see :func:`split_brain`), or None."""
     primaries = sample.get("primaries")
@@ -269,7 +269,7 @@ def attribute(windows: list[dict[str, Any]], when: int, after_ns: int) -> tuple[
 
 def leadership_windows(
     windows: list[dict[str, Any]], samples: list[dict[str, Any]], after_s: float = 0.0
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """Add leadership figures to each window (dicts with ``start``/``end`` in ns, and optionally
     ``invoked``: when the start was invoked, default ``start``) from the observer's samples (sorted
     by ``time``). The fault acts between invocation and completion, so "before" means at or before
@@ -330,7 +330,7 @@ def leadership_windows(
     return windows
 
 
-def _primary_terms(sample: dict[str, Any]) -> dict[str, int | None]:
+def _primary_terms(sample: dict[str, object]) -> dict[str, int | None]:
     """``{node: the term it answered, or None}`` for each node of a sample that called itself leader."""
     raw = sample.get("primaries")
     got = sample.get("nodes")
@@ -349,7 +349,7 @@ def same_term(primaries: dict[str, int | None]) -> bool:
     return len(known) != len(set(known)) or len(primaries) - len(known) >= 2
 
 
-def _intervals(samples: list[dict[str, Any]], split: bool) -> list[dict[str, Any]]:
+def _intervals(samples: list[dict[str, object]], split: bool) -> list[dict[str, object]]:
     """The intervals in which more than one node called itself leader, with (``split``) or
     without two of them in one term (:func:`same_term`)."""
     out: list[dict[str, Any]] = []
@@ -379,7 +379,7 @@ def _intervals(samples: list[dict[str, Any]], split: bool) -> list[dict[str, Any
     ]
 
 
-def split_brain(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def split_brain(samples: list[dict[str, object]]) -> list[dict[str, object]]:
     """Every interval in which two nodes called themselves leader in the same term (or without
     terms to tell them apart): ``{"start_s", "end_s", "duration_s", "nodes", "terms"}``, from the
     first sample showing it to the first sample that no longer does (the last sample when none
@@ -388,13 +388,13 @@ def split_brain(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return _intervals(samples, True)
 
 
-def stale_leaders(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def stale_leaders(samples: list[dict[str, object]]) -> list[dict[str, object]]:
     """Every interval in which several nodes called themselves leader, each in a term of its own
     (a deposed leader not yet told of the newer term), shaped as :func:`split_brain`'s."""
     return _intervals(samples, False)
 
 
-def overall_leadership(samples: list[dict[str, Any]]) -> dict[str, Any]:
+def overall_leadership(samples: list[dict[str, object]]) -> dict[str, object]:
     """The whole observation: ``samples``, ``leaders`` (the claims, collapsed sequence; see
     :func:`claim`), ``leader_changes``, ``terms`` ([first seen, last seen]; empty for a DB
     without terms), ``split_brain`` (:func:`split_brain`), ``stale_leaders``
@@ -528,7 +528,9 @@ class FaultsChecker(StreamChecker):
         run_dir = opts.get("run_dir")
         return _FaultsAcc(Path(run_dir) if run_dir else None, recovery_bound(test), fault_names(test))
 
-    def check(self, test: dict[str, Any], history_path: Path, opts: dict[str, Any]) -> dict[str, Any]:
+    def check(
+        self, test: dict[str, object], history_path: Path, opts: dict[str, object]
+    ) -> dict[str, object]:
         return super().check(
             test, history_path, {**opts, "run_dir": opts.get("run_dir") or Path(history_path).parent}
         )

@@ -16,7 +16,7 @@ def faults_result(results: dict[str, Any] | None) -> dict[str, Any] | None:
     return r if isinstance(r, dict) and isinstance(r.get("kinds"), dict) else None
 
 
-def caption(results: dict[str, Any] | None) -> str | None:
+def caption(results: dict[str, object] | None) -> str | None:
     """The ops table's caption: faults that took effect of those requested (None: no result)."""
     r = faults_result(results)
     if r is None:
@@ -29,7 +29,7 @@ def caption(results: dict[str, Any] | None) -> str | None:
     return text
 
 
-def _span(w: dict[str, Any]) -> str:
+def _span(w: dict[str, object]) -> str:
     end = w.get("end_s")
     return f"{w.get('start_s', 0):.1f}-{'end' if end is None else f'{end:.1f}'}"
 
@@ -65,7 +65,7 @@ def _ops(c: object) -> str:
     return f"{c.get('ok', 0)}/{c.get('fail', 0)}/{c.get('info', 0)}"
 
 
-def window_rows(results: dict[str, Any] | None) -> list[dict[str, str]]:
+def window_rows(results: dict[str, object] | None) -> list[dict[str, str]]:
     """One row of strings per fault window: kind, span (s), applied, nodes, leaders, leader
     changes, terms, time without a leader, client ops ok/fail/info (all, and on the faulted nodes)."""
     r = faults_result(results)

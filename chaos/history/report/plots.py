@@ -101,7 +101,7 @@ def quantile_series(pairs: Any, end_ns: int) -> dict[str, Any]:
 
 def rate_traces(series: dict[str, Any]) -> list[dict[str, Any]]:
     """Plotly traces: the outcomes stacked (areas), then one ok line per f, hidden until picked."""
-    traces: list[dict[str, Any]] = []
+    traces: list[dict[str, object]] = []
     for name, colour in OUTCOMES:
         ys = series["stack"][name]
         if not any(ys):

@@ -78,7 +78,9 @@ def fault_windows(df: Any) -> Any:
     return spark.createDataFrame(rows, schema)
 
 
-def perf(df: Any, verdicts: dict[str, dict[str, Any]] | None = None, windows: Any = None) -> dict[str, Any]:
+def perf(
+    df: Any, verdicts: dict[str, dict[str, object]] | None = None, windows: Any = None
+) -> dict[str, object]:
     """Latency quantiles, throughput per run and per fault kind with Spark SQL from the ops
     (``df``, as :func:`read_ops_parquet` reads them); availability from the perf checker's
     results (``verdicts``), whose rule is :class:`chaos.history.analysis.Availability`.

@@ -315,7 +315,7 @@ def check_on_executors(
         sc = getattr(spark, "sparkContext", spark)  # a SparkSession or a SparkContext
         tasks = batches(todo, sc.defaultParallelism)
         rows.update(sc.parallelize(tasks, len(tasks)).flatMap(task).collect())
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, object]] = {}
     for rid, _ in jobs:
         row = json.loads(rows[rid])
         kind = row.get("error")
@@ -367,7 +367,7 @@ def _start_warm(master: str, log: Path) -> object:
 
 def check_while_starting(
     start: Callable[[], object], run_dirs: list[Path], parquet_dir: Path | None, time_limit: float | None
-) -> tuple[Any, dict[str, str]]:
+) -> tuple[object, dict[str, str]]:
     """Call ``start`` (which starts Spark: mostly waiting on the JVM) in a thread while this
     thread checks runs with :func:`check_run_task`, smallest history first, until Spark is up.
     Returns (what ``start`` returned, ``{run id: row}`` for the runs checked here); raises what
