@@ -227,7 +227,7 @@ def analyze(
                 d.rmdir()
         raise
     finally:
-        if own and stop:
+        if own and stop and sc is not None:
             sc.stop()
     t = time.monotonic()
     tell(f"merging the executors' rows (checking took {timings['check_and_write_on_executors']:.1f} s)")
