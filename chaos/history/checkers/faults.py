@@ -50,7 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from chaos.history.analysis import FaultWindows, fault_name, fault_names
 from chaos.history.leadership import LEADERSHIP_FILE, read_leadership
@@ -59,6 +59,32 @@ from chaos.history.verdict import UNKNOWN, StreamChecker
 
 MAX_ERRORS = 10  # distinct reasons kept per kind
 DEFAULT_AFTER_S = 5.0  # chaos run's default recovery_time, for runs that recorded no bound
+
+
+class KindRow(TypedDict):
+    """One fault kind's figures (the result's ``kinds[kind]``, with its ``name`` as typed):
+    ``requested`` start ops, of which ``applied`` took effect and ``failed`` did not; the first
+    distinct ``errors`` (at most :data:`MAX_ERRORS`); ``stop_failed`` stop ops that failed."""
+
+    requested: int
+    applied: int
+    failed: int
+    errors: list[str]
+    stop_failed: int
+
+
+class KindResult(KindRow):
+    name: str
+
+
+class WindowCounts(TypedDict):
+    """What happened while one fault window was open: whether its start ``applied``, the
+    ``nodes`` it hit, client completions by type (``ops``) and those on a faulted node."""
+
+    applied: bool
+    nodes: list[str]
+    ops: dict[str, int]
+    ops_on_faulted: dict[str, int]
 
 
 def recovery_bound(test: dict[str, object]) -> float:
@@ -87,7 +113,7 @@ def applied(completion: Op) -> tuple[bool, str | None]:
     return True, None
 
 
-def _kind_row() -> dict[str, object]:
+def _kind_row() -> KindRow:
     return {"requested": 0, "applied": 0, "failed": 0, "errors": [], "stop_failed": 0}
 
 
@@ -102,8 +128,8 @@ class _FaultsAcc:
         self.after_s = after_s
         self.names = dict(names or {})  # op kind -> the --nemesis names typed (analysis.fault_names)
         self.fw = FaultWindows()
-        self.kinds: dict[str, dict[str, Any]] = {}
-        self.win: dict[int, dict[str, Any]] = {}  # window id -> counters
+        self.kinds: dict[str, KindRow] = {}
+        self.win: dict[int, WindowCounts] = {}  # window id -> counters
         self.last_time = 0
 
     def step(self, op: Op) -> None:
@@ -148,7 +174,7 @@ class _FaultsAcc:
 
     def finish(self) -> dict[str, object]:
 
-        kinds = {
+        kinds: dict[str, KindResult] = {
             k: {**self.kinds[k], "name": fault_name(k, self.names)}
             for k in sorted(self.kinds)
             if self.kinds[k]["requested"]
@@ -156,7 +182,7 @@ class _FaultsAcc:
         never = [k for k, r in kinds.items() if r["applied"] == 0]
         windows: list[dict[str, object]] = []
         for fw in self.fw.windows:
-            c = self.win.get(fw.id, {})
+            c: Mapping[str, object] = self.win.get(fw.id) or {}
             windows.append(
                 {
                     "id": fw.id,
