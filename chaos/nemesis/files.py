@@ -492,7 +492,7 @@ def await_leader(test: Test, timeout: float, among: Sequence[str] | None = None)
 # -- the descriptor (chaos.nemesis) ------------------------------------------------------------------
 
 
-def _opt(opts: Mapping[str, object], key: str, default: Any) -> Any:
+def _opt(opts: Mapping[str, object], key: str, default: object) -> Any:
     v = opts.get(key)
     return default if v is None else v
 

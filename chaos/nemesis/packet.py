@@ -540,13 +540,13 @@ def _behaviours(chosen: Sequence[str], opts: Mapping[str, object]) -> dict[str, 
     return out
 
 
-def _build(chosen: Sequence[str], opts: Mapping[str, Any]) -> Any:
+def _build(chosen: Sequence[str], opts: Mapping[str, Any]) -> object:
     targets = opts.get("packet_targets")
     targets = list(["one", "minority", "majority", "all"] if targets is None else targets)
     packet = PacketNemesis(_behaviours(chosen, opts), targets)
     names = sorted(packet.behaviours)
 
-    def start(rng: random.Random) -> dict[str, Any]:
+    def start(rng: random.Random) -> dict[str, object]:
         b = rng.choice(names)
         return {"behaviour": {b: packet.behaviours[b]}, "targets": rng.choice(targets)}
 

@@ -476,7 +476,7 @@ class Runner:
             state.live_view.start()
             stack.callback(state.live_view.stop)
 
-    def _observer(self, state: _RunState) -> contextlib.AbstractContextManager[Any]:
+    def _observer(self, state: _RunState) -> contextlib.AbstractContextManager[object]:
         """The leadership observer while faults run (a DB with ``leadership`` or ``primary``), or
         nothing: a DB offering neither is not observed."""
 
@@ -487,7 +487,7 @@ class Runner:
         observer.start()
 
         @contextlib.contextmanager
-        def running() -> Iterator[Any]:
+        def running() -> Iterator[object]:
             try:
                 yield observer
             finally:

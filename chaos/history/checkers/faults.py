@@ -441,7 +441,7 @@ def overall_leadership(samples: list[dict[str, object]]) -> dict[str, object]:
     }
 
 
-def bite(windows: list[dict[str, Any]], samples: list[dict[str, Any]]) -> dict[str, Any]:
+def bite(windows: list[dict[str, Any]], samples: list[dict[str, object]]) -> dict[str, object]:
     """Whether the faults disturbed leadership: ``windows_with_leader_change`` (another node led,
     during the window or within the recovery bound after it), ``windows_with_election`` (a new
     term or another leader), ``changed_leadership`` (any of them); ``observed`` is false without
@@ -499,7 +499,7 @@ def stale_leader_text(intervals: list[dict[str, Any]]) -> str:
     return "; ".join(parts)
 
 
-def summary(result: dict[str, Any], samples: list[dict[str, Any]]) -> str:
+def summary(result: dict[str, Any], samples: list[dict[str, object]]) -> str:
     """One plain sentence: faults applied of requested, any split brain or stale leader, and
     whether and when leadership changed ("no leader change in the run" only when none was observed at all)."""
     head = (
@@ -550,7 +550,7 @@ class FaultsChecker(StreamChecker):
 
     name = "faults"
 
-    def begin(self, test: dict[str, Any], opts: dict[str, Any]) -> _FaultsAcc:
+    def begin(self, test: dict[str, object], opts: dict[str, Any]) -> _FaultsAcc:
         run_dir = opts.get("run_dir")
         return _FaultsAcc(Path(run_dir) if run_dir else None, recovery_bound(test), fault_names(test))
 

@@ -47,7 +47,7 @@ def _hashable(v: object) -> object:
         return repr(v)
 
 
-def _compact(seq: Sequence[Any]) -> Sequence[Any]:
+def _compact(seq: Sequence[object]) -> Sequence[Any]:
     """A read's value list as array('q') when it is all ints/nulls (8 bytes an entry), else as is."""
     try:
         return array("q", (_NULL if x is None else x for x in seq))  # no intermediate list

@@ -157,6 +157,6 @@ class LongForkChecker(StreamChecker):
     def __init__(self, group_size: int = 2) -> None:
         self.group_size = group_size
 
-    def begin(self, test: dict[str, Any], opts: dict[str, Any]) -> Accumulator:
+    def begin(self, test: dict[str, Any], opts: dict[str, object]) -> Accumulator:
         lf: dict[str, Any] = test["long_fork"] if isinstance(test.get("long_fork"), dict) else {}
         return _LongForkAcc(int(lf.get("group_size", self.group_size)))

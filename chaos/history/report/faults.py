@@ -48,7 +48,7 @@ def _terms(w: dict[str, Any]) -> str:
     return "-".join(str(t) for t in terms) if terms else "-"
 
 
-def _changes(w: dict[str, Any]) -> str:
+def _changes(w: dict[str, object]) -> str:
     """``"1"``, or ``"0 (+1 within 0.9 s after)"`` when the claim changed after the window ended."""
     lc = w.get("leader_changes")
     if lc is None:
@@ -90,7 +90,7 @@ def window_rows(results: dict[str, object] | None) -> list[dict[str, str]]:
     return rows
 
 
-def kind_rows(results: dict[str, Any] | None) -> list[dict[str, Any]]:
+def kind_rows(results: dict[str, object] | None) -> list[dict[str, Any]]:
     """One row per fault kind: requested, applied, failed, stop_failed, errors (first 3); ``kind``
     is the fault as the user typed it (the checker's ``name``: ``lose-unfsynced``, not the op kind
     ``file``; the op kind for results recorded before names were)."""
@@ -101,7 +101,7 @@ def kind_rows(results: dict[str, Any] | None) -> list[dict[str, Any]]:
     return out
 
 
-def summary_tables(results: dict[str, Any] | None) -> list[Any]:
+def summary_tables(results: dict[str, object] | None) -> list[Any]:
     """The terminal summary's fault rows: a per-kind table, a per-window table, and the plain
     sentence (``checkers.faults.summary``). Empty when there is no faults result."""
     r = faults_result(results)

@@ -236,7 +236,7 @@ def perf_figures(pairs: Paired, end_ns: int) -> dict[str, object]:
 
 
 def availability_windows(
-    results: dict[str, Any] | None, pairs: Paired, wins: list[dict[str, Any]], end_ns: int
+    results: dict[str, Any] | None, pairs: Paired, wins: list[dict[str, object]], end_ns: int
 ) -> tuple[list[dict[str, Any]], str]:
     """Unavailability windows (ns) as ``results.json`` gives them (the perf checker, whose rule is
     :class:`chaos.history.analysis.Availability`); the report computes none of its own.
@@ -289,7 +289,7 @@ def log_anomaly_rows(results: dict[str, Any] | None, history: Sequence[Op]) -> l
     if not isinstance(log, dict):
         return []
     kinds = ("lost", "duplicated", "unexpected", "reordered", "divergent")
-    wanted: list[tuple[str, Any, Any]] = []
+    wanted: list[tuple[str, object, Any]] = []
     for kind in kinds:
         items = log.get(kind)
         if not isinstance(items, list):

@@ -131,7 +131,7 @@ def describe_call(op: dict[str, object]) -> str:
     return text
 
 
-def counterexamples(results: dict[str, Any] | None) -> list[dict[str, Any]]:
+def counterexamples(results: dict[str, Any] | None) -> list[dict[str, object]]:
     """The counterexample of each invalid key of the linearizability checker (docs/design.md):
     ``{"key", "model", "ce"}``, the failing keys in the checker's order first. Here rather than
     in the report, so printing a check's summary never imports the report (jinja2)."""

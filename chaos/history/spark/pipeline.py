@@ -253,7 +253,7 @@ def write_summary(summary: dict[str, object], out: Path) -> None:
     write_summary_html(doc, out / "index.html")
 
 
-def add_runs(summary: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+def add_runs(summary: dict[str, Any], rows: list[dict[str, object]]) -> None:
     """Add rows that are not run directories (a DB's simulation campaign, ``"simulated": True``)
     to ``summary``: the overall verdict merges theirs (a failing campaign makes the summary
     invalid, an undecided one unknown), and ``summary.json`` / ``index.html`` in ``summary["out"]``

@@ -179,7 +179,7 @@ def _nearest_rank_sql(q: float) -> str:
     )
 
 
-def stats_rows(rows: dict[str, dict[str, Any]], verdicts: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def stats_rows(rows: dict[str, dict[str, Any]], verdicts: dict[str, dict[str, object]]) -> dict[str, object]:
     """The executors' per-run statistics (:func:`run_stats`) as the tables :func:`perf` returns,
     each row with its ``run``, ordered by run then f / fault / second."""
     out: dict[str, Any] = {"latency": [], "by_fault": [], "throughput": []}

@@ -83,7 +83,7 @@ def _key_text(key: object) -> str | None:
     return json.dumps(key, default=str)
 
 
-def _texts(values: list[object], text: Callable[[Any], str | None]) -> list[str | None]:
+def _texts(values: list[object], text: Callable[[object], str | None]) -> list[str | None]:
     """``[text(v) for v in values]``, each distinct hashable value converted once: a run has a
     few processes and keys over thousands of ops. Values that compare equal across types (``1``,
     ``1.0``, ``true``) would share one entry, so a list holding floats or booleans is converted
