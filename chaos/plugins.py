@@ -46,7 +46,7 @@ from typing import Any
 
 from chaos.errors import ConfigError, did_you_mean
 
-API_VERSION = "1.1.0"
+API_VERSION = "1.2.0"
 """The version of the plug-in API (``chaos.api.VERSION``, semantic versioning; CHANGELOG.md at the
 repository root says what each version added, changed, deprecated and removed). A plug-in may
 declare the range it needs in an attribute ``API`` (a PEP 440 specifier such as ``">=1.0,<2"``) on

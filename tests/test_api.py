@@ -105,7 +105,7 @@ def _chaos(*args: str, path: Path) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     ("module_range", "class_range", "needle"),
     [
-        (">=1.0,<2", ">=2.0,<3", "needs the chaos plug-in API >=2.0,<3 (API in RangedDB); this chaos provides API 1.1.0"),
+        (">=1.0,<2", ">=2.0,<3", "needs the chaos plug-in API >=2.0,<3 (API in RangedDB); this chaos provides API 1.2.0"),
         ("<1", "", "needs the chaos plug-in API <1 (API in rangedplug)"),
         (">=1.0", ">= one point oh", "API '>= one point oh' (in RangedDB) is not a version range"),
     ],
@@ -130,7 +130,7 @@ def test_a_plugin_inside_its_range_loads(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.syspath_prepend(str(d))
     sys.modules.pop("rangedplug", None)
     assert plugins.resolve("db", "rangedplug:RangedDB").name == "ranged"
-    with pytest.raises(ConfigError, match="provides API 1.1.0"):
+    with pytest.raises(ConfigError, match="provides API 1.2.0"):
         plugins.check_api(SimpleNamespace(API=">=3"), "--db x:Y")
     plugins.check_api(SimpleNamespace(API="/v3/kv"), "--db x:Y")  # a module's own API path: no range
 
