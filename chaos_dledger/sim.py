@@ -1544,12 +1544,34 @@ def stray_request(rng: random.Random, n: int) -> tuple[str, bytes, str | None, s
     return rng.choice(choices)
 
 
+# the op kind (``start-<kind>``) each fault name runs as, for the names a summary shows
+_OP_KIND = {
+    **dict.fromkeys(("partition", "partition-leader", "figure8", *RUN_PARTITIONS), "partition"),
+    **dict.fromkeys(("kill", "kill-leader", "storage", "bitflip", "kill-in-sync", *_KILLS), "kill"),
+    **dict.fromkeys(("power-failure", "power-in-sync"), "power-failure"),
+    **dict.fromkeys(("pause", "pause-leader", "pause-round"), "pause"),
+    **dict.fromkeys(("clock-skew", "clock-slow-leader"), "clock"),
+    **{k: k for k in ("clog", "link-delay", "leader-transfer", "disk-error")},
+}
+
+
+def nemesis_names(faults: list[str]) -> dict[str, list[str]]:
+    """``{op kind: the --nemesis names that run as it}`` (``chaos.history.analysis.fault_names``),
+    so summaries and reports name a simulated fault as it was typed (issue 35 item 10)."""
+    out: dict[str, list[str]] = {}
+    for name in faults:
+        if name in _OP_KIND:
+            out.setdefault(_OP_KIND[name], []).append(name)
+    return out
+
+
 def test_doc(opts: SimOptions) -> dict[str, Any]:
     """``test.json`` of a simulated run."""
     return {
         "name": f"sim-{opts.workload}-{'+'.join(opts.nemesis)}",
         "workload": opts.workload,
         "nemesis": opts.nemesis,
+        "nemesis_names": nemesis_names(opts.nemesis),
         "seed": opts.seed,
         "time_limit": opts.time_limit,
         "concurrency": opts.clients,

@@ -100,3 +100,16 @@ def test_a_campaign_of_run_names_ends_with_its_verdict() -> None:
     )
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.strip().splitlines()[-1] == "valid: 3 seeds, 0 not valid"
+
+
+def test_summaries_name_simulated_faults_as_typed() -> None:
+    from chaos.history.analysis import fault_name, fault_names
+    from chaos_dledger.sim import test_doc
+
+    test = test_doc(
+        SimOptions("register", ["lose-unfsynced", "kill-leader", "partition-ring", "packet-delay"])
+    )
+    names = fault_names(test)
+    assert names == {"kill": ["lose-unfsynced", "kill-leader"], "partition": ["partition-ring"]}
+    assert fault_name("kill", names) == "lose-unfsynced+kill-leader"
+    assert fault_name("partition", names) == "partition-ring"
