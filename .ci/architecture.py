@@ -49,10 +49,8 @@ GOALS = {
 }
 BOUNDS = {
     **GOALS,
-    "import circles": 1,  # chaos_dledger.db -> sim <-> sim_spark
     "Any": 1163,
-    "function-level own imports": 27,  # spark's executor side and elle's EDN path
-    "function-level own imports without a comment": 20,
+    "function-level own imports": 6,
 }
 
 

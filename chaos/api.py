@@ -18,6 +18,12 @@ The guide is ``docs/plugins.md``; the contracts are in ``docs/design.md``. The s
 follows: Jepsen's ``jepsen.db`` (the DB and its capabilities), ``jepsen.client`` (client
 protocols, ``ok``/``fail``/``info``), ``jepsen.control`` and ``jepsen.control.util`` (SSH,
 daemons), ``jepsen.generator`` (generators), ``jepsen.checker`` (verdicts).
+
+Since 1.2.0 the API also carries what a plug-in that brings its own simulator or campaign needs
+(the default DB's deterministic simulator, ``chaos sim``, is one, and imports this module only):
+writing a run directory and its history, having it checked and reported as ``chaos run``'s are,
+measuring the system's coverage, starting Spark, and drawing the built-in workloads' ops with
+their generators' own parameters (so the checkers' defaults hold for its histories).
 """
 
 from __future__ import annotations
@@ -60,7 +66,7 @@ from chaos.control.db import (
 )
 from chaos.control.node import Node
 from chaos.control.ssh import CmdResult, CommandTimeout, Control, NodeUnreachable, Remote, RemoteError
-from chaos.control.test import RunOptions, Test
+from chaos.control.test import RunOptions, Test, check_number
 from chaos.control.util import (
     DaemonError,
     DaemonProcess,
@@ -75,9 +81,16 @@ from chaos.control.util import (
     stop_daemon,
     tail_log,
 )
-from chaos.errors import BadArguments, ConfigError, DBError, Refused
+from chaos.errors import BadArguments, ConfigError, DBError, Refused, did_you_mean
+from chaos.history import codecov
+from chaos.history.checkers import checkers_for, compose
+from chaos.history.checkers.bank import ACCOUNTS as BANK_ACCOUNTS
+from chaos.history.checkers.bank import MAX_TRANSFER as BANK_MAX_TRANSFER
 from chaos.history.checkers.nodelogs import INVALID, WARNING, LogPattern
 from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
+from chaos.history.report import ReportError, write_report
+from chaos.history.spark.session import spark_session
+from chaos.history.store import HistoryWriter, RunDir
 from chaos.history.verdict import UNKNOWN, Checker, StreamChecker, merge_valid
 from chaos.nemesis.base import (
     TARGETS,
@@ -97,8 +110,16 @@ from chaos.nemesis.partition import shape_grudge as partition_grudge
 from chaos.plugins import API_VERSION as VERSION
 from chaos.workloads import Workload
 from chaos.workloads.bank import BankClient
+from chaos.workloads.bank import initial_balances as bank_initial_balances
+from chaos.workloads.counter import MAX_ADD as COUNTER_MAX_ADD
 from chaos.workloads.counter import CounterClient
+from chaos.workloads.long_fork import GROUP_SIZE as LONG_FORK_GROUP_SIZE
+from chaos.workloads.long_fork import read_txn as long_fork_read_txn
+from chaos.workloads.register import DELETE_ONE_IN as REGISTER_DELETE_ONE_IN
+from chaos.workloads.register import VALUES as REGISTER_VALUES
 from chaos.workloads.set import SetClient
+from chaos.workloads.txn import DEFAULTS as TXN_DEFAULTS
+from chaos.workloads.txn import draw_txn
 
 __all__ = [
     # the version of this API
@@ -200,4 +221,36 @@ __all__ = [
     "BadArguments",
     "Refused",
     "DBError",
+    # -- 1.2.0: for a plug-in that brings its own simulator or campaign (the default DB's chaos sim) --
+    # a run directory (test.json, history.jsonl) as chaos run writes it, so every reader of runs
+    # (chaos check, report, serve, analyze) reads a simulated run as a real one
+    "RunDir",
+    "HistoryWriter",
+    # the run's checkers, picked and composed as chaos run does (names from the workload's
+    # checkers), so a simulated history gets the same verdicts
+    "checkers_for",
+    "compose",
+    # the HTML report of a run directory (ReportError: the report could not be written)
+    "write_report",
+    "ReportError",
+    # coverage of the system under test over a campaign (codecov.Spec, start, save, paused,
+    # measured, chunk_data, add_data, report, campaign_dir; the DB declares source_packages)
+    "codecov",
+    # a SparkSession for a campaign's tasks (chaos analyze's: UI off, its workers' daemon)
+    "spark_session",
+    # option checks with chaos run's wording: a number option's range, a name's suggestion
+    "check_number",
+    "did_you_mean",
+    # the built-in workloads' draws, for a simulator drawing their ops as their generators do
+    # (the checkers' defaults, e.g. the bank's accounts and total, then hold for its histories)
+    "BANK_ACCOUNTS",
+    "BANK_MAX_TRANSFER",
+    "bank_initial_balances",
+    "COUNTER_MAX_ADD",
+    "LONG_FORK_GROUP_SIZE",
+    "long_fork_read_txn",
+    "REGISTER_VALUES",
+    "REGISTER_DELETE_ONE_IN",
+    "TXN_DEFAULTS",
+    "draw_txn",
 ]

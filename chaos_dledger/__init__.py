@@ -6,3 +6,9 @@ Everything DLedger-specific the tool uses lives here and is registered through e
 :mod:`chaos_dledger.sim`) and the bug catalogue (:mod:`chaos_dledger.mutants`). The generic tool
 (``chaos/``) never imports it; the server (``dledger/``) never imports it or the tool.
 """
+
+# the server's own code, whose coverage `chaos sim --coverage` measures (chaos.api.codecov): the DB
+# declares it (DLedgerDB.source_packages, source_omit) and the simulator measures it, so it lives
+# here, below both; the simulated world beside it (network and clock, disk) is the tool's
+SOURCE_PACKAGES = ("dledger",)
+SOURCE_OMIT = ("*/dledger/sim.py", "*/dledger/simdisk.py")

@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from chaos.control.client import Answer, Failed, Indeterminate
+from chaos.api import Answer, Failed, Indeterminate
 
 STICKY_READ_TIMEOUT_S = 10.0
 NOT_LEADER = 404  # dledger.protocol.ResponseCode.NOT_LEADER

@@ -26,13 +26,25 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from chaos.cluster import deploy, osetup
-from chaos.control import util
-from chaos.control.db import DBError, DBOption, GateRun
-from chaos.control.node import Node
+from chaos.api import (
+    DBError,
+    DBOption,
+    GateRun,
+    Node,
+    await_tcp_port,
+    daemon_pid,
+    daemon_running,
+    daemon_script,
+    deploy,
+    install_packages,
+    signal_daemon,
+    stop_daemon,
+    tail_log,
+)
+from chaos_dledger import SOURCE_OMIT, SOURCE_PACKAGES
 
 if TYPE_CHECKING:
-    from chaos.control.ssh import Control, Remote
+    from chaos.api import Control, Remote
 
 FLUSH_MODES = ("sync", "async")
 READ_MODES = ("raft-log", "read-index", "lease", "unsafe")
@@ -43,7 +55,7 @@ VERSION = "0.1.0"
 
 
 def _log_patterns() -> list[Any]:
-    from chaos.history.checkers.nodelogs import INVALID, WARNING, LogPattern
+    from chaos.api import INVALID, WARNING, LogPattern
 
     return [
         # dledger/core/node.py, the follower's defence in depth (EntryHandler): a leader without
@@ -186,10 +198,9 @@ class DLedgerDB:
     # term/vote, checkpoint and high-water files stay intact under truncate and bitflip
     data_files = ("*/data/*",)
     loggers = ("dledger",)  # the client library's log, into the run's chaos.log
-    # the server's code, whose coverage `chaos sim --coverage` measures (chaos.history.codecov);
-    # the simulated world beside it (network and clock, disk) is the tool's, not the system's
-    source_packages = ("dledger",)
-    source_omit = ("*/dledger/sim.py", "*/dledger/simdisk.py")
+    # the server's code, whose coverage `chaos sim --coverage` measures (chaos.api.codecov)
+    source_packages = SOURCE_PACKAGES
+    source_omit = SOURCE_OMIT
     recovery_timeout = 60.0
 
     base_dir = "/opt/dledger"
@@ -431,7 +442,7 @@ class DLedgerDB:
 
     def _setup_node(self, remote: Remote, pyz: Path) -> None:
         # already done by the runner's OS setup; checked again so that setup stands alone
-        osetup.install_packages(remote, self.os_packages)
+        install_packages(remote, self.os_packages)
         self.install(remote, pyz)
         self._stop_and_wipe(remote)
         if self.faketime_file:
@@ -492,7 +503,7 @@ class DLedgerDB:
                 f'export LD_PRELOAD="$lib" FAKETIME_TIMESTAMP_FILE={self.faketime_file} '
                 "FAKETIME_NO_CACHE=1\n"  # monotonic faked too: elections and leases run on it
             )
-        return util.daemon_script(
+        return daemon_script(
             self.server_command(node, nodes),
             pidfile=self.pidfile,
             logfile=self.log_file,
@@ -517,10 +528,10 @@ class DLedgerDB:
 
     def pid(self, remote: Remote) -> int | None:
         """The server's pid if it is alive (stopped counts as alive), else None."""
-        return util.daemon_pid(remote, self.pidfile)
+        return daemon_pid(remote, self.pidfile)
 
     def running(self, remote: Remote) -> bool:
-        return util.daemon_running(remote, self.pidfile)
+        return daemon_running(remote, self.pidfile)
 
     @property
     def kill_match(self) -> str:
@@ -530,21 +541,21 @@ class DLedgerDB:
 
     def kill(self, remote: Remote) -> None:
         """SIGKILL the server (by pidfile, then any leftover server of this zipapp) and wait until gone."""
-        util.stop_daemon(remote, self.pidfile, match=self.kill_match)
+        stop_daemon(remote, self.pidfile, match=self.kill_match)
 
     def pause(self, remote: Remote) -> None:
         """SIGSTOP the server (by pidfile); DBError if it is not running."""
-        util.signal_daemon(remote, self.pidfile, "STOP")
+        signal_daemon(remote, self.pidfile, "STOP")
 
     def resume(self, remote: Remote) -> None:
         """SIGCONT the server (by pidfile); a no-op when it is not running."""
-        util.signal_daemon(remote, self.pidfile, "CONT", missing_ok=True)
+        signal_daemon(remote, self.pidfile, "CONT", missing_ok=True)
 
     def await_port(self, remote: Remote, timeout: float | None = None) -> None:
         """Wait until the server listens on its port (probed on the node); DBError with the log tail
         if it dies or does not listen within ``timeout`` (default ``start_timeout``) seconds."""
         timeout = self.start_timeout if timeout is None else timeout
-        util.await_tcp_port(
+        await_tcp_port(
             remote,
             self.port,
             host=remote.node.peer_host,
@@ -554,7 +565,7 @@ class DLedgerDB:
         )
 
     def log_tail(self, remote: Remote, lines: int = 20) -> str:
-        return util.tail_log(remote, self.log_file, lines)
+        return tail_log(remote, self.log_file, lines)
 
     # -- cluster state ------------------------------------------------------------------------------
 

@@ -103,11 +103,22 @@ from typing import Any
 
 import click
 
-from chaos.api import PARTITION_SHAPES, partition_grudge
-from chaos.history.codecov import Spec
-from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
-from chaos.history.store import HistoryWriter, RunDir
-from chaos.workloads.register import DELETE_ONE_IN, VALUES
+from chaos.api import (
+    FAIL,
+    INFO,
+    INVOKE,
+    NEMESIS,
+    OK,
+    PARTITION_SHAPES,
+    HistoryWriter,
+    Op,
+    RunDir,
+    codecov,
+    partition_grudge,
+)
+from chaos.api import REGISTER_DELETE_ONE_IN as DELETE_ONE_IN
+from chaos.api import REGISTER_VALUES as VALUES
+from chaos_dledger import SOURCE_OMIT, SOURCE_PACKAGES
 
 WORKLOADS = ("register", "log", "list-append", "bank", "counter", "set", "long-fork")
 # Jepsen's workloads on the KV's txn micro-ops (init, add, sadd; chaos_dledger.clients' protocols)
@@ -495,7 +506,8 @@ class SimRun:
     def _new_txn(self, c: _Client) -> Op:
         """The list-append workload's next transaction (chaos.workloads.txn's generator, its state
         kept here); keys become ``"t<key>"`` as DLedger's txn client names them."""
-        from chaos.workloads.txn import DEFAULTS, draw_txn
+        from chaos.api import TXN_DEFAULTS as DEFAULTS
+        from chaos.api import draw_txn
 
         if self._txn_state is None:
             n = DEFAULTS["key_count"]
@@ -512,7 +524,8 @@ class SimRun:
         kept here, keys become ``"t<key>"``)."""
         rng, w = self.wl_rng, self.opts.workload
         if w == "bank":
-            from chaos.history.checkers.bank import ACCOUNTS, MAX_TRANSFER
+            from chaos.api import BANK_ACCOUNTS as ACCOUNTS
+            from chaos.api import BANK_MAX_TRANSFER as MAX_TRANSFER
 
             if rng.random() < 0.5:
                 frm, to = rng.sample(ACCOUNTS, 2)
@@ -520,7 +533,7 @@ class SimRun:
                 return Op(INVOKE, c.process, "transfer", value)
             return Op(INVOKE, c.process, "read", None)
         if w == "counter":
-            from chaos.workloads.counter import MAX_ADD
+            from chaos.api import COUNTER_MAX_ADD as MAX_ADD
 
             if rng.random() < 0.5:
                 return Op(INVOKE, c.process, "add", rng.randint(1, MAX_ADD))
@@ -530,7 +543,8 @@ class SimRun:
                 return Op(INVOKE, c.process, "read", None)
             self._next_value += 1
             return Op(INVOKE, c.process, "add", self._next_value - 1)
-        from chaos.workloads.long_fork import GROUP_SIZE, read_txn
+        from chaos.api import LONG_FORK_GROUP_SIZE as GROUP_SIZE
+        from chaos.api import long_fork_read_txn as read_txn
 
         own = self._lf_pending.pop(c.thread, None)
         if own is not None:
@@ -545,7 +559,7 @@ class SimRun:
 
     def _kv_mops(self, op: Op) -> list[list[Any]]:
         """The KV txn of a bank, counter or set op, as chaos_dledger.clients' clients send it."""
-        from chaos.history.checkers.bank import ACCOUNTS
+        from chaos.api import BANK_ACCOUNTS as ACCOUNTS
 
         w = self.opts.workload
         if w == "bank":
@@ -561,7 +575,7 @@ class SimRun:
     def _kv_read_value(self, got: list[list[Any]]) -> Any:
         """An ok read's value from the txn's answer, as the real clients record it: bank
         ``{"<account>": balance}``, counter an int (null: 0), set a list (null: empty)."""
-        from chaos.history.checkers.bank import ACCOUNTS
+        from chaos.api import BANK_ACCOUNTS as ACCOUNTS
 
         w = self.opts.workload
         if w == "bank":
@@ -617,7 +631,7 @@ class SimRun:
         kind, body, key = self._request(op)
         if self.opts.workload == "bank" and not c.ready:
             # BankWorker: create the accounts (idempotent init) before the client's first op
-            from chaos.workloads.bank import initial_balances
+            from chaos.api import bank_initial_balances as initial_balances
             from dledger.statemachine import encode_txn
 
             c.after_init = (kind, body, key)
@@ -1481,7 +1495,7 @@ class SimRun:
         if self.opts.workload == "set":
             self._next_value += 1
             return Op(INVOKE, c.process, "add", self._next_value - 1)
-        from chaos.workloads.counter import MAX_ADD
+        from chaos.api import COUNTER_MAX_ADD as MAX_ADD
 
         return Op(INVOKE, c.process, "add", self.wl_rng.randint(1, MAX_ADD))
 
@@ -1589,8 +1603,7 @@ def test_doc(opts: SimOptions) -> dict[str, Any]:
 def run_seed(opts: SimOptions, directory: Path | None = None) -> SeedResult:
     """Run and check one seed; the history (and test.json, results.json) go to ``directory``, or to
     a temporary directory removed afterwards."""
-    from chaos.history import codecov
-    from chaos.history.checkers import checkers_for, compose
+    from chaos.api import checkers_for, compose
     from dledger.sim import SafetyViolation
 
     dledger_log = logging.getLogger("dledger")
@@ -1666,7 +1679,6 @@ def shrink_schedule(
 
 
 def _run_one(args: tuple[SimOptions]) -> tuple[int, Any, str, dict[str, int]]:
-    from chaos.history import codecov
 
     opts = args[0]
     try:
@@ -1745,7 +1757,7 @@ def write_run_dir(opts: SimOptions, store: Path) -> RunDir:
         handler.close()
     run.write_test(test_doc(opts))
     run.write_results(r.results)
-    from chaos.history.report import ReportError, write_report
+    from chaos.api import ReportError, write_report
 
     try:
         write_report(run.path)
@@ -2015,7 +2027,7 @@ _SIM_OPTIONS = [
 def _master_alone(master: str | None, jobs: int | None, seed: int | None) -> None:
     """``--master`` runs a campaign (``--seeds N``) on Spark's cores: refuse ``--jobs`` and ``--seed``
     (a seed replays on this machine) with it, exit 254."""
-    from chaos.errors import BadArguments
+    from chaos.api import BadArguments
 
     if master is not None and (jobs is not None or seed is not None):
         raise BadArguments(
@@ -2029,7 +2041,7 @@ def _seed_or_seeds(
 ) -> None:
     """Exactly one of ``--seeds N`` (N >= 1) and ``--seed S``; ``--shrink`` and ``--schedule`` need
     ``--seed``, ``--coverage`` a campaign: else exit 254."""
-    from chaos.errors import BadArguments
+    from chaos.api import BadArguments
 
     if (seeds is None) == (seed is None):
         raise BadArguments("expected exactly one of --seeds N and --seed S")
@@ -2049,13 +2061,12 @@ def _with_sim_options(fn: Any) -> Any:
 
 @contextlib.contextmanager
 def _pool_imap(
-    todo: list[tuple[SimOptions]], procs: int, measure: Spec | None = None
+    todo: list[tuple[SimOptions]], procs: int, measure: codecov.Spec | None = None
 ) -> Iterator[Iterator[Any]]:
     """``_run_one`` over ``todo`` in a pool of ``procs`` spawned processes, in order; leaving the
     block terminates the workers. With ``measure`` each worker measures the system's coverage
     from its start (:func:`chaos.history.codecov.start`, before it imports the server's code) and
     saves it after every seed."""
-    from chaos.history import codecov
 
     chunk = max(1, math.ceil(len(todo) / (procs * 8)))
     init = {"initializer": codecov.start, "initargs": (measure,)} if measure is not None else {}
@@ -2068,7 +2079,7 @@ def _campaign(
     procs: int,
     stop_on_failure: bool,
     master: str | None = None,
-    measure: Spec | None = None,
+    measure: codecov.Spec | None = None,
 ) -> tuple[list[Any], list[int], list[dict[str, int]]]:
     """Run the seeds of ``todo`` in a pool of ``procs`` processes (or as Spark tasks at ``master``,
     :mod:`chaos_dledger.sim_spark`), printing each seed that is not valid (with its fault mix when
@@ -2096,7 +2107,7 @@ def _campaign(
     else:
         from chaos_dledger.sim_spark import spark_imap
 
-        runner = spark_imap(todo, master, measure)
+        runner = spark_imap(todo, master, measure, run=_run_one)
     with progress, runner as results:
         task = progress.add_task("seeds", total=len(todo), rate="-", failed=0)
         t0 = time.monotonic()
@@ -2116,22 +2127,16 @@ def _campaign(
     return valids, failing, stats
 
 
-def coverage_spec(store: str) -> Spec:
+def coverage_spec(store: str) -> codecov.Spec:
     """What ``--coverage`` measures: the DLedger DB's declared ``source_packages`` (less its
     ``source_omit``, the simulated world), into a new campaign directory under ``store``
     (:func:`chaos.history.codecov.campaign_dir`)."""
-    from chaos.control.db import source_packages
-    from chaos.history import codecov
-    from chaos_dledger.db import DLedgerDB
-
-    packages, omit = source_packages(DLedgerDB)
-    return Spec(packages, omit, str(codecov.campaign_dir(store)))
+    return codecov.Spec(SOURCE_PACKAGES, SOURCE_OMIT, str(codecov.campaign_dir(store)))
 
 
-def coverage_lines(measure: Spec) -> list[str]:
+def coverage_lines(measure: codecov.Spec) -> list[str]:
     """Combine the campaign's coverage data and write its reports; the lines to print: the figure
     and where the reports are (or why there are none)."""
-    from chaos.history import codecov
 
     try:
         summary = codecov.report(measure)
@@ -2244,7 +2249,7 @@ def _options_maker(
 
 def _unknown_names(names: list[str]) -> str:
     """``"unknown partiton (did you mean partition?); "`` for the unknown names, or ``""``."""
-    from chaos.errors import did_you_mean
+    from chaos.api import did_you_mean
 
     return f"unknown {', '.join(names)}{did_you_mean(names, (*NEMESES, *RUN_NAMES))}; " if names else ""
 
@@ -2253,7 +2258,7 @@ def _parse_nemesis(nemesis: str | None) -> list[str] | None:
     """``--nemesis a,b``: the fault names (None: not given), the simulator's own or ``chaos run``'s
     where they mean the same fault (:data:`RUN_NAMES`); BadArguments for an unknown or empty name
     (``a,,b``, ``a,``) and for a run fault the simulator does not have (:data:`NOT_SIMULATED`)."""
-    from chaos.errors import BadArguments
+    from chaos.api import BadArguments
 
     if nemesis is None:
         return None
@@ -2301,13 +2306,13 @@ def sim(
     """Deterministic simulation: the real DLedger core and driver on a simulated network, disk and
     clock, many seeds fast. Without --nemesis each seed draws its own fault mix (swarm testing);
     failing seeds are printed with their mix and replay exactly with --seed."""
-    from chaos.errors import BadArguments
+    from chaos.api import BadArguments
 
     if workload is not None and workload not in WORKLOADS:
         raise BadArguments(f"--workload {workload!r}: expected one of {', '.join(WORKLOADS)}")
     faults = _parse_nemesis(nemesis)
     _seed_or_seeds(seeds, seed, shrink, schedule_file, measure_coverage)
-    from chaos.control.test import check_number
+    from chaos.api import check_number
 
     try:  # finite numbers in range, one line naming the option (NaN and infinities are not numbers)
         if time_limit is not None:

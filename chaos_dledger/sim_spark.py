@@ -39,11 +39,13 @@ import queue
 import re
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import click
+
+from chaos.api import codecov, spark_session
 
 MAX_CHUNK = 100  # seeds per task at most: several seconds of work, against 0.05-0.3 s per job
 JOIN_S = 30.0  # seconds to wait for a cancelled job's thread on leaving
@@ -51,31 +53,29 @@ MIN_TAIL = 4  # seeds per task at least, once past the first: a job costs as muc
 PACKAGES = ("chaos", "chaos_dledger", "dledger")
 
 Row = tuple[int, Any, str, dict[str, int]]
+# one seed's run, ``(SimOptions,) -> Row``: :func:`chaos_dledger.sim._run_one`, handed in by the
+# simulator (this module never imports it back; Spark pickles it by reference, so a worker imports
+# chaos_dledger.sim, which loads no server code until a seed runs)
+RunOne = Callable[[tuple[Any]], Row]
 
 
 # the first field of the row a measuring task ends with: its coverage data, not a seed's verdict
 COVERAGE_ROW = "coverage"
 
 
-def run_chunk(todo: Iterator[tuple[Any]], measure: Any = None) -> Iterator[Any]:
-    """The executor's task: each ``(SimOptions,)`` of the partition through the local campaign's
-    :func:`chaos_dledger.sim._run_one`; one ``(seed, valid, why, stats)`` row per seed. With
+def run_chunk(todo: Iterator[tuple[Any]], run: RunOne, measure: codecov.Spec | None = None) -> Iterator[Any]:
+    """The executor's task: each ``(SimOptions,)`` of the partition through ``run``, the local
+    campaign's :func:`chaos_dledger.sim._run_one`; one ``(seed, valid, why, stats)`` row per seed. With
     ``measure`` (a :class:`chaos.history.codecov.Spec`) the seeds run under coverage.py, and the
     task ends with the row ``(COVERAGE_ROW, data)``: the chunk's coverage data, serialized, for the
     driver to combine (:func:`chaos.history.codecov.chunk_data`; the executor may not share the
     driver's file system)."""
     if measure is None:
-        from chaos_dledger.sim import _run_one
-
         for args in todo:
-            yield _run_one(args)
+            yield run(args)
         return
-    from chaos.history import codecov
-
-    with codecov.measured(measure) as cov:
-        from chaos_dledger.sim import _run_one  # measured from its import on (a worker's first task)
-
-        rows = [_run_one(args) for args in todo]
+    with codecov.measured(measure) as cov:  # the server's code is imported by the first seed run
+        rows = [run(args) for args in todo]
     yield from rows
     yield COVERAGE_ROW, codecov.chunk_data(cov)
 
@@ -140,9 +140,12 @@ class SparkCampaign:
     """The chunks of one campaign on a SparkContext: :meth:`results` yields the rows in seed order
     while one thread per core keeps a job running; :meth:`close` cancels what still runs."""
 
-    def __init__(self, sc: Any, todo: list[tuple[Any]], measure: Any = None) -> None:
+    def __init__(
+        self, sc: Any, todo: list[tuple[Any]], run: RunOne, measure: codecov.Spec | None = None
+    ) -> None:
         self.sc = sc
         self.todo = todo
+        self.run = run
         self.measure = measure
         self.lanes = max(1, int(sc.defaultParallelism))
         starts, at = [], 0
@@ -173,12 +176,10 @@ class SparkCampaign:
             start, size = chunk
             try:
                 part = self.todo[start : start + size]
-                task = functools.partial(run_chunk, measure=self.measure)
+                task = functools.partial(run_chunk, run=self.run, measure=self.measure)
                 rows = self.sc.parallelize(part, 1).mapPartitions(task).collect()
                 for row in rows:
-                    if row[0] == COVERAGE_ROW:
-                        from chaos.history import codecov
-
+                    if row[0] == COVERAGE_ROW and self.measure is not None:
                         codecov.add_data(self.measure, row[1], f"spark.{start}")
                 self._done.put((start, [r for r in rows if r[0] != COVERAGE_ROW]))
             except BaseException as e:  # handed to the driver's loop, which raises it
@@ -215,9 +216,12 @@ class SparkCampaign:
 
 
 @contextlib.contextmanager
-def spark_imap(todo: list[tuple[Any]], master: str, measure: Any = None) -> Iterator[Iterator[Row]]:
+def spark_imap(
+    todo: list[tuple[Any]], master: str, measure: codecov.Spec | None = None, *, run: RunOne
+) -> Iterator[Iterator[Row]]:
     """``(seed, valid, why, stats)`` for each ``(SimOptions,)`` of ``todo``, in its order, run on
-    Spark at ``master``: the same rows as ``Pool.imap(_run_one, todo)``. With ``measure`` (a
+    Spark at ``master`` by ``run`` (:func:`chaos_dledger.sim._run_one`): the same rows as
+    ``Pool.imap(run, todo)``. With ``measure`` (a
     :class:`chaos.history.codecov.Spec`) each task measures the server code's coverage and the
     driver writes each task's data into ``measure.data_dir`` as it arrives. Uses the active
     SparkSession if there is one, else starts one (:func:`chaos.history.spark.spark_session`) and
@@ -234,7 +238,7 @@ def spark_imap(todo: list[tuple[Any]], master: str, measure: Any = None) -> Iter
     sc.environment["PYTHONPATH"] = os.pathsep.join(code_roots() + ([before] if before else []))
     campaign = None
     try:
-        campaign = SparkCampaign(sc, todo, measure)
+        campaign = SparkCampaign(sc, todo, run, measure)
         yield campaign.results()
     finally:
         if campaign is not None:
@@ -256,8 +260,6 @@ _SUBMIT_ARGS = "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell"
 def _start(master: str) -> Any:
     """A new SparkSession at ``master`` (:func:`chaos.history.spark.spark_session`), its driver JVM
     on the C1 compiler unless the caller set ``PYSPARK_SUBMIT_ARGS``."""
-    from chaos.history.spark import spark_session
-
     given = os.environ.get("PYSPARK_SUBMIT_ARGS")
     os.environ.setdefault("PYSPARK_SUBMIT_ARGS", _SUBMIT_ARGS)
     try:

@@ -6,6 +6,7 @@ error (type, message, the plug-in's file:line) that never makes a run invalid or
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -57,6 +58,33 @@ def test_the_examples_and_the_plugin_guide_import_only_chaos_api(path: Path) -> 
     assert not others, (
         f"{path.relative_to(ROOT)} imports {', '.join(others)}; a plug-in imports chaos.api only"
     )
+
+
+def _chaos_imports(path: Path) -> list[str]:
+    """Every module of ``chaos`` that ``path`` imports: module level, in functions and under
+    ``if TYPE_CHECKING:`` alike."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        found += [n for n in names if n == "chaos" or n.startswith("chaos.")]
+    return found
+
+
+def test_dledgers_glue_is_a_plugin_that_imports_chaos_api_only() -> None:
+    """``chaos_dledger`` (the default DB, its clients, presets and ``chaos sim``) reaches the tool
+    through ``chaos.api`` alone, as any plug-in must (setup.cfg's import-linter contract holds it
+    too): what a simulator of its own needs is in the API (1.2.0)."""
+    found = {p.name: _chaos_imports(p) for p in sorted((ROOT / "chaos_dledger").glob("*.py"))}
+    assert sum(len(v) for v in found.values()) >= 10, found  # the glue does use the tool
+    for name in ("db.py", "clients.py", "sim.py", "sim_spark.py", "presets.py"):
+        assert found[name], f"{name} imports nothing of chaos: the test would prove nothing"
+    others = {name: sorted(set(v) - {"chaos.api"}) for name, v in found.items() if set(v) - {"chaos.api"}}
+    assert not others, f"chaos_dledger imports {others}; a plug-in imports chaos.api only"
 
 
 def test_the_plugin_guide_import_block_runs() -> None:

@@ -45,7 +45,7 @@ def test_chunks_cover_every_seed_once_start_small_and_stay_bounded(total: int, l
 
 def test_rows_on_spark_equal_the_local_rows_seed_by_seed(spark: Any) -> None:
     todo = [(SimOptions.swarm_for(s),) for s in range(40)]
-    with spark_imap(todo, "local[2]") as rows:
+    with spark_imap(todo, "local[2]", run=_run_one) as rows:
         on_spark = list(rows)
     local = [_run_one(t) for t in todo]
     assert [r[0] for r in on_spark] == list(range(40))  # every seed once, in seed order

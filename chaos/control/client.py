@@ -67,7 +67,7 @@ class ClientError(Exception):
     """Base of the errors a protocol method raises. ``node``: which node answered, if known;
     ``fields``: extra fields for the completion."""
 
-    def __init__(self, message: str = "", *, node: str | None = None, **fields: Any) -> None:
+    def __init__(self, message: str = "", *, node: str | None = None, **fields: object) -> None:
         super().__init__(message)
         self.node = node
         self.fields = fields
@@ -154,7 +154,7 @@ _LIB_DIRS = tuple(
 )
 
 
-def plugin_roots(*objs: Any) -> list[str]:
+def plugin_roots(*objs: object) -> list[str]:
     """The files of the plug-in that defines ``objs`` (a DB, a client, a class): the directory of
     each object's top-level package, or the module's own file for a module outside a package."""
     roots: list[str] = []
@@ -204,7 +204,7 @@ def client_error(exc: BaseException, roots: Iterable[str] = ()) -> dict[str, Any
     unknown), "path", "line"}``; ``roots`` as :func:`raised_where`."""
     found = raised_where(exc, roots)
     message = " ".join(str(exc).split())[:300]
-    out: dict[str, Any] = {"type": type(exc).__name__, "message": message, "where": ""}
+    out: dict[str, object] = {"type": type(exc).__name__, "message": message, "where": ""}
     if found is not None:
         path, line = found
         out.update(where=f"{os.path.basename(path)}:{line}", path=path, line=line)
@@ -217,7 +217,7 @@ def client_error_text(ce: dict[str, Any]) -> str:
     return f"{text} at {ce['where']}" if ce.get("where") else text
 
 
-def crashed(op: Op, exc: BaseException, db: object = None, *objs: Any) -> Op:
+def crashed(op: Op, exc: BaseException, db: object = None, *objs: object) -> Op:
     """The ``info`` completion of ``op`` whose client code raised ``exc`` (not a :class:`ClientError`):
     ``indeterminate: <type>: <message>`` for a declared error of ``db`` (:func:`is_declared`), else
     a client error (:func:`client_error`, blamed on the files of ``db`` and ``objs``)."""
@@ -247,11 +247,11 @@ class RegisterClient(Protocol):
     register workload draws deletes; without the method they fail, doing nothing).
     """
 
-    def read(self, key: Any) -> Any: ...
+    def read(self, key: Any) -> object: ...
 
-    def write(self, key: Any, value: Any) -> Any: ...
+    def write(self, key: Any, value: Any) -> object: ...
 
-    def cas(self, key: Any, expected: Any, new: Any) -> Any: ...
+    def cas(self, key: Any, expected: Any, new: Any) -> object: ...
 
     def close(self) -> None: ...
 
@@ -269,7 +269,7 @@ class LogClient(Protocol):
     the node's end) and ``commit_index``; without it a mid-run read reads the whole log.
     """
 
-    def append(self, value: int) -> Any: ...
+    def append(self, value: int) -> object: ...
 
     def read(self) -> list[Any]: ...
 
@@ -296,13 +296,17 @@ class TxnClient(Protocol):
     outcome the checker uses. ``close()`` (idempotent, never raises).
     """
 
-    def txn(self, mops: list[list[Any]]) -> Any: ...
+    def txn(self, mops: list[list[Any]]) -> object: ...
 
     def close(self) -> None: ...
 
 
 def complete(
-    op: Op, call: Callable[[], Any], value: Callable[[Any], Any] | None = None, *, test: Test | None = None
+    op: Op,
+    call: Callable[[], object],
+    value: Callable[[Any], object] | None = None,
+    *,
+    test: Test | None = None,
 ) -> Op:
     """The completion of ``op`` after ``call()`` (a protocol method): ok with ``value(result)``
     (default: the result itself; an :class:`Answer` gives its value, node and fields); ``fail`` for
@@ -322,7 +326,7 @@ def complete(
     except Exception as e:  # unknown whether it was sent: info (Jepsen's crashed op)
         return crashed(op, e, getattr(test, "db", None))
     node = None
-    fields: dict[str, Any] = {}
+    fields: dict[str, object] = {}
     if isinstance(result, Answer):
         node, fields, result = result.node, dict(result.fields), result.value
     comp = op.completion(OK, value(result) if value is not None else result, **fields)

@@ -124,8 +124,8 @@ class DBOption:
     """
 
     name: str
-    parse: Callable[[str], Any] = str
-    choices: Sequence[Any] = ()
+    parse: Callable[[str], object] = str
+    choices: Sequence[object] = ()
     multiple: bool = False
     help: str = ""
     dest: str = ""
@@ -135,12 +135,12 @@ class DBOption:
         return self.dest or self.name.replace("-", "_")
 
 
-def db_options(factory: Any) -> list[DBOption]:
+def db_options(factory: object) -> list[DBOption]:
     """The options ``factory`` declares (its ``db_options`` attribute; none when it has none)."""
     return list(getattr(factory, "db_options", ()) or ())
 
 
-def parse_db_opts(factory: Any, items: Sequence[str], db_name: str = "the DB") -> dict[str, Any]:
+def parse_db_opts(factory: object, items: Sequence[str], db_name: str = "the DB") -> dict[str, Any]:
     """``["flush=async", "server-arg=--x"]`` -> the factory's keyword arguments, each parsed as its
     :class:`DBOption` says (a ``multiple`` option collects a list).
 
@@ -258,7 +258,7 @@ def gate_presets(db: object) -> dict[str, tuple[GateRun, ...]]:
     return out
 
 
-def _call(method: object, remote: Remote, daemon: str | None) -> Any:
+def _call(method: object, remote: Remote, daemon: str | None) -> object:
     """``method(remote)`` for the one unnamed daemon, else ``method(remote, daemon=daemon)``;
     TypeError when the DB has no such method (a capability it does not offer)."""
     if not callable(method):
@@ -266,7 +266,7 @@ def _call(method: object, remote: Remote, daemon: str | None) -> Any:
     return method(remote) if daemon is None else method(remote, daemon=daemon)
 
 
-def _each_daemon(db: object, method: str, remote: Remote) -> list[Any]:
+def _each_daemon(db: object, method: str, remote: Remote) -> list[object]:
     return [_call(getattr(db, method), remote, d) for d in daemons(db)]
 
 
@@ -369,7 +369,7 @@ class NoopDB:
 # -- building the DB --db names (the loader is chaos.plugins) ----------------------------------------
 
 
-def db_factory(spec: str | None, *, check_api: bool = True) -> Any:
+def db_factory(spec: str | None, *, check_api: bool = True) -> object:
     """The DB factory (or DB object) ``--db`` names; default :func:`chaos.plugins.default_db`
     (``check_api``: refuse one whose declared API range excludes this tool's)."""
     return plugins.resolve("db", spec or plugins.default_db(), check=check_api)
@@ -378,7 +378,7 @@ def db_factory(spec: str | None, *, check_api: bool = True) -> Any:
 def build_db(
     spec: str | None,
     db_opts: list[str] | tuple[str, ...] = (),
-    extra: Mapping[str, Any] | None = None,
+    extra: Mapping[str, object] | None = None,
     *,
     check_api: bool = True,
 ) -> Any:
@@ -445,7 +445,7 @@ def parse_db_kwargs(spec: str | None, db_opts: list[str] | tuple[str, ...] = ())
         raise ConfigError(str(e)) from None
 
 
-def _is_db(obj: Any) -> bool:
+def _is_db(obj: object) -> bool:
     return not isinstance(obj, type) and all(
         callable(getattr(obj, m, None)) for m in ("setup", "teardown", "describe")
     )

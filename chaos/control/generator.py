@@ -704,7 +704,7 @@ def until_ok(gen: GenLike) -> Generator:
 
 
 def independent_concurrent(
-    threads_per_key: int, keys: Iterable[Any], fgen: Callable[[Any], GenLike]
+    threads_per_key: int, keys: Iterable[object], fgen: Callable[[Any], GenLike]
 ) -> Generator:
     """Groups of ``threads_per_key`` client threads, each working through keys with ``fgen(key)``."""
     return IndependentConcurrent(threads_per_key, fgen, _KeySeq(iter(keys)))

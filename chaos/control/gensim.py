@@ -120,7 +120,7 @@ class _Simulation:
         if self.gen is not None:
             self.gen = self.gen.update(None, self.context(), comp)
 
-    def _record(self, typ: str, op: OpDict, value: Any) -> Op:
+    def _record(self, typ: str, op: OpDict, value: object) -> Op:
         rec = Op(
             type=typ,
             process=op["process"],

@@ -120,7 +120,7 @@ class _KeySeq:
 
     __slots__ = ("buf", "it", "i")
 
-    def __init__(self, it: Iterator[Any], buf: list[Any] | None = None, i: int = 0) -> None:
+    def __init__(self, it: Iterator[Any], buf: list[object] | None = None, i: int = 0) -> None:
         self.it = it
         self.buf = [] if buf is None else buf
         self.i = i

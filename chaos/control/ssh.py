@@ -123,7 +123,7 @@ class RemoteError(Exception):
         tail = _tail(self.stderr) or (_tail(self.stdout) if self.exit_code else "")
         return f"{msg}: {tail}" if tail else msg
 
-    def __reduce__(self) -> tuple[Any, ...]:  # picklable across processes
+    def __reduce__(self) -> tuple[object, ...]:  # picklable across processes
         return (type(self), (self.node, self.cmd, self.exit_code, self.stdout, self.stderr, self.cause))
 
 
@@ -133,7 +133,7 @@ class NodeUnreachable(RemoteError):
     def __init__(self, node: str, cause: str, cmd: str = "") -> None:
         super().__init__(node, cmd, None, cause=cause)
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.node, self.cause, self.cmd))
 
 
@@ -205,7 +205,7 @@ class _Connection(fabric.Connection):  # type: ignore[misc]  # fabric ships no t
     connection if needed, which would silently replace a dead one outside :class:`Remote`'s lock and
     retry rules. Once opened, a dead connection raises :class:`_Dropped` instead."""
 
-    def open(self) -> Any:
+    def open(self) -> object:
         if self.transport is not None and not self.is_connected:
             raise _Dropped("connection closed", self)
         return super().open()

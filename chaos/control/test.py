@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from chaos.control.node import Node
     from chaos.control.ssh import Control, Remote
 
-DEFAULTS: dict[str, Any] = {
+DEFAULTS: dict[str, object] = {
     "db": None,  # chaos.plugins.default_db()
     "db_opts": [],
     "workload": "register",
@@ -420,7 +420,7 @@ class Clients(Protocol):
 
     client_protocols: Collection[str]
 
-    def open_client(self, protocol: str, test: Test, node: Node, process: Any) -> Any: ...
+    def open_client(self, protocol: str, test: Test, node: Node, process: Any) -> object: ...
 
 
 @runtime_checkable
@@ -583,7 +583,7 @@ def check_text_file(path: str, flag: str) -> None:
 _CONC = re.compile(r"^\s*(\d+)\s*(n?)\s*$")
 
 
-def parse_concurrency(value: Any, n_nodes: int) -> int:
+def parse_concurrency(value: object, n_nodes: int) -> int:
     """``10`` -> 10; ``"3n"`` -> 3 x nodes (Jepsen's ``--concurrency``). Raises ConfigError otherwise."""
     if isinstance(value, int) and not isinstance(value, bool):
         c = value

@@ -272,7 +272,7 @@ class DaemonProcess:
 # -- talking to the nodes' HTTP APIs, and leadership from each node's own account --------------------
 
 
-def http_json(url: str, body: Any = None, timeout: float = 2.0) -> Any:
+def http_json(url: str, body: object = None, timeout: float = 2.0) -> Any:
     """``POST`` ``body`` as JSON to ``url`` (``GET`` when ``body`` is None) and return the decoded
     JSON answer, from the control node: the usual client of a system's HTTP API.
 

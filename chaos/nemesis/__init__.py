@@ -166,7 +166,7 @@ def parse_nemesis_opts(
     an unknown key or one no chosen nemesis reads, or a value of the wrong kind (NaN and infinities
     are not numbers here)."""
     known = dict(read) if read is not None else {**_builtin_options(), **(extra or {})}
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         key = key.strip()
@@ -182,7 +182,7 @@ def parse_nemesis_opts(
         kind = known[key]
         try:
             if kind == "list":
-                value: Any = [w.strip() for w in raw.split(",") if w.strip()]
+                value: object = [w.strip() for w in raw.split(",") if w.strip()]
                 if not value:
                     raise ValueError
             elif kind == "number":
@@ -288,7 +288,7 @@ def requirements(
 
 
 def check_capabilities(
-    names: str | Iterable[str] | NemesisSpec, opts: Mapping[str, Any] | None, db: object
+    names: str | Iterable[str] | NemesisSpec, opts: Mapping[str, object] | None, db: object
 ) -> None:
     """Raise :class:`chaos.errors.ConfigError` (one line naming the DB, the nemesis and the missing
     capability) when ``db`` cannot support a nemesis among ``names``."""

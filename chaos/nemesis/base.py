@@ -38,12 +38,12 @@ class NemesisError(Exception):
     """A fault could not be injected or healed; the message names the node and the command."""
 
 
-def nemesis_op(f: str, value: Any = None) -> Op:
+def nemesis_op(f: str, value: object = None) -> Op:
     """An invocation op for the nemesis process: ``Op(type="info", process="nemesis", f, value)``."""
     return Op(type=INFO, process=NEMESIS, f=f, value=value)
 
 
-def complete(op: Op, value: Any, error: str | None = None) -> Op:
+def complete(op: Op, value: object, error: str | None = None) -> Op:
     """The info completion of a nemesis invocation with the exact fault as ``value``."""
     done = op.completion(INFO, value)
     if error is not None:
@@ -60,7 +60,7 @@ def outcome(value: dict[str, Any], applied: bool, why: str | None = None) -> dic
     return value
 
 
-def not_applied(op: Op, why: str, **value: Any) -> Op:
+def not_applied(op: Op, why: str, **value: object) -> Op:
     """A completion for a fault that did not take effect: ``{..., "applied": false, "why": why}``."""
     return complete(op, outcome(dict(value), False, why))
 
@@ -87,7 +87,7 @@ def primaries(test: Test) -> list[str]:
 
 
 def choose_nodes(
-    test: Test, spec: Any, rng: random.Random | None = None, note: dict[str, Any] | None = None
+    test: Test, spec: object, rng: random.Random | None = None, note: dict[str, Any] | None = None
 ) -> list[str]:
     """Resolve a node spec to node names (sorted).
 
@@ -188,7 +188,7 @@ def quote(*words: str) -> str:
     return " ".join(shlex.quote(w) for w in words)
 
 
-def on_nodes(test: Test, fn: Callable[[Any], Any], names: Iterable[str] | None = None) -> dict[str, Any]:
+def on_nodes(test: Test, fn: Callable[[Any], object], names: Iterable[str] | None = None) -> dict[str, Any]:
     """Run ``fn(remote)`` on the named nodes (all by default) in parallel; returns name -> result."""
     return dict(test.control.on_nodes(fn, list(names) if names is not None else None))
 
@@ -301,8 +301,8 @@ class Schedule:
     """
 
     kind: str
-    start: Callable[[random.Random], Any]
-    stop: Callable[[random.Random], Any]
+    start: Callable[[random.Random], object]
+    stop: Callable[[random.Random], object]
     interval: float
 
     def start_op(self, rng: random.Random) -> dict[str, Any]:
@@ -327,7 +327,7 @@ class Schedule:
 # ---------------------------------------------------------------------------------------------
 # The descriptor of a fault module
 
-StartValue = Callable[[random.Random], Any]
+StartValue = Callable[[random.Random], object]
 Part = tuple[Any, StartValue, StartValue]
 """One scheduled nemesis: ``(nemesis, start value of rng, stop value of rng)``."""
 
@@ -367,7 +367,7 @@ class NemesisKind:
     colours: Mapping[str, str] = field(default_factory=dict)
     verbs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
-    def parts(self, chosen: Sequence[str], opts: Mapping[str, Any]) -> list[Part]:
+    def parts(self, chosen: Sequence[str], opts: Mapping[str, object]) -> list[Part]:
         """:attr:`build`'s answer as a list of parts (a missing stop value is None)."""
         built = self.build(list(chosen), opts)
         if built is None:
@@ -405,7 +405,7 @@ def from_factory(name: str, factory: Any) -> NemesisKind:
     doc = (getattr(factory, "__doc__", None) or "").strip().splitlines()
     kind = str(factory.kind)
 
-    def build(chosen: Sequence[str], opts: Mapping[str, Any]) -> Part:
+    def build(chosen: Sequence[str], opts: Mapping[str, object]) -> Part:
         plug = factory(dict(opts))
         start = getattr(plug, "start_value", None)
         return plug, start if callable(start) else _no_value, _no_value

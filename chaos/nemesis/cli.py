@@ -85,7 +85,7 @@ def checked_names(modules: Modules) -> list[str]:
     return [name for name, kind in modules if kind.residue is not None] + [STOPPED_CHECK]
 
 
-def default_db() -> Any:
+def default_db() -> object:
     """The default DB of ``chaos run`` (:func:`chaos.plugins.default_db`), with its defaults."""
 
     return build_db(None)

@@ -241,7 +241,7 @@ class ClockNemesis:
     def draw(self, test: Test) -> dict[str, Any]:
         """A random fault value (what the schedule asks for when the invocation value is None)."""
         rng = test.rng
-        note: dict[str, Any] = {}  # how a leader target chose among several primaries
+        note: dict[str, object] = {}  # how a leader target chose among several primaries
         nodes = choose_nodes(test, rng.choice(self.targets), note=note)
         mode = rng.choice(self.modes)
         if mode == "bump":
@@ -366,7 +366,7 @@ class SlowLeaderNemesis:
         slow = spec_update_script(path, pidfile, 0.0, rate)
         specs = on_nodes(test, lambda r: str(sh(r, slow).stdout.strip()), leaders)
         apply_grudge(test, grudge)
-        done: dict[str, Any] = {"rate": rate, "nodes": leaders, "grudge": grudge, **note}
+        done: dict[str, object] = {"rate": rate, "nodes": leaders, "grudge": grudge, **note}
         if len(leaders) == 1:
             done["leader"] = leaders[0]
         done.update(specs=specs, clock=CLOCKS)
@@ -382,7 +382,7 @@ def _opt(opts: Mapping[str, Any], key: str, default: Any) -> Any:
     return default if v is None else v
 
 
-def _build(chosen: Sequence[str], opts: Mapping[str, Any]) -> list[Part]:
+def _build(chosen: Sequence[str], opts: Mapping[str, object]) -> list[Part]:
     """clock-skew (``clock_modes``, ``clock_max_offset_ms``, ``clock_max_rate``) and
     clock-slow-leader (``slow_leader_rate``); each start value is drawn by the nemesis."""
     parts: list[Part] = []

@@ -309,7 +309,7 @@ class FileNemesis:
             res = self.restart(test)
             nodes = res.pop("nodes")
             down = sorted(n for n, r in nodes.items() if not r.get("running"))
-            value: dict[str, Any] = {"nodes": nodes}
+            value: dict[str, object] = {"nodes": nodes}
             if held:
                 value["elected_first"] = res.get("elected_first")
             return complete(op, outcome(value, not down, f"not running after the restart: {down}"))
@@ -324,7 +324,7 @@ class FileNemesis:
             spec = test.rng.choice(self.lu_targets if fault == "lose-unfsynced" else self.targets)
         if fault == "lose-unfsynced":
             return self.lose_unfsynced(test, op, spec)
-        note: dict[str, Any] = {}
+        note: dict[str, object] = {}
         nodes = choose_nodes(test, spec, note=note)
         if not nodes:
             return not_applied(op, f"no node matched target {spec!r}", fault=fault, targets=spec, nodes=[])
@@ -333,7 +333,7 @@ class FileNemesis:
         self.down |= set(nodes)
         seeds = {n: test.rng.randrange(1 << 30) for n in nodes}
 
-        def one(remote: Remote) -> Any:
+        def one(remote: Remote) -> object:
             job = dict(params, fault=fault, data_dir=data_dir(test, remote), seed=seeds[remote.node.name])
             job["data_files"] = db_data_files(test.db)
             res = remote.exec("python3", "-c", REMOTE, json.dumps(job), sudo=True, check=False, timeout=120)
@@ -342,7 +342,7 @@ class FileNemesis:
             return json.loads(res.stdout.strip().splitlines()[-1])
 
         results = on_nodes(test, one, nodes)
-        out: dict[str, Any] = {"fault": fault, "targets": spec, "nodes": nodes, **params, **note}
+        out: dict[str, object] = {"fault": fault, "targets": spec, "nodes": nodes, **params, **note}
         out["changes"] = {n: r["changes"] for n, r in results.items()}
         errors = {n: r["error"] for n, r in results.items() if r.get("error")}
         if errors:
@@ -350,10 +350,10 @@ class FileNemesis:
         why = "; ".join(f"{n}: {e}" for n, e in sorted(errors.items()))
         return complete(op, outcome(out, len(errors) < len(nodes), why))
 
-    def lose_unfsynced(self, test: Test, op: Op, spec: Any) -> Op:
+    def lose_unfsynced(self, test: Test, op: Op, spec: object) -> Op:
         """Kill the chosen servers and have the layer drop what they did not fsync."""
         held: list[str] = []
-        note: dict[str, Any] = {}
+        note: dict[str, object] = {}
         if spec == MAJORITY_FOLLOWERS:
             leader = choose_nodes(test, "leader", note=note)
             if not leader:
@@ -383,7 +383,7 @@ class FileNemesis:
             return report
 
         results = on_nodes(test, one, nodes)
-        out: dict[str, Any] = {"fault": "lose-unfsynced", "targets": spec, "nodes": nodes, **note}
+        out: dict[str, object] = {"fault": "lose-unfsynced", "targets": spec, "nodes": nodes, **note}
         if held:  # several leaders of unknown terms (leader_choice) are all held back
             out["killed"], out["held_back"] = killed, held[0] if len(held) == 1 else held
         out["changes"] = {
@@ -497,7 +497,7 @@ def _opt(opts: Mapping[str, Any], key: str, default: Any) -> Any:
     return default if v is None else v
 
 
-def _build(chosen: Sequence[str], opts: Mapping[str, Any]) -> Any:
+def _build(chosen: Sequence[str], opts: Mapping[str, object]) -> object:
     """One file nemesis for the chosen faults (``file_targets``, ``lose_unfsynced_targets``,
     ``truncate_bytes``, ``bitflip_count``, ``bitflip_region``)."""
     faults = [f for f in FAULTS if f in chosen]

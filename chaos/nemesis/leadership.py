@@ -87,7 +87,7 @@ class LeaderTransferNemesis(NoState):
         if leader is None:
             return not_applied(op, "no leader", **{"from": None, "to": None, "error": "no leader"})
         to = op.value.get("to") if isinstance(op.value, dict) else None
-        chosen: dict[str, Any] = {}
+        chosen: dict[str, object] = {}
         if to is None:
             to, chosen = self._target(test, leader, names)
         elif to not in names:

@@ -25,7 +25,7 @@ it did not create.
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from chaos.nemesis.base import NemesisKind, sh
 
@@ -103,7 +103,7 @@ def heal(remote: Remote, db: object = None) -> list[str]:
     return _lines(rules, qdiscs)
 
 
-def _no_build(chosen: Any, opts: Any) -> None:
+def _no_build(chosen: object, opts: object) -> None:
     return None
 
 

@@ -71,7 +71,7 @@ NFQUEUE_BEHAVIOURS = ("delay", "reorder", "duplicate")
 BEHAVIOURS = ("loss", "delay", "rate", "duplicate", "reorder")
 
 # Jepsen's defaults (net.clj): delay 50 ms +- 10 ms; loss/duplicate/reorder 20 %; rate 1 mbit.
-DEFAULTS: dict[str, Any] = {
+DEFAULTS: dict[str, object] = {
     "loss": 0.2,
     "delay": {"ms": 50, "jitter_ms": 10},
     "rate": {"kbit": 1000},
@@ -179,7 +179,7 @@ def why_not(behaviour: str, caps: Mapping[str, bool], reasons: Mapping[str, str]
     return "it needs tc netem, which this node's kernel lacks"
 
 
-def check_behaviour(name: str, value: Any) -> Any:
+def check_behaviour(name: str, value: object) -> object:
     """Validate one behaviour's parameters; raises ValueError naming the bad one."""
     if name in ("loss", "duplicate", "reorder"):
         if not isinstance(value, int | float) or not 0 < value <= 1:
@@ -381,7 +381,7 @@ class PacketNemesis:
 
     def __init__(
         self,
-        behaviours: Mapping[str, Any],
+        behaviours: Mapping[str, object],
         targets: Sequence[str] = ("one", "minority", "majority", "all"),
     ) -> None:
         if not behaviours:
@@ -449,7 +449,7 @@ class PacketNemesis:
             value["behaviour"] = {b: self.behaviours[b]}
         behaviour = {k: check_behaviour(k, v) for k, v in value["behaviour"].items()}
         spec = value.get("nodes") or value.get("targets") or test.rng.choice(self.targets)
-        note: dict[str, Any] = {}
+        note: dict[str, object] = {}
         nodes = choose_nodes(test, spec, note=note)
         if not nodes:
             return not_applied(
@@ -482,7 +482,7 @@ class PacketNemesis:
         return complete(op, outcome({**value, **note}, True))
 
 
-def describe(value: Any) -> str:
+def describe(value: object) -> str:
     return json.dumps(value, sort_keys=True)
 
 
@@ -522,7 +522,7 @@ true
 """
 
 
-def _behaviours(chosen: Sequence[str], opts: Mapping[str, Any]) -> dict[str, Any]:
+def _behaviours(chosen: Sequence[str], opts: Mapping[str, object]) -> dict[str, Any]:
     """The enabled behaviours with their parameters: Jepsen's defaults, overridden by
     ``packet_loss``, ``packet_delay_ms``/``packet_delay_jitter_ms``, ``packet_rate_kbit``,
     ``packet_duplicate``, ``packet_reorder``."""

@@ -178,7 +178,7 @@ def expected_connect(grudge: Grudge) -> dict[str, dict[str, bool]]:
     return {a: {b: deliv[a][b] and deliv[b][a] for b in deliv[a]} for a in deliv}
 
 
-def check_grudge(grudge: Any, nodes: Sequence[str]) -> Grudge:
+def check_grudge(grudge: object, nodes: Sequence[str]) -> Grudge:
     """Validate a grudge given by a user or a replayed op; returns it normalised.
     Raises ValueError naming the bad entry."""
     if not isinstance(grudge, dict):
@@ -263,7 +263,7 @@ class PartitionNemesis:
     def heal(self, test: Test) -> None:
         on_nodes(test, lambda r: sh(r, heal_script()))
 
-    def grudge(self, test: Test, value: Any, note: dict[str, Any] | None = None) -> tuple[str, Grudge]:
+    def grudge(self, test: Test, value: object, note: dict[str, Any] | None = None) -> tuple[str, Grudge]:
         """Resolve an invocation value to ``(shape, grudge)``; ``note`` receives how the ``leader``
         shape chose among several primaries (:func:`chaos.nemesis.base.choose_nodes`)."""
         names = node_names(test)
@@ -285,7 +285,7 @@ class PartitionNemesis:
             return complete(op, outcome({"healed": node_names(test)}, True))
         if op.f != "start-partition":
             raise ValueError(f"partition nemesis: unexpected f {op.f!r}")
-        note: dict[str, Any] = {}
+        note: dict[str, object] = {}
         shape, grudge = self.grudge(test, op.value, note)
         cuts = any(grudge.values())
         if cuts:
@@ -337,7 +337,7 @@ RESIDUE = (
 )
 
 
-def _build(chosen: Sequence[str], opts: Any) -> Any:
+def _build(chosen: Sequence[str], opts: object) -> object:
     shapes = sorted({NAMES[n][0] for n in chosen})
     return PartitionNemesis(shapes), lambda rng: rng.choice(shapes), None
 

@@ -83,7 +83,7 @@ class KillNemesis:
         ``not_started: {node: why}`` (those stay down and are started again by ``heal``)."""
         if op.f == "start-kill":
             spec = op.value if op.value is not None else test.rng.choice(self.targets)
-            note: dict[str, Any] = {}
+            note: dict[str, object] = {}
             nodes = choose_nodes(test, spec, note=note)
             if not nodes:
                 return not_applied(op, f"no node matched target {spec!r}", targets=spec, nodes=[])
@@ -101,7 +101,7 @@ class KillNemesis:
             why = {n: w for n, w in on_nodes(test, one, nodes).items() if w}
             self.down |= set(nodes)
             killed = [n for n in nodes if n not in why]
-            value: dict[str, Any] = {"targets": spec, "nodes": nodes, "killed": killed, **note}
+            value: dict[str, object] = {"targets": spec, "nodes": nodes, "killed": killed, **note}
             if why:
                 value["not_killed"] = why
             return complete(op, outcome(value, bool(killed), _why(why)))
@@ -167,7 +167,7 @@ class PauseNemesis:
     def invoke(self, test: Test, op: Op) -> Op:
         if op.f == "start-pause":
             spec = op.value if op.value is not None else test.rng.choice(self.targets)
-            note: dict[str, Any] = {}
+            note: dict[str, object] = {}
             nodes = choose_nodes(test, spec, note=note)
 
             def one(remote: Remote) -> str | None:
@@ -182,7 +182,7 @@ class PauseNemesis:
             errors = {n: e for n, e in on_nodes(test, one, nodes).items() if e}
             paused = [n for n in nodes if n not in errors]
             self.paused |= set(paused)
-            value: dict[str, Any] = {"targets": spec, "nodes": paused, **note}
+            value: dict[str, object] = {"targets": spec, "nodes": paused, **note}
             if errors:
                 value["not_running"] = errors
             return complete(op, outcome(value, bool(paused), _why(errors)))
@@ -232,7 +232,7 @@ class RestartNemesis(NoState):
         if op.f != "start-restart":
             raise ValueError(f"restart nemesis: unexpected f {op.f!r}")
         spec = op.value if op.value is not None else test.rng.choice(self.targets)
-        note: dict[str, Any] = {}
+        note: dict[str, object] = {}
         nodes = choose_nodes(test, spec, note=note)
         if not nodes:
             return not_applied(op, f"no node matched target {spec!r}", targets=spec, nodes=[])
@@ -258,7 +258,12 @@ class RestartNemesis(NoState):
         stopped = {n: r[0] for n, r in res.items()}
         why = {n: r[1] for n, r in res.items() if r[1]}
         restarted = [n for n in nodes if n not in why]
-        value: dict[str, Any] = {"targets": spec, "nodes": nodes, "stopped": stopped, "restarted": restarted}
+        value: dict[str, object] = {
+            "targets": spec,
+            "nodes": nodes,
+            "stopped": stopped,
+            "restarted": restarted,
+        }
         value.update(note)
         if why:
             value["not_restarted"] = why
@@ -289,7 +294,7 @@ def _targets(opts: Mapping[str, Any], key: str) -> list[str]:
     return list(DEFAULT_TARGETS if v is None else v)
 
 
-def _build(chosen: Sequence[str], opts: Mapping[str, Any]) -> list[Part]:
+def _build(chosen: Sequence[str], opts: Mapping[str, object]) -> list[Part]:
     """One part per kind: kill (``kill_targets``, plus ``leader`` for kill-leader), pause (likewise),
     restart (``restart_targets``)."""
     parts: list[Part] = []

@@ -261,7 +261,7 @@ def _run_options(fn: Any) -> Any:
     context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
 )
 @_run_options
-def run(**kw: Any) -> int:
+def run(**kw: object) -> int:
     """Run a test: cluster, DB, workload, nemesis, check, report.
 
     Provisions (or reuses) the local Docker cluster, sets the DB up, runs the workload for

@@ -212,7 +212,7 @@ def options_of_runs(summary: dict[str, Any]) -> None:
         row["options"] = run_config(test if isinstance(test, dict) else None)
 
 
-def print_table(summary: dict[str, Any], file: Any = None) -> None:
+def print_table(summary: dict[str, Any], file: object = None) -> None:
     """The gate's table of runs on ``file`` (default stdout): a terminal's width, whole rows on a
     pipe (a CI log keeps every column however long a run's directory is)."""
     table = Table(title="runs")

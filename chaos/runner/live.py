@@ -127,7 +127,7 @@ def ops_text(stats: Any, markup: bool = False) -> str:
     return "  ".join(f"[{c}]{t}[/{c}]" if markup else t for c, t in parts)
 
 
-def fault_phrase(kind: str, value: Any, names: Mapping[str, Sequence[str]] | None = None) -> str:
+def fault_phrase(kind: str, value: object, names: Mapping[str, Sequence[str]] | None = None) -> str:
     """``kill n5``, ``partition-ring majorities-ring``, ``lose-unfsynced n2,n3``: the fault as the
     user typed it (``names``: the nemesis's ``names``, :func:`chaos.history.analysis.fault_name`;
     else the op kind) and what it acts on, from its start op's completion value (its shape or

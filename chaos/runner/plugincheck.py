@@ -127,7 +127,7 @@ def _where(e: BaseException, db: object) -> str:
 # -- the contract -------------------------------------------------------------------------------------
 
 
-def load(spec: str, db_opts: Sequence[str], found: Findings) -> Any:
+def load(spec: str, db_opts: Sequence[str], found: Findings) -> object:
     """The DB ``spec`` names, built with ``db_opts``; an API range that excludes this tool is a
     violation (the DB is still built, to check the rest). Raises BadArguments when it does not
     load or build."""
@@ -305,7 +305,7 @@ def check_contract(spec: str, db_opts: Sequence[str], found: Findings) -> Any:
 # -- the smoke ----------------------------------------------------------------------------------------
 
 
-def _op(f: str, value: Any, key: Any = None, node: str | None = None) -> Any:
+def _op(f: str, value: object, key: object = None, node: str | None = None) -> object:
 
     return Op(INVOKE, 0, f, value, 0, 0, node, None, key, {})
 
@@ -401,7 +401,7 @@ def run_ops(test: Test, db: object, found: Findings) -> None:
                                 "the client must answer ok when nothing is broken")  # fmt: skip
 
 
-def _step(found: Findings, what: str, fix: str, db: object, fn: Callable[[], Any]) -> Any:
+def _step(found: Findings, what: str, fix: str, db: object, fn: Callable[[], object]) -> object:
     t0 = time.monotonic()
     try:
         out = fn()
@@ -515,7 +515,7 @@ def plugin() -> None:
 @click.option("--ssh-port", type=int, default=22, show_default=True, help="ssh provider: default SSH port.")
 @click.option("--strict-host-key-checking/--no-strict-host-key-checking", default=None)
 @click.option("--break-lock", is_flag=True, help="Clear a cluster lock a crashed run left.")
-def check(spec: str, db_opt: tuple[str, ...], no_smoke: bool, **opts: Any) -> int:
+def check(spec: str, db_opt: tuple[str, ...], no_smoke: bool, **opts: object) -> int:
     """Check the DB plug-in MODULE:ATTR: its contract (members, signatures, capabilities,
     declarations, API range), then a short fault-free smoke on the cluster (setup, one op of each
     f, heal, log download, teardown). One line per violation with its fix; exit 0 when there is

@@ -136,7 +136,7 @@ def _db_checkers(db: object) -> list[str]:
     return [name for name, cap in (("server-logs", LogFiles), ("liveness", Recovery)) if has(db, cap)]
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> object:
     """``value`` as JSON can hold it (other objects as their text)."""
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
@@ -158,7 +158,7 @@ def _describe(db: DB) -> str:
 _TERMINATED: list[int] = []  # SIGTERMs received while a run's signal phase was on
 
 
-def _sigterm(signum: int, frame: Any) -> None:
+def _sigterm(signum: int, frame: object) -> None:
     _TERMINATED.append(signum)
     raise RunAborted(f"signal {signum}")
 
@@ -218,7 +218,7 @@ class Runner:
 
     def __init__(
         self,
-        options: Mapping[str, Any] | RunOptions,
+        options: Mapping[str, object] | RunOptions,
         *,
         console: Any = None,
         live: bool = True,
@@ -239,7 +239,7 @@ class Runner:
         self._db: DB | None = None  # built by prepare()
         self.db_kwargs: dict[str, Any] = {}
         self.nemesis: Compose | None = None  # built by prepare()
-        self.nem_gen: Any = None
+        self.nem_gen: object = None
         self.log = logging.getLogger("chaos.run")
 
     @property
@@ -578,7 +578,7 @@ class Runner:
 
     # -- helpers ----------------------------------------------------------------------------------
 
-    def _safe(self, what: str, fn: Callable[[], Any]) -> None:
+    def _safe(self, what: str, fn: Callable[[], object]) -> None:
         try:
             fn()
         except BaseException as e:  # cleanup must go on (even after a second Ctrl-C)
@@ -717,7 +717,7 @@ def _in_main_thread() -> bool:
 
 
 def run_tests(
-    options: Mapping[str, Any] | RunOptions,
+    options: Mapping[str, object] | RunOptions,
     *,
     console: Any = None,
     live: bool = True,

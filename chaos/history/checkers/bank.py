@@ -34,7 +34,7 @@ MAX_POINTS = 20_000
 KINDS = ("unexpected-key", "nil-balance", "wrong-total", "negative-value")
 
 
-def bank_params(test: dict[str, Any]) -> tuple[list[Any], int, bool]:
+def bank_params(test: dict[str, Any]) -> tuple[list[object], int, bool]:
     """``(accounts, total, negative_balances)`` of a run's test (see the module docstring)."""
     b: dict[str, Any] = test["bank"] if isinstance(test.get("bank"), dict) else {}
     accounts = list(b.get("accounts", ACCOUNTS))
@@ -42,7 +42,7 @@ def bank_params(test: dict[str, Any]) -> tuple[list[Any], int, bool]:
 
 
 def check_read(
-    value: Any, accounts: set[str], total: int, negative_ok: bool = False
+    value: object, accounts: set[str], total: int, negative_ok: bool = False
 ) -> dict[str, Any] | None:
     """The error of one ok read's value (``{account: balance}``), or None when it is good; see the
     module docstring for the kinds, tried in order. A value that is not a map is a nil-balance
@@ -86,7 +86,7 @@ class _BankAcc:
         self.reads = 0
         self.errors: dict[str, dict[str, Any]] = {}
         self.first: dict[str, Any] | None = None
-        self.totals: list[list[Any]] = []
+        self.totals: list[list[object]] = []
 
     def step(self, op: Op) -> None:
         if op.type != OK or op.f != "read" or op.process == NEMESIS:

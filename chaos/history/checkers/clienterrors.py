@@ -93,7 +93,7 @@ class _Acc:
 
     def finish(self) -> dict[str, Any]:
         errors = sorted(self.groups.values(), key=lambda g: (-g["count"], g["first_index"]))
-        out: dict[str, Any] = {"valid": True, "count": self.count, "ops": self.ops, "errors": errors}
+        out: dict[str, object] = {"valid": True, "count": self.count, "ops": self.ops, "errors": errors}
         if not self.count:
             out["summary"] = "no client error"
             return out

@@ -17,6 +17,7 @@ ok. A negative add is bad input for the checker's model: ``unknown`` naming it.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -42,15 +43,15 @@ class CounterChecker:
     ) -> dict[str, Any]:
         ops = [op for op in parsed(history).ops if op.process != NEMESIS]
         completion: dict[int, Any] = {}  # position of an invocation -> its completion
-        open_: dict[Any, int] = {}
+        open_: dict[Hashable, int] = {}
         for i, op in enumerate(ops):
             if op.type == INVOKE:
                 open_[op.process] = i
             elif op.process in open_:
                 completion[open_.pop(op.process)] = op
         lower = upper = 0
-        pending: dict[Any, int] = {}
-        reads: list[list[Any]] = []
+        pending: dict[Hashable, int] = {}
+        reads: list[list[object]] = []
         errors: list[dict[str, Any]] = []
         n_reads = n_errors = 0
         for i, op in enumerate(ops):
@@ -79,7 +80,7 @@ class CounterChecker:
                         n_errors += 1
                         if len(errors) < MAX_REPORTED:
                             errors.append(_error(lo, v, upper, op))
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "valid": n_errors == 0,
             "read_count": n_reads,
             "error_count": n_errors,
@@ -94,8 +95,8 @@ class CounterChecker:
         return out
 
 
-def _error(lo: int, v: Any, hi: int, op: Op) -> dict[str, Any]:
-    e: dict[str, Any] = {"lower": lo, "value": v, "upper": hi, "op": op.index, "process": op.process}
+def _error(lo: int, v: object, hi: int, op: Op) -> dict[str, Any]:
+    e: dict[str, object] = {"lower": lo, "value": v, "upper": hi, "op": op.index, "process": op.process}
     if op.node:
         e["node"] = op.node
     if isinstance(v, int):

@@ -176,7 +176,7 @@ class _FaultsAcc:
         windows = leadership_windows(windows, samples, self.after_s)
         for w in windows:
             del w["invoked"], w["start"], w["end"]
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "valid": True,
             "kinds": kinds,
             "requested": sum(r["requested"] for r in kinds.values()),
@@ -435,7 +435,7 @@ def bite(windows: list[dict[str, Any]], samples: list[dict[str, Any]]) -> dict[s
     }
 
 
-def _terms_text(terms: list[Any]) -> str:
+def _terms_text(terms: list[object]) -> str:
     return "-".join(str(t) for t in dict.fromkeys(terms))
 
 

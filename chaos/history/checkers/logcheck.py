@@ -24,7 +24,7 @@ final read. Every anomaly names the value and the ops involved by history index
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
@@ -39,7 +39,7 @@ _NULL = -(2**63)  # stands for null in a compacted read
 _KINDS = ("lost", "duplicated", "unexpected", "reordered", "divergent")  # the anomaly kinds, in report order
 
 
-def _hashable(v: Any) -> Any:
+def _hashable(v: object) -> object:
     try:
         hash(v)
         return v
@@ -55,7 +55,7 @@ def _compact(seq: Sequence[Any]) -> Sequence[Any]:
         return list(seq)
 
 
-def _val(x: Any) -> Any:
+def _val(x: object) -> object:
     return None if x == _NULL else x
 
 
@@ -80,7 +80,7 @@ class _LogAcc:
     def __init__(self, append_f: str, read_f: str) -> None:
         self.append_f = append_f
         self.read_f = read_f
-        self.slot: dict[Any, int] | None = None  # None: dense mode, slot == value
+        self.slot: dict[Hashable, int] | None = None  # None: dense mode, slot == value
         self.values: dict[int, Any] = {}  # slot -> value, for slots added in sparse mode
         self.inv_idx = array("q")
         self.inv_time = array("q")
@@ -89,9 +89,9 @@ class _LogAcc:
         self.log_index = array("q")
         self.status = array("b")
         self.n_attempted = 0
-        self.open_appends: dict[Any, int] = {}
-        self.open_reads: dict[Any, Op] = {}
-        self.reads: dict[str, tuple[Sequence[Any], int, int]] = {}
+        self.open_appends: dict[Hashable, int] = {}
+        self.open_reads: dict[Hashable, Op] = {}
+        self.reads: dict[str, tuple[Sequence[object], int, int]] = {}
         self.failed_reads: list[dict[str, Any]] = []
         self.reattempted = 0
 
@@ -105,7 +105,7 @@ class _LogAcc:
             a.extend(minus)
         self.status.extend(array("b", [_NONE]) * k)
 
-    def _new_slot(self, value: Any) -> int:
+    def _new_slot(self, value: object) -> int:
         self.n_attempted += 1
         if self.slot is None:
             if type(value) is int and 0 <= value < max(DENSE_MIN, 4 * self.n_attempted):
@@ -124,7 +124,7 @@ class _LogAcc:
         self.values[s] = value
         return s
 
-    def lookup(self, x: Any) -> int | None:
+    def lookup(self, x: object) -> int | None:
         """The slot of an attempted value, or None."""
         if self.slot is None:
             if type(x) is int and 0 <= x < len(self.status) and self.status[x] != _NONE:
@@ -132,7 +132,7 @@ class _LogAcc:
             return None
         return self.slot.get(x)
 
-    def value(self, s: int) -> Any:
+    def value(self, s: int) -> object:
         return self.values.get(s, s)
 
     def step(self, op: Op) -> None:
@@ -180,7 +180,7 @@ class _LogAcc:
                 )
 
     def _ops(self, s: int) -> dict[str, Any]:
-        d: dict[str, Any] = {"value": self.value(s), "invoke": self.inv_idx[s]}
+        d: dict[str, object] = {"value": self.value(s), "invoke": self.inv_idx[s]}
         if self.cmp_idx[s] >= 0:
             d["complete"] = self.cmp_idx[s]
         d["type"] = {_PENDING: None, _OK: OK, _FAIL: FAIL, _INFO: INFO}[self.status[s]]
@@ -190,7 +190,7 @@ class _LogAcc:
 
     def finish(self) -> dict[str, Any]:
         st = self.status
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "attempted": self.n_attempted,
             "acknowledged": st.count(_OK),
             "failed": st.count(_FAIL),
@@ -230,7 +230,7 @@ class _LogAcc:
             out["error"] = ", ".join(f"{out[f'{n}_count']} {n}" for n in bad)
         return dict(sorted(out.items(), key=lambda kv: kv[0] != "valid"))
 
-    def _divergent(self, ref_node: str, ref: Sequence[Any]) -> _Capped:
+    def _divergent(self, ref_node: str, ref: Sequence[object]) -> _Capped:
         """Indexes where another node's read differs from the final log (``ref``, read on
         ``ref_node``), each with every differing node's value there."""
         div_at: dict[int, dict[str, Any]] = {}
@@ -254,7 +254,7 @@ class _LogAcc:
             divergent.add({"index": i, "values": div_at[i]})
         return divergent
 
-    def _placements(self, ref: Sequence[Any], ref_node: str) -> tuple[array[int], _Capped, _Capped]:
+    def _placements(self, ref: Sequence[object], ref_node: str) -> tuple[array[int], _Capped, _Capped]:
         """Where each attempted value sits in the final log: ``(found, duplicated, unexpected)`` with
         ``found[slot]`` its first index (-1 if absent); values never attempted are unexpected."""
         found = array("q", [-1]) * len(self.status)
@@ -304,7 +304,7 @@ class _LogAcc:
                 present_info += 1
         return lost, reordered, present_info
 
-    def _real_time_order(self, ref: Sequence[Any], found: array[int], reordered: _Capped) -> None:
+    def _real_time_order(self, ref: Sequence[object], found: array[int], reordered: _Capped) -> None:
         """Adds to ``reordered`` each append invoked after an ok append completed, yet placed before
         it: scans from the end keeping the earliest completion of an ok append seen so far."""
         st = self.status
@@ -360,9 +360,9 @@ class _SetAcc:
     def __init__(self, add_f: str, read_f: str) -> None:
         self.add_f = add_f
         self.read_f = read_f
-        self.adds: dict[Any, list[int]] = {}  # value -> [invoke index, complete index, status]
-        self.open: dict[Any, Any] = {}
-        self.read: tuple[list[Any], int] | None = None
+        self.adds: dict[Hashable, list[int]] = {}  # value -> [invoke index, complete index, status]
+        self.open: dict[Hashable, Any] = {}
+        self.read: tuple[list[object], int] | None = None
 
     def step(self, op: Op) -> None:
         if op.process == NEMESIS:
@@ -385,9 +385,9 @@ class _SetAcc:
                 )
             self.read = ([_hashable(x) for x in op.value], op.index)
 
-    def _ops(self, v: Any) -> dict[str, Any]:
+    def _ops(self, v: object) -> dict[str, Any]:
         inv, cmp_, st = self.adds[v]
-        d: dict[str, Any] = {"value": v, "invoke": inv}
+        d: dict[str, object] = {"value": v, "invoke": inv}
         if cmp_ >= 0:
             d["complete"] = cmp_
         d["type"] = {_PENDING: None, _OK: OK, _FAIL: FAIL, _INFO: INFO}[st]
@@ -395,7 +395,7 @@ class _SetAcc:
 
     def finish(self) -> dict[str, Any]:
         ok = {v for v, r in self.adds.items() if r[2] == _OK}
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "attempt_count": len(self.adds),
             "acknowledged_count": len(ok),
         }
@@ -464,28 +464,28 @@ class _ReadsAcc:
 
     def __init__(self, append_f: str, range_f: str, final_f: str) -> None:
         self.append_f, self.range_f, self.final_f = append_f, range_f, final_f
-        self.attempted: dict[Any, int] = {}  # value -> status
-        self.append_ops: dict[Any, tuple[int, int]] = {}  # value -> (invoke index, complete index)
-        self.open: dict[Any, Op] = {}
+        self.attempted: dict[Hashable, int] = {}  # value -> status
+        self.append_ops: dict[Hashable, tuple[int, int]] = {}  # value -> (invoke index, complete index)
+        self.open: dict[Hashable, Op] = {}
         self.at_index: dict[int, tuple[Any, dict[str, Any]]] = {}  # index -> (value, first observation)
         self.known: dict[Any, tuple[int, int, dict[str, Any]]] = {}  # value -> (time ns, index, observation)
-        self.elsewhere: dict[Any, set[int]] = {}  # value -> every index it was observed at
+        self.elsewhere: dict[Hashable, set[int]] = {}  # value -> every index it was observed at
         self.ends: list[
             tuple[int, int]
         ] = []  # (end index exclusive, invoke time) of reads that reached the end
         self.covered: list[tuple[int, int]] = []  # (from, end) of every ok read
-        self.final: dict[str, list[Any]] = {}
+        self.final: dict[str, list[object]] = {}
         self.n_reads = 0
         self.n_final = 0
         self.divergent = _Capped()
         self.unexpected = _Capped()
         self.duplicated = _Capped()
         self._div_seen: set[int] = set()
-        self._unexp_seen: set[Any] = set()
-        self._dup_seen: set[Any] = set()
-        self.read_seen: dict[Any, tuple[int, dict[str, Any]]] = {}  # value -> first read observation
+        self._unexp_seen: set[Hashable] = set()
+        self._dup_seen: set[Hashable] = set()
+        self.read_seen: dict[Hashable, tuple[int, dict[str, Any]]] = {}  # value -> first read observation
 
-    def _observe(self, index: int, value: Any, time_ns: int, obs: dict[str, Any]) -> None:
+    def _observe(self, index: int, value: object, time_ns: int, obs: dict[str, Any]) -> None:
         if value is None:
             prev = self.at_index.get(index)
             if prev is None:
@@ -559,7 +559,7 @@ class _ReadsAcc:
             self.final[str(node)] = op.value
 
     def finish(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "reads": self.n_reads,
             "final_reads": self.n_final,
             "attempt_count": len(self.attempted),

@@ -18,7 +18,7 @@ no ok read.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 from chaos.history.op import INVOKE, NEMESIS, OK, Op
@@ -28,11 +28,11 @@ MAX_REPORTED = 100
 WRITES = ("w", "append")
 
 
-def _hashable(v: Any) -> Any:
+def _hashable(v: object) -> object:
     return tuple(v) if isinstance(v, list) else v
 
 
-def compare(a: dict[Any, Any], b: dict[Any, Any]) -> int | None:
+def compare(a: dict[Hashable, Any], b: dict[Hashable, Any]) -> int | None:
     """-1 when read ``a`` dominates (saw every write ``b`` saw, and more), 1 when ``b`` does, 0 when
     equal, None when they fork (Jepsen's ``read-compare``). ValueError for two values of one key."""
     res = 0
@@ -49,11 +49,11 @@ def compare(a: dict[Any, Any], b: dict[Any, Any]) -> int | None:
     return res
 
 
-def is_read(mops: Any) -> bool:
+def is_read(mops: object) -> bool:
     return isinstance(mops, list) and bool(mops) and all(isinstance(m, list) and m[:1] == ["r"] for m in mops)
 
 
-def write_key(mops: Any) -> Any:
+def write_key(mops: object) -> object:
     """The key of a write transaction (one ``w`` or ``append`` micro-op), else None."""
     if isinstance(mops, list) and len(mops) == 1 and isinstance(mops[0], list) and len(mops[0]) == 3:
         if mops[0][0] in WRITES:
@@ -64,9 +64,9 @@ def write_key(mops: Any) -> Any:
 class _LongForkAcc:
     def __init__(self, group_size: int) -> None:
         self.n = group_size
-        self.written: set[Any] = set()
+        self.written: set[Hashable] = set()
         self.twice: Any = None
-        self.groups: dict[tuple[Any, ...], dict[tuple[Any, ...], int]] = defaultdict(dict)
+        self.groups: dict[tuple[object, ...], dict[tuple[object, ...], int]] = defaultdict(dict)
         self.reads = 0
         self.unexpected: list[dict[str, Any]] = []
         self.bad_group: dict[str, Any] | None = None
@@ -97,7 +97,7 @@ class _LongForkAcc:
         self.groups[group].setdefault(state, op.index)  # identical reads compare equal: keep one
 
     def finish(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"read_count": self.reads, "group_count": len(self.groups)}
+        out: dict[str, object] = {"read_count": self.reads, "group_count": len(self.groups)}
         if self.twice is not None:
             return {**out, "valid": UNKNOWN, "error": f"key {self.twice['key']!r} written twice "
                     f"(op {self.twice['op']}): the checker needs each key written once"}  # fmt: skip
@@ -125,7 +125,9 @@ class _LongForkAcc:
         return out
 
 
-def _forks(group: Sequence[Any], states: list[tuple[tuple[Any, ...], int]], out: list[dict[str, Any]]) -> int:
+def _forks(
+    group: Sequence[object], states: list[tuple[tuple[object, ...], int]], out: list[dict[str, Any]]
+) -> int:
     """Count the forking pairs among one group's distinct read states, listing some in ``out``."""
     n = 0
     for i, (sa, ia) in enumerate(states):
@@ -142,7 +144,7 @@ def _forks(group: Sequence[Any], states: list[tuple[tuple[Any, ...], int]], out:
     return n
 
 
-def _show(m: dict[Any, Any]) -> dict[str, Any]:
+def _show(m: dict[Hashable, Any]) -> dict[str, Any]:
     return {str(k): (list(v) if isinstance(v, tuple) else v) for k, v in m.items()}
 
 

@@ -49,7 +49,7 @@ class LogPattern:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: Any) -> LogPattern:
+    def from_dict(cls, d: object) -> LogPattern:
         """Inverse of :meth:`to_dict`; ValueError naming the bad field."""
         if not isinstance(d, dict):
             raise ValueError(f"log pattern {d!r}: expected an object with kind, regex, severity")
@@ -154,7 +154,7 @@ class ServerLogChecker:
                         k["lines"].append({"node": node, "file": rel, "line": no, "text": text})
         bad = {kind: k for kind, k in kinds.items() if k["severity"] == INVALID and k["count"]}
         warn = {kind: k for kind, k in kinds.items() if k["severity"] == WARNING and k["count"]}
-        out: dict[str, Any] = {"kinds": kinds, "scanned": scanned, "missing": missing}
+        out: dict[str, object] = {"kinds": kinds, "scanned": scanned, "missing": missing}
         parts = [f"{k['count']} {kind}" for kind, k in bad.items()]
         parts += [f"{k['count']} {kind} (warning)" for kind, k in warn.items()]
         if bad:

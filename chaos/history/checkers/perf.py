@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from chaos.history.analysis import (
@@ -55,7 +55,7 @@ LEGACY_VERBS: dict[str, dict[str, str]] = {
 }
 
 
-def nemesis_verbs(test: Any) -> dict[str, dict[str, str]]:
+def nemesis_verbs(test: object) -> dict[str, dict[str, str]]:
     """``{op kind: {"start": phrase, "stop": phrase}}`` for a run: its test.json's
     ``nemesis_styles`` (``{kind: {"colour", "verbs"}}``, written by the runner from the fault
     modules' descriptors), else :data:`LEGACY_VERBS` for runs recorded before it."""
@@ -91,7 +91,7 @@ def quantiles(values: array[int] | list[int]) -> dict[str, Any]:
     if n == 0:
         return {"count": 0}
     s = sorted(values)
-    out: dict[str, Any] = {"count": n}
+    out: dict[str, object] = {"count": n}
     for name, q in QUANTILES:
         out[name] = round(s[min(n - 1, max(0, math.ceil(q * n) - 1))] / 1e6, 3)
     out["max"] = round(s[-1] / 1e6, 3)
@@ -99,7 +99,7 @@ def quantiles(values: array[int] | list[int]) -> dict[str, Any]:
     return out
 
 
-def _nodes_of(value: Any) -> list[str]:
+def _nodes_of(value: object) -> list[str]:
     if isinstance(value, list) and all(isinstance(x, str) for x in value):
         return list(value)
     if isinstance(value, dict):
@@ -116,7 +116,7 @@ def _nodes_of(value: Any) -> list[str]:
     return []
 
 
-def _partition_phrase(value: Any) -> str:
+def _partition_phrase(value: object) -> str:
     if not isinstance(value, dict):
         return f"network partitioned ({value})" if isinstance(value, str) else "network partitioned"
     grudge = value.get("grudge")
@@ -136,7 +136,7 @@ def _partition_phrase(value: Any) -> str:
 
 def describe_nemesis(
     f: str,
-    value: Any,
+    value: object,
     verbs: dict[str, dict[str, str]] | None = None,
     names: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
@@ -165,7 +165,7 @@ def describe_nemesis(
     return phrase if name == kind else f"{name}: {phrase}"
 
 
-def _nemesis_phrase(kind: str, start: bool, value: Any, template: str | None) -> str:
+def _nemesis_phrase(kind: str, start: bool, value: object, template: str | None) -> str:
     """:func:`describe_nemesis`'s phrase from the op kind, its value and the verb ``template``."""
     f = f"{'start' if start else 'stop'}-{kind}"
     if kind == "partition" and start:
@@ -210,7 +210,7 @@ class _Series:
 
     def __init__(self) -> None:
         self.all = array("q")
-        self.groups: dict[Any, array[int]] = {}
+        self.groups: dict[Hashable, array[int]] = {}
         self.counts: list[int] = []
 
 
@@ -224,7 +224,7 @@ class _PerfAcc:
         self.top = top
         self.verbs = LEGACY_VERBS if verbs is None else verbs
         self.names = dict(names or {})  # op kind -> the --nemesis names typed (analysis.fault_names)
-        self.open: dict[Any, tuple[int, tuple[int, ...], str]] = {}
+        self.open: dict[Hashable, tuple[int, tuple[int, ...], str]] = {}
         self.series: dict[tuple[str, str], _Series] = {}  # (f, type) -> latencies and counts
         self.faults = FaultWindows()  # the one fault-window rule (chaos.history.analysis)
         self.avail = Availability(top)
@@ -291,7 +291,7 @@ class _PerfAcc:
             return
         self.avail.complete(t, typ, f)
 
-    def _by_f(self, group: Any) -> dict[str, dict[str, Any]]:
+    def _by_f(self, group: object) -> dict[str, dict[str, Any]]:
         """Quantiles per f and type for one group: "all", "none" (outside faults) or a window id."""
         out: dict[str, dict[str, Any]] = {}
         for (f, typ), ser in sorted(self.series.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
@@ -333,7 +333,7 @@ class _PerfAcc:
         return (before[-1] if before else None), False
 
     def _window(self, dur: int, start: int, end: int | None, f: str | None) -> dict[str, Any]:
-        w: dict[str, Any] = {
+        w: dict[str, object] = {
             "start_s": round(start / NS, 3),
             "end_s": round(end / NS, 3) if end is not None else None,
             "duration_s": round(dur / NS, 3),

@@ -28,6 +28,7 @@ last-absent ops ``{index, time_s, node}``, the timeline the report draws. Lists 
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 from chaos.history.checkers.logcheck import MAX_REPORTED, _hashable, _quantiles
@@ -54,7 +55,7 @@ def _ms(ns: int) -> int:
 def _point(p: _Point | None) -> dict[str, Any] | None:
     if p is None:
         return None
-    d: dict[str, Any] = {"index": p[0], "time_s": round(p[1] / 1e9, 6)}
+    d: dict[str, object] = {"index": p[0], "time_s": round(p[1] / 1e9, 6)}
     if p[2]:
         d["node"] = p[2]
     return d
@@ -64,9 +65,9 @@ class _SetFullAcc:
     def __init__(self, add_f: str, read_f: str, linearizable: bool) -> None:
         self.add_f, self.read_f, self.linearizable = add_f, read_f, linearizable
         self.elements: dict[Any, _Element] = {}
-        self.open: dict[Any, Op] = {}
-        self.dups: dict[Any, int] = {}
-        self.unexpected: dict[Any, int] = {}
+        self.open: dict[Hashable, Op] = {}
+        self.dups: dict[Hashable, int] = {}
+        self.unexpected: dict[Hashable, int] = {}
         self.reads = 0
 
     def step(self, op: Op) -> None:
@@ -90,7 +91,7 @@ class _SetFullAcc:
                 f"set read at op {op.index} must return a list of elements, got {op.value!r:.80}"
             )
         self.reads += 1
-        seen: dict[Any, int] = {}
+        seen: dict[Hashable, int] = {}
         for x in op.value:
             h = _hashable(x)
             seen[h] = seen.get(h, 0) + 1
@@ -135,7 +136,7 @@ class _SetFullAcc:
             else:
                 never.append(x)
         stale.sort(key=lambda d: -d["stable_latency_ms"])
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "attempt_count": len(self.elements),
             "read_count": self.reads,
             "stable_count": len(stable),

@@ -116,7 +116,7 @@ def results_file(test: dict[str, Any], model: str | None, fmt: str, txn: CheckFl
     the option would otherwise be ignored."""
     workload = test.get("workload")
     checkers = test.get("checkers")
-    named: list[Any] = checkers if isinstance(checkers, list) else []
+    named: list[object] = checkers if isinstance(checkers, list) else []
     is_txn = workload in TXN_WORKLOADS or "elle" in named
     shown = f"workload {workload}" if workload else "no workload in its test.json"
     if txn.workload is not None and txn.workload != workload:
@@ -230,7 +230,7 @@ def run_check(
         checkers = checkers_for(test, model=model)
         if txn.consistency_model and "elle" not in checkers:
             refuse_consistency_model(txn.consistency_model, test)
-        opts: dict[str, Any] = {
+        opts: dict[str, object] = {
             "time_limit": time_limit,
             "model": model,
             "workers": workers,

@@ -60,7 +60,7 @@ def _changes(w: dict[str, Any]) -> str:
     return f"{lc} (+{after}" + (f" within {at:.1f} s after)" if isinstance(at, int | float) else " after)")
 
 
-def _ops(c: Any) -> str:
+def _ops(c: object) -> str:
     c = c if isinstance(c, dict) else {}
     return f"{c.get('ok', 0)}/{c.get('fail', 0)}/{c.get('info', 0)}"
 
@@ -110,7 +110,7 @@ def summary_tables(results: dict[str, Any] | None) -> list[Any]:
     if not r.get("requested"):  # no faults: still say what leadership did (a split brain above all)
         lead = r.get("leadership") or {}
         return [Text(f"leadership: {r['summary']}", style="bold red")] if lead.get("split_brain") else []
-    out: list[Any] = []
+    out: list[object] = []
     kinds = Table(title="faults", title_justify="left", expand=False)
     for col, just in (("fault", "left"), ("requested", "right"), ("applied", "right"), ("failed", "right")):
         kinds.add_column(col, justify=just)  # type: ignore[arg-type]

@@ -36,7 +36,7 @@ NEMESIS_COLOURS = {
 _FALLBACK_COLOURS = ("#636363", "#8c6d31", "#ad494a", "#5254a3", "#637939")
 
 
-def nemesis_colours(test: Any) -> dict[str, str]:
+def nemesis_colours(test: object) -> dict[str, str]:
     """``{op kind: "#rrggbb"}`` for a run: its test.json's ``nemesis_styles`` (``{kind: {"colour",
     "verbs"}}``, written by the runner from the fault modules' descriptors), else
     :data:`NEMESIS_COLOURS` for runs recorded before it."""
@@ -99,7 +99,7 @@ def _fault_nodes(detail: str) -> str:
         v = json.loads(detail)
     except ValueError:
         return ""
-    nodes: Any = None
+    nodes: object = None
     if isinstance(v, dict):
         nodes = v.get("nodes") or v.get("node") or v.get("targets")
         if nodes is None and isinstance(v.get("grudge"), dict):

@@ -75,7 +75,7 @@ def _fmt_duration(ns: float) -> str:
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
 
 
-def _fmt_start(v: Any) -> str:
+def _fmt_start(v: object) -> str:
     """Wall-clock start: a unix timestamp (s) as UTC ISO text; anything else as given."""
     if isinstance(v, int | float) and not isinstance(v, bool) and 1e8 < v < 1e11:
         return _dt.datetime.fromtimestamp(v, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
@@ -219,7 +219,7 @@ def build_data(run: Run, laid: Laid | None = None) -> dict[str, Any]:
     }
 
 
-def json_for_script(data: Any) -> str:
+def json_for_script(data: object) -> str:
     """JSON safe inside ``<script type="application/json">``: ``<``, ``>``, ``&``, U+2028/9 escaped."""
     s = json.dumps(data, separators=(",", ":"), default=str, ensure_ascii=False, allow_nan=False)
     return (

@@ -19,7 +19,7 @@ BAD = "#d62728"
 GOOD = "#1f77b4"
 
 
-def _esc(x: Any) -> str:
+def _esc(x: object) -> str:
     return html.escape(str(x))
 
 
@@ -53,7 +53,7 @@ def _scatter(points: Sequence[tuple[float, float, str]], y_label: str, ref: floa
     return "".join(out)
 
 
-def _table(head: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def _table(head: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     th = "".join(f"<th>{_esc(h)}</th>" for h in head)
     trs = "".join("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in r) + "</tr>" for r in rows[:MAX_ROWS])
     return f'<table class="jepsen-table"><tr>{th}</tr>{trs}</table>'

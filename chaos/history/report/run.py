@@ -40,7 +40,7 @@ class ReportError(Exception):
 # reading a run directory
 
 
-def _read_json(path: Path, what: str) -> Any:
+def _read_json(path: Path, what: str) -> object:
     try:
         with path.open(encoding="utf-8") as fh:
             return json.load(fh)
@@ -146,7 +146,7 @@ def _list_files(path: Path) -> list[str]:
 _ENC = json.JSONEncoder(separators=(",", ":"), default=str, ensure_ascii=False)
 
 
-def _short(v: Any, limit: int = MAX_VALUE_CHARS) -> str:
+def _short(v: object, limit: int = MAX_VALUE_CHARS) -> str:
     if v is None:
         return "null"
     if type(v) is int:
@@ -155,7 +155,7 @@ def _short(v: Any, limit: int = MAX_VALUE_CHARS) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
-def _proc_sort_key(p: Any) -> tuple[int, float, str]:
+def _proc_sort_key(p: object) -> tuple[int, float, str]:
     if p == "nemesis":
         return (0, 0.0, "")
     if isinstance(p, int | float) and not isinstance(p, bool):
@@ -193,8 +193,8 @@ class NemesisOp:
     f: str
     start: int
     end: int | None
-    value: Any
-    result: Any
+    value: object
+    result: object
     i: int
     j: int
 

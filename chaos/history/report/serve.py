@@ -133,7 +133,7 @@ def _count_types(path: Path) -> tuple[dict[str, int], float | None]:
     return counts, last_time
 
 
-def _verdict(results: Any) -> str:
+def _verdict(results: object) -> str:
     if not isinstance(results, dict):
         return "incomplete"
     v = results.get("valid")
@@ -182,8 +182,8 @@ def summarize(run: Path) -> RunSummary:
         if hit and hit[0] == key:
             hit[1].has_report = (run / "index.html").exists()
             return hit[1]
-    test: dict[str, Any] = {}
-    results: Any = None
+    test: dict[str, object] = {}
+    results: object = None
     try:
         t = json.loads((run / "test.json").read_text(encoding="utf-8"))
         test = t if isinstance(t, dict) else {}
@@ -302,7 +302,7 @@ class RunQuery:
             raise BadQuery(f"page {raw!r}: expected a positive integer")
         return cls(test, verdict, int(raw))
 
-    def href(self, **change: Any) -> str:
+    def href(self, **change: object) -> str:
         """The list's URL for this query with ``change`` applied (a filter change starts at page 1)."""
         fields = {"test": self.test, "verdict": self.verdict, "page": self.page, **change}
         if "page" not in change:
@@ -444,7 +444,7 @@ class _Handler(BaseHTTPRequestHandler):
     allowed_hosts: frozenset[str]  # --allow-host names
     _csp = FILE_CSP
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - http.server's signature
         pass
 
     def end_headers(self) -> None:

@@ -33,7 +33,7 @@ from chaos.history.report.verdicts import checker_summaries
 PIPE_WIDTH = 4096  # as the runner's console: a pipe gets whole lines, never folded
 
 
-def _verdict(valid: Any) -> str:
+def _verdict(valid: object) -> str:
     return "valid" if valid is True else "INVALID" if valid is False else "unknown"
 
 
@@ -109,7 +109,7 @@ def _first_explanation(r: dict[str, Any]) -> list[str]:
     return []
 
 
-def _arg(v: Any) -> str:
+def _arg(v: object) -> str:
     return "nil" if v is None else str(v) if isinstance(v, int | str) else repr(v)
 
 

@@ -53,7 +53,7 @@ def anomaly_band_html(results: dict[str, Any] | None) -> str:
     return f'<span class="txn-anomalies">{model}: {items}</span>'
 
 
-def _mop_text(m: Any) -> str:
+def _mop_text(m: object) -> str:
     if isinstance(m, list | tuple) and len(m) == 3:
         f, k, v = m
         if f == "r":

@@ -11,7 +11,7 @@ from chaos.history.checkers.perf import ops_line
 from chaos.history.report.run import _short
 
 
-def _verdict(v: Any) -> str:
+def _verdict(v: object) -> str:
     if v is True:
         return "valid"
     if v is False:

@@ -18,6 +18,7 @@ _LAZY = ("spark_session",)
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
+        # deferred: importing one module of the sub-package (the workers' daemon) loads no other
         from chaos.history.spark import session
 
         return getattr(session, name)

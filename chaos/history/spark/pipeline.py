@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from chaos.history.analysis import UNKNOWN, merge_valid, served_rate
 from chaos.history.spark.session import _active_context
 from chaos.history.spark.stats import stats_rows
 from chaos.history.spark.tasks import (
@@ -58,8 +59,6 @@ def summarize(
     """Per run: verdict, workload, nemesis, ok rate, worst p99 and longest unavailability (the perf
     checker's, :class:`chaos.history.analysis.Availability`); per (workload, nemesis): pass rate and
     the worst figures. The overall verdict merges the runs' with ``merge_valid``."""
-    from chaos.history.analysis import UNKNOWN, merge_valid, served_rate
-
     by_run: dict[str, list[dict[str, Any]]] = {}
     for r in perf_rows["latency"]:
         by_run.setdefault(r["run"], []).append(r)
@@ -259,8 +258,6 @@ def add_runs(summary: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     to ``summary``: the overall verdict merges theirs (a failing campaign makes the summary
     invalid, an undecided one unknown), and ``summary.json`` / ``index.html`` in ``summary["out"]``
     are written again so that the files say what the gate's table says."""
-    from chaos.history.analysis import merge_valid
-
     if not rows:
         return
     summary["runs"] = [*summary["runs"], *rows]
@@ -313,7 +310,12 @@ def write_summary_parquet(runs: list[dict[str, Any]], path: Path) -> None:
     import pyarrow.parquet as pq
 
     arrow_type = {"string": pa.string(), "json": pa.string(), "long": pa.int64(), "double": pa.float64()}
-    conv: dict[str, Callable[[Any], Any]] = {"string": str, "json": json.dumps, "long": int, "double": float}
+    conv: dict[str, Callable[[Any], object]] = {
+        "string": str,
+        "json": json.dumps,
+        "long": int,
+        "double": float,
+    }
     columns = {
         n: pa.array(
             [None if (r.get(n) is None and t != "json") else conv[t](r.get(n)) for r in runs], arrow_type[t]
@@ -335,7 +337,7 @@ def write_summary_html(summary: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def _verdict_word(v: Any) -> str:
+def _verdict_word(v: object) -> str:
     return {True: "valid", False: "invalid"}.get(v, "unknown") if isinstance(v, bool) else "unknown"
 
 

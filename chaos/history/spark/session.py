@@ -142,7 +142,7 @@ def probe_standalone_master(master: str, timeout: float = MASTER_PROBE_S) -> Non
     )
 
 
-def spark_session(master: str = "local[*]", app: str = "chaos-analyze", log: Path | None = None) -> Any:
+def spark_session(master: str = "local[*]", app: str = "chaos-analyze", log: Path | None = None) -> object:
     """A SparkSession (Spark SQL) over :func:`spark_context`'s context, with its options and errors."""
     spark_context(master, app, log)
     from pyspark.sql import SparkSession

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from chaos.history.analysis import fault_windows as core_windows
 from chaos.history.spark.tasks import _ops_from_raw
 
 
@@ -53,8 +54,6 @@ def fault_windows(df: Any) -> Any:
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
-
-    from chaos.history.analysis import fault_windows as core_windows
 
     spark = df.sparkSession
     nem: dict[str, list[str]] = {}

@@ -15,7 +15,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from chaos.history.analysis import availability
+from chaos.history.analysis import fault_windows as core_windows
+from chaos.history.checkers.registry import checkers_for, compose, load_run_test, needs_inference
+from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
 from chaos.history.spark.session import spark_context
+from chaos.history.store import HistoryError, ParsedHistory, RunDir
+from chaos.history.verdict import CheckOptions
 
 _SCHEMA_FIELDS = (
     ("index", "long"),
@@ -50,8 +56,6 @@ def nemesis_of(test: dict[str, Any]) -> str:
 
 
 def _ops_from_raw(lines: Iterable[str]) -> list[Any]:
-    from chaos.history.op import Op
-
     ops = [Op.from_dict(json.loads(line)) for line in lines]
     ops.sort(key=lambda op: op.index)
     return ops
@@ -67,7 +71,7 @@ def _partition_dir(parquet_dir: Path, rid: str) -> Path:
     return parquet_dir / f"run={quote(rid, safe='')}"
 
 
-def _key_text(key: Any) -> str | None:
+def _key_text(key: object) -> str | None:
     if key is None or type(key) is str:
         return key
     if type(key) is int:
@@ -75,7 +79,7 @@ def _key_text(key: Any) -> str | None:
     return json.dumps(key, default=str)
 
 
-def _texts(values: list[Any], text: Callable[[Any], str | None]) -> list[str | None]:
+def _texts(values: list[object], text: Callable[[Any], str | None]) -> list[str | None]:
     """``[text(v) for v in values]``, each distinct hashable value converted once: a run has a
     few processes and keys over thousands of ops. Values that compare equal across types (``1``,
     ``1.0``, ``true``) would share one entry, so a list holding floats or booleans is converted
@@ -90,7 +94,7 @@ def _texts(values: list[Any], text: Callable[[Any], str | None]) -> list[str | N
     return list(map(seen.__getitem__, values))
 
 
-def _str_column(values: list[Any]) -> Any:
+def _str_column(values: list[object]) -> object:
     """A pyarrow string column of ``values``, anything not a string as null."""
     import pyarrow as pa
 
@@ -112,8 +116,6 @@ def write_ops_parquet(ops: list[Any], path: Path) -> None:
 
     import pyarrow as pa
     import pyarrow.parquet as pq
-
-    from chaos.history.op import NEMESIS
 
     def column(name: str) -> list[Any]:
         return list(map(operator.attrgetter(name), ops))
@@ -170,8 +172,6 @@ def run_stats(ops: list[Any], windows: list[list[Any]]) -> dict[str, list[dict[s
     (:func:`chaos.history.checkers.perf.quantiles`); ``second`` is the ok completion's time // 1 s. These
     are the rows :func:`perf` computes with Spark SQL from the ops.
     """
-    from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK
-
     lat_f: dict[str, list[int]] = {}
     types: dict[str, list[int]] = {}  # f -> [ok, fail, info]
     lat_fault: dict[str, list[int]] = {}
@@ -237,12 +237,6 @@ def check_run_task(run_dir: str, rid: str, time_limit: float | None, parquet_dir
     ...}`` for a malformed history (with ``reason``, ``line``, ``path``), a bad test.json, a missing
     file: what ``chaos check`` raises for them.
     """
-    from chaos.history.analysis import availability
-    from chaos.history.analysis import fault_windows as core_windows
-    from chaos.history.checkers.registry import checkers_for, compose, load_run_test, needs_inference
-    from chaos.history.store import HistoryError, ParsedHistory, RunDir
-    from chaos.history.verdict import CheckOptions
-
     run = RunDir(run_dir)
     try:
         history = ParsedHistory.read(run.history_path)
@@ -264,7 +258,7 @@ def check_run_task(run_dir: str, rid: str, time_limit: float | None, parquet_dir
     ops = history.ops
     end = max((op.time for op in ops), default=0)
     windows = [[w.kind, w.start, w.end_or(end or w.start)] for w in core_windows(ops)]
-    row: dict[str, Any] = {**result, "test": test, "order": order, "model": model, "windows": windows}
+    row: dict[str, object] = {**result, "test": test, "order": order, "model": model, "windows": windows}
     row["stats"] = run_stats(ops, windows)
     if "perf" not in result["checkers"]:
         # the gate's availability threshold needs the figure even when the workload has no perf checker
@@ -309,8 +303,6 @@ def check_on_executors(
     Raises, for the first run (in ``run_dirs`` order) that failed, what ``chaos check`` raises:
     HistoryError naming file and line, FileNotFoundError, ValueError.
     """
-    from chaos.history.store import HistoryError
-
     rows = dict(done or {})
     jobs = [(run_id(d), str(d)) for d in run_dirs]
     target = None if parquet_dir is None else str(parquet_dir)
@@ -338,17 +330,16 @@ def check_on_executors(
 
 
 def _import_task_modules(_: object) -> None:
-    """Import what a first :func:`check_run_task` would: the checkers' modules, and pyarrow with
-    the pandas its first ``pa.array`` imports when pandas is installed (half a second)."""
+    """Import what a first :func:`check_run_task` would: pyarrow with the pandas its first
+    ``pa.array`` imports when pandas is installed (half a second), and the checkers every run gets,
+    which the registry loads on first use (this module's own imports come with unpickling it)."""
     import pyarrow as pa
     import pyarrow.parquet  # noqa: F401
 
-    import chaos.history.analysis  # noqa: F401
+    # deferred on purpose: this function's job is to load them into a worker ahead of its tasks
     import chaos.history.checkers.faults  # noqa: F401
     import chaos.history.checkers.linear  # noqa: F401
     import chaos.history.checkers.perf  # noqa: F401
-    import chaos.history.checkers.registry  # noqa: F401
-    import chaos.history.store  # noqa: F401
 
     pa.array([0], pa.int64())
 
@@ -363,7 +354,7 @@ def warm_workers(sc: Any) -> Any:
     return sc
 
 
-def _start_warm(master: str, log: Path) -> Any:
+def _start_warm(master: str, log: Path) -> object:
     """A new context for ``master`` (:func:`spark_context`) with its workers warm
     (:func:`warm_workers`); stopped again, not left running, when the workers cannot start."""
     sc = spark_context(master, log=log)
@@ -375,7 +366,7 @@ def _start_warm(master: str, log: Path) -> Any:
 
 
 def check_while_starting(
-    start: Callable[[], Any], run_dirs: list[Path], parquet_dir: Path | None, time_limit: float | None
+    start: Callable[[], object], run_dirs: list[Path], parquet_dir: Path | None, time_limit: float | None
 ) -> tuple[Any, dict[str, str]]:
     """Call ``start`` (which starts Spark: mostly waiting on the JVM) in a thread while this
     thread checks runs with :func:`check_run_task`, smallest history first, until Spark is up.

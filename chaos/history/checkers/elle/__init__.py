@@ -34,6 +34,7 @@ _LAZY = ("ElleChecker", "check_ops", "check_file", "WORKLOADS", "DEFAULT_MODEL")
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
+        # deferred: the checker's import loads rustworkx and numpy (see _LAZY)
         from chaos.history.checkers.elle import checker
 
         return getattr(checker, name)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.history.checkers.elle import anomalies as lattice
+from chaos.history.checkers.elle.edn import collect_edn
 from chaos.history.checkers.elle.explain import cycle_case
 from chaos.history.checkers.elle.graph import order_edges_exist, search
 from chaos.history.checkers.elle.history import (
@@ -22,6 +23,7 @@ from chaos.history.checkers.elle.history import (
 from chaos.history.checkers.elle.listappend import ListAppend, _show
 from chaos.history.checkers.elle.rwregister import RwRegister
 from chaos.history.op import Op
+from chaos.history.store import HistoryError, read_history
 
 UNKNOWN = "unknown"
 WORKLOADS = ("list-append", "rw-register")
@@ -43,7 +45,7 @@ def check_ops(
     workload: str = "list-append",
     consistency_model: str = DEFAULT_MODEL,
     time_limit: float | None = None,
-    **opts: Any,
+    **opts: object,
 ) -> dict[str, Any]:
     """Check a history given as Op objects (file order). ``time_limit``: seconds of cycle search
     per component (default 5). Options: ``wfr_keys`` (rw-register), ``max_examples``.
@@ -71,14 +73,12 @@ def check_file(
     workload: str = "list-append",
     consistency_model: str = DEFAULT_MODEL,
     time_limit: float | None = None,
-    **opts: Any,
+    **opts: object,
 ) -> dict[str, Any]:
     """Check a JSON Lines history file, or an EDN one (a ``.edn`` name: read by
     ``chaos.history.checkers.elle.edn.collect_edn``), see :func:`check_ops`. Raises HistoryError for a
     malformed file (as ``chaos.history.store.read_history`` does), a malformed transaction included
     (naming the file and line)."""
-    from chaos.history.store import read_history
-
     lattice.check_model(consistency_model)
     p = Path(path)
     t0 = time.perf_counter()
@@ -87,8 +87,6 @@ def check_file(
         try:
             try:
                 if p.suffix.lower() == ".edn":
-                    from chaos.history.checkers.elle.edn import collect_edn
-
                     table = collect_edn(p, w.add)
                 else:
                     table = collect_file(p, w.add)
@@ -105,8 +103,6 @@ def check_file(
 
 
 def _malformed(e: MalformedTxn, workload: str, line: int | None, path: Path | None) -> Exception:
-    from chaos.history.store import HistoryError
-
     if line is None and e.position is not None and e.position >= 0:
         line = e.position + 1
     return HistoryError(f"{workload} transaction: {e}", line=line, path=path)
@@ -184,7 +180,7 @@ def _analyse(
     valid: bool | str = False if bad else (UNKNOWN if undecided or not len(table) else True)
     is_not, also_not = lattice.boundary(a for a in types if a not in lattice.UNKNOWN_TYPES)
     phases["explain"] = time.perf_counter() - t
-    result: dict[str, Any] = {
+    result: dict[str, object] = {
         "valid": valid,
         "workload": workload,
         "consistency_model": model,

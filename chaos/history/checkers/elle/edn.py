@@ -8,11 +8,13 @@ from __future__ import annotations
 import array
 import bisect
 import os
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from chaos.history.checkers.elle.history import MalformedTxn, TxnTable, Unsupported, block_starts
 from chaos.history.edn import LineForms, read_line, row_blocks
 from chaos.history.formats import edn_op
 from chaos.history.op import NEMESIS, TYPES
@@ -39,8 +41,6 @@ def collect_edn(path: str | os.PathLike[str], sink: Any) -> Any:
     (its ``position`` the completion's line - 1) for a transaction not of the workload's shape.
     Returns: the ``TxnTable``.
     """
-    from chaos.history.checkers.elle.history import MalformedTxn, block_starts
-
     p = Path(path)
     pairing = _Pairing(p, sink)
     try:
@@ -52,7 +52,7 @@ def collect_edn(path: str | os.PathLike[str], sink: Any) -> Any:
     table, lines, kept = pairing.table, pairing.lines, pairing.kept
     starts: list[tuple[list[int], list[int]]] = []
 
-    def fetch(tid: int) -> list[Any]:
+    def fetch(tid: int) -> list[object]:
         ln = lines[tid]
         if ln < 0:
             return list(kept[-ln - 1])
@@ -77,14 +77,12 @@ class _Pairing:
     position of the last op and the line of the last op paired (``at``)."""
 
     def __init__(self, path: Path, sink: Any) -> None:
-        from chaos.history.checkers.elle.history import TxnTable
-
         self.path = path
         self.sink = sink
         self.table = TxnTable()
         self.lines = array.array("q")
-        self.kept: list[list[Any]] = []
-        self.open: dict[Any, tuple[int, Any, str, int, bool]] = {}
+        self.kept: list[list[object]] = []
+        self.open: dict[Hashable, tuple[int, Any, str, int, bool]] = {}
         self.fails = 0
         self.pos = -1
         self.at = 0
@@ -166,10 +164,8 @@ class _Pairing:
             raise HistoryError(f"EDN: op map with :f {f!r}: expected a keyword", line=line, path=p)
         self.op(line, proc, t, f, form.get("value"), fast)
 
-    def op(self, line: int, proc: Any, t: str, f: str, v: Any, fast: bool) -> None:
+    def op(self, line: int, proc: object, t: str, f: str, v: object, fast: bool) -> None:
         """One op: an invocation opened, or a completion paired and fed to the sink."""
-        from chaos.history.checkers.elle.history import Unsupported
-
         self.pos += 1
         self.at = line
         pos, p, open_, table = self.pos, self.path, self.open, self.table

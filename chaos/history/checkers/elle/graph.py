@@ -29,9 +29,9 @@ from __future__ import annotations
 import array
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import rustworkx as rx
@@ -40,6 +40,8 @@ from chaos.history.checkers.elle.anomalies import CYCLE_BASES, IMPLIES, implied,
 from chaos.history.checkers.elle.history import TxnTable
 
 WW, WR, RW, PROCESS, REALTIME = 1, 2, 4, 8, 16
+H = TypeVar("H", bound=Hashable)  # a node of has_cycle's graph: a txn id, or a key's value
+
 DATA = WW | WR | RW
 LABELS = {WW: "ww", WR: "wr", RW: "rw", PROCESS: "process", REALTIME: "realtime"}
 
@@ -118,7 +120,7 @@ def _aux_realtime(table: TxnTable, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _process_edges(table: TxnTable, members: Iterable[int] | None = None) -> tuple[list[int], list[int]]:
     """Elle's process order: each ok txn -> the next ok txn of the same process."""
-    last: dict[Any, int] = {}
+    last: dict[Hashable, int] = {}
     src: list[int] = []
     dst: list[int] = []
     ok, proc = table.ok, table.process
@@ -276,9 +278,10 @@ def _projection(adj: dict[int, dict[int, int]], bits: int, extend: bool) -> dict
     return out
 
 
-def has_cycle(g: dict[int, set[int]]) -> bool:
-    """True if the graph has a cycle (a self-loop counts); iterative three-colour DFS."""
-    colour: dict[int, int] = {}
+def has_cycle(g: Mapping[H, Collection[H]]) -> bool:
+    """True if the graph (node -> its successors) has a cycle (a self-loop counts); iterative
+    three-colour DFS."""
+    colour: dict[H, int] = {}
     for root in g:
         if root in colour:
             continue
@@ -321,8 +324,8 @@ def find_cycle(
                 continue
             # state: (vertex, last was rw, rw count capped at 2, adjacent rw pair, any wr)
             start = (v, lab0 == RW, 1 if lab0 == RW else 0, False, lab0 == WR)
-            parent: dict[tuple[Any, ...], tuple[Any, ...] | None] = {start: None}
-            labels_of: dict[tuple[Any, ...], int] = {start: lab0}
+            parent: dict[tuple[object, ...], tuple[object, ...] | None] = {start: None}
+            labels_of: dict[tuple[object, ...], int] = {start: lab0}
             queue = deque([start])
             while queue:
                 steps += 1

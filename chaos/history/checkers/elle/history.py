@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import array
 import gc
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ class MalformedTxn(Unsupported):
     ``op`` (the Op, when they were given Op objects) before it leaves them."""
 
     position: int | None = None
-    op: Any = None
+    op: object = None
 
 
 class FastPathRefused(Exception):
@@ -54,9 +54,9 @@ class TxnTable:
         self.complete_pos = array.array("q")  # position of the completion
         self.index = array.array("q")  # the completion's op index
         self.ok = array.array("b")  # 1 ok, 0 info
-        self.process: list[Any] = []
+        self.process: list[object] = []
         self.fetch: Callable[[int], list[Any]] = lambda t: []  # the value of txn t (slow)
-        self.fail_values: list[tuple[int, list[Any]]] = []  # (op index, value) of failed txns
+        self.fail_values: list[tuple[int, list[object]]] = []  # (op index, value) of failed txns
 
     def __len__(self) -> int:
         return len(self.ok)
@@ -71,18 +71,18 @@ class TxnTable:
         }
 
 
-Sink = Callable[[int, str, list[Any]], None]  # (txn id or fail id, type, value)
+Sink = Callable[[int, str, list[object]], None]  # (txn id or fail id, type, value)
 
 
-def _is_txn_value(v: Any) -> bool:
+def _is_txn_value(v: object) -> bool:
     return type(v) is list
 
 
 def collect_ops(ops: Iterable[Op], sink: Sink) -> TxnTable:
     """Pair ``ops`` (Op objects, file order) and feed each completed transaction to ``sink``."""
     table = TxnTable()
-    values: list[list[Any]] = []
-    open_: dict[Any, tuple[int, Any, int]] = {}
+    values: list[list[object]] = []
+    open_: dict[Hashable, tuple[int, Any, int]] = {}
     fails = 0
     pos, op = -1, None
     try:
@@ -188,7 +188,7 @@ def collect_file(path: Path, sink: Sink) -> TxnTable:
     completion's position (blank lines are refused, so position = line - 1).
     """
     table = TxnTable()
-    open_: dict[Any, tuple[int, Any, Any, Any]] = {}
+    open_: dict[Hashable, tuple[int, Any, Any, Any]] = {}
     loads = orjson.loads
     fails = 0
     last_time = -(2**63)
@@ -253,7 +253,7 @@ def collect_file(path: Path, sink: Sink) -> TxnTable:
     starts: list[tuple[list[int], list[int]]] = []
     positions = table.complete_pos
 
-    def fetch(t: int) -> list[Any]:
+    def fetch(t: int) -> list[object]:
         if not starts:
             starts.append(block_starts(path))
         d = loads(read_line_at(path, starts[0], positions[t] + 1))

@@ -21,6 +21,7 @@ append followed, through info ones, by an ok append) and duplicate-elements are 
 from __future__ import annotations
 
 import array
+from collections.abc import Hashable
 from typing import Any
 
 from chaos.history.checkers.elle.graph import RW, WR, WW
@@ -30,7 +31,7 @@ from chaos.history.op import FAIL, OK
 INIT = ("init",)  # the empty list every key starts as (never equal to an element)
 
 
-def _show(v: Any) -> str:
+def _show(v: object) -> str:
     if v is None:
         return "nil"
     if isinstance(v, list):
@@ -44,17 +45,17 @@ class ListAppend:
     name = "list-append"
 
     def __init__(self) -> None:
-        self.writer: dict[Any, dict[Any, int]] = {}  # key -> element -> ok/info txn
-        self.failed: dict[Any, dict[Any, int]] = {}  # key -> element -> fail id
-        self.intermediate: dict[Any, dict[Any, int]] = {}  # key -> non-final append -> txn
-        self.reads: dict[Any, list[tuple[int, Any, int]]] = {}  # key -> (reader, last, length)
-        self.longest: dict[Any, list[Any]] = {}
-        self.incompatible: set[Any] = set()
+        self.writer: dict[Hashable, dict[Hashable, int]] = {}  # key -> element -> ok/info txn
+        self.failed: dict[Hashable, dict[Hashable, int]] = {}  # key -> element -> fail id
+        self.intermediate: dict[Hashable, dict[Hashable, int]] = {}  # key -> non-final append -> txn
+        self.reads: dict[Hashable, list[tuple[int, Hashable, int]]] = {}  # key -> (reader, last, length)
+        self.longest: dict[Hashable, list[object]] = {}
+        self.incompatible: set[Hashable] = set()
         self.internal: list[dict[str, Any]] = []
         self.future: list[dict[str, Any]] = []
-        self.rmw: dict[tuple[Any, int, Any], list[int]] = {}  # (key, length, last) -> txns
-        self.order: dict[Any, list[Any]] = {}  # key -> version order (after finish)
-        self.position: dict[Any, dict[Any, int]] = {}
+        self.rmw: dict[tuple[Hashable, int, Hashable], list[int]] = {}  # (key, length, last) -> txns
+        self.order: dict[Hashable, list[object]] = {}  # key -> version order (after finish)
+        self.position: dict[Hashable, dict[Hashable, int]] = {}
 
     # ---------------------------------------------------------------------------------------------
     # pass 1
@@ -128,7 +129,7 @@ class ListAppend:
             self._within(t, value, ok)
 
     def _index_append(
-        self, index: dict[Any, dict[Any, int]], k: Any, v: Any, t: int, *, failed: bool
+        self, index: dict[Hashable, dict[Hashable, int]], k: Hashable, v: Hashable, t: int, *, failed: bool
     ) -> None:
         other = self.failed if not failed else self.writer
         row = index.get(k)
@@ -145,7 +146,7 @@ class ListAppend:
     def _within(self, t: int, value: list[Any], ok: bool) -> None:
         """Internal consistency, future reads, non-final appends and lost-update candidates of a
         transaction touching some key twice (Elle's ``op-internal-case``)."""
-        appended_at: dict[Any, list[tuple[int, Any]]] = {}
+        appended_at: dict[Hashable, list[tuple[int, Hashable]]] = {}
         for i, mop in enumerate(value):
             if mop[0] == "append":
                 apps = appended_at.get(mop[1])
@@ -162,9 +163,9 @@ class ListAppend:
                     row[v] = t
         if not ok:
             return
-        state: dict[Any, tuple[bool, list[Any]]] = {}  # key -> (full list known?, list or suffix)
-        read_first: dict[Any, tuple[int, Any]] = {}
-        rmw_keys: set[Any] = set()
+        state: dict[Hashable, tuple[bool, list[object]]] = {}  # key -> (full list known?, list or suffix)
+        read_first: dict[Hashable, tuple[int, Hashable]] = {}
+        rmw_keys: set[Hashable] = set()
         for i, (f, k, v) in enumerate(value):
             known = state.get(k)
             if f == "append":
@@ -202,13 +203,13 @@ class ListAppend:
 
     def finish(
         self, table: TxnTable
-    ) -> tuple[dict[str, list[Any]], array.array[int], array.array[int], array.array[int]]:
+    ) -> tuple[dict[str, list[object]], array.array[int], array.array[int], array.array[int]]:
         """Non-cycle anomalies and the edges ``(src, dst, rel)``."""
         src, dst, rel = array.array("i"), array.array("i"), array.array("b")
         ws, wd, wrel = src.append, dst.append, rel.append
         anomalies: dict[str, list[Any]] = {}
         ok = table.ok
-        empty: dict[Any, int] = {}
+        empty: dict[Hashable, int] = {}
         for k in self.writer.keys() | self.reads.keys():
             longest = self.longest.get(k, [])
             vo = longest
@@ -291,8 +292,8 @@ class ListAppend:
             anomalies["lost-update"] = lost
         return anomalies, src, dst, rel
 
-    def _duplicates(self, k: Any, longest: list[Any], anomalies: dict[str, list[Any]]) -> None:
-        seen: set[Any] = set()
+    def _duplicates(self, k: Hashable, longest: list[object], anomalies: dict[str, list[object]]) -> None:
+        seen: set[Hashable] = set()
         at = 0
         for i, e in enumerate(longest):
             if e in seen:
@@ -301,7 +302,7 @@ class ListAppend:
             seen.add(e)
         for t, _last, n in self.reads.get(k, ()):
             if n > at:
-                counts: dict[Any, int] = {}
+                counts: dict[Hashable, int] = {}
                 for e in longest[:n]:
                     counts[e] = counts.get(e, 0) + 1
                 anomalies.setdefault("duplicate-elements", []).append(
@@ -315,13 +316,13 @@ class ListAppend:
 
     def _aborted(
         self,
-        k: Any,
-        vo: list[Any],
-        pos: dict[Any, int],
+        k: Hashable,
+        vo: list[object],
+        pos: dict[Hashable, int],
         w: list[int],
-        frow: dict[Any, int],
+        frow: dict[Hashable, int],
         ok: array.array[int],
-        anomalies: dict[str, list[Any]],
+        anomalies: dict[str, list[object]],
     ) -> None:
         """G1a (reads showing a failed append) and dirty-update (committed state after it)."""
         for e, fid in frow.items():
@@ -341,9 +342,9 @@ class ListAppend:
                     {"key": k, "values": vo[i : j + 1], "writer_fail": fid, "writer": w[j]}
                 )
 
-    def _incompatible(self, k: Any, table: TxnTable) -> dict[str, Any]:
+    def _incompatible(self, k: Hashable, table: TxnTable) -> dict[str, Any]:
         """Elle's report: the first pair of reads, by length, where the shorter is not a prefix."""
-        distinct: dict[tuple[Any, ...], list[Any]] = {}
+        distinct: dict[tuple[object, ...], list[object]] = {}
         for t in {t for t, _, _ in self.reads.get(k, ())}:
             for f, key, v in table.fetch(t):
                 if f == "r" and key == k and v:
@@ -395,14 +396,14 @@ class ListAppend:
                         )
         return None
 
-    def _previous(self, k: Any, e: Any) -> Any:
+    def _previous(self, k: Hashable, e: Hashable) -> object:
         vo = self.order.get(k, [])
         i = self.position.get(k, {}).get(e)
         if i is None:  # never read: after everything observed
             return vo[-1] if vo else INIT
         return vo[i - 1] if i > 0 else INIT
 
-    def _seen(self, k: Any, e: Any) -> str:
+    def _seen(self, k: Hashable, e: Hashable) -> str:
         vo = self.order.get(k, [])
         i = self.position.get(k, {}).get(e)
         if i is None:

@@ -26,6 +26,7 @@ read the same value of k and both wrote k).
 from __future__ import annotations
 
 import array
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from chaos.history.checkers.elle.graph import RW, WR, WW, has_cycle
@@ -41,22 +42,24 @@ class RwRegister:
 
     def __init__(self, *, wfr_keys: bool = False) -> None:
         self.wfr_keys = wfr_keys
-        self.writer: dict[Any, dict[Any, int]] = {}  # key -> value -> ok txn (external write)
-        self.any_writer: dict[Any, dict[Any, tuple[str, int]]] = {}  # every write: (type, id)
-        self.intermediate: dict[Any, dict[Any, int]] = {}
-        self.readers: dict[Any, dict[Any, list[int]]] = {}  # key -> value -> ok external readers
-        self.wfr: list[tuple[Any, Any, Any]] = []  # (key, read value, written value)
+        self.writer: dict[Hashable, dict[Hashable, int]] = {}  # key -> value -> ok txn (external write)
+        self.any_writer: dict[Hashable, dict[Hashable, tuple[str, int]]] = {}  # every write: (type, id)
+        self.intermediate: dict[Hashable, dict[Hashable, int]] = {}
+        self.readers: dict[Hashable, dict[Hashable, list[int]]] = {}  # key -> value -> ok external readers
+        self.wfr: list[tuple[Hashable, Hashable, Hashable]] = []  # (key, read value, written value)
         self.internal: list[dict[str, Any]] = []
         self.rmw: dict[tuple[Any, Any], list[int]] = {}
-        self.fail_writes: dict[Any, dict[Any, int]] = {}
-        self.succ: dict[Any, dict[Any, set[Any]]] = {}  # key -> value -> the values wfr puts next
+        self.fail_writes: dict[Hashable, dict[Hashable, int]] = {}
+        self.succ: dict[
+            Hashable, dict[Hashable, set[Hashable]]
+        ] = {}  # key -> value -> the values wfr puts next
 
-    def add(self, t: int, type_: str, value: list[Any]) -> None:
+    def add(self, t: int, type_: str, value: list[object]) -> None:
         """One completed transaction (``t``: txn id, or fail id for ``fail``)."""
         ok = type_ == OK
-        last_write: dict[Any, Any] = {}
-        first_read: dict[Any, Any] = {}
-        state: dict[Any, Any] = {}
+        last_write: dict[Hashable, Hashable] = {}
+        first_read: dict[Hashable, Hashable] = {}
+        state: dict[Hashable, Hashable] = {}
         for mop in value:
             if type(mop) is not list or len(mop) != 3:
                 raise MalformedTxn(f"micro-op {mop!r:.60} is not [f, key, value]")
@@ -100,7 +103,7 @@ class RwRegister:
 
     def finish(
         self, table: TxnTable
-    ) -> tuple[dict[str, list[Any]], array.array[int], array.array[int], array.array[int]]:
+    ) -> tuple[dict[str, list[object]], array.array[int], array.array[int], array.array[int]]:
         src, dst, rel = array.array("i"), array.array("i"), array.array("b")
 
         def edge(a: int, b: int, r: int) -> None:
@@ -144,8 +147,8 @@ class RwRegister:
             anomalies["lost-update"] = lost
         return anomalies, src, dst, rel
 
-    def _wfr_edges(self, edge: Any, anomalies: dict[str, list[Any]]) -> None:
-        versions: dict[Any, dict[Any, set[Any]]] = {}
+    def _wfr_edges(self, edge: Callable[[int, int, int], object], anomalies: dict[str, list[object]]) -> None:
+        versions: dict[Hashable, dict[Hashable, set[Hashable]]] = {}
         for k, v, v2 in self.wfr:
             if v != v2:
                 versions.setdefault(k, {}).setdefault(v, set()).add(v2)
