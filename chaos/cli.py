@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 from typing import Any, NoReturn
 
 import click
@@ -51,7 +50,9 @@ class LazyGroup(click.Group):
         return plugins.names("command")
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in plugins.names("command"):
+        # a built-in resolves before any entry point: no scan of the installed distributions
+        # (importlib.metadata, tens of ms) for the tool's own commands
+        if cmd_name not in plugins.BUILTINS["command"] and cmd_name not in plugins.names("command"):
             return None
         try:
             cmd = plugins.resolve("command", cmd_name)
@@ -166,6 +167,8 @@ def _main(argv: list[str] | None) -> NoReturn:
 
 def _crash(e: BaseException, what: str) -> NoReturn:
     if os.environ.get("CHAOS_TRACEBACK"):
+        import traceback  # only on a crash: start-up does not pay for it
+
         traceback.print_exception(e)
     where = "" if isinstance(e, Exception) else f" in {raised_in(e)}; no verdict"
     error_line(f"crashed: {what}{where}")

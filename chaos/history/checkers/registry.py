@@ -502,9 +502,10 @@ def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str,
         names = [*names, "faults"]
     if "client-errors" not in names:  # every run: did the client code crash (not a DB verdict)?
         names = [*names, "client-errors"]
-    known = plugins.names("checker")
     out: dict[str, Checker] = {}
     for n in names:
+        # the tool's own names need no scan of the installed distributions' entry points
+        known = plugins.BUILTINS["checker"] if n in plugins.BUILTINS["checker"] else plugins.names("checker")
         if n not in known and not plugins.is_reference(n):
             raise ValueError(f"test.json names unknown checker {n!r} (known: {', '.join(known)})")
         out[n] = make_checker(n, test, model)

@@ -22,6 +22,7 @@ from chaos.history.checkers.elle.history import (
 from chaos.history.checkers.elle.listappend import ListAppend, _show
 from chaos.history.checkers.elle.rwregister import RwRegister
 from chaos.history.op import Op
+from chaos.history.store import HistoryError
 
 UNKNOWN = "unknown"
 WORKLOADS = ("list-append", "rw-register")
@@ -105,8 +106,6 @@ def check_file(
 
 
 def _malformed(e: MalformedTxn, workload: str, line: int | None, path: Path | None) -> Exception:
-    from chaos.history.store import HistoryError
-
     if line is None and e.position is not None and e.position >= 0:
         line = e.position + 1
     return HistoryError(f"{workload} transaction: {e}", line=line, path=path)
