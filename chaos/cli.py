@@ -132,7 +132,33 @@ def main(argv: list[str] | None = None) -> Any:
     except SystemExit as e:
         if completed is not None:
             completed(e.code)
+        if argv is None:
+            _exit_now(e.code)
         raise
+
+
+def _exit_now(code: object) -> None:
+    """End the program with ``code`` at once, without the interpreter's teardown (freeing every
+    module and object: about 10 ms of a short ``chaos check``, more after a long one), when that
+    is all that is left: ``code`` an int, no thread but this one, the exit handlers (``atexit``)
+    run and stdout and stderr flushed. Returns otherwise, and the caller exits as usual."""
+    threading = sys.modules.get("threading")
+    if not isinstance(code, int) or (threading is not None and threading.active_count() > 1):
+        return
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed pipe: the usual exit reports it
+        return
+    import atexit
+
+    atexit._run_exitfuncs()  # what they print is flushed below
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    os._exit(code)
 
 
 def _main(argv: list[str] | None) -> NoReturn:
