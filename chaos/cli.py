@@ -140,10 +140,13 @@ def main(argv: list[str] | None = None) -> Any:
 def _exit_now(code: object) -> None:
     """End the program with ``code`` at once, without the interpreter's teardown (freeing every
     module and object: about 10 ms of a short ``chaos check``, more after a long one), when that
-    is all that is left: ``code`` an int, no thread but this one, the exit handlers (``atexit``)
-    run and stdout and stderr flushed. Returns otherwise, and the caller exits as usual."""
+    is all that is left: ``code`` an int, no thread but this one, no profiler or tracer, the exit
+    handlers (``atexit``) run and stdout and stderr flushed. Returns otherwise, and the caller
+    exits as usual."""
     threading = sys.modules.get("threading")
     if not isinstance(code, int) or (threading is not None and threading.active_count() > 1):
+        return
+    if sys.getprofile() is not None or sys.gettrace() is not None:  # a profiler reports after the run
         return
     try:
         sys.stdout.flush()
