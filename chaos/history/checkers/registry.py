@@ -274,7 +274,8 @@ def model_ops(history: Path | ParsedHistory, model: Any) -> list[Op]:
     :mod:`chaos.history.checkers.models` model, or None for any) does not check."""
     h = parsed(history)
     fs = getattr(model, "fs", None)
-    if fs is not None:
+    # the set of client fs first (one comprehension); the op is looked for only when one is foreign
+    if fs is not None and not {op.f for op in h.ops if op.process != NEMESIS} <= fs:
         for i, op in enumerate(h.ops):
             if op.f not in fs and op.process != NEMESIS:
                 line = h.lines[i]
