@@ -129,6 +129,30 @@ def test_register_history_without_test_json_is_checked_linearizable(tmp_path: Pa
     assert bad.returncode == 1 and "linear   INVALID  1 not linearizable: key 7" in bad.stdout
 
 
+def test_a_history_files_check_starts_without_what_it_does_not_use(tmp_path: Path) -> None:
+    """Start-up (issue 38): a history file's check on a pipe prints its summary without the HTML
+    report's templates (jinja2), the table library (rich) or a scan of the installed
+    distributions' entry points (importlib.metadata) for the tool's own names."""
+    b = Builder()
+    b.op("invoke", 0, "write", 1, key=7)
+    b.op("ok", 0, "write", 1, key=7)
+    b.op("invoke", 1, "read", None, key=7)
+    b.op("ok", 1, "read", 1, key=7)
+    path = b.write(tmp_path / "h.jsonl")
+    code = (
+        "import sys\n"
+        "from chaos.cli import main\n"
+        "try:\n"
+        f"    main(['check', {str(path)!r}])\n"
+        "except SystemExit as e:\n"
+        "    print('exit', e.code)\n"
+        "print('loaded', *sorted(m for m in ('jinja2', 'rich', 'importlib.metadata') if m in sys.modules))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    lines = r.stdout.splitlines()
+    assert lines[-3:] == [f"valid: {path} (register)", "exit 0", "loaded"], r.stdout + r.stderr
+
+
 CORPUS = Path(__file__).resolve().parent / "data" / "verdicts"
 
 
