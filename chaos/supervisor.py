@@ -139,8 +139,8 @@ def _supervise(pid: int, r: int, terminal: bool, mask: set[int]) -> NoReturn:
         pass  # a forked helper of the child may still hold the pipe open
     lines = data.splitlines()
     exits = [ln[len(_EXIT) :] for ln in lines if ln.startswith(_EXIT)]
-    if exits:
-        sys.exit(int(exits[-1]))
+    if exits:  # no interpreter teardown here: this process ran no command, so holds nothing to flush
+        os._exit(int(exits[-1]))
     if os.WIFSIGNALED(status):  # die of the same signal, as the one process would have
         sig = os.WTERMSIG(status)
         try:
