@@ -105,6 +105,8 @@ from chaos.nemesis.base import (
     sh,
 )
 from chaos.nemesis.base import complete as complete_nemesis_op
+from chaos.nemesis.partition import PARTITION_SHAPES, Grudge
+from chaos.nemesis.partition import shape_grudge as partition_grudge
 from chaos.plugins import API_VERSION as VERSION
 from chaos.workloads import Workload
 from chaos.workloads.bank import BankClient
@@ -210,6 +212,10 @@ __all__ = [
     "on_nodes",
     "outcome",
     "sh",
+    # partition shapes as grudges, for a simulator that cuts its own links (1.2.0)
+    "Grudge",
+    "PARTITION_SHAPES",
+    "partition_grudge",
     # errors
     "ConfigError",
     "BadArguments",

@@ -2,7 +2,9 @@
 code ending the process (issue 36 item 6: a plug-in calling ``os._exit(0)`` made ``chaos run``
 exit 0 with no output; the README promises plug-in code can never make a run exit 0).
 
-:func:`start` forks once, before any command runs. The child runs the command (and every plug-in
+:func:`start` forks once, before any command that may run plug-in code runs (every command but
+``chaos check`` of one history file with the tool's own options, :func:`chaos.cli.runs_plugins`:
+its checkers and models are the tool's built-ins, so it starts without the fork). The child runs the command (and every plug-in
 it loads) and, as the command's last act, writes its exit status to a pipe (:func:`completion`:
 ``exit <status>``). The parent is a supervisor that runs no plug-in code: it forwards the
 signals sent to it, waits for the child, and exits with the status the child wrote. A child that
@@ -139,8 +141,8 @@ def _supervise(pid: int, r: int, terminal: bool, mask: set[int]) -> NoReturn:
         pass  # a forked helper of the child may still hold the pipe open
     lines = data.splitlines()
     exits = [ln[len(_EXIT) :] for ln in lines if ln.startswith(_EXIT)]
-    if exits:
-        sys.exit(int(exits[-1]))
+    if exits:  # no interpreter teardown here: this process ran no command, so holds nothing to flush
+        os._exit(int(exits[-1]))
     if os.WIFSIGNALED(status):  # die of the same signal, as the one process would have
         sig = os.WTERMSIG(status)
         try:

@@ -28,6 +28,12 @@ kills, pauses and clock rates, the nemeses target the leader (``partition-leader
 at once, back one by one), and play Raft's Figure 8 (``figure8``: each new leader cut off within a
 round trip of its election, mostly with the follower whose log ends in the newest term, sometimes
 killed, and back after a short window). A partition drops the messages in flight on a cut link.
+``--nemesis`` also takes ``chaos run``'s names where they mean the same fault (:data:`RUN_NAMES`):
+its partition shapes (``partition-ring``, ``bridge``, ``partition-asymmetric`` ...) as the same
+grudges its partition nemesis draws, cut on the simulated links; ``packet-delay`` (slow-network),
+``packet-loss`` and ``packet-duplicate`` (network's loss or duplication alone), ``lose-unfsynced``
+(a crash, which loses the unsynced writes) and ``restart`` (a clean stop); ``truncate``,
+``packet-rate`` and ``packet-reorder`` are refused with the reason.
 
 Without ``--nemesis`` each seed draws its own fault mix, rates, workload (register, log or
 list-append), read mode and time limit (:func:`draw_mix`; Groce et al., Swarm Testing, ISSTA
@@ -97,7 +103,19 @@ from typing import Any
 
 import click
 
-from chaos.api import FAIL, INFO, INVOKE, NEMESIS, OK, HistoryWriter, Op, RunDir, codecov
+from chaos.api import (
+    FAIL,
+    INFO,
+    INVOKE,
+    NEMESIS,
+    OK,
+    PARTITION_SHAPES,
+    HistoryWriter,
+    Op,
+    RunDir,
+    codecov,
+    partition_grudge,
+)
 from chaos.api import REGISTER_DELETE_ONE_IN as DELETE_ONE_IN
 from chaos.api import REGISTER_VALUES as VALUES
 from chaos_dledger import SOURCE_OMIT, SOURCE_PACKAGES
@@ -144,8 +162,30 @@ NEMESES = (
     "leader-transfer",
     "disk-error",
 )
+# chaos run's names (issue 35 item 10: run, gate and sim take the same names where they mean the
+# same fault). Its partition shapes are the same grudges (chaos.api.partition_grudge) cut on the
+# simulated links; the others run as the simulator's fault of that meaning: packet-delay is
+# slow-network (run takes slow-network for packet-delay), packet-loss and packet-duplicate are
+# network's loss or duplication alone, lose-unfsynced is a kill (a simulated crash loses the
+# unfsynced writes, always a crash here), restart a kill that is always a clean stop (SIGTERM)
+RUN_PARTITIONS = tuple(PARTITION_SHAPES)
+RUN_NAMES = (*RUN_PARTITIONS, "packet-delay", "packet-loss", "packet-duplicate", "lose-unfsynced", "restart")
+# chaos run's faults the simulator does not have, and why
+NOT_SIMULATED = {
+    "truncate": "a simulated crash tears the last unsynced write; storage damages committed records",
+    "packet-rate": "simulated links have no bandwidth",
+    "packet-reorder": "simulated links reorder by their random latency always",
+}
 # the fault id a kind starts under: one partition at a time (any shape), one clock fault at a time
-_SLOT = {"partition-leader": "partition", "clock-slow-leader": "clock-skew"}
+_SLOT = {
+    "partition-leader": "partition",
+    "clock-slow-leader": "clock-skew",
+    **dict.fromkeys(RUN_PARTITIONS, "partition"),
+}
+_NETWORK = ("network", "packet-loss", "packet-duplicate")
+_SLOW_NETWORK = ("slow-network", "packet-delay")
+# kills of a victim set drawn at random (kill-leader's is the leader), restarted on stop
+_KILLS = ("kill", "kill-leader", "lose-unfsynced", "restart")
 DISKS = ("memory", "file")
 READ_MODES = ("raft-log", "read-index", "lease", "unsafe")  # dledger.driver.READ_MODES
 NODES = 5
@@ -169,7 +209,7 @@ LINK_DELAY_STEP_EVERY_MS = 100
 
 # kinds the random fault stream does not draw: swarm settings (network, slow-network, bitflip) and
 # figure8's own loop
-_NOT_DRAWN = ("none", "network", "slow-network", "bitflip", "figure8")
+_NOT_DRAWN = ("none", *_NETWORK, *_SLOW_NETWORK, "bitflip", "figure8")
 # what the swarm draws its per-seed fault mix from (Groce et al., Swarm Testing, ISSTA 2012)
 # not drawn yet: with them (at 0.35 each) the swarm caught one catalogue class fewer within 2,000
 # seeds (the other kinds run less often in effect) and heartbeat-stale-round, which needs
@@ -219,6 +259,7 @@ MEMORY_DISK = 1 / 8
 _CRASHING = (
     "kill",
     "kill-leader",
+    "lose-unfsynced",
     "power-failure",
     "kill-in-sync",
     "power-in-sync",
@@ -382,9 +423,13 @@ class SimRun:
         self.sim.cut_in_flight = True
         # file disk: a crash tears the last unsynced write of each file with this probability
         self.sim.tear_probability = swarm.choice([0.0, 0.5, 1.0])
-        self.net_faults = "network" in opts.nemesis
-        self.loss = swarm.choice([0.0, 0.01, 0.05]) if self.net_faults else 0.0
-        self.dup = swarm.choice([0.0, 0.02, 0.1]) if self.net_faults else 0.0
+        net = set(_NETWORK) & set(opts.nemesis)
+        self.net_faults = bool(net)
+        self.loss = swarm.choice([0.0, 0.01, 0.05]) if net else 0.0
+        self.dup = swarm.choice([0.0, 0.02, 0.1]) if net else 0.0
+        if "network" not in net:  # chaos run's packet-loss or packet-duplicate: that one alone
+            self.loss = self.loss if "packet-loss" in net else 0.0
+            self.dup = self.dup if "packet-duplicate" in net else 0.0
         self._world(random.Random(f"world-{opts.seed}"))
         self.damaged: set[str] = set()  # members given a storage fault: at most a minority
         self.sync_armed: dict[str, Any] | None = None  # kill-in-sync / power-in-sync, armed
@@ -432,7 +477,7 @@ class SimRun:
         disks = random.Random(f"disks-{self.opts.seed}")
         if disks.random() < HETEROGENEOUS_DISKS:
             sim.disk_latency = {i: disks.choice(DISK_LATENCIES) for i in sim.ids}
-        if "slow-network" in self.opts.nemesis:
+        if set(_SLOW_NETWORK) & set(self.opts.nemesis):
             sim.slow_ms = rng.choice([1, 3, 6]) * ELECTION_MS
             self.slow = rng.choice([0.005, 0.02, 0.05])
             self.late_dup = rng.choice([0.0, 0.01, 0.05])
@@ -820,6 +865,9 @@ class SimRun:
             rng.shuffle(ids)
             cut = rng.randint(1, NODES // 2)
             return kind, [ids[:cut], ids[cut:]]
+        if kind in RUN_PARTITIONS:  # chaos run's shape, the grudge its partition nemesis draws
+            shape = PARTITION_SHAPES[kind]
+            return kind, {"shape": shape, "grudge": partition_grudge(shape, sim.ids, rng)}
         if kind == "partition-leader":  # the leader alone on the minority side
             alone = leader if leader is not None else rng.choice(sim.ids)
             return kind, [[alone], [i for i in sim.ids if i != alone]]
@@ -831,7 +879,7 @@ class SimRun:
             return kind, [leader if leader is not None else rng.choice(sim.ids)]
         if kind == "clock-slow-leader":
             return kind, {leader if leader is not None else rng.choice(sim.ids): rng.choice([0.25, 0.5, 0.8])}
-        if kind in ("kill", "kill-leader"):
+        if kind in _KILLS:
             if kind == "kill-leader":
                 victims = [leader] if leader is not None else [rng.choice(sim.ids)]
             else:
@@ -844,6 +892,8 @@ class SimRun:
                     "kind": rng.choice(["flip-header", "flip-body"]),
                 }
             graceful = self.extra_rng.random() < GRACEFUL_STOP  # a clean stop (SIGTERM) this time
+            if kind in ("lose-unfsynced", "restart"):
+                graceful = kind == "restart"
             return kind, {"victims": victims, "damage": damage, "graceful": graceful}
         if kind == "storage":  # a down member's committed data damaged; restarted on stop
             from dledger.sim import DAMAGE_KINDS
@@ -970,7 +1020,7 @@ class SimRun:
         """Start fault ``kind`` with explicit ``params`` (as drawn, or from a schedule) under the
         id ``fid`` (default: the kind; the figure8 nemesis kills members under ids of their own)."""
         fid = fid or _SLOT.get(kind, kind)
-        if fid in self.faults or (kind in ("partition", "partition-leader") and "partition" in self.faults):
+        if fid in self.faults or (_SLOT.get(kind, kind) == "partition" and "partition" in self.faults):
             return
         self.schedule.append({"at": self.sim.now, "op": "start", "kind": kind, "params": params, "id": fid})
         sim = self.sim
@@ -978,7 +1028,11 @@ class SimRun:
             sim.partition(*params)
             self.faults["partition"] = params
             self._nemesis("start-partition", [sorted(g) for g in params])
-        elif kind in ("kill", "kill-leader", "storage"):
+        elif kind in RUN_PARTITIONS:
+            sim.block({(src, dst) for dst, srcs in params["grudge"].items() for src in srcs})
+            self.faults["partition"] = params
+            self._nemesis("start-partition", params)
+        elif kind in (*_KILLS, "storage"):
             damage = params.get("damage")
             if damage and not self._may_damage(damage["node"]):
                 damage = None
@@ -1110,7 +1164,7 @@ class SimRun:
         if kind == "partition":
             sim.heal()
             self._nemesis("stop-partition", None)
-        elif kind in ("kill", "kill-leader", "storage"):
+        elif kind in (*_KILLS, "storage"):
             from dledger.store import StoreError
 
             refused = {}
@@ -1504,12 +1558,34 @@ def stray_request(rng: random.Random, n: int) -> tuple[str, bytes, str | None, s
     return rng.choice(choices)
 
 
+# the op kind (``start-<kind>``) each fault name runs as, for the names a summary shows
+_OP_KIND = {
+    **dict.fromkeys(("partition", "partition-leader", "figure8", *RUN_PARTITIONS), "partition"),
+    **dict.fromkeys(("kill", "kill-leader", "storage", "bitflip", "kill-in-sync", *_KILLS), "kill"),
+    **dict.fromkeys(("power-failure", "power-in-sync"), "power-failure"),
+    **dict.fromkeys(("pause", "pause-leader", "pause-round"), "pause"),
+    **dict.fromkeys(("clock-skew", "clock-slow-leader"), "clock"),
+    **{k: k for k in ("clog", "link-delay", "leader-transfer", "disk-error")},
+}
+
+
+def nemesis_names(faults: list[str]) -> dict[str, list[str]]:
+    """``{op kind: the --nemesis names that run as it}`` (``chaos.history.analysis.fault_names``),
+    so summaries and reports name a simulated fault as it was typed (issue 35 item 10)."""
+    out: dict[str, list[str]] = {}
+    for name in faults:
+        if name in _OP_KIND:
+            out.setdefault(_OP_KIND[name], []).append(name)
+    return out
+
+
 def test_doc(opts: SimOptions) -> dict[str, Any]:
     """``test.json`` of a simulated run."""
     return {
         "name": f"sim-{opts.workload}-{'+'.join(opts.nemesis)}",
         "workload": opts.workload,
         "nemesis": opts.nemesis,
+        "nemesis_names": nemesis_names(opts.nemesis),
         "seed": opts.seed,
         "time_limit": opts.time_limit,
         "concurrency": opts.clients,
@@ -1710,6 +1786,16 @@ def _damage(v: Any) -> bool:
     return v is None or (isinstance(v, dict) and v.get("node") in _MEMBERS and v.get("kind") in DAMAGE_KINDS)
 
 
+def _grudge(v: Any) -> bool:
+    """A grudge of every member: ``{"grudge": {member: [members whose messages it drops]}}``."""
+    g = v.get("grudge") if isinstance(v, dict) else None
+    return (
+        isinstance(g, dict)
+        and set(g) == set(_MEMBERS)
+        and all(isinstance(d, list) and all(m in _MEMBERS and m != k for m in d) for k, d in g.items())
+    )
+
+
 def _rates(v: Any) -> bool:
     return (
         isinstance(v, dict)
@@ -1788,6 +1874,9 @@ _PARAMS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "clock-skew": (_rates, "{member: clock rate > 0}"),
 }
 _PARAMS.update({
+    **{k: (_grudge, '{"shape": a shape, "grudge": {member: [members it drops]}}') for k in RUN_PARTITIONS},
+    "lose-unfsynced": _PARAMS["kill"],
+    "restart": _PARAMS["kill"],
     "partition-leader": _PARAMS["partition"],
     "pause-leader": _PARAMS["pause"],
     "kill-leader": _PARAMS["kill"],
@@ -1806,8 +1895,8 @@ def _event_problem(event: Any) -> str | None:
         return "'at' must be a whole number of ms >= 0"
     if event.get("op") not in ("start", "stop"):
         return "'op' must be 'start' or 'stop'"
-    if event.get("kind") not in NEMESES:
-        return f"'kind' must be one of {', '.join(NEMESES)}"
+    if event.get("kind") not in (*NEMESES, *RUN_NAMES):
+        return f"'kind' must be one of {', '.join((*NEMESES, *RUN_NAMES))}"
     if event.get("id") is not None and not isinstance(event["id"], str):
         return "'id' must be a string"
     check = _PARAMS.get(event["kind"])
@@ -1858,7 +1947,8 @@ _SIM_OPTIONS = [
         "that hold; bitflip, storage = damage to a killed member's committed records, on a minority; "
         "kill-in-sync, power-in-sync = a crash while an fsync is in flight; pause-round = a pause at a "
         "protocol point; clog = one member's sending side, receiving side or both held, then delivered in "
-        "order; link-delay = one side or both of a member's links slowed, the delay growing). Default: "
+        "order; link-delay = one side or both of a member's links slowed, the delay growing), or chaos run's "
+        f"names for the same faults: {', '.join(RUN_NAMES)}. Default: "
         "swarm testing, each seed draws its own fault mix, rates, workload and read mode (printed for a failing seed; replay it with --seed)",
     ),
     click.option(
@@ -2161,22 +2251,32 @@ def _unknown_names(names: list[str]) -> str:
     """``"unknown partiton (did you mean partition?); "`` for the unknown names, or ``""``."""
     from chaos.api import did_you_mean
 
-    return f"unknown {', '.join(names)}{did_you_mean(names, NEMESES)}; " if names else ""
+    return f"unknown {', '.join(names)}{did_you_mean(names, (*NEMESES, *RUN_NAMES))}; " if names else ""
 
 
 def _parse_nemesis(nemesis: str | None) -> list[str] | None:
-    """``--nemesis a,b``: the fault names (None: not given); BadArguments for an unknown or empty
-    name (``a,,b``, ``a,``)."""
+    """``--nemesis a,b``: the fault names (None: not given), the simulator's own or ``chaos run``'s
+    where they mean the same fault (:data:`RUN_NAMES`); BadArguments for an unknown or empty name
+    (``a,,b``, ``a,``) and for a run fault the simulator does not have (:data:`NOT_SIMULATED`)."""
     from chaos.api import BadArguments
 
     if nemesis is None:
         return None
     faults = [n.strip() for n in nemesis.split(",")]
-    bad = [n for n in faults if n not in NEMESES]
+    missing = [n for n in faults if n in NOT_SIMULATED]
+    if missing:
+        raise BadArguments(
+            f"--nemesis {nemesis!r}: "
+            + "; ".join(
+                f"{n} is a chaos run fault the simulator does not have ({NOT_SIMULATED[n]})" for n in missing
+            )
+        )
+    bad = [n for n in faults if n not in NEMESES and n not in RUN_NAMES]
     if bad:
         raise BadArguments(
             f"--nemesis {nemesis!r}: {'an empty name; ' if '' in bad else ''}"
-            f"{_unknown_names([b for b in bad if b])}expected a comma-separated list of {', '.join(NEMESES)}"
+            f"{_unknown_names([b for b in bad if b])}expected a comma-separated list of {', '.join(NEMESES)} "
+            f"(or chaos run's {', '.join(RUN_NAMES)})"
         )
     return faults
 
@@ -2270,9 +2370,11 @@ def sim(
             [*given, *([f"--disk {disk}"] if disk else []), *([] if sticky else ["--no-sticky"])]
         )
         replay = f"; replay one with: chaos sim {flags + ' ' if flags else ''}--seed {failing[0]}"
-    click.echo(f"{len(valids)} seeds, {len(failing)} not valid{replay}")
     click.echo(f"{len(valids) / max(elapsed, 1e-9):.2f} seeds/s ({elapsed:.0f} s wall)")
     click.echo(coverage_line(stats))
     for line in coverage_lines(measure) if measure is not None else []:
         click.echo(line)
+    # the verdict is the last line (issue 35 item 8), as chaos run's is
+    verdict = {True: "valid", False: "INVALID"}.get(_verdict_value(valids), "unknown")
+    click.echo(f"{verdict}: {len(valids)} seeds, {len(failing)} not valid{replay}")
     raise click.exceptions.Exit(_verdict_exit(valids))

@@ -737,6 +737,11 @@ class Sim:
             if a != b and not any(a in g and b in g for g in groups)
         }
 
+    def block(self, links: set[tuple[str, str]]) -> None:
+        """Only these directed links ``(src, dst)`` drop messages: a partition of any shape, one
+        direction of a link may stay up (``partition`` is the symmetric case)."""
+        self.blocked = set(links)
+
     def isolate(self, node: str) -> None:
         self.blocked |= {(node, o) for o in self.ids if o != node} | {
             (o, node) for o in self.ids if o != node

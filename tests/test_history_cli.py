@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,8 @@ import pytest
 from test_history_util import Builder
 
 from chaos.history.store import RunDir
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _chaos(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -127,6 +130,77 @@ def test_register_history_without_test_json_is_checked_linearizable(tmp_path: Pa
     assert "linear   valid" in ok.stdout
     bad = _chaos(hist(2))
     assert bad.returncode == 1 and "linear   INVALID  1 not linearizable: key 7" in bad.stdout
+
+
+def test_a_history_files_check_starts_without_what_it_does_not_use(tmp_path: Path) -> None:
+    """Start-up (issue 38): a history file's check on a pipe prints its summary without the HTML
+    report's templates (jinja2), the table library (rich) or a scan of the installed
+    distributions' entry points (importlib.metadata) for the tool's own names."""
+    b = Builder()
+    b.op("invoke", 0, "write", 1, key=7)
+    b.op("ok", 0, "write", 1, key=7)
+    b.op("invoke", 1, "read", None, key=7)
+    b.op("ok", 1, "read", 1, key=7)
+    path = b.write(tmp_path / "h.jsonl")
+    code = (
+        "import sys\n"
+        "from chaos.cli import main\n"
+        "try:\n"
+        f"    main(['check', {str(path)!r}])\n"
+        "except SystemExit as e:\n"
+        "    print('exit', e.code)\n"
+        "print('loaded', *sorted(m for m in ('jinja2', 'rich', 'importlib.metadata') if m in sys.modules))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    lines = r.stdout.splitlines()
+    assert lines[-3:] == [f"valid: {path} (register)", "exit 0", "loaded"], r.stdout + r.stderr
+
+
+def test_only_a_check_that_can_run_no_plugin_goes_without_the_supervisor(tmp_path: Path) -> None:
+    """``chaos check`` of a history file with the tool's own options runs in one process; a
+    ``--model`` (a plug-in's name or module:attr), a run directory or a history beside a test.json
+    (which may name plug-in checkers), another option or command keeps the supervisor."""
+    from chaos.cli import runs_plugins
+
+    h = _log(tmp_path / "h.jsonl", [0, 1, 2, 3])
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "test.json").write_text("{}")
+    beside = _log(run / "history.jsonl", [0, 1, 2, 3])
+    assert not runs_plugins(["check", str(h)])
+    assert not runs_plugins(["check", "--format", "jsonl", "--fail-fast", "--workers=1", str(h)])
+    assert not runs_plugins(["check", "--workload", "log", "--time-limit", "5", str(h)])
+    for args in (
+        ["check", "--model", "register", str(h)],
+        ["check", "--model=plug:M", str(h)],
+        ["check", str(run)],
+        ["check", str(beside)],
+        ["check"],
+        ["check", str(h), str(h)],
+        ["check", "--help"],
+        ["check", str(tmp_path / "missing.jsonl")],
+        ["run", "--workload", "register"],
+        [],
+    ):
+        assert runs_plugins(args), args
+
+
+def test_a_plugin_checker_ending_a_runs_check_is_a_crash_not_a_pass(tmp_path: Path) -> None:
+    """A run's check stays supervised: a checker its test.json names (module:attr) whose factory
+    calls os._exit(0) makes exit 255, one line naming it, never a pass."""
+    (tmp_path / "exitcheck.py").write_text("import os\n\n\ndef checker():\n    os._exit(0)\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    _log(run / "history.jsonl", [0, 1, 2, 3])
+    (run / "test.json").write_text(json.dumps({"workload": "log", "checkers": ["exitcheck:checker"]}))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    env.pop("CHAOS_NO_SUPERVISOR", None)
+    r = subprocess.run(
+        [sys.executable, "-m", "chaos.cli", "check", str(run)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 255, (r.returncode, r.stdout, r.stderr)
+    assert "crashed:" in r.stderr and "exitcheck.checker" in r.stderr, r.stderr
 
 
 CORPUS = Path(__file__).resolve().parent / "data" / "verdicts"

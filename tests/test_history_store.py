@@ -377,3 +377,32 @@ def test_a_deep_or_broken_test_json_is_a_value_error_naming_the_file(tmp_path: P
     run.test_path.write_bytes(b'{"a": "\xff"}')
     with pytest.raises(ValueError, match=rf"{run.test_path}: not valid JSON"):
         run.load_test()
+
+
+def test_integers_beyond_64_bits_read_exact_on_every_path(tmp_path: Path) -> None:
+    """orjson reads 18446744073709551617 as the float 1.8446744073709552e19, equal to ...616: a
+    read of a value nobody wrote then passed the linear checker. Every reader keeps them exact."""
+    from chaos.history.checkers.elle.history import FastPathRefused, _line_blocks
+    from chaos.history.store import ParsedHistory, may_hold_big_int, read_history
+
+    big, other, neg = 2**64 + 1, 2**64, -(2**63) - 5
+    lines = [
+        {"type": "invoke", "process": 0, "f": "write", "value": big, "time": 1, "index": 0},
+        {"type": "ok", "process": 0, "f": "write", "value": big, "time": 2, "index": 1},
+        {"type": "invoke", "process": 1, "f": "read", "value": None, "time": 3, "index": 2},
+        {"type": "ok", "process": 1, "f": "read", "value": other, "time": 4, "index": 3},
+        {"type": "invoke", "process": 1, "f": "write", "value": neg, "time": 5, "index": 4},
+        {"type": "ok", "process": 1, "f": "write", "value": neg, "time": 6, "index": 5},
+    ]
+    path = tmp_path / "history.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in lines))
+    want = [big, big, None, other, neg, neg]
+    assert [op.value for op in read_history(path)] == want
+    assert [op.value for op in ParsedHistory.read(path).ops] == want
+    assert all(type(v) is int for v in want if v is not None)
+    with pytest.raises(FastPathRefused):
+        list(_line_blocks(path))
+    assert not may_hold_big_int(b'{"time":1764000000000000000,"value":9223372036854775807}')
+    assert may_hold_big_int(b'{"value":-9223372036854775809}') and may_hold_big_int(
+        b'{"v":18446744073709551616}'
+    )

@@ -654,6 +654,40 @@ def test_parts_left_after_the_budget_go_to_the_pool(monkeypatch: pytest.MonkeyPa
     assert r["keys"][r["failures"][0]]["counterexample"]["window"]
 
 
+@pytest.mark.parametrize("min_rest, pooled_parts", [(1e6, []), (0.0, [5])])
+def test_a_short_rest_is_checked_without_a_pool(
+    monkeypatch: pytest.MonkeyPatch, min_rest: float, pooled_parts: list[int]
+) -> None:
+    """Past the in-process budget the parts left go to a pool only when, at the pace of the first
+    round so far, they would take POOL_MIN_REST seconds or more (a clock that moves 0.15 s a
+    reading: the budget ends after the first part, whatever this machine's speed)."""
+    import time as real_time
+    from types import SimpleNamespace
+
+    import chaos.history.checkers.linear as linear
+
+    ops, _ = _history(7, 300, 4, 0.05, keys=6)
+    readings = [0]
+
+    def monotonic() -> float:  # ahead of the real clock, so no search deadline comes early
+        readings[0] += 1
+        return real_time.monotonic() + 0.15 * readings[0]
+
+    monkeypatch.setattr(linear, "time", SimpleNamespace(monotonic=monotonic))
+    monkeypatch.setattr(linear, "POOL_MIN_REST", min_rest)
+    pooled: list[int] = []
+    real_pool = linear._run_pool
+
+    def spy(tasks: list[Any], *args: Any) -> Any:
+        pooled.append(len(tasks))
+        return real_pool(tasks, *args)
+
+    monkeypatch.setattr(linear, "_run_pool", spy)
+    r = check_history(ops, "cas-register", workers=2)
+    assert r["valid"] is True and len(r["keys"]) == 6
+    assert pooled == pooled_parts
+
+
 def test_each_bad_kv_key_fails_alone(shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every key of porcupine's kv/c50-bad is invalid on its own, found within 100,000 configs
     (the plain WGL search needs millions for keys 0, 7 and 9; porcupine relies on another key failing

@@ -127,10 +127,13 @@ def fault_value(invocation: Op, completion: Op) -> Any:
 def fault_names(test: Mapping[str, Any] | None) -> dict[str, list[str]]:
     """``{op kind: the --nemesis names the user typed that ran as it}`` of a run: test.json's
     ``nemesis_styles[kind]["names"]`` (the runner records them from the built nemesis,
-    ``chaos.nemesis.styles``); ``{}`` for a run recorded before them."""
+    ``chaos.nemesis.styles``), else its ``nemesis_names`` (``{kind: [names]}``, as ``chaos sim``
+    writes it); ``{}`` for a run recorded before them."""
     styles = test.get("nemesis_styles") if isinstance(test, Mapping) else None
     if not isinstance(styles, Mapping):
-        return {}
+        # a run without fault modules' styles (chaos sim's) may record the names alone
+        plain = test.get("nemesis_names") if isinstance(test, Mapping) else None
+        styles = {k: {"names": v} for k, v in plain.items()} if isinstance(plain, Mapping) else {}
     out: dict[str, list[str]] = {}
     for kind, style in styles.items():
         names = style.get("names") if isinstance(style, Mapping) else None

@@ -242,14 +242,37 @@ def _finite_float(text: str) -> float:
     return f
 
 
+# orjson reads an integer beyond 64 bits as a float, so 18446744073709551617 and ...616 would read
+# as one value: text that may hold one (20 digits in a row, or a minus and 19) is read by the
+# standard library, which keeps every integer exact
+_DIGITS = bytes(48 if 48 <= i <= 57 else 45 if i == 45 else 32 for i in range(256))
+_BIG_INT = b"0" * 20
+_BIG_NEG = b"-" + b"0" * 19
+_SCAN = 1 << 24  # bytes translated at a time by the whole-file scan
+
+
+def may_hold_big_int(buf: bytes) -> bool:
+    """Whether ``buf`` (JSON text) may hold an integer orjson cannot read exactly (beyond 64 bits):
+    a run of 20 digits, or a minus and 19. False positives (a long digit run inside a string or a
+    float) only cost the exact reader; a miss cannot happen. Scans in 16 MiB pieces."""
+    for start in range(0, len(buf), _SCAN):
+        t = buf[start : start + _SCAN + 20].translate(_DIGITS)
+        if _BIG_INT in t or _BIG_NEG in t:
+            return True
+    return False
+
+
 def _loads(raw: bytes, lineno: int, path: Path) -> Any:
-    """One line's JSON value. Raises HistoryError for invalid JSON, invalid UTF-8, a lone surrogate,
-    a key repeated in one object, or deep nesting."""
+    """One line's JSON value, every integer exact. Raises HistoryError for invalid JSON, invalid
+    UTF-8, a lone surrogate, a key repeated in one object, or deep nesting."""
     try:
+        if may_hold_big_int(raw):
+            raise orjson.JSONDecodeError("an integer beyond 64 bits may be here", "", 0)
         d = orjson.loads(raw)
         fallback = False
     except orjson.JSONDecodeError as e:
-        try:  # what orjson refuses but the standard library reads (lone surrogate escapes)
+        try:  # what orjson refuses or misreads but the standard library reads (lone surrogate
+            # escapes, integers beyond 64 bits)
             raw.decode("utf-8")
             d = json.loads(raw, parse_constant=_not_finite, parse_float=_finite_float)
             fallback = True
@@ -431,12 +454,14 @@ def read_history_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, Op]]
         yield lineno, op
 
 
-def _read_all(pieces: list[bytes], path: Path) -> tuple[list[Op], array[int]]:
+def _read_all(pieces: list[bytes], path: Path, exact_ints: bool = False) -> tuple[list[Op], array[int]]:
     """Every op of a whole history file (its bytes split at each newline), validated, with its line numbers: what
     :func:`read_history_lines` yields, in one tight loop. A line in the common shape (a flat
     object orjson reads, one ``:`` per key, only known fields, an int ``time``, a known ``type``,
     an integer process pairing as it should) is taken here; any other line goes through
-    :func:`_parse_line` and :meth:`Validator.step`, which raise the exact errors."""
+    :func:`_parse_line` and :meth:`Validator.step`, which raise the exact errors. ``exact_ints``:
+    the file may hold an integer beyond 64 bits (:func:`may_hold_big_int`), so the lines that may
+    hold one go through :func:`_parse_line` too."""
     ops: list[Op] = []
     lines = array("q")
     add_op, add_line = ops.append, lines.append
@@ -452,7 +477,7 @@ def _read_all(pieces: list[bytes], path: Path) -> tuple[list[Op], array[int]]:
     for raw in pieces:
         lineno += 1
         try:
-            d = loads(raw)
+            d = None if exact_ints and may_hold_big_int(raw) else loads(raw)
         except orjson.JSONDecodeError:
             d = None
         op = None
@@ -527,13 +552,16 @@ class ParsedHistory:
     def read(cls, path: str | os.PathLike[str]) -> ParsedHistory:
         p = Path(path)
         with open(p, "rb") as f:
-            pieces = f.read().split(b"\n")  # the whole file is not kept beside its lines
+            data = f.read()
+        exact = may_hold_big_int(data)
+        pieces = data.split(b"\n")
+        del data  # the whole file is not kept beside its lines
         # every op is kept: the cyclic collector would rescan the growing list again and again
         # (about a third of the read) and can find no cycle among freshly parsed JSON values
         was = gc.isenabled()
         gc.disable()
         try:
-            ops, lines = _read_all(pieces, p)
+            ops, lines = _read_all(pieces, p, exact)
         finally:
             if was:
                 gc.enable()

@@ -137,6 +137,31 @@ def asymmetric(nodes: Sequence[str], rng: random.Random) -> Grudge:
     return _norm(list(nodes), drops)
 
 
+def shape_grudge(shape: str, nodes: Sequence[str], rng: random.Random) -> Grudge:
+    """The grudge of a partition shape that needs no DB state (every shape of :data:`SHAPES` but
+    ``leader``) over ``nodes``, drawn with ``rng``: what ``start-partition`` installs on a real
+    cluster and what ``chaos sim`` cuts on its simulated links, so both are the same fault.
+    ValueError for ``leader`` or an unknown shape."""
+    if shape == "random-halves":
+        return random_halves(nodes, rng)
+    if shape == "halves":
+        return halves(nodes)
+    if shape == "random-node":
+        return random_node(nodes, rng)
+    if shape == "majorities-ring":
+        return majorities_ring(nodes, rng)
+    if shape == "bridge":
+        shuffled = list(nodes)
+        rng.shuffle(shuffled)
+        g = bridge(shuffled)
+        return {n: g[n] for n in nodes}
+    if shape == "asymmetric":
+        return asymmetric(nodes, rng)
+    raise ValueError(
+        f"partition shape {shape!r}: expected one of {', '.join(s for s in SHAPES if s != 'leader')}"
+    )
+
+
 def visible(grudge: Grudge, node: str) -> set[str]:
     """Nodes whose packets reach ``node`` (itself included)."""
     return set(grudge) - set(grudge[node])
@@ -246,23 +271,10 @@ class PartitionNemesis:
         if isinstance(value, dict) and "grudge" in value:
             return str(value.get("shape", "explicit")), check_grudge(value["grudge"], names)
         shape = value if isinstance(value, str) else rng.choice(self.shapes)
-        if shape == "random-halves":
-            return shape, random_halves(names, rng)
-        if shape == "halves":
-            return shape, halves(names)
-        if shape == "random-node":
-            return shape, random_node(names, rng)
-        if shape == "majorities-ring":
-            return shape, majorities_ring(names, rng)
-        if shape == "bridge":
-            shuffled = names[:]
-            rng.shuffle(shuffled)
-            g = bridge(shuffled)
-            return shape, {n: g[n] for n in names}
-        if shape == "asymmetric":
-            return shape, asymmetric(names, rng)
         if shape == "leader":
             return shape, isolate(names, choose_nodes(test, "leader", note=note))
+        if shape in SHAPES:
+            return shape, shape_grudge(shape, names, rng)
         raise ValueError(
             f"partition value {value!r}: expected a shape ({', '.join(SHAPES)}) or {{'grudge': ...}}"
         )
@@ -313,6 +325,10 @@ NAMES = {
         "one half's packets never reach the other half (one direction only)",
     ),
 }
+
+# the run's partition names for the shapes :func:`shape_grudge` draws (``partition-ring`` is
+# ``majorities-ring``): ``chaos sim`` takes the same names for the same grudges
+PARTITION_SHAPES = {name: shape for name, (shape, _) in NAMES.items() if shape != "leader"}
 
 RESIDUE = (
     f"iptables -w -S {CHAIN} >/dev/null 2>&1 && "

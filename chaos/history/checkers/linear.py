@@ -4,8 +4,8 @@ porcupine does it), and for an invalid part the shortest counterexample window.
 
 Histories are split by ``op.key`` (Jepsen ``independent``) and then by ``model.partition``
 (P-compositionality, Horn & Kroening 2015); parts are checked in this process, time-sliced, and those
-still open after ``POOL_AFTER`` seconds go to worker processes; the first invalid part cancels the
-rest. Crashed ops (``info`` completions and invocations
+still open after ``POOL_AFTER`` seconds go to worker processes (unless what is left looks shorter
+than ``POOL_MIN_REST`` seconds); the first invalid part cancels the rest. Crashed ops (``info`` completions and invocations
 that never complete) get a return at +infinity and an ``UNKNOWN`` output (knossos
 ``history/preprocess``, porcupine's etcd test). ``fail`` ops are dropped (knossos), except a ``cas``
 whose completion carries ``compare_failed: true``, which is a completed cas whose compare did not
@@ -33,6 +33,10 @@ REGISTER_MODELS = frozenset({"register", "cas-register"})
 # Parts are checked in this process first; those still open after this many seconds go to a
 # pool of forked worker processes (which inherit the parts: only results are pickled).
 POOL_AFTER = 0.2
+# ... unless what is left looks shorter than this (seconds, at the pace of the parts done so far):
+# forking a pool from a process holding a long history (its pages copied as the workers touch
+# them, beside the stream checkers' child) costs more than it saves then
+POOL_MIN_REST = 0.25
 # First time slice (s) per part when several parts are checked in one process; x4 each round.
 SLICE = 0.05
 # Shrinking an invalid key's counterexample window (a few searches of parts of the key) may visit
@@ -462,17 +466,26 @@ def _run_sliced(
     """Check parts in this process, round-robin with growing time slices (restarting a part's
     search each round), so one hard part cannot hide a quick violation in another (porcupine checks
     parts concurrently for the same reason). With ``budget`` (seconds), parts not decided by then
-    are left out of the result (for a pool to finish)."""
+    are left out of the result (for a pool to finish), unless every part of the first round so far
+    was decided within its slice and the rest, at that pace, would take under
+    :data:`POOL_MIN_REST` seconds: then they are checked here too."""
     results: dict[str, KeyResult] = {}
     pending = list(tasks)
     slice_ = SLICE
-    t_budget = None if budget is None else time.monotonic() + budget
+    t0 = time.monotonic()
+    t_budget = None if budget is None else t0 + budget
+    done_ops, all_ops = 0, sum(len(calls) for _, calls in tasks)
     while pending:
         again: list[tuple[str, list[Call]]] = []
         for label, calls in pending:
             now = time.monotonic()
             if t_budget is not None and now > t_budget and not (cancel and _any_invalid(results)):
-                return results  # the rest (this part, the later ones, ``again``) go to the pool
+                # the rest (this part, the later ones, ``again``) go to the pool, unless the
+                # first round went well so far and what is left looks short at that pace
+                rest = (now - t0) * (all_ops - done_ops) / done_ops if done_ops else POOL_MIN_REST
+                if again or slice_ != SLICE or rest >= POOL_MIN_REST:
+                    return results
+                t_budget = None
             if deadline is not None and now > deadline:
                 results[label] = KeyResult(VALID_UNKNOWN, len(calls), cause="timeout")
                 continue
@@ -491,6 +504,7 @@ def _run_sliced(
                 continue
             r.reached = []
             results[label] = r
+            done_ops += len(calls)
         pending = again
         slice_ *= 4
     return results

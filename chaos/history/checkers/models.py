@@ -617,7 +617,7 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
         raise ValueError(f"model: expected a model name such as 'cas-register', got {spec!r}")
     name, _, rest = spec.partition(":")
     name = name.strip()
-    if name not in model_names():
+    if name not in plugins.BUILTINS["model"] and name not in model_names():  # no entry-point scan for ours
         raise ValueError(
             f"model {spec!r}: unknown model {name!r} (expected one of {', '.join(model_names())})"
         )

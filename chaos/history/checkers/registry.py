@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import inspect
 import os
-import pickle
 import signal
 import time
-import traceback
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -32,6 +30,8 @@ from chaos.history.verdict import UNKNOWN, Accumulator, Checker, CheckOptions, S
 
 
 def _crashed(name: str, e: BaseException) -> dict[str, Any]:
+    import traceback  # stdlib, only for a crash: start-up does not pay for it
+
     tb = traceback.format_exception_only(type(e), e)[-1].strip()
     return {"valid": UNKNOWN, "error": f"checker {name} crashed: {tb}"}
 
@@ -147,10 +147,11 @@ def _fork_streams(streams: dict[str, Accumulator], held: ParsedHistory | None) -
     copy-on-write, nothing is sent), so it runs on another CPU while this process runs the other
     checkers; returns ``(pid, read end of the pipe)`` for :func:`_join_streams`, or None
     where forking is not safe or not worth it (no fork, other threads, a short history)."""
-    import threading
-
     if held is None or len(held.ops) < FORK_STREAMS_AFTER or not hasattr(os, "fork"):
         return None
+    import pickle  # stdlib: only a long history pays for it (and threading), not the start-up
+    import threading
+
     if threading.active_count() != 1 or (os.cpu_count() or 1) < 2:
         return None
     r, w = os.pipe()
@@ -175,6 +176,8 @@ def _fork_streams(streams: dict[str, Accumulator], held: ParsedHistory | None) -
 def _join_streams(child: tuple[int, int], results: dict[str, Any]) -> bool:
     """Put the stream results of the child :func:`_fork_streams` started in ``results``; False
     when it failed (a result it could not send, say), so the caller runs the pass itself."""
+    import pickle
+
     pid, r = child
     chunks = []
     with os.fdopen(r, "rb") as f:
@@ -271,7 +274,8 @@ def model_ops(history: Path | ParsedHistory, model: Any) -> list[Op]:
     :mod:`chaos.history.checkers.models` model, or None for any) does not check."""
     h = parsed(history)
     fs = getattr(model, "fs", None)
-    if fs is not None:
+    # the set of client fs first (one comprehension); the op is looked for only when one is foreign
+    if fs is not None and not {op.f for op in h.ops if op.process != NEMESIS} <= fs:
         for i, op in enumerate(h.ops):
             if op.f not in fs and op.process != NEMESIS:
                 line = h.lines[i]
@@ -502,9 +506,10 @@ def checkers_for(test: dict[str, Any], *, model: str | None = None) -> dict[str,
         names = [*names, "faults"]
     if "client-errors" not in names:  # every run: did the client code crash (not a DB verdict)?
         names = [*names, "client-errors"]
-    known = plugins.names("checker")
     out: dict[str, Checker] = {}
     for n in names:
+        # the tool's own names need no scan of the installed distributions' entry points
+        known = plugins.BUILTINS["checker"] if n in plugins.BUILTINS["checker"] else plugins.names("checker")
         if n not in known and not plugins.is_reference(n):
             raise ValueError(f"test.json names unknown checker {n!r} (known: {', '.join(known)})")
         out[n] = make_checker(n, test, model)

@@ -135,10 +135,9 @@ def _entry_list(calls: Sequence[Call]) -> tuple[list[int], list[int]]:
     and ``2n + 1`` the tail; ties put calls before returns (porcupine's ``makeEntries``)."""
     n = len(calls)
     inf = float("inf")
-    events: list[tuple[float, int, int]] = []
-    for c in calls:
-        events.append((c.call, 0, c.id))
-        events.append((inf if c.ret is None else c.ret, 1, c.id))
+    # the calls first, then the returns: two long runs for the sort (the calls come in call order)
+    events: list[tuple[float, int, int]] = [(c.call, 0, c.id) for c in calls]
+    events += [(inf if c.ret is None else c.ret, 1, c.id) for c in calls]
     events.sort()
     head, tail = 2 * n, 2 * n + 1
     nxt = [0] * (2 * n + 2)
@@ -179,16 +178,17 @@ class _OpTables:
         self.ro = [bool(ro_fn(c)) for c in calls] if ro_fn is not None else [False] * n
         self.pre = [0] * n
         last_same: dict[Any, int] = {}
-        for c in sorted(calls, key=lambda c: (c.call, c.id)):
-            if self.crashed[c.id]:
-                try:
-                    k = (c.f, _hashable(c.value), _hashable(c.key))
-                    hash(k)
-                except TypeError:
-                    continue
-                if k in last_same:
-                    self.pre[c.id] = self.bits[last_same[k]]
-                last_same[k] = c.id
+        crashed = self.crashed
+        # the crashed ops alone, in call order (sorting every op for them cost a fifth of the tables)
+        for c in sorted((c for c in calls if crashed[c.id]), key=lambda c: (c.call, c.id)):
+            try:
+                k = (c.f, _hashable(c.value), _hashable(c.key))
+                hash(k)
+            except TypeError:
+                continue
+            if k in last_same:
+                self.pre[c.id] = self.bits[last_same[k]]
+            last_same[k] = c.id
 
 
 class _Space:

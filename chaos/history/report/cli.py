@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from chaos.errors import BadArguments, exit_code
-from chaos.history import formats
+from chaos.history import formats, report  # report.write_report: jinja2 loaded on a run's re-check only
 from chaos.history.checkers import elle, linear
 from chaos.history.checkers.elle.anomalies import MODEL_CHOICES
 from chaos.history.checkers.models import ModelError, get_model, require_checkable
@@ -26,7 +26,6 @@ from chaos.history.checkers.registry import (
     infer_test,
     refuse_consistency_model,
 )
-from chaos.history.report.html import write_report
 from chaos.history.report.summary import print_summary
 from chaos.history.store import (
     HISTORY_FILE,
@@ -164,7 +163,7 @@ def _rewrite_report(run_dir: Path, history: ParsedHistory | None = None) -> str:
     says why. Returns what the description says of it."""
 
     try:
-        return f"{write_report(run_dir, history).name} written again"
+        return f"{report.write_report(run_dir, history).name} written again"
     except Exception as e:  # a report that cannot be written must not keep the old verdict
         (run_dir / "index.html").unlink(missing_ok=True)
         click.echo(

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.table import Table
-from rich.text import Text
-
 
 def faults_result(results: dict[str, Any] | None) -> dict[str, Any] | None:
     """``results["checkers"]["faults"]`` when it is a result with ``kinds``, else None."""
@@ -104,6 +101,9 @@ def kind_rows(results: dict[str, object] | None) -> list[dict[str, Any]]:
 def summary_tables(results: dict[str, object] | None) -> list[Any]:
     """The terminal summary's fault rows: a per-kind table, a per-window table, and the plain
     sentence (``checkers.faults.summary``). Empty when there is no faults result."""
+    from rich.table import Table  # rich only when a table is drawn: a plain chaos check starts without it
+    from rich.text import Text
+
     r = faults_result(results)
     if r is None:
         return []

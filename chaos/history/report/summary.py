@@ -16,10 +16,7 @@ import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from chaos.errors import printable
 from chaos.history.checkers import clienterrors
@@ -29,6 +26,9 @@ from chaos.history.op import Op
 from chaos.history.report import faults as report_faults
 from chaos.history.report.run import TYPE_ORDER, ReportError, pair_ops, read_history
 from chaos.history.report.verdicts import checker_summaries
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 PIPE_WIDTH = 4096  # as the runner's console: a pipe gets whole lines, never folded
 
@@ -384,6 +384,9 @@ def _ops_by_f(
 
 def _ops_table(by_f: dict[str, dict[str, int]]) -> Table:
     """The "ops by f and type" table, fails apart, with a total row."""
+    from rich.table import Table  # rich only when a table is drawn (start-up of a plain check)
+    from rich.text import Text
+
     ops = Table(title="ops by f and type", title_justify="left", expand=False)
     ops.add_column("f")
     ops.add_column("ok", justify="right", style="green")
@@ -420,6 +423,9 @@ def summary_table(
     table and no fault tables, which the report holds; client errors, the faults' caption and the
     report's path stay. ``history``: the run's ops as the checkers read them (else the file is read).
     """
+    from rich.table import Table  # rich only when a table is drawn (start-up of a plain check)
+    from rich.text import Text
+
     hp = Path(history_path)
     by_f, nemesis_ops = _ops_by_f(results, hp, history)
     outer = Table.grid(padding=(0, 0))

@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, TYPES, Op
+from chaos.history.store import may_hold_big_int
 
 
 class Unsupported(Exception):
@@ -139,6 +140,8 @@ def _line_blocks(path: Path) -> Iterator[list[bytes]]:
                 break
             if rest:
                 data = rest + data
+            if may_hold_big_int(data):  # orjson would read it as a float; read_history is exact
+                raise FastPathRefused("an integer beyond 64 bits")
             lines = data.split(b"\n")
             rest = lines.pop()
             yield lines
