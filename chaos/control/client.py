@@ -198,7 +198,7 @@ def raised_where(exc: BaseException, roots: Iterable[str] = ()) -> tuple[str, in
     return None
 
 
-def client_error(exc: BaseException, roots: Iterable[str] = ()) -> dict[str, Any]:
+def client_error(exc: BaseException, roots: Iterable[str] = ()) -> dict[str, object]:
     """The ``client_error`` field of an op whose client raised ``exc`` (a crash of plug-in code):
     ``{"type", "message" (one line, at most 300 characters), "where" ("file.py:42", or "" when
     unknown), "path", "line"}``; ``roots`` as :func:`raised_where`."""
@@ -211,7 +211,7 @@ def client_error(exc: BaseException, roots: Iterable[str] = ()) -> dict[str, Any
     return out
 
 
-def client_error_text(ce: dict[str, Any]) -> str:
+def client_error_text(ce: dict[str, object]) -> str:
     """``ValueError: unknown node 'n2' at etcd_db.py:42``: a ``client_error`` field in one line."""
     text = f"{ce.get('type')}: {ce.get('message')}" if ce.get("message") else str(ce.get("type"))
     return f"{text} at {ce['where']}" if ce.get("where") else text

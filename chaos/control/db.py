@@ -140,7 +140,7 @@ def db_options(factory: object) -> list[DBOption]:
     return list(getattr(factory, "db_options", ()) or ())
 
 
-def parse_db_opts(factory: object, items: Sequence[str], db_name: str = "the DB") -> dict[str, Any]:
+def parse_db_opts(factory: object, items: Sequence[str], db_name: str = "the DB") -> dict[str, object]:
     """``["flush=async", "server-arg=--x"]`` -> the factory's keyword arguments, each parsed as its
     :class:`DBOption` says (a ``multiple`` option collects a list).
 
@@ -362,7 +362,7 @@ class NoopDB:
     def log_files(self, remote: Remote) -> list[str]:
         return []
 
-    def await_recovery(self, control: Control, timeout: float) -> dict[str, Any]:
+    def await_recovery(self, control: Control, timeout: float) -> dict[str, object]:
         return {"recovered": True, "bound_s": timeout, "waited_s": 0.0, "problems": [], "nodes": {}}
 
 
@@ -432,7 +432,7 @@ def build_db(
     return db
 
 
-def parse_db_kwargs(spec: str | None, db_opts: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+def parse_db_kwargs(spec: str | None, db_opts: list[str] | tuple[str, ...] = ()) -> dict[str, object]:
     """The keyword arguments ``--db-opt`` items give the DB factory ``spec`` names (what ``test.json``
     records as ``db_opts``); ConfigError as :func:`build_db`."""
     factory = db_factory(spec)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Any
 
 from chaos.control.genbase import NEMESIS_THREAD, NS, PENDING, Context, GenLike, OpDict, Thread, to_gen
 from chaos.history.op import Op
@@ -17,7 +16,7 @@ def simulate(
     concurrency: int = 2,
     seed: int = 0,
     latency: float = 0.0,
-    complete: Callable[[OpDict], tuple[str, Any]] | None = None,
+    complete: Callable[[OpDict], tuple[str, object]] | None = None,
     max_ops: int = 100_000,
     nemesis: bool = True,
 ) -> list[Op]:
@@ -58,7 +57,7 @@ class _Simulation:
         concurrency: int,
         seed: int,
         latency: float,
-        complete: Callable[[OpDict], tuple[str, Any]] | None,
+        complete: Callable[[OpDict], tuple[str, object]] | None,
         nemesis: bool,
     ) -> None:
         self.rng = random.Random(seed)

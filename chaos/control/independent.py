@@ -40,7 +40,7 @@ class IndependentConcurrent(Generator):
         n: int,
         fgen: Callable[[Any], GenLike],
         keys: _KeySeq,
-        groups: tuple[tuple[Any, Generator | None], ...] | None = None,
+        groups: tuple[tuple[object, Generator | None], ...] | None = None,
         turn: int = 0,
     ) -> None:
         if n < 1:
@@ -59,7 +59,7 @@ class IndependentConcurrent(Generator):
         groups = self.groups
         if groups is None:
             ngroups = max(1, ctx.concurrency // self.n)
-            gl: list[tuple[Any, Generator | None]] = []
+            gl: list[tuple[object, Generator | None]] = []
             for _ in range(ngroups):
                 k, keys = keys.next()
                 gl.append((k, to_gen(self.fgen(k)) if k is not None else None))
@@ -125,7 +125,7 @@ class _KeySeq:
         self.buf = [] if buf is None else buf
         self.i = i
 
-    def next(self) -> tuple[Any, _KeySeq]:
+    def next(self) -> tuple[object, _KeySeq]:
         if self.i >= len(self.buf):
             try:
                 self.buf.append(next(self.it))

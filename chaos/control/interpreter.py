@@ -50,7 +50,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Final, Generic, Literal, Protocol, TypeVar, cast
 
 from chaos.control.client import crashed, is_declared
 from chaos.control.generator import (
@@ -210,7 +210,7 @@ class Stats:
     fail_other: dict[str, int] = field(default_factory=dict)  # aborted / unsupported fails, by class
     info: int = 0
     invoked: int = 0
-    faults: dict[str, Any] = field(default_factory=dict)  # kind -> value of the open start-<kind>
+    faults: dict[str, object] = field(default_factory=dict)  # kind -> value of the open start-<kind>
     last_nemesis: str | None = None
     # client completions per 0.1 s bucket over the last ~5 s, as [bucket, count]; O(1) per op
     buckets: deque[list[int]] = field(default_factory=deque)

@@ -53,7 +53,7 @@ class Node:
         """The address other nodes use for this node (``db_host`` or ``host``)."""
         return self.db_host or self.host
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready dict (for ``test.json`` and the cluster state file)."""
         return asdict(self)
 

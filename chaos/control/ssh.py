@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Callable, Generator, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import IO, Any, TypeVar
+from typing import IO, TypeVar
 
 import fabric
 import fabric.runners
@@ -272,7 +272,7 @@ class Remote:
         """A new, opened connection; NodeUnreachable with the reason in one line otherwise."""
         n = self.node
         timeout = self.connect_timeout
-        connect_kwargs: dict[str, Any] = dict(
+        connect_kwargs: dict[str, object] = dict(
             timeout=timeout, banner_timeout=timeout, auth_timeout=timeout, channel_timeout=timeout
         )
         if n.key_path:

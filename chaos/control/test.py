@@ -524,7 +524,7 @@ def check_number(key: str, value: Any) -> int | float:
     return x
 
 
-def validate_options(opts: dict[str, Any]) -> None:
+def validate_options(opts: dict[str, object]) -> None:
     """Check every option a run needs before any node is touched; numbers are converted in place.
 
     Covers the numbers of :data:`NUMBER_OPTIONS` (None means "the default"), ``--store`` (must be,
@@ -599,7 +599,7 @@ def parse_concurrency(value: object, n_nodes: int) -> int:
     return c
 
 
-def run_name(opts: dict[str, Any]) -> str:
+def run_name(opts: dict[str, object]) -> str:
     """``<workload>-<nemeses>`` e.g. ``register-partition-ring``; ``none`` for no nemesis."""
     nem = str(opts.get("nemesis") or "none").replace(",", "+")
     return re.sub(r"[^A-Za-z0-9_.+-]", "_", f"{opts.get('workload')}-{nem}")

@@ -315,13 +315,13 @@ class LeaderViews:
     recovery_timeout = 60.0
     poll_interval_s = 0.5
 
-    def leader_view(self, remote: Remote) -> tuple[Any, Any]:
+    def leader_view(self, remote: Remote) -> tuple[object, object]:
         raise NotImplementedError(f"{type(self).__name__}.leader_view(remote) -> (own id, leader id)")
 
     def leader_views(self, control: Control) -> dict[str, tuple[Any, Any] | str]:
         """Node name -> its ``(own id, leader id)``, or the error text when it did not answer."""
 
-        def ask(remote: Remote) -> tuple[Any, Any] | str:
+        def ask(remote: Remote) -> tuple[object, object] | str:
             try:
                 own, leader = self.leader_view(remote)
                 return own, leader
@@ -342,7 +342,7 @@ class LeaderViews:
             time.sleep(self.poll_interval_s)
         return leaders[0]
 
-    def await_recovery(self, control: Control, timeout: float) -> dict[str, Any]:
+    def await_recovery(self, control: Control, timeout: float) -> dict[str, object]:
         t0 = time.monotonic()
         while True:
             views = self.leader_views(control)

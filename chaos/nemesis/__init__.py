@@ -152,7 +152,7 @@ def __getattr__(attr: str) -> Any:
 
 def parse_nemesis_opts(
     items: Iterable[str], extra: Mapping[str, str] | None = None, *, read: Mapping[str, str] | None = None
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """``["kill_targets=leader,minority", "clock_max_rate=1.5"]`` -> ``{"kill_targets": ["leader",
     "minority"], "clock_max_rate": 1.5}``, each value parsed as the built-in descriptors' ``options``
     (``NEMESIS_OPTIONS``) say.
@@ -314,7 +314,7 @@ def _grouped(spec: NemesisSpec) -> list[tuple[NemesisKind, list[str]]]:
 
 def build(
     names: str | Iterable[str] | NemesisSpec, opts: Mapping[str, Any] | None = None
-) -> tuple[Compose, Any]:
+) -> tuple[Compose, object]:
     """The combined nemesis and its nemesis-thread generator for the named faults: each chosen
     descriptor's ``build`` gives its nemeses, one flip-flop :class:`Schedule` each (mean gap
     ``nemesis_interval``). The generator is None when nothing was chosen.
@@ -357,7 +357,7 @@ def build(
 
 
 def _typed_names(
-    kind: NemesisKind, selected: list[str], built: list[Any], opts: Mapping[str, Any]
+    kind: NemesisKind, selected: list[str], built: list[Any], opts: Mapping[str, object]
 ) -> dict[str, list[str]]:
     """``{op kind: the chosen names of one descriptor that run as it}``: every chosen name, when
     the descriptor built one nemesis for them; else each name's own nemeses, built alone."""
@@ -379,7 +379,7 @@ def _as_typed(spec: NemesisSpec, typed: dict[str, list[str]]) -> dict[str, list[
 
 def styles(
     names: str | Iterable[str] | NemesisSpec, typed: Mapping[str, Sequence[str]] | None = None
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, dict[str, object]]:
     """How the report draws, names and the perf checker words each op kind of the chosen
     nemeses: ``{op kind: {"colour": "#rrggbb" | None, "verbs": {"start": phrase, "stop": phrase},
     "names": [--nemesis names]}}`` from their descriptors (``colours``, ``verbs``) and ``typed``
@@ -387,7 +387,7 @@ def styles(
     so every table and page says ``lose-unfsynced``, not the op kind ``file``), for test.json's
     ``nemesis_styles``. The history layer reads it from there (it must not import this package):
     :func:`chaos.history.analysis.fault_names`."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, object]] = {}
     for kind, _ in _grouped(_spec(names)):
         for op_kind, style in kind.styles().items():
             out.setdefault(op_kind, style)

@@ -207,7 +207,7 @@ class Compose:
 
     def __init__(self, nemeses: Sequence[Nemesis]) -> None:
         self.nemeses = list(nemeses)
-        self.final_ops: list[dict[str, Any]] = []  # stop op of every kind, for the final phase
+        self.final_ops: list[dict[str, object]] = []  # stop op of every kind, for the final phase
         self.schedules: list[Schedule] = []
         # op kind -> the --nemesis names the user typed that run as it (chaos.nemesis.build)
         self.names: dict[str, list[str]] = {}
@@ -305,10 +305,10 @@ class Schedule:
     stop: Callable[[random.Random], object]
     interval: float
 
-    def start_op(self, rng: random.Random) -> dict[str, Any]:
+    def start_op(self, rng: random.Random) -> dict[str, object]:
         return {"f": f"start-{self.kind}", "value": self.start(rng)}
 
-    def stop_op(self, rng: random.Random | None = None) -> dict[str, Any]:
+    def stop_op(self, rng: random.Random | None = None) -> dict[str, object]:
         return {"f": f"stop-{self.kind}", "value": self.stop(rng or random.Random(0))}
 
     def generator(self, first_s: float | None = None) -> Any:
@@ -390,7 +390,7 @@ class NemesisKind:
             return []
         return [str(x) for x in self.residue(remote, db) if str(x).strip()]
 
-    def styles(self) -> dict[str, dict[str, Any]]:
+    def styles(self) -> dict[str, dict[str, object]]:
         """``{op kind: {"colour": str | None, "verbs": {"start", "stop"}}}`` for test.json."""
         kinds = dict.fromkeys([*self.colours, *self.verbs])
         return {k: {"colour": self.colours.get(k), "verbs": dict(self.verbs.get(k) or {})} for k in kinds}

@@ -314,7 +314,7 @@ def _take_lock(control: Control, force: bool) -> ClusterLock | None:
     is. A node that cannot be reached does not stop the heal (its line says so): the other nodes'
     locks are then read, not taken. Returns the lock to release, or None."""
 
-    def holder(remote: Remote) -> dict[str, Any] | None:
+    def holder(remote: Remote) -> dict[str, object] | None:
 
         try:
             return holders([remote]).get(remote.node.name)

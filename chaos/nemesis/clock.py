@@ -238,7 +238,7 @@ class ClockNemesis:
         path, pidfile = offset_file(test), server_pidfile(test)
         on_nodes(test, lambda r: sh(r, soft_reset_script(path, pidfile)))
 
-    def draw(self, test: Test) -> dict[str, Any]:
+    def draw(self, test: Test) -> dict[str, object]:
         """A random fault value (what the schedule asks for when the invocation value is None)."""
         rng = test.rng
         note: dict[str, object] = {}  # how a leader target chose among several primaries
@@ -356,7 +356,7 @@ class SlowLeaderNemesis:
         if op.f != "start-slow-leader":
             raise ValueError(f"slow-leader nemesis: unexpected f {op.f!r}")
         rate = op.value.get("rate", self.rate) if isinstance(op.value, dict) else self.rate
-        note: dict[str, Any] = {}
+        note: dict[str, object] = {}
         leaders = choose_nodes(test, "leader", note=note)
         if not leaders:
             return complete(op, outcome({"rate": rate, "nodes": []}, False, "no leader to slow and isolate"))
@@ -377,7 +377,7 @@ class SlowLeaderNemesis:
 # The descriptor (chaos.nemesis)
 
 
-def _opt(opts: Mapping[str, Any], key: str, default: Any) -> Any:
+def _opt(opts: Mapping[str, object], key: str, default: Any) -> Any:
     v = opts.get(key)
     return default if v is None else v
 

@@ -373,13 +373,13 @@ class FileNemesis:
         self.down |= set(killed)
         self.held_back |= set(held)
 
-        def one(remote: Remote) -> dict[str, Any]:
+        def one(remote: Remote) -> dict[str, object]:
             if remote.node.name not in self.mounted:
                 return {"error": "no FUSE layer on this node (the nemesis setup did not mount it)"}
             res = sh(remote, f"python3 {LAZYFS_STATE}/lazyfs_node.py drop {LAZYFS_STATE} 60", check=False)
             if res.exit_code != 0:
                 return {"error": f"the FUSE layer did not answer: {res.stderr.strip()[-300:]}"}
-            report: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
+            report: dict[str, object] = json.loads(res.stdout.strip().splitlines()[-1])
             return report
 
         results = on_nodes(test, one, nodes)
@@ -425,7 +425,7 @@ class FileNemesis:
         self.held_back.clear()
         time.sleep(self.start_wait_s)
 
-        def outcome(remote: Remote) -> dict[str, Any]:
+        def outcome(remote: Remote) -> dict[str, object]:
             tail = getattr(test.db, "log_tail", None)
             return {"running": db_running(test, remote), "log_tail": tail(remote, 5) if tail else ""}
 
@@ -492,7 +492,7 @@ def await_leader(test: Test, timeout: float, among: Sequence[str] | None = None)
 # -- the descriptor (chaos.nemesis) ------------------------------------------------------------------
 
 
-def _opt(opts: Mapping[str, Any], key: str, default: Any) -> Any:
+def _opt(opts: Mapping[str, object], key: str, default: object) -> Any:
     v = opts.get(key)
     return default if v is None else v
 
@@ -518,7 +518,7 @@ def _build(chosen: Sequence[str], opts: Mapping[str, object]) -> object:
         bitflip_region=str(_opt(opts, "bitflip_region", "tail")),
     )
 
-    def start(rng: random.Random) -> dict[str, Any]:
+    def start(rng: random.Random) -> dict[str, object]:
         f = rng.choice(faults)
         return {"fault": f, "targets": rng.choice(lu_targets if f == "lose-unfsynced" else file_targets)}
 

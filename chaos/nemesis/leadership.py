@@ -52,7 +52,7 @@ class LeaderTransferNemesis(NoState):
             )
         self.targets = tuple(targets)
 
-    def _target(self, test: Test, leader: str, names: list[str]) -> tuple[str, dict[str, Any]]:
+    def _target(self, test: Test, leader: str, names: list[str]) -> tuple[str, dict[str, object]]:
         """The member to hand leadership to, and what the completion records of the choice."""
         others = [n for n in names if n != leader]
         mode = self.targets[0] if len(self.targets) == 1 else test.rng.choice(self.targets)

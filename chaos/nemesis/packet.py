@@ -333,9 +333,9 @@ def stop_delayer_script() -> str:
     )
 
 
-def parse_stop(text: str) -> tuple[dict[str, Any] | None, str | None]:
+def parse_stop(text: str) -> tuple[dict[str, object] | None, str | None]:
     """The heal script's output on one node -> (delayer counters or None, early-exit line or None)."""
-    stats: dict[str, Any] | None = None
+    stats: dict[str, object] | None = None
     exited: str | None = None
     for line in text.splitlines():
         if line.startswith("nfqdelay-stats "):
@@ -424,7 +424,7 @@ class PacketNemesis:
     def heal(self, test: Test) -> None:
         on_nodes(test, lambda r: sh(r, heal_script()))
 
-    def stop(self, test: Test) -> dict[str, Any]:
+    def stop(self, test: Test) -> dict[str, object]:
         """Heal every node; the completion value: ``{"healed": [nodes]}`` plus, where a delayer ran,
         ``"nfqueue": {node: {"queued": n, "accepted": n, "duplicated": n, "max_held": n}}`` and
         ``"delayer_exited": {node: last log line}`` for a delayer that died before the stop."""
@@ -522,7 +522,7 @@ true
 """
 
 
-def _behaviours(chosen: Sequence[str], opts: Mapping[str, object]) -> dict[str, Any]:
+def _behaviours(chosen: Sequence[str], opts: Mapping[str, object]) -> dict[str, object]:
     """The enabled behaviours with their parameters: Jepsen's defaults, overridden by
     ``packet_loss``, ``packet_delay_ms``/``packet_delay_jitter_ms``, ``packet_rate_kbit``,
     ``packet_duplicate``, ``packet_reorder``."""
@@ -540,13 +540,13 @@ def _behaviours(chosen: Sequence[str], opts: Mapping[str, object]) -> dict[str, 
     return out
 
 
-def _build(chosen: Sequence[str], opts: Mapping[str, Any]) -> Any:
+def _build(chosen: Sequence[str], opts: Mapping[str, Any]) -> object:
     targets = opts.get("packet_targets")
     targets = list(["one", "minority", "majority", "all"] if targets is None else targets)
     packet = PacketNemesis(_behaviours(chosen, opts), targets)
     names = sorted(packet.behaviours)
 
-    def start(rng: random.Random) -> dict[str, Any]:
+    def start(rng: random.Random) -> dict[str, object]:
         b = rng.choice(names)
         return {"behaviour": {b: packet.behaviours[b]}, "targets": rng.choice(targets)}
 

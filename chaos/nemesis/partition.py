@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from chaos.control.test import Test
 from chaos.history.op import Op
@@ -263,7 +263,7 @@ class PartitionNemesis:
     def heal(self, test: Test) -> None:
         on_nodes(test, lambda r: sh(r, heal_script()))
 
-    def grudge(self, test: Test, value: object, note: dict[str, Any] | None = None) -> tuple[str, Grudge]:
+    def grudge(self, test: Test, value: object, note: dict[str, object] | None = None) -> tuple[str, Grudge]:
         """Resolve an invocation value to ``(shape, grudge)``; ``note`` receives how the ``leader``
         shape chose among several primaries (:func:`chaos.nemesis.base.choose_nodes`)."""
         names = node_names(test)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 from rich.console import Console
 
@@ -43,7 +42,7 @@ def check_and_report(
     time_limit: float,
     say: Callable[..., None],
     console: Console | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """``history.txt``, the checkers' ``results.json``, ``index.html`` and (with a ``console``) the
     closing summary of ``run``, from one read of its history; returns the results. A checker
     run that raises gives ``valid: "unknown"`` with the error; a report that fails is said and

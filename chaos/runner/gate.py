@@ -174,7 +174,7 @@ def gate_db(run_args: list[str]) -> str:
     return name or plugins.default_db()
 
 
-def db_campaign_rows(run_args: list[str], store: str, master: str | None = None) -> list[dict[str, Any]]:
+def db_campaign_rows(run_args: list[str], store: str, master: str | None = None) -> list[dict[str, object]]:
     """The rows a DB plug-in adds to a default gate: its ``gate_campaign(store)`` (a callable
     attribute of the DB factory, e.g. a deterministic simulation campaign sized to the gate's
     time) returns summary rows (``run``, ``workload``, ``nemesis``, ``valid``, ``ops``, ``failures``
@@ -228,7 +228,7 @@ def print_table(summary: dict[str, Any], file: object = None) -> None:
 
 def _analyze(
     dirs: list[Path], master: str, out: str | None, time_limit: float | None, stop: bool = True
-) -> dict[str, Any]:
+) -> dict[str, object]:
     try:
         return analyze(
             dirs,

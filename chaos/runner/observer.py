@@ -77,7 +77,7 @@ class LeadershipObserver:
 
     # -- polling -----------------------------------------------------------------------------------
 
-    def _ask(self, node: Node) -> dict[str, Any]:
+    def _ask(self, node: Node) -> dict[str, object]:
         try:
             ask = getattr(self.db, "leadership", None)  # offered: poll checks it
             if not callable(ask):
@@ -87,7 +87,7 @@ class LeadershipObserver:
             return {"error": f"{type(e).__name__}: {e}"}
         return dict(answer) if isinstance(answer, dict) else {"error": f"bad answer {answer!r}"}
 
-    def poll(self) -> dict[str, Any]:
+    def poll(self) -> dict[str, object]:
         """One sample (see the module docstring), not written."""
         t = self.clock()
         if callable(getattr(self.db, "leadership", None)):

@@ -162,7 +162,7 @@ def load(spec: str, db_opts: Sequence[str], found: Findings) -> object:
         raise BadArguments(str(e)) from None
 
 
-def _accepts(fn: Any, args: tuple[str, ...], kwargs: dict[str, Any] | None = None) -> str | None:
+def _accepts(fn: Any, args: tuple[str, ...], kwargs: dict[str, object] | None = None) -> str | None:
     """None when ``fn`` can be called with ``len(args)`` positional arguments (and ``kwargs``),
     else its signature as text."""
     try:
@@ -310,7 +310,7 @@ def _op(f: str, value: object, key: object = None, node: str | None = None) -> o
     return Op(INVOKE, 0, f, value, 0, 0, node, None, key, {})
 
 
-def _protocol_ops(protocol: str, first: str) -> Iterator[tuple[str, Any, Any]]:
+def _protocol_ops(protocol: str, first: str) -> Iterator[tuple[str, Any, object]]:
     """(label, workload, op) of one op of each f of ``protocol``'s built-in workloads; ``check``
     of the result is by label (see :func:`_check_ok`)."""
 
@@ -440,7 +440,7 @@ def download_logs(test: Test, db: DB, found: Findings) -> None:
                             "file, or return only files it writes from log_files")  # fmt: skip
 
 
-def smoke(db: DB, opts: dict[str, Any], found: Findings) -> None:
+def smoke(db: DB, opts: dict[str, object], found: Findings) -> None:
     """Part 2 (module docstring), on the nodes ``opts`` select."""
     import logging
 

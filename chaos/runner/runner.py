@@ -119,7 +119,7 @@ def _versions() -> dict[str, str]:
     return {dist: v, "python": platform.python_version(), "platform": platform.platform()}
 
 
-def _server_logs_doc(db: object) -> dict[str, Any]:
+def _server_logs_doc(db: object) -> dict[str, object]:
     """test.json's ``server_logs``: the files the DB's log patterns apply to (``pattern_files``, as
     downloaded under nodes/<node>/) and its declared anomaly patterns, so ``chaos check`` scans the
     same files the same way (none without the ``log-files`` capability)."""
@@ -184,7 +184,7 @@ class _RunState:
     nem_gen: Any = None  # the nemesis thread's generator (chaos.control.generator), None for none
     run_dir: RunDir | None = None
     test_: Test | None = None
-    doc: dict[str, Any] = field(default_factory=dict)
+    doc: dict[str, object] = field(default_factory=dict)
     clock: Clock | None = None
     interp_: Interpreter | None = None
     live_view: LiveView | None = None
@@ -233,11 +233,11 @@ class Runner:
         self.live = live
         self.spec = spec
         self.run_dir: RunDir | None = None
-        self.results: dict[str, Any] | None = None
-        self.recovery: dict[str, Any] | None = None  # DB.await_recovery's record, into test.json
+        self.results: dict[str, object] | None = None
+        self.recovery: dict[str, object] | None = None  # DB.await_recovery's record, into test.json
         self.node_logs_missing: list[str] = []  # declared logs a node did not have, into test.json
         self._db: DB | None = None  # built by prepare()
-        self.db_kwargs: dict[str, Any] = {}
+        self.db_kwargs: dict[str, object] = {}
         self.nemesis: Compose | None = None  # built by prepare()
         self.nem_gen: object = None
         self.log = logging.getLogger("chaos.run")
@@ -249,7 +249,7 @@ class Runner:
         return self._db
 
     @property
-    def opts(self) -> dict[str, Any]:
+    def opts(self) -> dict[str, object]:
         """The options as the flat dict plug-ins read (``test.opts``; :meth:`RunOptions.as_dict`)."""
         return self.options.as_dict()
 
@@ -476,7 +476,7 @@ class Runner:
             state.live_view.start()
             stack.callback(state.live_view.stop)
 
-    def _observer(self, state: _RunState) -> contextlib.AbstractContextManager[Any]:
+    def _observer(self, state: _RunState) -> contextlib.AbstractContextManager[object]:
         """The leadership observer while faults run (a DB with ``leadership`` or ``primary``), or
         nothing: a DB offering neither is not observed."""
 
@@ -487,7 +487,7 @@ class Runner:
         observer.start()
 
         @contextlib.contextmanager
-        def running() -> Iterator[Any]:
+        def running() -> Iterator[object]:
             try:
                 yield observer
             finally:
@@ -528,7 +528,7 @@ class Runner:
         if state.live_view is not None:
             state.live_view.phase = name
 
-    def _test_doc(self, state: _RunState) -> dict[str, Any]:
+    def _test_doc(self, state: _RunState) -> dict[str, object]:
         """``test.json`` as written at the start (completed by :meth:`_finish_test_doc`)."""
 
         o, db, workload, nodes = self.options, self.db, state.workload, state.nodes
@@ -659,7 +659,7 @@ class Runner:
             )
             self._probe_environment(test, rec)
 
-    def _probe_environment(self, test: Test, rec: dict[str, Any]) -> None:
+    def _probe_environment(self, test: Test, rec: dict[str, object]) -> None:
         """After a failed recovery, ask the nodes whether the environment stopped the system (a
         full disk, the OOM killer, a node gone: :mod:`chaos.cluster.environment`); the liveness
         checker judges with what is recorded in ``recovery.environment``."""

@@ -80,12 +80,12 @@ def _badness(err: dict[str, Any], total: int) -> float:
 
 
 class _BankAcc:
-    def __init__(self, test: dict[str, Any]) -> None:
+    def __init__(self, test: dict[str, object]) -> None:
         accounts, self.total, self.negative_ok = bank_params(test)
         self.accounts = {str(a) for a in accounts}
         self.reads = 0
         self.errors: dict[str, dict[str, Any]] = {}
-        self.first: dict[str, Any] | None = None
+        self.first: dict[str, object] | None = None
         self.totals: list[list[object]] = []
 
     def step(self, op: Op) -> None:
@@ -118,7 +118,7 @@ class _BankAcc:
             if err["total"] > k["highest"]["total"]:
                 k["highest"] = err
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> dict[str, object]:
         n_err = sum(k["count"] for k in self.errors.values())
         out: dict[str, Any] = {
             "valid": not n_err,
@@ -142,5 +142,5 @@ class BankChecker(StreamChecker):
 
     name = "bank"
 
-    def begin(self, test: dict[str, Any], opts: dict[str, Any]) -> Accumulator:
+    def begin(self, test: dict[str, object], opts: dict[str, object]) -> Accumulator:
         return _BankAcc(test)

@@ -36,13 +36,13 @@ from chaos.history.verdict import UNKNOWN, Accumulator, StreamChecker
 NAME = "client-errors"
 
 
-def error_of(op: Op | dict[str, Any]) -> dict[str, Any] | None:
+def error_of(op: Op | dict[str, object]) -> dict[str, object] | None:
     """The ``client_error`` field of a completion (an Op or a history line as a dict), else None."""
     ce = op.get("client_error") if isinstance(op, dict) else (op.extra or {}).get("client_error")
     return ce if isinstance(ce, dict) else None
 
 
-def error_line(e: dict[str, Any]) -> str:
+def error_line(e: dict[str, object]) -> str:
     """``ValueError: unknown node 'n2' at etcd_db.py:42``."""
     text = f"{e.get('type')}: {e.get('message')}" if e.get("message") else str(e.get("type"))
     return f"{text} at {e['where']}" if e.get("where") else text
@@ -91,7 +91,7 @@ class _Acc:
         g["count"] += 1
         g["by_f"][op.f] = g["by_f"].get(op.f, 0) + 1
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> dict[str, object]:
         errors = sorted(self.groups.values(), key=lambda g: (-g["count"], g["first_index"]))
         out: dict[str, object] = {"valid": True, "count": self.count, "ops": self.ops, "errors": errors}
         if not self.count:
@@ -112,5 +112,5 @@ class ClientErrorsChecker(StreamChecker):
 
     name = NAME
 
-    def begin(self, test: dict[str, Any], opts: dict[str, Any]) -> Accumulator:
+    def begin(self, test: dict[str, object], opts: dict[str, object]) -> Accumulator:
         return _Acc()

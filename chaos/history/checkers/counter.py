@@ -39,8 +39,8 @@ class CounterChecker:
         self.add_f, self.read_f = add_f, read_f
 
     def check(
-        self, test: dict[str, Any], history: Path | ParsedHistory, opts: dict[str, Any]
-    ) -> dict[str, Any]:
+        self, test: dict[str, object], history: Path | ParsedHistory, opts: dict[str, object]
+    ) -> dict[str, object]:
         ops = [op for op in parsed(history).ops if op.process != NEMESIS]
         completion: dict[int, Any] = {}  # position of an invocation -> its completion
         open_: dict[Hashable, int] = {}
@@ -52,7 +52,7 @@ class CounterChecker:
         lower = upper = 0
         pending: dict[Hashable, int] = {}
         reads: list[list[object]] = []
-        errors: list[dict[str, Any]] = []
+        errors: list[dict[str, object]] = []
         n_reads = n_errors = 0
         for i, op in enumerate(ops):
             if op.f == self.add_f:
@@ -95,7 +95,7 @@ class CounterChecker:
         return out
 
 
-def _error(lo: int, v: object, hi: int, op: Op) -> dict[str, Any]:
+def _error(lo: int, v: object, hi: int, op: Op) -> dict[str, object]:
     e: dict[str, object] = {"lower": lo, "value": v, "upper": hi, "op": op.index, "process": op.process}
     if op.node:
         e["node"] = op.node

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from chaos.history.analysis import FaultWindows, fault_name, fault_names
 from chaos.history.leadership import LEADERSHIP_FILE, read_leadership
@@ -61,7 +61,33 @@ MAX_ERRORS = 10  # distinct reasons kept per kind
 DEFAULT_AFTER_S = 5.0  # chaos run's default recovery_time, for runs that recorded no bound
 
 
-def recovery_bound(test: dict[str, Any]) -> float:
+class KindRow(TypedDict):
+    """One fault kind's figures (the result's ``kinds[kind]``, with its ``name`` as typed):
+    ``requested`` start ops, of which ``applied`` took effect and ``failed`` did not; the first
+    distinct ``errors`` (at most :data:`MAX_ERRORS`); ``stop_failed`` stop ops that failed."""
+
+    requested: int
+    applied: int
+    failed: int
+    errors: list[str]
+    stop_failed: int
+
+
+class KindResult(KindRow):
+    name: str
+
+
+class WindowCounts(TypedDict):
+    """What happened while one fault window was open: whether its start ``applied``, the
+    ``nodes`` it hit, client completions by type (``ops``) and those on a faulted node."""
+
+    applied: bool
+    nodes: list[str]
+    ops: dict[str, int]
+    ops_on_faulted: dict[str, int]
+
+
+def recovery_bound(test: dict[str, object]) -> float:
     """The DB's recovery bound for a run, s: test.json's recorded ``recovery.bound_s``, else its
     ``opts.recovery_time``, else :data:`DEFAULT_AFTER_S`."""
     rec, opts = test.get("recovery"), test.get("opts")
@@ -87,7 +113,7 @@ def applied(completion: Op) -> tuple[bool, str | None]:
     return True, None
 
 
-def _kind_row() -> dict[str, Any]:
+def _kind_row() -> KindRow:
     return {"requested": 0, "applied": 0, "failed": 0, "errors": [], "stop_failed": 0}
 
 
@@ -102,8 +128,8 @@ class _FaultsAcc:
         self.after_s = after_s
         self.names = dict(names or {})  # op kind -> the --nemesis names typed (analysis.fault_names)
         self.fw = FaultWindows()
-        self.kinds: dict[str, dict[str, Any]] = {}
-        self.win: dict[int, dict[str, Any]] = {}  # window id -> counters
+        self.kinds: dict[str, KindRow] = {}
+        self.win: dict[int, WindowCounts] = {}  # window id -> counters
         self.last_time = 0
 
     def step(self, op: Op) -> None:
@@ -146,17 +172,17 @@ class _FaultsAcc:
             if op.node is not None and op.node in c["nodes"]:
                 c["ops_on_faulted"][op.type] = c["ops_on_faulted"].get(op.type, 0) + 1
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> dict[str, object]:
 
-        kinds = {
+        kinds: dict[str, KindResult] = {
             k: {**self.kinds[k], "name": fault_name(k, self.names)}
             for k in sorted(self.kinds)
             if self.kinds[k]["requested"]
         }
         never = [k for k, r in kinds.items() if r["applied"] == 0]
-        windows: list[dict[str, Any]] = []
+        windows: list[dict[str, object]] = []
         for fw in self.fw.windows:
-            c = self.win.get(fw.id, {})
+            c: Mapping[str, object] = self.win.get(fw.id) or {}
             windows.append(
                 {
                     "id": fw.id,
@@ -170,7 +196,7 @@ class _FaultsAcc:
                     **c,
                 }
             )
-        samples: list[dict[str, Any]] = []
+        samples: list[dict[str, object]] = []
         if self.run_dir is not None:
             samples = read_leadership(self.run_dir / LEADERSHIP_FILE)
         windows = leadership_windows(windows, samples, self.after_s)
@@ -198,7 +224,7 @@ class _FaultsAcc:
         return out
 
 
-def claim(sample: dict[str, Any]) -> str | None:
+def claim(sample: dict[str, object]) -> str | None:
     """Who claimed leadership in a sample: the node, or ``"n1+n3"`` when several nodes called
     themselves leader at once (in one term or not: see :func:`split_brain`), or None."""
     primaries = sample.get("primaries")
@@ -269,7 +295,7 @@ def attribute(windows: list[dict[str, Any]], when: int, after_ns: int) -> tuple[
 
 def leadership_windows(
     windows: list[dict[str, Any]], samples: list[dict[str, Any]], after_s: float = 0.0
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """Add leadership figures to each window (dicts with ``start``/``end`` in ns, and optionally
     ``invoked``: when the start was invoked, default ``start``) from the observer's samples (sorted
     by ``time``). The fault acts between invocation and completion, so "before" means at or before
@@ -330,7 +356,7 @@ def leadership_windows(
     return windows
 
 
-def _primary_terms(sample: dict[str, Any]) -> dict[str, int | None]:
+def _primary_terms(sample: dict[str, object]) -> dict[str, int | None]:
     """``{node: the term it answered, or None}`` for each node of a sample that called itself leader."""
     raw = sample.get("primaries")
     got = sample.get("nodes")
@@ -349,7 +375,7 @@ def same_term(primaries: dict[str, int | None]) -> bool:
     return len(known) != len(set(known)) or len(primaries) - len(known) >= 2
 
 
-def _intervals(samples: list[dict[str, Any]], split: bool) -> list[dict[str, Any]]:
+def _intervals(samples: list[dict[str, object]], split: bool) -> list[dict[str, object]]:
     """The intervals in which more than one node called itself leader, with (``split``) or
     without two of them in one term (:func:`same_term`)."""
     out: list[dict[str, Any]] = []
@@ -379,7 +405,7 @@ def _intervals(samples: list[dict[str, Any]], split: bool) -> list[dict[str, Any
     ]
 
 
-def split_brain(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def split_brain(samples: list[dict[str, object]]) -> list[dict[str, object]]:
     """Every interval in which two nodes called themselves leader in the same term (or without
     terms to tell them apart): ``{"start_s", "end_s", "duration_s", "nodes", "terms"}``, from the
     first sample showing it to the first sample that no longer does (the last sample when none
@@ -388,13 +414,13 @@ def split_brain(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return _intervals(samples, True)
 
 
-def stale_leaders(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def stale_leaders(samples: list[dict[str, object]]) -> list[dict[str, object]]:
     """Every interval in which several nodes called themselves leader, each in a term of its own
     (a deposed leader not yet told of the newer term), shaped as :func:`split_brain`'s."""
     return _intervals(samples, False)
 
 
-def overall_leadership(samples: list[dict[str, Any]]) -> dict[str, Any]:
+def overall_leadership(samples: list[dict[str, object]]) -> dict[str, object]:
     """The whole observation: ``samples``, ``leaders`` (the claims, collapsed sequence; see
     :func:`claim`), ``leader_changes``, ``terms`` ([first seen, last seen]; empty for a DB
     without terms), ``split_brain`` (:func:`split_brain`), ``stale_leaders``
@@ -415,7 +441,7 @@ def overall_leadership(samples: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def bite(windows: list[dict[str, Any]], samples: list[dict[str, Any]]) -> dict[str, Any]:
+def bite(windows: list[dict[str, Any]], samples: list[dict[str, object]]) -> dict[str, object]:
     """Whether the faults disturbed leadership: ``windows_with_leader_change`` (another node led,
     during the window or within the recovery bound after it), ``windows_with_election`` (a new
     term or another leader), ``changed_leadership`` (any of them); ``observed`` is false without
@@ -473,7 +499,7 @@ def stale_leader_text(intervals: list[dict[str, Any]]) -> str:
     return "; ".join(parts)
 
 
-def summary(result: dict[str, Any], samples: list[dict[str, Any]]) -> str:
+def summary(result: dict[str, Any], samples: list[dict[str, object]]) -> str:
     """One plain sentence: faults applied of requested, any split brain or stale leader, and
     whether and when leadership changed ("no leader change in the run" only when none was observed at all)."""
     head = (
@@ -524,11 +550,13 @@ class FaultsChecker(StreamChecker):
 
     name = "faults"
 
-    def begin(self, test: dict[str, Any], opts: dict[str, Any]) -> _FaultsAcc:
+    def begin(self, test: dict[str, object], opts: dict[str, Any]) -> _FaultsAcc:
         run_dir = opts.get("run_dir")
         return _FaultsAcc(Path(run_dir) if run_dir else None, recovery_bound(test), fault_names(test))
 
-    def check(self, test: dict[str, Any], history_path: Path, opts: dict[str, Any]) -> dict[str, Any]:
+    def check(
+        self, test: dict[str, object], history_path: Path, opts: dict[str, object]
+    ) -> dict[str, object]:
         return super().check(
             test, history_path, {**opts, "run_dir": opts.get("run_dir") or Path(history_path).parent}
         )

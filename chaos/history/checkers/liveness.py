@@ -33,7 +33,9 @@ class LivenessChecker:
 
     name = "liveness"
 
-    def check(self, test: dict[str, Any], history_path: Path, opts: dict[str, Any]) -> dict[str, Any]:
+    def check(
+        self, test: dict[str, object], history_path: Path, opts: dict[str, object]
+    ) -> dict[str, object]:
         rec = test.get("recovery")
         if not isinstance(rec, dict) or not isinstance(rec.get("recovered"), bool):
             return {"valid": UNKNOWN, "error": "no recovery after healing was recorded in test.json"}
@@ -69,7 +71,7 @@ class LivenessChecker:
         return out
 
 
-def environment_causes(rec: dict[str, Any], nemesis: str) -> list[str]:
+def environment_causes(rec: dict[str, object], nemesis: str) -> list[str]:
     """The environment causes recorded with a failed recovery (``recovery.environment``:
     ``{node: [{"kind", "evidence"}]}``) that the run's nemesis did not inject on purpose (no
     nemesis name contains the cause's kind, e.g. ``disk-full``), as ``"<node>: <evidence>"``."""

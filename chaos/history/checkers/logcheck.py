@@ -47,7 +47,7 @@ def _hashable(v: object) -> object:
         return repr(v)
 
 
-def _compact(seq: Sequence[Any]) -> Sequence[Any]:
+def _compact(seq: Sequence[object]) -> Sequence[Any]:
     """A read's value list as array('q') when it is all ints/nulls (8 bytes an entry), else as is."""
     try:
         return array("q", (_NULL if x is None else x for x in seq))  # no intermediate list
@@ -63,10 +63,10 @@ class _Capped:
     """A list keeping the first MAX_REPORTED items, counting all."""
 
     def __init__(self) -> None:
-        self.items: list[dict[str, Any]] = []
+        self.items: list[dict[str, object]] = []
         self.count = 0
 
-    def add(self, item: dict[str, Any]) -> None:
+    def add(self, item: dict[str, object]) -> None:
         self.count += 1
         if len(self.items) < MAX_REPORTED:
             self.items.append(item)
@@ -81,7 +81,7 @@ class _LogAcc:
         self.append_f = append_f
         self.read_f = read_f
         self.slot: dict[Hashable, int] | None = None  # None: dense mode, slot == value
-        self.values: dict[int, Any] = {}  # slot -> value, for slots added in sparse mode
+        self.values: dict[int, object] = {}  # slot -> value, for slots added in sparse mode
         self.inv_idx = array("q")
         self.inv_time = array("q")
         self.cmp_idx = array("q")
@@ -92,7 +92,7 @@ class _LogAcc:
         self.open_appends: dict[Hashable, int] = {}
         self.open_reads: dict[Hashable, Op] = {}
         self.reads: dict[str, tuple[Sequence[object], int, int]] = {}
-        self.failed_reads: list[dict[str, Any]] = []
+        self.failed_reads: list[dict[str, object]] = []
         self.reattempted = 0
 
     def _grow(self, n: int) -> None:
@@ -179,7 +179,7 @@ class _LogAcc:
                     }
                 )
 
-    def _ops(self, s: int) -> dict[str, Any]:
+    def _ops(self, s: int) -> dict[str, object]:
         d: dict[str, object] = {"value": self.value(s), "invoke": self.inv_idx[s]}
         if self.cmp_idx[s] >= 0:
             d["complete"] = self.cmp_idx[s]
@@ -188,7 +188,7 @@ class _LogAcc:
             d["log_index"] = self.log_index[s]
         return d
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> dict[str, object]:
         st = self.status
         out: dict[str, object] = {
             "attempted": self.n_attempted,
@@ -233,7 +233,7 @@ class _LogAcc:
     def _divergent(self, ref_node: str, ref: Sequence[object]) -> _Capped:
         """Indexes where another node's read differs from the final log (``ref``, read on
         ``ref_node``), each with every differing node's value there."""
-        div_at: dict[int, dict[str, Any]] = {}
+        div_at: dict[int, dict[str, object]] = {}
         for node in sorted(self.reads):
             if node == ref_node:
                 continue
@@ -348,7 +348,7 @@ class LogChecker(StreamChecker):
         self.append_f = append_f
         self.read_f = read_f
 
-    def begin(self, test: dict[str, Any], opts: dict[str, Any]) -> Accumulator:
+    def begin(self, test: dict[str, object], opts: dict[str, object]) -> Accumulator:
         return _LogAcc(self.append_f, self.read_f)
 
 
@@ -361,7 +361,7 @@ class _SetAcc:
         self.add_f = add_f
         self.read_f = read_f
         self.adds: dict[Hashable, list[int]] = {}  # value -> [invoke index, complete index, status]
-        self.open: dict[Hashable, Any] = {}
+        self.open: dict[Hashable, object] = {}
         self.read: tuple[list[object], int] | None = None
 
     def step(self, op: Op) -> None:
@@ -385,7 +385,7 @@ class _SetAcc:
                 )
             self.read = ([_hashable(x) for x in op.value], op.index)
 
-    def _ops(self, v: object) -> dict[str, Any]:
+    def _ops(self, v: object) -> dict[str, object]:
         inv, cmp_, st = self.adds[v]
         d: dict[str, object] = {"value": v, "invoke": inv}
         if cmp_ >= 0:
@@ -393,7 +393,7 @@ class _SetAcc:
         d["type"] = {_PENDING: None, _OK: OK, _FAIL: FAIL, _INFO: INFO}[st]
         return d
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> dict[str, object]:
         ok = {v for v, r in self.adds.items() if r[2] == _OK}
         out: dict[str, object] = {
             "attempt_count": len(self.adds),
@@ -440,7 +440,7 @@ class SetChecker(StreamChecker):
         self.add_f = add_f
         self.read_f = read_f
 
-    def begin(self, test: dict[str, Any], opts: dict[str, Any]) -> Accumulator:
+    def begin(self, test: dict[str, object], opts: dict[str, object]) -> Accumulator:
         return _SetAcc(self.add_f, self.read_f)
 
 
@@ -467,8 +467,10 @@ class _ReadsAcc:
         self.attempted: dict[Hashable, int] = {}  # value -> status
         self.append_ops: dict[Hashable, tuple[int, int]] = {}  # value -> (invoke index, complete index)
         self.open: dict[Hashable, Op] = {}
-        self.at_index: dict[int, tuple[Any, dict[str, Any]]] = {}  # index -> (value, first observation)
-        self.known: dict[Any, tuple[int, int, dict[str, Any]]] = {}  # value -> (time ns, index, observation)
+        self.at_index: dict[int, tuple[object, dict[str, object]]] = {}  # index -> (value, first observation)
+        self.known: dict[
+            Any, tuple[int, int, dict[str, object]]
+        ] = {}  # value -> (time ns, index, observation)
         self.elsewhere: dict[Hashable, set[int]] = {}  # value -> every index it was observed at
         self.ends: list[
             tuple[int, int]
@@ -483,9 +485,9 @@ class _ReadsAcc:
         self._div_seen: set[int] = set()
         self._unexp_seen: set[Hashable] = set()
         self._dup_seen: set[Hashable] = set()
-        self.read_seen: dict[Hashable, tuple[int, dict[str, Any]]] = {}  # value -> first read observation
+        self.read_seen: dict[Hashable, tuple[int, dict[str, object]]] = {}  # value -> first read observation
 
-    def _observe(self, index: int, value: object, time_ns: int, obs: dict[str, Any]) -> None:
+    def _observe(self, index: int, value: object, time_ns: int, obs: dict[str, object]) -> None:
         if value is None:
             prev = self.at_index.get(index)
             if prev is None:
@@ -558,7 +560,7 @@ class _ReadsAcc:
             self.n_final += 1
             self.final[str(node)] = op.value
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> dict[str, object]:
         out: dict[str, object] = {
             "reads": self.n_reads,
             "final_reads": self.n_final,
@@ -665,5 +667,5 @@ class LogReadsChecker(StreamChecker):
     def __init__(self, append_f: str = "append", range_f: str = "read-range", final_f: str = "read"):
         self.append_f, self.range_f, self.final_f = append_f, range_f, final_f
 
-    def begin(self, test: dict[str, Any], opts: dict[str, Any]) -> Accumulator:
+    def begin(self, test: dict[str, object], opts: dict[str, object]) -> Accumulator:
         return _ReadsAcc(self.append_f, self.range_f, self.final_f)

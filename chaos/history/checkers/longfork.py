@@ -32,7 +32,7 @@ def _hashable(v: object) -> object:
     return tuple(v) if isinstance(v, list) else v
 
 
-def compare(a: dict[Hashable, Any], b: dict[Hashable, Any]) -> int | None:
+def compare(a: dict[Hashable, object], b: dict[Hashable, object]) -> int | None:
     """-1 when read ``a`` dominates (saw every write ``b`` saw, and more), 1 when ``b`` does, 0 when
     equal, None when they fork (Jepsen's ``read-compare``). ValueError for two values of one key."""
     res = 0
@@ -68,8 +68,8 @@ class _LongForkAcc:
         self.twice: Any = None
         self.groups: dict[tuple[object, ...], dict[tuple[object, ...], int]] = defaultdict(dict)
         self.reads = 0
-        self.unexpected: list[dict[str, Any]] = []
-        self.bad_group: dict[str, Any] | None = None
+        self.unexpected: list[dict[str, object]] = []
+        self.bad_group: dict[str, object] | None = None
 
     def step(self, op: Op) -> None:
         if op.process == NEMESIS or op.f != "txn":
@@ -96,7 +96,7 @@ class _LongForkAcc:
         state = tuple(m[k] for k in group)
         self.groups[group].setdefault(state, op.index)  # identical reads compare equal: keep one
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> dict[str, object]:
         out: dict[str, object] = {"read_count": self.reads, "group_count": len(self.groups)}
         if self.twice is not None:
             return {**out, "valid": UNKNOWN, "error": f"key {self.twice['key']!r} written twice "
@@ -104,7 +104,7 @@ class _LongForkAcc:
         if self.bad_group is not None:
             return {**out, "valid": UNKNOWN, "error": f"read at op {self.bad_group['op']} of keys "
                     f"{self.bad_group['keys']}: expected one group of {self.n} distinct keys"}  # fmt: skip
-        forks: list[dict[str, Any]] = []
+        forks: list[dict[str, object]] = []
         n_forks = 0
         try:
             for group, states in self.groups.items():
@@ -126,7 +126,7 @@ class _LongForkAcc:
 
 
 def _forks(
-    group: Sequence[object], states: list[tuple[tuple[object, ...], int]], out: list[dict[str, Any]]
+    group: Sequence[object], states: list[tuple[tuple[object, ...], int]], out: list[dict[str, object]]
 ) -> int:
     """Count the forking pairs among one group's distinct read states, listing some in ``out``."""
     n = 0
@@ -144,7 +144,7 @@ def _forks(
     return n
 
 
-def _show(m: dict[Hashable, Any]) -> dict[str, Any]:
+def _show(m: dict[Hashable, object]) -> dict[str, object]:
     return {str(k): (list(v) if isinstance(v, tuple) else v) for k, v in m.items()}
 
 
@@ -157,6 +157,6 @@ class LongForkChecker(StreamChecker):
     def __init__(self, group_size: int = 2) -> None:
         self.group_size = group_size
 
-    def begin(self, test: dict[str, Any], opts: dict[str, Any]) -> Accumulator:
+    def begin(self, test: dict[str, Any], opts: dict[str, object]) -> Accumulator:
         lf: dict[str, Any] = test["long_fork"] if isinstance(test.get("long_fork"), dict) else {}
         return _LongForkAcc(int(lf.get("group_size", self.group_size)))

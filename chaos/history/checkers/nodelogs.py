@@ -62,7 +62,7 @@ class LogPattern:
             raise ValueError(f"log pattern {d['kind']!r}: bad regex {d['regex']!r}: {e}") from None
 
 
-def patterns_doc(files: list[str], patterns: list[LogPattern]) -> dict[str, Any]:
+def patterns_doc(files: list[str], patterns: list[LogPattern]) -> dict[str, object]:
     """What the runner stores in ``test.json`` under ``server_logs``."""
     return {"files": list(files), "patterns": [p.to_dict() for p in patterns]}
 

@@ -85,7 +85,7 @@ def _phrase(template: str, subject: str, kind: str, start: bool) -> str:
     return f"{kind} fault {'started' if start else 'stopped'} ({rest})"
 
 
-def quantiles(values: array[int] | list[int]) -> dict[str, Any]:
+def quantiles(values: array[int] | list[int]) -> dict[str, object]:
     """``{"count", "p50", "p95", "p99", "max", "mean"}`` of ns values, in ms (nearest-rank quantiles)."""
     n = len(values)
     if n == 0:
@@ -188,7 +188,7 @@ def _nemesis_phrase(kind: str, start: bool, value: object, template: str | None)
 _OUTSIDE = ("none",)
 
 
-def ops_line(ops: dict[str, Any]) -> str:
+def ops_line(ops: dict[str, object]) -> str:
     """``"2975 ops: 1700 ok, 1203 fail (764 no match, 439 unavailable), 72 info"`` from the perf
     checker's ``ops`` (a cas whose compare did not match is an answer, not an outage)."""
     aborted = f"{ops['fail_aborted']} aborted, " if ops.get("fail_aborted") else ""
@@ -291,16 +291,16 @@ class _PerfAcc:
             return
         self.avail.complete(t, typ, f)
 
-    def _by_f(self, group: object) -> dict[str, dict[str, Any]]:
+    def _by_f(self, group: object) -> dict[str, dict[str, object]]:
         """Quantiles per f and type for one group: "all", "none" (outside faults) or a window id."""
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, dict[str, object]] = {}
         for (f, typ), ser in sorted(self.series.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
             a = ser.all if group == "all" else ser.groups.get(group)
             if a is not None:
                 out.setdefault(f, {})[typ] = quantiles(a)
         return out
 
-    def _by_f_all(self) -> dict[str, dict[str, Any]]:
+    def _by_f_all(self) -> dict[str, dict[str, object]]:
         """Quantiles per f over every completion type together (what ``chaos analyze`` shows)."""
         per_f: dict[str, list[array[int]]] = {}
         for (f, _typ), ser in self.series.items():
@@ -332,7 +332,7 @@ class _PerfAcc:
         before = [n for n in self.nemesis if n["complete_s"] < start / NS]
         return (before[-1] if before else None), False
 
-    def _window(self, dur: int, start: int, end: int | None, f: str | None) -> dict[str, Any]:
+    def _window(self, dur: int, start: int, end: int | None, f: str | None) -> dict[str, object]:
         w: dict[str, object] = {
             "start_s": round(start / NS, 3),
             "end_s": round(end / NS, 3) if end is not None else None,
@@ -377,7 +377,7 @@ class _PerfAcc:
             )
         return w
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> dict[str, object]:
         windows_out = [
             self._window(g.duration, g.start, g.end, g.first_ok_f) for g in self.avail.finish(self.end_time)
         ]
@@ -440,7 +440,7 @@ class PerfChecker(StreamChecker):
 
     name = "perf"
 
-    def begin(self, test: dict[str, Any], opts: dict[str, Any]) -> Accumulator:
+    def begin(self, test: dict[str, object], opts: dict[str, object]) -> Accumulator:
         top = opts.get("top_windows", TOP_WINDOWS)
         if not isinstance(top, int) or top < 1:
             raise ValueError(f"option top_windows must be a positive integer, got {top!r}")

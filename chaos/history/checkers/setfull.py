@@ -35,7 +35,7 @@ from chaos.history.checkers.logcheck import MAX_REPORTED, _hashable, _quantiles
 from chaos.history.op import INVOKE, NEMESIS, OK, Op
 from chaos.history.verdict import UNKNOWN, Accumulator, StreamChecker
 
-_Point = tuple[int, int, Any]  # (history index, time ns, node)
+_Point = tuple[int, int, object]  # (history index, time ns, node)
 
 
 class _Element:
@@ -52,7 +52,7 @@ def _ms(ns: int) -> int:
     return int(max(0, ns) / 1e6)
 
 
-def _point(p: _Point | None) -> dict[str, Any] | None:
+def _point(p: _Point | None) -> dict[str, object] | None:
     if p is None:
         return None
     d: dict[str, object] = {"index": p[0], "time_s": round(p[1] / 1e9, 6)}
@@ -112,11 +112,11 @@ class _SetFullAcc:
             elif e.absent is None or e.absent[0] < at[0]:
                 e.absent = at
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> dict[str, object]:
         stable, lost, never, stale = [], [], [], []
         stable_lat: list[float] = []
         lost_lat: list[float] = []
-        timelines: list[dict[str, Any]] = []
+        timelines: list[dict[str, object]] = []
         for x, e in self.elements.items():
             p, a, k = e.present, e.absent, e.known
             if p is not None and (a is None or a[0] < p[0]):
@@ -181,7 +181,7 @@ class SetFullChecker(StreamChecker):
     def __init__(self, linearizable: bool = False, add_f: str = "add", read_f: str = "read") -> None:
         self.linearizable, self.add_f, self.read_f = linearizable, add_f, read_f
 
-    def begin(self, test: dict[str, Any], opts: dict[str, Any]) -> Accumulator:
+    def begin(self, test: dict[str, object], opts: dict[str, object]) -> Accumulator:
         return _SetFullAcc(self.add_f, self.read_f, self.linearizable)
 
 

@@ -42,7 +42,7 @@ FORMATS = ("auto", "jsonl", "edn", "porcupine-etcd", "porcupine-kv")
 
 def _check_foreign(
     path: Path, fmt: str, model: str | None, time_limit: float | None, workers: int | None, txn: CheckFlags
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """An imported history: transactions with the Elle checker (``txn`` names the workload and
     model, or the ops are ``txn``), else linearizability (chaos.history.formats + linear)."""
 
@@ -105,7 +105,7 @@ def _any_append(ops: list[Any]) -> bool:
     )
 
 
-def results_file(test: dict[str, Any], model: str | None, fmt: str, txn: CheckFlags) -> str:
+def results_file(test: dict[str, object], model: str | None, fmt: str, txn: CheckFlags) -> str:
     """Where ``chaos check`` writes a run's re-check, from the run's ``test.json`` and the options:
     ``results.json`` when the checkers are the run's own (its report is then written again),
     ``results-<model>.json`` beside it when ``--consistency-model`` or ``--model`` asks for a
@@ -140,7 +140,7 @@ def results_file(test: dict[str, Any], model: str | None, fmt: str, txn: CheckFl
     return _beside_or_own(test, model, txn)
 
 
-def _beside_or_own(test: dict[str, Any], model: str | None, txn: CheckFlags) -> str:
+def _beside_or_own(test: dict[str, object], model: str | None, txn: CheckFlags) -> str:
     """``results-<model>.json`` for a model the run was not checked under, else ``results.json``."""
 
     ours = str(test.get("consistency_model") or "strict-serializable")
@@ -151,7 +151,7 @@ def _beside_or_own(test: dict[str, Any], model: str | None, txn: CheckFlags) -> 
     return RESULTS_FILE
 
 
-def _write_beside(path: Path, results: dict[str, Any]) -> None:
+def _write_beside(path: Path, results: dict[str, object]) -> None:
 
     _write_json_atomic(path, results)
 
@@ -181,7 +181,7 @@ def run_check(
     workers: int | None = None,
     txn: CheckFlags = CheckFlags(),
     history: ParsedHistory | None = None,
-) -> tuple[dict[str, Any], str, list[str]]:
+) -> tuple[dict[str, object], str, list[str]]:
     """Check a run directory or a history file; returns (results, description, notes: where a run's
     results went, printed before the verdict). ``history``: the run's history already read, shared
     by the checkers and the report. Raises BadArguments.

@@ -13,7 +13,7 @@ def faults_result(results: dict[str, Any] | None) -> dict[str, Any] | None:
     return r if isinstance(r, dict) and isinstance(r.get("kinds"), dict) else None
 
 
-def caption(results: dict[str, Any] | None) -> str | None:
+def caption(results: dict[str, object] | None) -> str | None:
     """The ops table's caption: faults that took effect of those requested (None: no result)."""
     r = faults_result(results)
     if r is None:
@@ -26,7 +26,7 @@ def caption(results: dict[str, Any] | None) -> str | None:
     return text
 
 
-def _span(w: dict[str, Any]) -> str:
+def _span(w: dict[str, object]) -> str:
     end = w.get("end_s")
     return f"{w.get('start_s', 0):.1f}-{'end' if end is None else f'{end:.1f}'}"
 
@@ -45,7 +45,7 @@ def _terms(w: dict[str, Any]) -> str:
     return "-".join(str(t) for t in terms) if terms else "-"
 
 
-def _changes(w: dict[str, Any]) -> str:
+def _changes(w: dict[str, object]) -> str:
     """``"1"``, or ``"0 (+1 within 0.9 s after)"`` when the claim changed after the window ended."""
     lc = w.get("leader_changes")
     if lc is None:
@@ -62,7 +62,7 @@ def _ops(c: object) -> str:
     return f"{c.get('ok', 0)}/{c.get('fail', 0)}/{c.get('info', 0)}"
 
 
-def window_rows(results: dict[str, Any] | None) -> list[dict[str, str]]:
+def window_rows(results: dict[str, object] | None) -> list[dict[str, str]]:
     """One row of strings per fault window: kind, span (s), applied, nodes, leaders, leader
     changes, terms, time without a leader, client ops ok/fail/info (all, and on the faulted nodes)."""
     r = faults_result(results)
@@ -87,7 +87,7 @@ def window_rows(results: dict[str, Any] | None) -> list[dict[str, str]]:
     return rows
 
 
-def kind_rows(results: dict[str, Any] | None) -> list[dict[str, Any]]:
+def kind_rows(results: dict[str, object] | None) -> list[dict[str, Any]]:
     """One row per fault kind: requested, applied, failed, stop_failed, errors (first 3); ``kind``
     is the fault as the user typed it (the checker's ``name``: ``lose-unfsynced``, not the op kind
     ``file``; the op kind for results recorded before names were)."""
@@ -98,7 +98,7 @@ def kind_rows(results: dict[str, Any] | None) -> list[dict[str, Any]]:
     return out
 
 
-def summary_tables(results: dict[str, Any] | None) -> list[Any]:
+def summary_tables(results: dict[str, object] | None) -> list[Any]:
     """The terminal summary's fault rows: a per-kind table, a per-window table, and the plain
     sentence (``checkers.faults.summary``). Empty when there is no faults result."""
     from rich.table import Table  # rich only when a table is drawn: a plain chaos check starts without it

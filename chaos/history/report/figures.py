@@ -55,7 +55,7 @@ def nemesis_windows(
     end: int,
     known: dict[str, str] | None = None,
     names: Mapping[str, Sequence[str]] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """Fault windows by the one rule of :func:`chaos.history.analysis.fault_windows`: from the
     completion of ``start-<kind>`` to the completion of ``stop-<kind>``.
 
@@ -69,7 +69,7 @@ def nemesis_windows(
     """
     known = NEMESIS_COLOURS if known is None else known
     colours: dict[str, str] = {}
-    wins: list[dict[str, Any]] = []
+    wins: list[dict[str, object]] = []
     nem = (o for o in history if o.process == NEMESIS)
     for fw in fault_windows(nem):
         kind = fw.kind
@@ -148,7 +148,7 @@ def _downsample(xs: list[float], ys: list[float], ids: list[int], cap: int) -> l
     return keep
 
 
-def perf_figures(pairs: Paired, end_ns: int) -> dict[str, Any]:
+def perf_figures(pairs: Paired, end_ns: int) -> dict[str, object]:
     """Plotly traces for latency-raw (per f and type) and rate (ops/s per f and type).
 
     Follows jepsen.checker.perf: latency is completion minus invocation, plotted at the invocation
@@ -162,7 +162,7 @@ def perf_figures(pairs: Paired, end_ns: int) -> dict[str, Any]:
     width = _nice_bucket(span_s, max(20, min(150, done_n // 15)))
     nb = int(span_s / width) + 1
     lat_traces: list[dict[str, Any]] = []
-    rate_traces: list[dict[str, Any]] = []
+    rate_traces: list[dict[str, object]] = []
     groups: dict[tuple[int, int], list[int]] = defaultdict(list)
     for m in range(len(pairs.p)):
         groups[(pairs.f[m], pairs.t[m])].append(m)
@@ -236,7 +236,7 @@ def perf_figures(pairs: Paired, end_ns: int) -> dict[str, Any]:
 
 
 def availability_windows(
-    results: dict[str, Any] | None, pairs: Paired, wins: list[dict[str, Any]], end_ns: int
+    results: dict[str, Any] | None, pairs: Paired, wins: list[dict[str, object]], end_ns: int
 ) -> tuple[list[dict[str, Any]], str]:
     """Unavailability windows (ns) as ``results.json`` gives them (the perf checker, whose rule is
     :class:`chaos.history.analysis.Availability`); the report computes none of its own.
@@ -289,7 +289,7 @@ def log_anomaly_rows(results: dict[str, Any] | None, history: Sequence[Op]) -> l
     if not isinstance(log, dict):
         return []
     kinds = ("lost", "duplicated", "unexpected", "reordered", "divergent")
-    wanted: list[tuple[str, Any, Any]] = []
+    wanted: list[tuple[str, object, Any]] = []
     for kind in kinds:
         items = log.get(kind)
         if not isinstance(items, list):

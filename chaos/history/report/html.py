@@ -82,7 +82,7 @@ def _fmt_start(v: object) -> str:
     return str(v)
 
 
-def _meta(run: Run, end_ns: int, n_client: int) -> dict[str, Any]:
+def _meta(run: Run, end_ns: int, n_client: int) -> dict[str, object]:
     t = run.test
     name = t.get("name") or run.path.parent.name
     nodes = t.get("nodes") or []
@@ -278,7 +278,7 @@ def render_html(run: Run, laid: Laid | None = None) -> str:
     )
 
 
-def _fault_sections(results: dict[str, Any] | None) -> dict[str, Any]:
+def _fault_sections(results: dict[str, object] | None) -> dict[str, object]:
     # the "faults" section (chaos.history.report.faults): per kind, per window with leadership
     r = report_faults.faults_result(results)
     return {
@@ -289,7 +289,7 @@ def _fault_sections(results: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def _server_log_rows(results: dict[str, Any] | None) -> list[dict[str, Any]]:
+def _server_log_rows(results: dict[str, object] | None) -> list[dict[str, object]]:
     # the "server log anomalies" section (chaos.history.checkers.nodelogs), with a link to each quoted log
     rows = report_rows(results)
     for row in rows:

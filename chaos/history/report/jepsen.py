@@ -126,7 +126,7 @@ def long_fork_html(r: dict[str, Any]) -> str:
     return _section("long-fork", r, body)
 
 
-def _section(name: str, r: dict[str, Any], body: str) -> str:
+def _section(name: str, r: dict[str, object], body: str) -> str:
     v = r.get("valid")
     verdict = "valid" if v is True else "invalid" if v is False else "unknown"
     err = f" ({_esc(r['error'])})" if r.get("error") else ""

@@ -99,9 +99,9 @@ def quantile_series(pairs: Any, end_ns: int) -> dict[str, Any]:
     return out
 
 
-def rate_traces(series: dict[str, Any]) -> list[dict[str, Any]]:
+def rate_traces(series: dict[str, Any]) -> list[dict[str, object]]:
     """Plotly traces: the outcomes stacked (areas), then one ok line per f, hidden until picked."""
-    traces: list[dict[str, Any]] = []
+    traces: list[dict[str, object]] = []
     for name, colour in OUTCOMES:
         ys = series["stack"][name]
         if not any(ys):
@@ -135,7 +135,7 @@ def rate_traces(series: dict[str, Any]) -> list[dict[str, Any]]:
     return traces
 
 
-def quantile_traces(series: dict[str, Any]) -> list[dict[str, Any]]:
+def quantile_traces(series: dict[str, Any]) -> list[dict[str, object]]:
     """Plotly traces: one line per quantile (p50, p95, p99, max)."""
     return [
         {
@@ -169,7 +169,7 @@ def write_pngs(
     span_s = max(end_ns / 1e9, 1e-3)
     written = []
 
-    def figure(title: str, ylabel: str) -> tuple[Any, Any]:
+    def figure(title: str, ylabel: str) -> tuple[object, Any]:
         fig, ax = plt.subplots(figsize=(11, 4), dpi=100)
         ax.set_title(title, loc="left", fontsize=11)
         ax.set_xlabel("time (s)")

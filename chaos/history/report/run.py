@@ -92,7 +92,7 @@ class Run:
 
     path: Path
     test: dict[str, Any]
-    results: dict[str, Any] | None
+    results: dict[str, object] | None
     history: Sequence[Op]
     skipped_lines: int = 0
     files: list[str] = field(default_factory=list)

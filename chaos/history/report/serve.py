@@ -160,7 +160,7 @@ def verdict_of(run: Path) -> str:
     return verdict
 
 
-def start_time(run: Path, test: dict[str, Any]) -> str:
+def start_time(run: Path, test: dict[str, object]) -> str:
     """When the run started, ``YYYY-mm-dd HH:MM:SS`` local time: test.json's ``start_time`` (epoch
     seconds), else the run directory's name (``YYYYmmddTHHMMSS.fff``, chaos.history.store), else
     ``?``."""
@@ -311,7 +311,7 @@ class RunQuery:
         return "/" + ("?" + urllib.parse.urlencode(q) if q else "")
 
 
-def _row(s: RunSummary) -> dict[str, Any]:
+def _row(s: RunSummary) -> dict[str, object]:
     return {
         "test": s.test,
         "run": s.run,

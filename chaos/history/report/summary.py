@@ -113,7 +113,7 @@ def _arg(v: object) -> str:
     return "nil" if v is None else str(v) if isinstance(v, int | str) else repr(v)
 
 
-def describe_call(op: dict[str, Any]) -> str:
+def describe_call(op: dict[str, object]) -> str:
     """``read() -> 1``, ``write(2)``, ``cas(1, 3) -> false``: a counterexample op (docs/design.md
     shape: ``f``, ``value``, ``output``, ``type``)."""
     f, value, out, typ = op.get("f"), op.get("value"), op.get("output"), op.get("type")
@@ -131,7 +131,7 @@ def describe_call(op: dict[str, Any]) -> str:
     return text
 
 
-def counterexamples(results: dict[str, Any] | None) -> list[dict[str, Any]]:
+def counterexamples(results: dict[str, Any] | None) -> list[dict[str, object]]:
     """The counterexample of each invalid key of the linearizability checker (docs/design.md):
     ``{"key", "model", "ce"}``, the failing keys in the checker's order first. Here rather than
     in the report, so printing a check's summary never imports the report (jinja2)."""
@@ -196,7 +196,7 @@ def counterexample_lines(results: dict[str, Any], prefix_shown: int = 3) -> list
     return []
 
 
-def closing_lines(results: dict[str, Any], where: str, notes: list[str] | None = None) -> list[str]:
+def closing_lines(results: dict[str, object], where: str, notes: list[str] | None = None) -> list[str]:
     """One line per checker (a few anomalies under an invalid log/set check, Elle's first
     explanation), the first counterexample, what made the run unknown when client code crashed,
     ``notes`` (e.g. deprecations), and last the verdict line ``VERDICT: where``."""
@@ -263,7 +263,7 @@ _STYLE = {"valid": "bold green", "INVALID": "bold red", "unknown": "bold yellow"
 
 def print_run_summary(
     con: Any,
-    results: dict[str, Any],
+    results: dict[str, object],
     history_path: Any,
     where: str,
     notes: list[str] | None = None,
@@ -311,7 +311,7 @@ _RICH_ENV = (
 )
 
 
-def _plain_lines(results: dict[str, Any], where: str, notes: list[str] | None = None) -> list[str] | None:
+def _plain_lines(results: dict[str, object], where: str, notes: list[str] | None = None) -> list[str] | None:
     """The closing lines of a history file's check as rich would write them to a pipe, when
     plain text is exactly that (stdout not a terminal, nothing that makes rich style a pipe, no
     emoji code), so the common case is printed without importing rich; else None."""
@@ -326,7 +326,7 @@ def _plain_lines(results: dict[str, Any], where: str, notes: list[str] | None = 
 
 
 def print_summary(
-    results: dict[str, Any],
+    results: dict[str, object],
     where: str,
     history_path: Any = None,
     notes: list[str] | None = None,
@@ -406,7 +406,7 @@ def _ops_table(by_f: dict[str, dict[str, int]]) -> Table:
 
 
 def summary_table(
-    results: dict[str, Any] | None,
+    results: dict[str, object] | None,
     history_path: str | os.PathLike[str],
     checkers_table: bool = True,
     compact: bool = False,

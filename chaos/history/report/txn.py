@@ -39,7 +39,7 @@ def anomaly_counts(r: dict[str, Any]) -> list[tuple[str, int]]:
     return sorted(pairs, key=lambda kv: (-kv[1], kv[0]))
 
 
-def anomaly_band_html(results: dict[str, Any] | None) -> str:
+def anomaly_band_html(results: dict[str, object] | None) -> str:
     """One line for the verdict band: the model checked and each anomaly type with its count, e.g.
     ``strict-serializable: G-single-item-realtime x3, G2-item x1``; empty without an Elle result."""
     r = elle_result(results)
@@ -182,7 +182,7 @@ def case_html(case: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def txn_section_html(results: dict[str, Any] | None, max_cases: int = MAX_CASES) -> str:
+def txn_section_html(results: dict[str, object] | None, max_cases: int = MAX_CASES) -> str:
     """The report's transactional section: the verdict line (:func:`anomaly_band_html`), Elle's
     summary and, per anomaly type (most frequent first), up to ``max_cases`` cases drawn with
     :func:`case_html`. Empty without an Elle result."""

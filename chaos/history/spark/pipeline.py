@@ -51,10 +51,10 @@ from chaos.history.spark.tasks import (
 
 def summarize(
     run_dirs: list[Path],
-    tests: dict[str, dict[str, Any]],
+    tests: dict[str, dict[str, object]],
     verdicts: dict[str, Any],
     perf_rows: dict[str, Any],
-    driver: dict[str, dict[str, Any]] | None = None,
+    driver: dict[str, dict[str, object]] | None = None,
 ) -> dict[str, Any]:
     """Per run: verdict, workload, nemesis, ok rate, worst p99 and longest unavailability (the perf
     checker's, :class:`chaos.history.analysis.Availability`); per (workload, nemesis): pass rate and
@@ -153,7 +153,7 @@ def analyze(
     say: Callable[[str], None] | None = None,
     stop: bool = True,
     ops_parquet: bool = True,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Run the pipeline over ``run_dirs``; write Parquet, ``summary.json`` and ``index.html`` to
     ``out``; return the summary (with ``timings`` in seconds per stage). ``ops_parquet``: also
     write every run's ops as ``history.parquet`` (for Spark SQL over the ops, :func:`perf`); the
@@ -227,7 +227,7 @@ def analyze(
                 d.rmdir()
         raise
     finally:
-        if own and stop:
+        if own and stop and sc is not None:
             sc.stop()
     t = time.monotonic()
     tell(f"merging the executors' rows (checking took {timings['check_and_write_on_executors']:.1f} s)")
@@ -244,7 +244,7 @@ def analyze(
     return summary
 
 
-def write_summary(summary: dict[str, Any], out: Path) -> None:
+def write_summary(summary: dict[str, object], out: Path) -> None:
     """``summary.json`` and ``index.html`` of ``summary`` in ``out`` (again after the gate adds a
     DB's simulation campaign rows: :func:`add_runs`)."""
     doc = {k: v for k, v in summary.items() if k != "out"}
@@ -253,7 +253,7 @@ def write_summary(summary: dict[str, Any], out: Path) -> None:
     write_summary_html(doc, out / "index.html")
 
 
-def add_runs(summary: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+def add_runs(summary: dict[str, Any], rows: list[dict[str, object]]) -> None:
     """Add rows that are not run directories (a DB's simulation campaign, ``"simulated": True``)
     to ``summary``: the overall verdict merges theirs (a failing campaign makes the summary
     invalid, an undecided one unknown), and ``summary.json`` / ``index.html`` in ``summary["out"]``
@@ -302,7 +302,7 @@ _SUMMARY_COLUMNS = (
 )
 
 
-def write_summary_parquet(runs: list[dict[str, Any]], path: Path) -> None:
+def write_summary_parquet(runs: list[dict[str, object]], path: Path) -> None:
     """The per-run rows as a Parquet dataset (one file in directory ``path``, written by pyarrow
     in the driver) with a fixed schema; ``valid``, ``failures`` and ``faults`` as JSON text
     (``valid`` is true, false or "unknown")."""
@@ -327,7 +327,7 @@ def write_summary_parquet(runs: list[dict[str, Any]], path: Path) -> None:
     pq.write_table(pa.table(columns), str(path / "part-00000.parquet"))
 
 
-def write_summary_html(summary: dict[str, Any], path: Path) -> Path:
+def write_summary_html(summary: dict[str, object], path: Path) -> Path:
     """A self-contained HTML page of the summary: the run table and the (workload, nemesis) matrix."""
     import jinja2
 

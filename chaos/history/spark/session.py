@@ -11,7 +11,10 @@ import shutil
 import socket
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pyspark is the [spark] extra: imported where a function runs
+    from pyspark import SparkContext
 
 _CONF = (
     ("spark.ui.enabled", "false"),
@@ -72,7 +75,9 @@ def _cds_option() -> str:
     return f"-XX:ArchiveClassesAtExit={archive}.{os.getpid()} {quiet}"
 
 
-def spark_context(master: str = "local[*]", app: str = "chaos-analyze", log: Path | None = None) -> Any:
+def spark_context(
+    master: str = "local[*]", app: str = "chaos-analyze", log: Path | None = None
+) -> SparkContext:
     """A SparkContext for ``master`` (the one running in this process, if any); the UI is off and
     the local IP pinned for local masters. No Spark SQL session: ``chaos analyze`` needs none, and
     creating one costs the driver JVM some 2 s of CPU.
@@ -150,7 +155,7 @@ def spark_session(master: str = "local[*]", app: str = "chaos-analyze", log: Pat
     return SparkSession.builder.getOrCreate()  # wraps the running context
 
 
-def _active_context() -> Any:
+def _active_context() -> SparkContext | None:
     try:
         from pyspark import SparkContext
     except ImportError:  # pragma: no cover - depends on the install

@@ -6,13 +6,16 @@ a test holds both to the same rows). Latencies in ns, quantiles by nearest rank.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chaos.history.analysis import fault_windows as core_windows
 from chaos.history.spark.tasks import _ops_from_raw
 
+if TYPE_CHECKING:  # pyspark is the [spark] extra: imported where a function runs
+    from pyspark.sql import DataFrame, SparkSession
 
-def windows_frame(spark: Any, rows: dict[str, dict[str, Any]]) -> Any:
+
+def windows_frame(spark: SparkSession, rows: dict[str, dict[str, Any]]) -> DataFrame:
     """The fault windows the executors returned as a DataFrame (run, kind, start, end) in ns."""
     from pyspark.sql import types as T
 
@@ -28,12 +31,12 @@ def windows_frame(spark: Any, rows: dict[str, dict[str, Any]]) -> Any:
     return spark.createDataFrame(data, schema)
 
 
-def read_ops_parquet(spark: Any, parquet_dir: Path) -> Any:
+def read_ops_parquet(spark: SparkSession, parquet_dir: Path) -> DataFrame:
     """The ops the executors wrote, with the ``run`` column from the partition directories (kept as
     text: a run id is never read as a number or a date)."""
     conf = spark.conf
     key = "spark.sql.sources.partitionColumnTypeInference.enabled"
-    before = conf.get(key, "true")
+    before = conf.get(key, "true") or "true"
     conf.set(key, "false")
     try:
         return spark.read.parquet(str(parquet_dir))
@@ -44,7 +47,7 @@ def read_ops_parquet(spark: Any, parquet_dir: Path) -> Any:
 # --- performance with Spark SQL ------------------------------------------------------------------
 
 
-def fault_windows(df: Any) -> Any:
+def fault_windows(df: DataFrame) -> DataFrame:
     """Nemesis fault windows per run as a DataFrame (run, kind, start, end) in ns.
 
     The windows are computed by :func:`chaos.history.analysis.fault_windows` (the one rule: from
@@ -78,7 +81,9 @@ def fault_windows(df: Any) -> Any:
     return spark.createDataFrame(rows, schema)
 
 
-def perf(df: Any, verdicts: dict[str, dict[str, Any]] | None = None, windows: Any = None) -> dict[str, Any]:
+def perf(
+    df: DataFrame, verdicts: dict[str, dict[str, object]] | None = None, windows: DataFrame | None = None
+) -> dict[str, object]:
     """Latency quantiles, throughput per run and per fault kind with Spark SQL from the ops
     (``df``, as :func:`read_ops_parquet` reads them); availability from the perf checker's
     results (``verdicts``), whose rule is :class:`chaos.history.analysis.Availability`.
@@ -95,7 +100,7 @@ def perf(df: Any, verdicts: dict[str, dict[str, Any]] | None = None, windows: An
     return _stats_sql(df.sparkSession, lat, verdicts)
 
 
-def _calls_sql(df: Any, windows: Any) -> Any:
+def _calls_sql(df: DataFrame, windows: DataFrame | None) -> DataFrame:
     """One row per call from the ops, in Spark SQL (the rule :func:`run_stats` follows)."""
     spark = df.sparkSession
     (windows if windows is not None else fault_windows(df)).createOrReplaceTempView("windows")
@@ -126,7 +131,9 @@ def _calls_sql(df: Any, windows: Any) -> Any:
     return lat
 
 
-def _stats_sql(spark: Any, lat: Any, verdicts: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
+def _stats_sql(
+    spark: SparkSession, lat: DataFrame, verdicts: dict[str, dict[str, Any]] | None
+) -> dict[str, Any]:
     # nearest-rank quantiles over the exact latencies, as the perf checker computes them
     # (chaos.history.checkers.perf.quantiles), so the gate's --max-p99-ms reads the figure chaos check shows
     q = {name: _nearest_rank_sql(frac) for name, frac in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))}
@@ -172,7 +179,7 @@ def _nearest_rank_sql(q: float) -> str:
     )
 
 
-def stats_rows(rows: dict[str, dict[str, Any]], verdicts: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def stats_rows(rows: dict[str, dict[str, Any]], verdicts: dict[str, dict[str, object]]) -> dict[str, object]:
     """The executors' per-run statistics (:func:`run_stats`) as the tables :func:`perf` returns,
     each row with its ``run``, ordered by run then f / fault / second."""
     out: dict[str, Any] = {"latency": [], "by_fault": [], "throughput": []}

@@ -13,7 +13,7 @@ import math
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from chaos.history.analysis import availability
 from chaos.history.analysis import fault_windows as core_windows
@@ -22,6 +22,10 @@ from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
 from chaos.history.spark.session import spark_context
 from chaos.history.store import HistoryError, ParsedHistory, RunDir
 from chaos.history.verdict import CheckOptions
+
+if TYPE_CHECKING:  # pyspark is the [spark] extra: imported where a function runs
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
 
 _SCHEMA_FIELDS = (
     ("index", "long"),
@@ -55,7 +59,7 @@ def nemesis_of(test: dict[str, Any]) -> str:
     return str(nem)
 
 
-def _ops_from_raw(lines: Iterable[str]) -> list[Any]:
+def _ops_from_raw(lines: Iterable[str]) -> list[Op]:
     ops = [Op.from_dict(json.loads(line)) for line in lines]
     ops.sort(key=lambda op: op.index)
     return ops
@@ -79,7 +83,7 @@ def _key_text(key: object) -> str | None:
     return json.dumps(key, default=str)
 
 
-def _texts(values: list[object], text: Callable[[Any], str | None]) -> list[str | None]:
+def _texts(values: list[object], text: Callable[[object], str | None]) -> list[str | None]:
     """``[text(v) for v in values]``, each distinct hashable value converted once: a run has a
     few processes and keys over thousands of ops. Values that compare equal across types (``1``,
     ``1.0``, ``true``) would share one entry, so a list holding floats or booleans is converted
@@ -104,7 +108,7 @@ def _str_column(values: list[object]) -> object:
         return pa.array([v if isinstance(v, str) else None for v in values], pa.string())
 
 
-def write_ops_parquet(ops: list[Any], path: Path) -> None:
+def write_ops_parquet(ops: list[Op], path: Path) -> None:
     """One run's ops as a Parquet file (pyarrow, in the worker that parsed them).
 
     Columns as :data:`_SCHEMA_FIELDS` (``process`` as text, ``key`` as JSON text unless a string)
@@ -160,7 +164,7 @@ def _nearest_rank(sorted_ns: list[int], q: float) -> float:
     return round(sorted_ns[min(n - 1, max(0, math.ceil(q * n) - 1))] / 1e6, 3)
 
 
-def run_stats(ops: list[Any], windows: list[list[Any]]) -> dict[str, list[dict[str, Any]]]:
+def run_stats(ops: list[Op], windows: list[list[Any]]) -> dict[str, list[dict[str, Any]]]:
     """One run's latency and throughput rows from its calls, computed in the worker.
 
     A call is a client invocation and the next op of its process (``process`` compared as text).
@@ -289,7 +293,7 @@ def batches(jobs: list[tuple[str, str]], slots: int, per_task: int = 8) -> list[
 
 
 def check_on_executors(
-    spark: Any,
+    spark: SparkSession | SparkContext,
     run_dirs: list[Path],
     parquet_dir: Path | None,
     time_limit: float | None = None,
@@ -312,10 +316,10 @@ def check_on_executors(
 
     todo = [j for j in jobs if j[0] not in rows]
     if todo:
-        sc = getattr(spark, "sparkContext", spark)  # a SparkSession or a SparkContext
+        sc = cast("SparkContext", getattr(spark, "sparkContext", spark))  # a SparkSession or a SparkContext
         tasks = batches(todo, sc.defaultParallelism)
         rows.update(sc.parallelize(tasks, len(tasks)).flatMap(task).collect())
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, object]] = {}
     for rid, _ in jobs:
         row = json.loads(rows[rid])
         kind = row.get("error")
@@ -344,7 +348,7 @@ def _import_task_modules(_: object) -> None:
     pa.array([0], pa.int64())
 
 
-def warm_workers(sc: Any) -> Any:
+def warm_workers(sc: SparkContext) -> SparkContext:
     """``sc`` after one task per slot has imported what :func:`check_run_task` needs: the first
     Python job starts the executors' Python daemon and forks their workers (about a second), so
     this runs while the driver still checks runs (:func:`check_while_starting`), and the reused
@@ -354,7 +358,7 @@ def warm_workers(sc: Any) -> Any:
     return sc
 
 
-def _start_warm(master: str, log: Path) -> object:
+def _start_warm(master: str, log: Path) -> SparkContext:
     """A new context for ``master`` (:func:`spark_context`) with its workers warm
     (:func:`warm_workers`); stopped again, not left running, when the workers cannot start."""
     sc = spark_context(master, log=log)
@@ -366,8 +370,11 @@ def _start_warm(master: str, log: Path) -> object:
 
 
 def check_while_starting(
-    start: Callable[[], object], run_dirs: list[Path], parquet_dir: Path | None, time_limit: float | None
-) -> tuple[Any, dict[str, str]]:
+    start: Callable[[], SparkContext],
+    run_dirs: list[Path],
+    parquet_dir: Path | None,
+    time_limit: float | None,
+) -> tuple[SparkContext, dict[str, str]]:
     """Call ``start`` (which starts Spark: mostly waiting on the JVM) in a thread while this
     thread checks runs with :func:`check_run_task`, smallest history first, until Spark is up.
     Returns (what ``start`` returned, ``{run id: row}`` for the runs checked here); raises what

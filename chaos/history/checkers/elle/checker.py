@@ -32,7 +32,7 @@ DEFAULT_BUDGET = 5.0  # seconds of cycle search per strongly connected component
 MAX_EXAMPLES = 8
 
 
-def _workload(name: str, opts: dict[str, Any]) -> Any:
+def _workload(name: str, opts: dict[str, object]) -> Any:
     if name == "list-append":
         return ListAppend()
     if name == "rw-register":
@@ -46,7 +46,7 @@ def check_ops(
     consistency_model: str = DEFAULT_MODEL,
     time_limit: float | None = None,
     **opts: object,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Check a history given as Op objects (file order). ``time_limit``: seconds of cycle search
     per component (default 5). Options: ``wfr_keys`` (rw-register), ``max_examples``.
 
@@ -74,7 +74,7 @@ def check_file(
     consistency_model: str = DEFAULT_MODEL,
     time_limit: float | None = None,
     **opts: object,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Check a JSON Lines history file, or an EDN one (a ``.edn`` name: read by
     ``chaos.history.checkers.elle.edn.collect_edn``), see :func:`check_ops`. Raises HistoryError for a
     malformed file (as ``chaos.history.store.read_history`` does), a malformed transaction included
@@ -108,7 +108,7 @@ def _malformed(e: MalformedTxn, workload: str, line: int | None, path: Path | No
     return HistoryError(f"{workload} transaction: {e}", line=line, path=path)
 
 
-def _unsupported(workload: str, model: str, cause: str) -> dict[str, Any]:
+def _unsupported(workload: str, model: str, cause: str) -> dict[str, object]:
     return {
         "valid": UNKNOWN,
         "workload": workload,
@@ -132,7 +132,7 @@ def _analyse(
     time_limit: float | None,
     opts: dict[str, Any],
     phases: dict[str, float],
-) -> dict[str, Any]:
+) -> dict[str, object]:
     t = time.perf_counter()
     found, src, dst, rel = w.finish(table)
     phases["infer"] = time.perf_counter() - t
@@ -145,7 +145,7 @@ def _analyse(
     phases["graph+search"] = time.perf_counter() - t
     t = time.perf_counter()
     max_examples = int(opts.get("max_examples", MAX_EXAMPLES))
-    cases: dict[str, list[dict[str, Any]]] = {}
+    cases: dict[str, list[dict[str, object]]] = {}
     counts: dict[str, int] = {}
     for kind, cycles in cyc.cycles.items():
         counts[kind] = len(cycles)

@@ -5,7 +5,7 @@ holds; for a non-cycle anomaly, one sentence.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from chaos.history.checkers.elle.graph import LABELS, PROCESS, REALTIME
 from chaos.history.checkers.elle.history import TxnTable
@@ -35,7 +35,7 @@ def edge_why(table: TxnTable, workload: Explainer, a: int, b: int, label: int, n
 
 def cycle_case(
     table: TxnTable, workload: Explainer, kind: str, edges: list[tuple[int, int, int]]
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """One cycle anomaly: ``{"type", "cycle": [txn summaries], "edges": [{"from", "to", "type",
     "why"}], "conclusion", "explanation"}``. ``explanation`` is the whole story in one paragraph
     (Elle's ``elle.explanation``: who T1, T2, ... are, why each edge holds, the cycle) and does not

@@ -62,7 +62,7 @@ class TxnTable:
     def __len__(self) -> int:
         return len(self.ok)
 
-    def summary(self, t: int) -> dict[str, Any]:
+    def summary(self, t: int) -> dict[str, object]:
         """The completion of txn ``t`` as a short dict for reports."""
         return {
             "index": self.index[t],

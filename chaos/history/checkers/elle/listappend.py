@@ -51,8 +51,8 @@ class ListAppend:
         self.reads: dict[Hashable, list[tuple[int, Hashable, int]]] = {}  # key -> (reader, last, length)
         self.longest: dict[Hashable, list[object]] = {}
         self.incompatible: set[Hashable] = set()
-        self.internal: list[dict[str, Any]] = []
-        self.future: list[dict[str, Any]] = []
+        self.internal: list[dict[str, object]] = []
+        self.future: list[dict[str, object]] = []
         self.rmw: dict[tuple[Hashable, int, Hashable], list[int]] = {}  # (key, length, last) -> txns
         self.order: dict[Hashable, list[object]] = {}  # key -> version order (after finish)
         self.position: dict[Hashable, dict[Hashable, int]] = {}
@@ -342,7 +342,7 @@ class ListAppend:
                     {"key": k, "values": vo[i : j + 1], "writer_fail": fid, "writer": w[j]}
                 )
 
-    def _incompatible(self, k: Hashable, table: TxnTable) -> dict[str, Any]:
+    def _incompatible(self, k: Hashable, table: TxnTable) -> dict[str, object]:
         """Elle's report: the first pair of reads, by length, where the shorter is not a prefix."""
         distinct: dict[tuple[object, ...], list[object]] = {}
         for t in {t for t, _, _ in self.reads.get(k, ())}:

@@ -47,8 +47,8 @@ class RwRegister:
         self.intermediate: dict[Hashable, dict[Hashable, int]] = {}
         self.readers: dict[Hashable, dict[Hashable, list[int]]] = {}  # key -> value -> ok external readers
         self.wfr: list[tuple[Hashable, Hashable, Hashable]] = []  # (key, read value, written value)
-        self.internal: list[dict[str, Any]] = []
-        self.rmw: dict[tuple[Any, Any], list[int]] = {}
+        self.internal: list[dict[str, object]] = []
+        self.rmw: dict[tuple[object, object], list[int]] = {}
         self.fail_writes: dict[Hashable, dict[Hashable, int]] = {}
         self.succ: dict[
             Hashable, dict[Hashable, set[Hashable]]
