@@ -28,6 +28,8 @@ their generators' own parameters (so the checkers' defaults hold for its histori
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from chaos.cluster import deploy
 from chaos.cluster.osetup import install_packages
 from chaos.control import generator as gen
@@ -88,8 +90,10 @@ from chaos.history.checkers.bank import ACCOUNTS as BANK_ACCOUNTS
 from chaos.history.checkers.bank import MAX_TRANSFER as BANK_MAX_TRANSFER
 from chaos.history.checkers.nodelogs import INVALID, WARNING, LogPattern
 from chaos.history.op import FAIL, INFO, INVOKE, NEMESIS, OK, Op
-from chaos.history.report import ReportError, write_report
 from chaos.history.spark.session import spark_session
+
+if TYPE_CHECKING:  # at run time through __getattr__ below: the report's jinja2 on first use
+    from chaos.history.report import ReportError, write_report
 from chaos.history.store import HistoryWriter, RunDir
 from chaos.history.verdict import UNKNOWN, Checker, StreamChecker, merge_valid
 from chaos.nemesis.base import (
@@ -254,3 +258,13 @@ __all__ = [
     "TXN_DEFAULTS",
     "draw_txn",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name in ("ReportError", "write_report"):
+        # the HTML report (jinja2) only when a plug-in writes one: loading a DB plug-in through the
+        # API must not cost every command the report's templates
+        from chaos.history import report
+
+        return getattr(report, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
