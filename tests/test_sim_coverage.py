@@ -91,9 +91,14 @@ def test_coverage_is_for_a_campaign_not_a_replayed_seed(tmp_path: Path) -> None:
 @pytest.mark.spark
 @pytest.mark.slow
 def test_spark_tasks_data_is_combined_on_the_driver(tmp_path: Path) -> None:
-    from chaos.history.spark.session import spark_session
+    from pyspark.sql import SparkSession
 
-    spark_session("local[2]")  # getOrCreate: shared with the other Spark tests of the session
+    # a Python worker another test's job already ran has imported the server's modules before any
+    # coverage started, so their module-level lines would go unmeasured: fresh workers, as a
+    # `chaos sim --master` process gets
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
     local_out, local, _ = _campaign(tmp_path / "local", "--jobs", "2")
     spark_out, on_spark, _ = _campaign(tmp_path / "spark", "--master", "local[2]")
     assert _executed(local) == _executed(on_spark)
