@@ -120,6 +120,23 @@ def test_no_client_op_is_not_a_test(tmp_path: Path) -> None:
         compose([StatsChecker()]).check({}, path, {})
 
 
+def test_an_f_invoked_and_never_completed_is_unknown_not_valid(tmp_path: Path) -> None:
+    """A cut history (the writer killed): invocations with no completion observed nothing, so the
+    stats checker cannot call that f served (it said valid before), nor failed (invalid)."""
+    b = Builder()
+    b.op("invoke", 0, "read")
+    r = compose([StatsChecker()]).check({}, b.write(tmp_path / "pending.jsonl"), {})
+    assert r["valid"] == "unknown" and r["checkers"]["stats"]["by_f"]["read"]["count"] == 0
+    assert "read: invoked, never completed" in r["checkers"]["stats"]["error"]
+    b = Builder()
+    b.op("invoke", 0, "write", 1)
+    b.op("ok", 0, "write", 1)
+    b.op("invoke", 1, "read")
+    assert compose([StatsChecker()]).check({}, b.write(tmp_path / "cut.jsonl"), {})["valid"] == "unknown"
+    b.op("info", 1, "read")  # completed, never ok: the DB never served a read
+    assert compose([StatsChecker()]).check({}, b.write(tmp_path / "info.jsonl"), {})["valid"] is False
+
+
 def test_a_run_without_test_json_is_checked_as_its_whole_history_shows(tmp_path: Path) -> None:
     """2,500 nemesis op pairs first, then one read of 1 from a never-written register: INVALID."""
     run = RunDir.create(tmp_path / "store", "bare")

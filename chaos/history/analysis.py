@@ -359,7 +359,11 @@ class Availability:
         """The longest gaps, longest first, including one still open at ``end_of_history``."""
         gaps = [Gap(d, s, e, f) for d, s, e, f in sorted(self.heap, reverse=True)]
         t_last = self.last_ok if self.last_ok is not None else self.first_invoke
-        if t_last is not None and (self.pending > 0 or self.since_ok > 0) and end_of_history > t_last:
+        if (
+            t_last is not None
+            and (self.pending > 0 or self.since_ok > 0)
+            and end_of_history - t_last >= self.min_gap_ns
+        ):
             gaps.append(Gap(end_of_history - t_last, t_last, None, None))
             gaps.sort(key=lambda g: -g.duration)
         return gaps[: self.top]

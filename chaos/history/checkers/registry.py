@@ -206,7 +206,11 @@ class _StatsAcc:
         self.unsupported: dict[str, int] = {}  # f -> fails because the client has no such method
 
     def step(self, op: Op) -> None:
-        if op.process == NEMESIS or op.type == INVOKE:
+        if op.process == NEMESIS:
+            return
+        if op.type == INVOKE:  # an f invoked and never completed (a cut history) is counted too
+            if op.f not in self.by_f:
+                self.by_f[op.f] = {OK: 0, FAIL: 0, INFO: 0}
             return
         c = self.by_f.get(op.f)
         if c is None:
@@ -222,8 +226,9 @@ class _StatsAcc:
         for f in sorted(self.by_f):
             c = self.by_f[f]
             n = c[OK] + c[FAIL] + c[INFO]
-            # no ok because the client crashed says nothing of the DB (chaos.history.checkers.clienterrors)
-            valid: Any = True if c[OK] > 0 else UNKNOWN if self.crashed.get(f) else False
+            # no ok because the client crashed says nothing of the DB (chaos.history.checkers.clienterrors),
+            # nor does an f whose invocations never completed (nothing was observed of it)
+            valid: Any = True if c[OK] > 0 else UNKNOWN if self.crashed.get(f) or n == 0 else False
             if c[OK] == 0 and n and self.unsupported.get(f) == n:
                 valid = (
                     True  # the client offers no such method (an optional one): nothing was asked of the DB
@@ -246,6 +251,9 @@ class _StatsAcc:
             crashed = [f for f in never_ok if self.crashed.get(f)]
             if crashed:
                 out["error"] += f" (client errors in {', '.join(crashed)})"
+            pending = [f for f in never_ok if by_f[f]["count"] == 0]
+            if pending:
+                out["error"] += f" ({', '.join(pending)}: invoked, never completed)"
         return out
 
 
@@ -255,7 +263,8 @@ class StatsChecker(StreamChecker):
     Result: ``{"valid", "by_f": {f: {"ok", "fail", "info", "count", "valid", "client_errors"?}},
     "ok", "fail", "info", "count"}``; valid is False when some f never completed ok (a workload
     that never succeeds at something tells nothing about it), ``"unknown"`` instead when some of
-    that f's ops crashed in the client (``client_error``: chaos.history.checkers.clienterrors).
+    that f's ops crashed in the client (``client_error``: chaos.history.checkers.clienterrors) or
+    none of its invocations completed (a history cut short: nothing was observed of that f).
     """
 
     name = "stats"
