@@ -93,7 +93,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
         return
     from importlib import metadata
 
-    dist = (metadata.packages_distributions().get(__name__.partition(".")[0]) or ["?"])[0]
+    dist = (metadata.packages_distributions().get("chaos") or ["?"])[0]  # __name__ is __main__ under -m
     try:
         version = metadata.version(dist)
     except metadata.PackageNotFoundError:

@@ -149,6 +149,27 @@ def _seconds(text: str) -> float:
     return v
 
 
+def _check_server_args(args: Sequence[str]) -> None:
+    """ValueError (one line: the server's own parser's words) for ``--server-arg`` flags
+    ``dledger server`` would refuse, before any node is touched: a misspelled flag is bad input
+    (254), not a server that crashed at start (255)."""
+    if not args:
+        return
+    import contextlib
+    import io
+
+    from dledger.cli import build_parser
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            build_parser().parse_args(["server", *args])
+    except SystemExit:
+        said = err.getvalue().strip().splitlines()
+        why = said[-1].split("error: ", 1)[-1] if said else "refused"
+        raise ValueError(f"server-arg {' '.join(args)!r}: dledger server says: {why}") from None
+
+
 class DLedgerDB:
     """DLedger as the system under test: :class:`chaos.control.db.DB` with every capability
     (process, pause, primary, log-files, data-dir, clock, recovery, leadership, leader-transfer,
@@ -267,6 +288,7 @@ class DLedgerDB:
         self.read_mode = read_mode
         self.port = port
         self.server_args = [str(a) for a in server_args]
+        _check_server_args(self.server_args)
         self.group = group
         self.faketime = faketime
         self.tries = tries

@@ -184,6 +184,8 @@ def test_exit_codes_and_worst() -> None:
         ["serve", "--port", "-1"],
         ["run", "--workload"],
         ["run", "--provider", "x"],
+        # a server flag the server would refuse: before any node is touched, not a crash at start
+        ["run", "--cluster-name", "tbadarg", "--server-arg=--bogus-flag"],
     ],
 )
 def test_every_bad_argument_of_every_command_is_one_line(args: list[str]) -> None:
