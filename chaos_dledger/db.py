@@ -183,7 +183,8 @@ class DLedgerDB:
     ``client_timeout``: DLedgerClient timeout (s) used by :meth:`client` and :meth:`primaries`;
     ``recovery_timeout``: the longest :meth:`await_recovery` may take after healing (s) before the
     run is a liveness failure; ``sticky_reads``: odd processes of the register workload read from
-    their own node only (see :mod:`chaos_dledger.clients`); ``peer_auth``: the members prove a
+    their own node first, following a NOT_LEADER that names the leader once (see
+    :mod:`chaos_dledger.clients`); ``peer_auth``: the members prove a
     fresh per-DB secret to each other (``--secret-file``, written to each node at setup), so only
     members' votes and pushes count (default on).
     """
@@ -200,7 +201,12 @@ class DLedgerDB:
         DBOption("group", help="DLedger group"),
         DBOption("faketime", parse=_bool, help="run under libfaketime (clock faults need it)"),
         DBOption("client-timeout", parse=_seconds, help="client timeout (s)"),
-        DBOption("sticky-reads", parse=_bool, help="odd register processes read from their own node only"),
+        DBOption(
+            "sticky-reads",
+            parse=_bool,
+            help="odd register processes read from their own node first and record its answer; a "
+            "NOT_LEADER naming the leader is followed once (redirected_from), as DLedger's client does",
+        ),
         DBOption(
             "recovery-timeout",
             parse=_seconds,

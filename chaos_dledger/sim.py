@@ -1996,8 +1996,8 @@ _SIM_OPTIONS = [
         "--sticky/--no-sticky",
         default=True,
         show_default=True,
-        help="odd client processes read from their own member only and record its answer (a deposed "
-        "leader's too), as the register workload's",
+        help="odd client processes read from their own member first and record its answer (a deposed "
+        "leader's too), following a NOT_LEADER that names the leader once, as the register workload's",
     ),
     click.option("--jobs", type=int, default=None, help="parallel processes (default: the CPU count)"),
     click.option(

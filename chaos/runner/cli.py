@@ -120,7 +120,7 @@ _RUN_OPTIONS = [
         "--cluster-name",
         default="default",
         show_default=True,
-        help="docker provider: the named cluster (chaos cluster up --name NAME), provisioned if missing.",
+        help="docker provider: the named cluster (chaos cluster up --cluster-name NAME), provisioned if missing.",
     ),
     click.option(
         "--node-count",
@@ -158,7 +158,8 @@ _RUN_OPTIONS = [
         type=float,
         default=5.0,
         show_default=True,
-        help="Longest s to wait for the cluster to recover after healing (at least the DB's own bound, 60 s).",
+        help="Seconds to wait for the cluster to recover after healing; a DB that declares a longer "
+        "recovery bound (recovery_timeout) is waited for that long instead.",
     ),
     click.option("--per-key-limit", type=int, default=100, show_default=True, help="register: ops per key."),
     click.option(

@@ -393,13 +393,14 @@ _GATE_OPTIONS = [
     click.option(
         "--workload",
         default=None,
-        help="Comma-separated workloads, crossed with --nemesis (instead of a preset).  [default: register,log]",
+        help="Comma-separated workloads, crossed with --nemesis (instead of a preset; with --nemesis "
+        "alone: register,log).",
     ),
     click.option(
         "--nemesis",
         default=None,
-        help="Comma-separated nemeses, one run each; join faults with + for one run with several.  "
-        "[default: partition-ring+kill-leader,kill]",
+        help="Comma-separated nemeses, one run each; join faults with + for one run with several "
+        "(instead of a preset; with --workload alone: partition-ring+kill-leader,kill).",
     ),
     click.option("--runs", type=int, default=1, show_default=True, help="Runs per configuration."),
     click.option("--store", default="store", show_default=True),
@@ -422,7 +423,11 @@ _GATE_OPTIONS = [
         help="Fail if a fault kind a run requested was never applied (from the run's faults checker).",
     ),
     click.option(
-        "--time-limit", type=float, default=None, help="Seconds per key for the linearizability search."
+        "--time-limit",
+        type=float,
+        default=None,
+        help="Seconds per key for the analysis's linearizability search (as chaos check's); not the "
+        "runs' length: that is --run-arg '--time-limit S'.",
     ),
     click.option(
         "--run-arg",
