@@ -53,7 +53,11 @@ def cycle_case(
                 "why": edge_why(table, workload, a, b, label, name),
             }
         )
-    lets = "; ".join(f"{name[t]} = op {table.index[t]} (process {table.process[t]})" for t in order)
+    lets = "; ".join(
+        f"{name[t]} = op {table.index[t]}"
+        + (f" (process {table.process[t]})" if table.process[t] is not None else "")  # Elle's nil: none
+        for t in order
+    )
     chain = " ".join([*(f"{s['from']} -{s['type']}->" for s in steps), steps[0]["from"]])
     body = " ".join(f"{s['why']}." for s in steps)
     order_kind = kind.rsplit("-", 1)[1] if kind.endswith(("-process", "-realtime")) else ""

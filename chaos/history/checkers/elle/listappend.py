@@ -438,7 +438,11 @@ class ListAppend:
     @staticmethod
     def _sentence(kind: str, c: dict[str, Any]) -> str:
         op = c.get("op") or {}
-        who = f"op {op.get('index')} (process {op.get('process')})" if op else ""
+        who = (
+            f"op {op.get('index')}" + (f" (process {op['process']})" if op.get("process") is not None else "")
+            if op
+            else ""
+        )
         mop = c.get("mop")
         read = f"{mop[1]} = {_show(mop[2])}" if mop else ""
         if kind == "G1a":

@@ -218,7 +218,9 @@ class RwRegister:
         if kind == "lost-update":
             out["txns"] = [table.summary(t) for t in case["txns"]]
         op = out.get("op") or {}
-        who = f"op {op.get('index')} (process {op.get('process')})"
+        who = f"op {op.get('index')}" + (
+            f" (process {op['process']})" if op.get("process") is not None else ""
+        )
         if kind == "G1a":
             out["explanation"] = (
                 f"{who} read {case['key']} = {_show(case['value'])}, written by a transaction that failed "
