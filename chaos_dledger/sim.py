@@ -1757,6 +1757,9 @@ def write_run_dir(opts: SimOptions, store: Path) -> RunDir:
         handler.close()
     run.write_test(test_doc(opts))
     run.write_results(r.results)
+    # the fault events as run (or as given): what --schedule replays, shrunk or not
+    schedule = opts.schedule if opts.schedule is not None else r.schedule
+    (run.path / "schedule.json").write_text(json.dumps(schedule, indent=1) + "\n")
     from chaos.api import ReportError, write_report
 
     try:
@@ -2337,8 +2340,6 @@ def sim(
                 click.echo(f"fault schedule shrunk from {len(first.schedule)} to {len(shrunk)} events")
                 opts.schedule = shrunk
         run = write_run_dir(opts, Path(store))
-        if opts.schedule is not None:
-            (run.path / "schedule.json").write_text(json.dumps(opts.schedule, indent=1) + "\n")
         results = run.load_results()
         valid = results.get("valid")
         click.echo(f"seed {seed}: valid = {valid}; run directory {run.path}")

@@ -43,6 +43,22 @@ def test_same_seed_gives_a_byte_identical_history_in_two_processes(tmp_path: Pat
     assert histories[0].count(b"\n") > 100  # ops were run, not an empty file twice
 
 
+def test_every_replayed_seed_writes_the_schedule_that_replays_it(tmp_path: Path) -> None:
+    """--seed writes schedule.json whether or not it was shrunk (the docs point --schedule at it),
+    and --schedule with it gives the same history byte for byte."""
+    p = chaos_sim("--nemesis", "kill,partition", "--seed", "3", "--time-limit", "5", "--store", str(tmp_path / "a"),
+                  cwd=tmp_path)  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+    (run,) = (tmp_path / "a").glob("*/latest")
+    schedule = json.loads((run / "schedule.json").read_text())
+    assert any(ev["op"] == "start" for ev in schedule)
+    p = chaos_sim("--nemesis", "kill,partition", "--seed", "3", "--time-limit", "5", "--store", str(tmp_path / "b"),
+                  "--schedule", str(run / "schedule.json"), cwd=tmp_path)  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+    (again,) = (tmp_path / "b").glob("*/latest")
+    assert (again / "history.jsonl").read_bytes() == (run / "history.jsonl").read_bytes()
+
+
 @pytest.mark.parametrize("workload", ["register", "log"])
 def test_two_hundred_seeds_of_the_correct_server_are_valid(workload: str, tmp_path: Path) -> None:
     p = chaos_sim("--workload", workload, "--nemesis", ALL_FAULTS, "--seeds", "200", "--time-limit", "2",
