@@ -211,6 +211,8 @@ class Stats:
     info: int = 0
     invoked: int = 0
     faults: dict[str, object] = field(default_factory=dict)  # kind -> value of the open start-<kind>
+    # kind -> time.monotonic() when its start-<kind> completed: the live view's fault ages
+    fault_since: dict[str, float] = field(default_factory=dict)
     last_nemesis: str | None = None
     # client completions per 0.1 s bucket over the last ~5 s, as [bucket, count]; O(1) per op
     buckets: deque[list[int]] = field(default_factory=deque)
@@ -221,8 +223,10 @@ class Stats:
             self.last_nemesis = f"{op.f} {op.value!r}"[:120]
             if op.f.startswith("start-"):
                 self.faults[op.f[6:]] = op.value
+                self.fault_since[op.f[6:]] = time.monotonic()
             elif op.f.startswith("stop-"):
                 self.faults.pop(op.f[5:], None)
+                self.fault_since.pop(op.f[5:], None)
             return
         typ = op.type
         if typ == OK:
