@@ -61,7 +61,8 @@ def check_and_report(
         LOG.exception("check failed")
         results = {"valid": "unknown", "error": f"{type(e).__name__}: {e}", "checkers": {}}
         run.write_results(results)
-    say(f"checked in {time.monotonic() - t0:.1f} s: valid = {results.get('valid')}")
+    verdict = {True: "valid", False: "invalid"}.get(results.get("valid"), "unknown")  # type: ignore[arg-type]
+    say(f"checked in {time.monotonic() - t0:.1f} s: {verdict}")
     try:
         path = write_report(run.path, history)
         say(f"report {path}")
