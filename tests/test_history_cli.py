@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -430,3 +431,40 @@ def test_a_run_without_test_json_takes_a_consistency_model(tmp_path: Path) -> No
     r = _chaos(run.path, "--consistency-model", "serializable", timeout=REPORT_TIMEOUT)
     assert r.returncode in (0, 2), r.stdout + r.stderr
     assert (run.path / "results-serializable.json").is_file() and not run.results_path.exists()
+
+
+@pytest.mark.parametrize("workload", ["bank", "counter", "long-fork"])
+def test_check_takes_every_run_workload_with_a_checker_of_its_own(workload: str, tmp_path: Path) -> None:
+    """``chaos check --workload`` offers Jepsen's bank, counter and long-fork as ``chaos run`` does
+    (audit: only the inferred workload could check them), each judged by its own checker."""
+    from click.testing import CliRunner
+
+    from chaos_dledger.sim import sim
+
+    r = CliRunner().invoke(
+        sim,
+        [
+            "--workload",
+            workload,
+            "--nemesis",
+            "none",
+            "--seed",
+            "1",
+            "--time-limit",
+            "2",
+            "--store",
+            str(tmp_path),
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    (run,) = tmp_path.glob("*/latest")
+    history = tmp_path / "h.jsonl"
+    history.write_bytes((run / "history.jsonl").read_bytes())
+    p = subprocess.run(
+        [sys.executable, "-m", "chaos.cli", "check", str(history), "--workload", workload],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert re.search(rf"^\s+{workload}\s+valid", p.stdout, re.M), p.stdout

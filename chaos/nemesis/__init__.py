@@ -176,9 +176,9 @@ def parse_nemesis_opts(
                 raise ValueError(
                     f"--nemesis-opt {item!r}: no chosen nemesis reads {key} (they read: {theirs})"
                 )
-            raise ValueError(
-                f"--nemesis-opt {item!r}: expected KEY=VALUE with KEY one of {', '.join(known) or 'none'}"
-            )
+            if not known:
+                raise ValueError(f"--nemesis-opt {item!r}: the chosen nemeses read no options")
+            raise ValueError(f"--nemesis-opt {item!r}: expected KEY=VALUE with KEY one of {', '.join(known)}")
         kind = known[key]
         try:
             if kind == "list":

@@ -77,7 +77,7 @@ def _check_foreign(
 
 
 TXN_WORKLOADS = ("list-append", "rw-register")
-WORKLOADS = ("register", "log", "set", "mutex", *TXN_WORKLOADS)
+WORKLOADS = ("register", "log", "set", "bank", "counter", "long-fork", "mutex", *TXN_WORKLOADS)
 
 
 @dataclass(frozen=True)
