@@ -2323,8 +2323,9 @@ def sim(
         rate = float(check_number("rate", rate))
     except ValueError as e:
         raise BadArguments(str(e)) from None
-    if concurrency < 1 or (jobs is not None and jobs < 1):
-        raise BadArguments(f"--concurrency {concurrency} and --jobs {jobs}: expected whole numbers >= 1")
+    for name, value in (("--concurrency", concurrency), ("--jobs", jobs)):
+        if value is not None and value < 1:
+            raise BadArguments(f"{name} {value}: expected a whole number >= 1")
     options = _options_maker(workload, faults, time_limit, concurrency, rate, read_mode, sticky, disk)
     _master_alone(master, jobs, seed)
     if seed is not None:

@@ -237,7 +237,7 @@ def test_a_history_that_does_not_tell_its_model_asks_for_model(tmp_path: Path) -
     assert r.returncode == 254
     assert r.stderr.splitlines() == [
         f"chaos: malformed history: {path}: line 7: client op f 'append' is not one the cas-register "
-        "model checks (expected cas, delete, get, put, read, write; pass --model)"
+        "model checks (it checks cas, delete, get, put, read, write; --model picks another model)"
     ]
     r = _chaos("--workers", "0", path)
     assert r.returncode == 254 and r.stderr.splitlines() == ["chaos: --workers must be at least 1, got 0"]

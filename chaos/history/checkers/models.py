@@ -685,7 +685,7 @@ def require_checkable(ops: list[Op], model: str, path: str | os.PathLike[str]) -
             line = op.extra.get("line", op.index + 1)
             raise HistoryError(
                 f"client op f {op.f!r} is not one the {m.name} model checks "
-                f"(expected {', '.join(sorted(fs))}; pass --model)",
+                f"(it checks {', '.join(sorted(fs))}; --model picks another model)",
                 line=line if isinstance(line, int) else None,
                 path=path,
             )

@@ -290,7 +290,7 @@ def model_ops(history: Path | ParsedHistory, model: Any) -> list[Op]:
                 line = h.lines[i]
                 raise HistoryError(
                     f"client op f {op.f!r} is not one the {model.name} model checks "
-                    f"(expected {', '.join(sorted(fs))}; pass --model)",
+                    f"(it checks {', '.join(sorted(fs))}; --model picks another model)",
                     line=line,
                     path=h.path,
                 )
