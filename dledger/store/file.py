@@ -402,12 +402,10 @@ class FileLogStore:
                 chain = crc32(_U32_PACK(bcrc), crc32(head36, self._last_chain))
                 if pos + size > self._data_high:
                     self._raise_high(pos + size, -1)
+                buffered = False
                 try:
                     if pad:
-                        self._write_pending()
-                        self._fs.pwrite(seg.fd, codec.encode_blank(fsize - rel), rel)
-                        self._dirty[seg.fd] = seg.fd
-                        seg = self._new_segment(self._data, self.data_dir, pos, fsize)
+                        seg = self._roll_over(seg, rel, pos)
                     # Buffered: written by flush_writes (the server calls it before any message
                     # leaves), sync, reads and every _WBUF_MAX bytes; one pwritev per batch.
                     if wb and (
@@ -419,11 +417,15 @@ class FileLogStore:
                     wb.append(head36 + _TAIL_PACK(chain, bcrc, n))
                     wb.append(body)
                     self._wbuf_len += size
+                    buffered = True
                     if self._wbuf_len >= _WBUF_MAX or len(wb) >= _WBUF_PIECES:
                         self._write_pending()
                 except OSError as e:
-                    wb.clear()
-                    self._wbuf_len = 0
+                    # this entry is not appended; the earlier ones (counted in _end) stay buffered
+                    # for the next write, which a sync needs before it calls them durable
+                    if buffered:
+                        del wb[-2:]
+                        self._wbuf_len -= size
                     raise StoreError(f"write of entry {index} at pos {pos} failed: {e}") from e
                 # Index records are buffered and written in batches (sync, truncate, or every
                 # _IBUF_MAX bytes): the index is rebuilt from the data on recovery anyway.
@@ -685,21 +687,31 @@ class FileLogStore:
             except OSError as e:
                 raise StoreError(f"write of buffered records in {self.directory} failed: {e}") from e
 
+    def _roll_over(self, seg: _Segment, rel: int, start: int) -> _Segment:
+        """Pad data file ``seg`` with a blank record from ``rel`` on and start the next one at
+        ``start``, where the log continues even if the write of the entry that needed it fails."""
+        self._write_pending()
+        self._fs.pwrite(seg.fd, codec.encode_blank(self.data_file_size - rel), rel)
+        self._dirty[seg.fd] = seg.fd
+        seg = self._new_segment(self._data, self.data_dir, start, self.data_file_size)
+        self._next_pos = start
+        return seg
+
     def _write_pending(self) -> None:
         wb = self._wbuf
         if not wb:
             return
         seg = self._wbuf_seg
         assert seg is not None
-        try:
-            n = self._fs.pwritev(seg.fd, wb, self._wbuf_off)
-            if n != self._wbuf_len:  # a short write: finish it in one piece
-                data = b"".join(wb)
-                while n < len(data):
-                    n += self._fs.pwrite(seg.fd, data[n:], self._wbuf_off + n)
-        finally:
-            wb.clear()
-            self._wbuf_len = 0
+        n = self._fs.pwritev(seg.fd, wb, self._wbuf_off)
+        if n != self._wbuf_len:  # a short write: finish it in one piece
+            data = b"".join(wb)
+            while n < len(data):
+                n += self._fs.pwrite(seg.fd, data[n:], self._wbuf_off + n)
+        # cleared only once written: on an OSError the records, which _end counts, stay buffered
+        # and the next write (flush_writes, sync, a read, a truncation) tries them again
+        wb.clear()
+        self._wbuf_len = 0
         self._dirty[seg.fd] = seg.fd
 
     def chain_at(self, index: int) -> int:
