@@ -213,7 +213,7 @@ FLUSH_ASYNC = 0.25
 STRAY_CLIENT = 0.25
 STRAY_EVERY_MS = 300  # its mean think time
 # the swarm's share of seeds on the in-memory store (the server's --memory mode: dledger.sim's
-# SimLogStore over dledger.store's MemoryLogStore), drawn with the later kinds
+# SimLogStore), drawn with the later kinds
 MEMORY_DISK = 1 / 8
 # the kinds that crash a member (or all): --flush async is drawn only for seeds without them
 _CRASHING = (

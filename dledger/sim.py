@@ -68,7 +68,7 @@ from dledger.protocol import (
 from dledger.simdisk import PAGE, SimDisk
 from dledger.snapshot import SnapshotStore
 from dledger.statemachine import StateMachine, decode_kv
-from dledger.store import CorruptionError, Entry, MemoryLogStore, StoreError, codec
+from dledger.store import CorruptionError, Entry, StoreError, codec
 from dledger.store.file import FileLogStore
 from dledger.store.hardstate import HardState
 
@@ -132,18 +132,47 @@ REPAIR_EVERY_MS = 200  # the server's leaderless repair loop (dledger.server's _
 REPAIR_FETCH = 64  # and fetches at most this many committed entries from a peer at a time
 
 
-class SimLogStore(MemoryLogStore):
-    """MemoryLogStore with the whole :class:`~dledger.store.RuntimeLogStore` interface; ``crash()``
-    drops what was appended after the last ``sync()``."""
+class SimLogStore:
+    """An in-memory :class:`~dledger.store.RuntimeLogStore` (DLedger's MemoryStore): what the
+    server's ``--memory`` mode and the simulator's memory disk run, and the store tests' model.
+    ``pos`` is computed as in the file store without padding (the running sum of record sizes);
+    ``crash()`` drops what was appended after the last ``sync()``."""
 
     def __init__(self) -> None:
-        super().__init__()
+        self._entries: list[Entry] = []
+        self._begin = 0
+        self._next_pos = 0
         self._base_term = -1
+        self.synced_index = -1
         self.checkpoint = -1
+
+    @property
+    def begin_index(self) -> int:
+        return self._begin
+
+    @property
+    def end_index(self) -> int:
+        return self._begin + len(self._entries) - 1
 
     @property
     def end_term(self) -> int:
         return self._entries[-1].term if self._entries else self._base_term
+
+    def append(self, entry: Entry) -> Entry:
+        if entry.index != self._begin + len(self._entries):
+            raise StoreError(f"append at index {entry.index}, expected {self.end_index + 1}")
+        if entry.pos >= 0 and entry.pos != self._next_pos:
+            raise StoreError(f"append at pos {entry.pos}, expected {self._next_pos}")
+        stored = Entry(entry.index, entry.term, entry.body, entry.magic, self._next_pos, entry.channel)
+        self._entries.append(stored)
+        self._next_pos += stored.size
+        return stored
+
+    def get(self, index: int) -> Entry:
+        k = index - self._begin
+        if k < 0 or k >= len(self._entries):
+            raise IndexError(f"index {index} outside [{self._begin}, {self.end_index}]")
+        return self._entries[k]
 
     def term_at(self, index: int) -> int:
         k = index - self._begin
@@ -151,7 +180,14 @@ class SimLogStore(MemoryLogStore):
             return self._entries[k].term
         if k == -1:
             return self._base_term
-        return super().term_at(index)
+        raise IndexError(f"index {index} outside [{self._begin}, {self.end_index}]")
+
+    def sync(self) -> int:
+        self.synced_index = self.end_index
+        return self.synced_index
+
+    def close(self) -> None:
+        pass
 
     def compact_prefix(self, index: int) -> int:
         """Drop entries before ``index``; return the new begin index."""

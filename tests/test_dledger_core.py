@@ -16,14 +16,14 @@ from dledger.protocol import (
     VoteResponse,
     VoteResult,
 )
-from dledger.sim import LogStateMachine, Sim
-from dledger.store import Entry, MemoryLogStore
+from dledger.sim import LogStateMachine, Sim, SimLogStore
+from dledger.store import Entry
 
 PEERS = ["n0", "n1", "n2"]
 
 
 def core_with(terms: list[int], term: int = 0, vote: str | None = None, self_id: str = "n0") -> Core:
-    st = MemoryLogStore()
+    st = SimLogStore()
     for i, t in enumerate(terms):
         st.append(Entry(i, t, f"e{i}".encode()))
     return Core(CoreConfig(self_id=self_id, peers=PEERS), st, term=term, vote_for=vote)
@@ -611,7 +611,7 @@ def test_leader_ignores_the_answer_to_an_earlier_compare() -> None:
 # ---------------------------------------------------------------- the core only reads its store (issue 22)
 
 
-class ReadOnlyStore(MemoryLogStore):
+class ReadOnlyStore(SimLogStore):
     """A store the core may read; any write from it fails the test."""
 
     writable = False

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from store_records import encode_entry
 
 from dledger.store import CorruptionError, Entry, codec
 from dledger.store.file import FileLogStore
@@ -121,7 +122,7 @@ def test_divergent_record_is_caught_by_the_chain_crc(tmp_path: Path) -> None:
     entries = build(tmp_path, committed=-1)
     e = entries[120]
     fake = Entry(e.index, e.term, bytes(len(e.body)), e.magic)
-    rec, _ = codec.encode_entry(fake, e.pos, prev_chain=12345)
+    rec, _ = encode_entry(fake, e.pos, prev_chain=12345)
     p, rel = data_file(tmp_path, e.pos)
     with open(p, "r+b") as f:
         f.seek(rel)

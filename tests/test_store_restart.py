@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from store_records import next_pos
 
 from dledger.store import CorruptionError, Entry, StoreError
 from dledger.store.file import HIGHWATER_DATA_STEP, HIGHWATER_FILE, FileLogStore
@@ -30,7 +31,7 @@ def fill(path: Path, n: int, body: bytes = b"x" * 200, **kw: Any) -> FileLogStor
 
 def test_segments_are_sparse_and_recovery_reads_only_up_to_the_mark(tmp_path: Path) -> None:
     s = fill(tmp_path, 2000)
-    end_pos = s.next_pos
+    end_pos = next_pos(s)
     s.close()
     data = tmp_path / "data" / ("0" * 20)
     st = os.stat(data)
@@ -52,7 +53,7 @@ def test_missing_marker_reads_whole_files_and_writes_it_again(tmp_path: Path) ->
     r.close()
     assert (tmp_path / HIGHWATER_FILE).exists()
     r = FileLogStore(tmp_path)
-    assert r.recovery.bytes_read <= r.next_pos + HIGHWATER_DATA_STEP
+    assert r.recovery.bytes_read <= next_pos(r) + HIGHWATER_DATA_STEP
     r.close()
 
 
@@ -68,7 +69,7 @@ def test_marker_below_the_data_falls_back_to_whole_files(tmp_path: Path) -> None
 
 def test_garbage_past_the_end_inside_the_mark_is_cut(tmp_path: Path) -> None:
     s = fill(tmp_path, 300)
-    end_pos = s.next_pos
+    end_pos = next_pos(s)
     s.close()
     with open(tmp_path / "data" / ("0" * 20), "r+b") as f:
         f.seek(end_pos + 100_000)  # a page of a later record reached the disk, its header did not
@@ -173,7 +174,7 @@ def test_reset_restarts_the_log_like_the_leader_has_it(tmp_path: Path) -> None:
     s_index = 600
     nxt = leader.get(s_index + 1)
     follower.reset(s_index + 1, nxt.pos, leader.term_at(s_index), leader.chain_at(s_index))
-    assert (follower.begin_index, follower.end_index, follower.next_pos) == (601, 600, nxt.pos)
+    assert (follower.begin_index, follower.end_index, next_pos(follower)) == (601, 600, nxt.pos)
     with pytest.raises(StoreError):
         follower.append(Entry(601, 7, b"x", pos=nxt.pos + 1))  # replicas must agree on pos
     for i in range(601, 800):
@@ -194,7 +195,7 @@ def test_reset_restarts_the_log_like_the_leader_has_it(tmp_path: Path) -> None:
     assert (r.begin_index, r.end_index) == (601, 799) and r.recovery.cut_reason is None
     assert r.get(601).body == nxt.body
     r.truncate_suffix(600)  # everything after the snapshot: back to the empty restarted log
-    assert (r.begin_index, r.end_index, r.next_pos) == (601, 600, nxt.pos)
+    assert (r.begin_index, r.end_index, next_pos(r)) == (601, 600, nxt.pos)
     r.close()
 
 

@@ -327,11 +327,6 @@ class FileLogStore:
         return self._end_term
 
     @property
-    def next_pos(self) -> int:
-        """Absolute data-log offset the next record is written at (before any padding)."""
-        return self._next_pos
-
-    @property
     def synced_index(self) -> int:
         """Highest index made durable by the last sync() (or found on open)."""
         return self._synced_index
@@ -396,7 +391,7 @@ class FileLogStore:
                 try:
                     head36 = _HEAD_PACK(magic, size, index, term, pos, entry.channel)
                 except struct.error:
-                    codec.encode_header(entry, pos, self._last_chain)  # raises EncodeError naming the field
+                    codec.pack_head(entry, n, pos)  # raises EncodeError naming the field
                     raise
                 bcrc = crc32(body)
                 chain = crc32(_U32_PACK(bcrc), crc32(head36, self._last_chain))
