@@ -67,6 +67,26 @@ def test_marker_below_the_data_falls_back_to_whole_files(tmp_path: Path) -> None
     r.close()
 
 
+@pytest.mark.parametrize("data_file_size", [64 * MB, 64 * 1024])
+def test_marker_at_a_record_boundary_past_the_checkpoint_keeps_the_durable_records(
+    tmp_path: Path, data_file_size: int
+) -> None:
+    """A marker below the data that ends the bounded read exactly between two records (or at the
+    start of a data file), after the entries the checkpoint saw: the records after it were synced,
+    perhaps acknowledged. The read must not take the mark for the end of the log (it did: they were
+    dropped without a word); it reads the whole files instead."""
+    s = fill(tmp_path, 300, data_file_size=data_file_size)  # checkpoint: entries up to 299
+    for i in range(300, 400):
+        s.append(Entry(i, 4, b"y" * 200))
+    s.sync()  # durable, not checkpointed
+    mark = s.get(350).pos  # the record boundary before entry 350
+    s.close()
+    (tmp_path / HIGHWATER_FILE).write_text(f"dataHigh={mark:020d}\nindexHigh={64:020d}\n")
+    r = FileLogStore(tmp_path, data_file_size=data_file_size)
+    assert r.end_index == 399 and r.get(399).body == b"y" * 200 and r.recovery.cut_reason is None
+    r.close()
+
+
 def test_garbage_past_the_end_inside_the_mark_is_cut(tmp_path: Path) -> None:
     s = fill(tmp_path, 300)
     end_pos = next_pos(s)
