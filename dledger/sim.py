@@ -88,7 +88,9 @@ PAUSE_POINTS = ("heartbeat-round", "vote-round", "follower-ack", "any")
 RELEASE_ORDERS = ("fifo", "reverse", "shuffle", "newest-first-per-sender")
 # storage faults (Sim.damage): in a committed data segment, a bit flipped in a record's header or
 # body, a lost or misdirected page write, the file's tail lost (an extent gone: the file ends short
-# of its size); in the index, a bit flipped in a committed entry's index record
+# of its size); in the index, a bit flipped in a committed entry's index record, a lost or
+# misdirected page write, a lost extent, the whole file lost; the high-water marker with a bit
+# flipped or an older (lower) mark left by a lost write
 DAMAGE_KINDS = (
     "flip-header",
     "flip-body",
@@ -96,7 +98,15 @@ DAMAGE_KINDS = (
     "misdirected-write",
     "lost-extent",
     "flip-index",
+    "lost-index-write",
+    "misdirected-index-write",
+    "lost-index-extent",
+    "lost-index-file",
+    "flip-highwater",
+    "stale-highwater",
 )
+INDEX_DAMAGE = ("lost-index-write", "misdirected-index-write", "lost-index-extent", "lost-index-file")
+HIGHWATER_DAMAGE = ("flip-highwater", "stale-highwater")
 STATS = (
     "elections",
     "truncations",
@@ -126,7 +136,8 @@ STATS = (
     "leaderless_repairs",
     "expired_requests",
 )
-DISK_ERRORS = ("full", "fsync", "read")  # SimDisk.failing: what a sick disk does (Sim.fail_disk)
+DISK_ERRORS = ("full", "fsync", "read", "filling")  # SimDisk.failing: what a sick disk does (Sim.fail_disk)
+FILLING_ROOM = 3 * PAGE  # "filling": the most room a disk has left when it starts to fill up
 MAX_WAIT_ACK_MS = 2500  # the server's --max-wait-ack-ms (DLedger maxWaitAckTimeMs): a waiter's deadline
 REPAIR_EVERY_MS = 200  # the server's leaderless repair loop (dledger.server's _repairer) runs this often
 REPAIR_FETCH = 64  # and fetches at most this many committed entries from a peer at a time
@@ -679,12 +690,17 @@ class Sim:
 
     def fail_disk(self, node: str, how: str) -> None:
         """From now on ``node``'s disk fails calls (one of :data:`DISK_ERRORS`): ``full`` refuses
-        every write and file growth with ENOSPC, ``fsync`` fails every fsync with EIO, ``read``
-        fails a share of the member's reads with EIO. The member's code handles each as the server
-        does (a refused log write is answered DISK_ERROR, a failed fsync stops the member, ...)."""
+        every write and file growth with ENOSPC, ``filling`` lets writes take up to
+        :data:`FILLING_ROOM` bytes more (a longer one is cut short) and then refuses them as
+        ``full``, ``fsync`` fails every fsync with EIO, ``read`` fails a share of the member's
+        reads with EIO. The member's code handles each as the server does (a refused log write is
+        answered DISK_ERROR, a failed fsync stops the member, ...)."""
         if how not in DISK_ERRORS:
             raise ValueError(f"disk error {how!r}: expected one of {DISK_ERRORS}")
-        self.disks[node].failing = how
+        disk = self.disks[node]
+        if how == "filling":
+            disk.room = disk.rng.randrange(FILLING_ROOM)
+        disk.failing = how
         self.failing_disks.add(node)
 
     def unfail_disk(self, node: str) -> None:
@@ -1294,6 +1310,10 @@ class Sim:
         disk = self.disks[node]
         if kind == "flip-index":
             return self._damaged(node, kind, self._flip_index(node, below))
+        if kind in INDEX_DAMAGE:
+            return self._damaged(node, kind, self._damage_index(node, kind))
+        if kind in HIGHWATER_DAMAGE:
+            return self._damaged(node, kind, self._damage_highwater(node, kind))
         held = sorted(
             int(name)
             for name, _ in disk.list_files(Path(f"/sim/{node}/data"))
@@ -1352,6 +1372,57 @@ class Sim:
         path = f"/sim/{node}/index/{start:020d}"
         at = disk.flip_bit_in(path, 0, min(limit - start, FILE_INDEX_SIZE))
         return None if at is None else {"file": path, "offset": at}
+
+    def _damage_index(self, node: str, kind: str) -> dict[str, Any] | None:
+        """A page or extent fault, or the loss, of an index file holding committed entries' records
+        (the index is rebuilt from the data: recovery must notice, never trust it)."""
+        disk = self.disks[node]
+        limit = (self._down_committed.get(node, -1) + 1) * codec.INDEX_UNIT_SIZE
+        held = sorted(
+            int(name)
+            for name, _ in disk.list_files(Path(f"/sim/{node}/index"))
+            if name.isdigit() and int(name) < limit
+        )
+        if not held:
+            return None
+        start = disk.rng.choice(held)
+        path = f"/sim/{node}/index/{start:020d}"
+        below = min(limit - start, FILE_INDEX_SIZE)
+        if kind == "lost-index-file":
+            return {"file": path} if disk.lose_file(path) else None
+        if kind == "lost-index-extent":
+            page = disk.lose_tail(path, below)
+            return None if page is None else {"file": path, "from_page": page}
+        if kind == "lost-index-write":
+            page = disk.lose_page(path, below)
+            return None if page is None else {"file": path, "page": page}
+        pq = disk.misdirect_page(path, below)
+        return None if pq is None else {"file": path, "page": pq[0], "landed_on": pq[1]}
+
+    def _damage_highwater(self, node: str, kind: str) -> dict[str, Any] | None:
+        """The high-water marker (``dledger.store.file``'s ``highwater``): a bit flipped, or an older
+        data mark left by a lost write, at a record boundary of a random data file (recovery's
+        bounded read must not take it for the end of the log)."""
+        disk = self.disks[node]
+        path = f"/sim/{node}/highwater"
+        try:
+            text = disk.read_at(Path(path), 0)
+        except FileNotFoundError:
+            return None
+        if kind == "flip-highwater":
+            at = disk.flip_bit_in(path, 0, len(text))
+            return None if at is None else {"file": path, "offset": at}
+        lines = text.split(b"\n")
+        data = sorted(int(n) for n, _ in disk.list_files(Path(f"/sim/{node}/data")) if n.isdigit())
+        if len(lines) < 2 or not lines[0].startswith(b"dataHigh=") or not data:
+            return None
+        start = disk.rng.choice(data)
+        buf = disk.read_at(Path(f"/sim/{node}/data/{start:020d}"), 0)
+        ends = [0, *(off + size for off, size in _records(buf, len(buf)))]
+        mark = start + disk.rng.choice(ends)
+        if not disk.stale_write(path, b"dataHigh=%020d\n" % mark + b"\n".join(lines[1:])):
+            return None
+        return {"file": path, "data_high": mark}
 
     def _damaged(self, node: str, kind: str, done: dict[str, Any] | None) -> dict[str, Any] | None:
         if done is not None:

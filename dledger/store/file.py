@@ -1564,7 +1564,9 @@ class FileLogStore:
             if rebuilt_from is None and have != want:
                 bad = next(j for j in range(0, len(want), unit) if have[j : j + unit] != want[j : j + unit])
                 rebuilt_from = (a + bad) // unit
-                behind = not any(have[bad:])
+                # zeros from there on: buffered records a kill lost, unless they are a committed
+                # entry's, which the checkpoint's sync made durable (then they were lost: damage)
+                behind = not any(have[bad:]) and rebuilt_from > self._committed
             elif rebuilt_from is not None and any(have):
                 behind = False
             if rebuilt_from is not None:
