@@ -402,11 +402,12 @@ class FileLogStore:
                     if pad:
                         seg = self._roll_over(seg, rel, pos)
                     # Buffered: written by flush_writes (the server calls it before any message
-                    # leaves), sync, reads and every _WBUF_MAX bytes; one pwritev per batch.
-                    if wb and (
-                        seg is not self._wbuf_seg or pos - seg.start != self._wbuf_off + self._wbuf_len
-                    ):
-                        self._write_pending()
+                    # leaves), sync, reads and every _WBUF_MAX bytes; one pwritev per batch. The
+                    # buffer always ends where the record goes: whatever moves that (a rollover, a
+                    # truncation, a reset) writes or drops the buffer first.
+                    assert not wb or (
+                        seg is self._wbuf_seg and pos - seg.start == self._wbuf_off + self._wbuf_len
+                    )
                     if not wb:
                         self._wbuf_seg, self._wbuf_off = seg, pos - seg.start
                     wb.append(head36 + _TAIL_PACK(chain, bcrc, n))
