@@ -1278,8 +1278,45 @@ class FileLogStore:
             self._scan_file(scan, files, fi, rep)
             if scan.cut is not None or scan.clean_end is not None:
                 break
+        if t is None and (first_start or scan.leading_gap) and len(self._pos) and scan.begin is not None:
+            self._check_first(scan, files, committed)
         rep.entries_checked = scan.n_checked
         return scan
+
+    def _check_first(self, scan: _Scan, files: list[tuple[int, Path, int]], committed: int) -> None:
+        """The first record of a log that begins after a compacted prefix or a reset's gap has no
+        chainCrc to check (the entry before it is gone), so a damaged term in its header (outside
+        bodyCrc) would pass: when it is committed, its index record (synced before the checkpoint
+        named it, see :meth:`save_checkpoint`) that names the same index and position must agree
+        with it, else the scan is cut before it (damage inside the committed prefix: repaired
+        from the peers, or refused). An index record of another position vouches for nothing
+        (the header's index may be the damaged field: not caught here)."""
+        begin = scan.begin
+        assert begin is not None
+        if begin > committed:
+            return
+        unit, isize = codec.INDEX_UNIT_SIZE, self.index_file_size
+        off = begin * unit
+        try:
+            rec = self._fs.read_at(self.index_dir / _name(off - off % isize), off % isize, unit)
+            indexed: tuple[int, ...] | None = codec.decode_index(rec)
+        except (OSError, struct.error):
+            indexed = None
+        pos = self._pos[0]
+        if indexed is None or indexed[1] != pos or indexed[3] != begin:
+            return
+        if indexed == (self._magic[0], pos, self._size[0], begin, self._terms[0]):
+            return
+        fi = (pos - files[0][0]) // self.data_file_size
+        scan.cut = (
+            fi,
+            files[fi][1],
+            pos - files[fi][0],
+            f"entry {begin}: header disagrees with its index record",
+        )
+        scan.clean_end, scan.last_fi, scan.end_pos, scan.prev_chain = None, fi, pos, None
+        for arr in (self._pos, self._size, self._terms, self._magic):
+            del arr[:]
 
     def _scan_file(
         self, scan: _Scan, files: list[tuple[int, Path, int]], fi: int, rep: RecoveryReport
