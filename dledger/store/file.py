@@ -1195,11 +1195,13 @@ class FileLogStore:
     def _salvage_files(self, files: list[tuple[int, Path, int]], lo: int, hi: int) -> int:
         """Before recovery cuts a damaged committed prefix at ``lo``: keep the entries ``lo..hi``
         whose records still pass every check of their own (index, term, pos, size, bodyCrc), found
-        through the index files, in :attr:`salvaged` (at most SALVAGE_MAX_ENTRIES), and after
-        ``hi`` the consecutive intact ones that follow (durable entries past the committed prefix).
+        through the index files or right after the entry kept before them, in :attr:`salvaged` (at
+        most SALVAGE_MAX_ENTRIES), and after ``hi`` the consecutive intact ones that follow
+        (durable entries past the committed prefix, whose index records need not be: the index is
+        fsynced only for committed entries, so these are found by reading on in the data).
         A damaged record does not take the intact ones after it down with it (issue 36 item 2).
         Returns the last index kept (``lo - 1`` when none)."""
-        isize, fsize, unit = self.index_file_size, self.data_file_size, codec.INDEX_UNIT_SIZE
+        isize = self.index_file_size
         index_files = {start: path for start, path, _ in self._list(self.index_dir, isize, "index")}
         data_files = {start: path for start, path, _ in files}
         prev_term = -1
@@ -1209,25 +1211,13 @@ class FileLogStore:
             i += 1
             if i > hi + 1 and last != i - 1:
                 break  # past the committed prefix: only an unbroken run of intact entries
-            off = i * unit
-            ipath = index_files.get(off - off % isize)
-            try:
-                rec = self._fs.read_at(ipath, off % isize, unit) if ipath is not None else b""
-                if len(rec) < unit:
-                    continue
-                magic, pos, size, idx, term = codec.INDEX_RECORD.unpack(rec)
-                dpath = data_files.get(pos - pos % fsize)
-                if idx != i or dpath is None or not _HEADER_SIZE <= size <= fsize:
-                    continue
-                buf = self._fs.read_at(dpath, pos % fsize, size)
-            except (OSError, struct.error):
-                continue
-            h, reason = codec.check_record(
-                buf, 0, abs_pos=pos, expect_index=i, min_term=max(prev_term, 0), prev_chain=None
-            )
-            if reason is None and h.term == term and h.size == size == len(buf) and h.magic == magic:
-                self.salvaged[i] = Entry(i, h.term, bytes(buf[_HEADER_SIZE:]), h.magic, pos, h.channel)
-                prev_term = h.term
+            e = self._salvage_indexed(index_files, data_files, i, prev_term)
+            if e is None and last == i - 1 and last >= lo:
+                kept = self.salvaged[last]
+                e = self._salvage_next(data_files, i, kept.pos + kept.size, prev_term)
+            if e is not None:
+                self.salvaged[i] = e
+                prev_term = e.term
                 last = i
         if self.salvaged:
             log.warning(
@@ -1239,6 +1229,61 @@ class FileLogStore:
                 last,
             )
         return last
+
+    def _salvage_indexed(
+        self, index_files: dict[int, Path], data_files: dict[int, Path], i: int, prev_term: int
+    ) -> Entry | None:
+        """Entry ``i`` where its index record says, if that record and the entry's own pass every
+        check (see :meth:`_salvage_files`); else None."""
+        isize, fsize, unit = self.index_file_size, self.data_file_size, codec.INDEX_UNIT_SIZE
+        off = i * unit
+        ipath = index_files.get(off - off % isize)
+        try:
+            rec = self._fs.read_at(ipath, off % isize, unit) if ipath is not None else b""
+            if len(rec) < unit:
+                return None
+            magic, pos, size, idx, term = codec.INDEX_RECORD.unpack(rec)
+            dpath = data_files.get(pos - pos % fsize)
+            if idx != i or dpath is None or not _HEADER_SIZE <= size <= fsize:
+                return None
+            buf = self._fs.read_at(dpath, pos % fsize, size)
+        except (OSError, struct.error):
+            return None
+        h, reason = codec.check_record(
+            buf, 0, abs_pos=pos, expect_index=i, min_term=max(prev_term, 0), prev_chain=None
+        )
+        if reason is None and h.term == term and h.size == size == len(buf) and h.magic == magic:
+            return Entry(i, h.term, bytes(buf[_HEADER_SIZE:]), h.magic, pos, h.channel)
+        return None
+
+    def _salvage_next(self, data_files: dict[int, Path], i: int, pos: int, prev_term: int) -> Entry | None:
+        """Entry ``i`` read at data position ``pos`` (right after the entry before it), or at the
+        start of the next data file when blank padding or too little room is there, if it passes
+        every check of its own; else None."""
+        fsize = self.data_file_size
+        for _ in range(2):
+            rel = pos % fsize
+            dpath = data_files.get(pos - rel)
+            if dpath is None:
+                return None
+            try:
+                head = self._fs.read_at(dpath, rel, _HEADER_SIZE)
+                if fsize - rel < _HEADER_SIZE + _MIN_BLANK or head[:4] == b"\xff\xff\xff\xff":
+                    pos += fsize - rel  # the file ends in padding: the record starts the next one
+                    continue
+                size = codec.decode_header(head).size
+                if not _HEADER_SIZE <= size <= fsize - rel:
+                    return None
+                buf = self._fs.read_at(dpath, rel, size)
+            except (OSError, struct.error):
+                return None
+            h, reason = codec.check_record(
+                buf, 0, abs_pos=pos, expect_index=i, min_term=max(prev_term, 0), prev_chain=None
+            )
+            if reason is None and h.size == len(buf):
+                return Entry(i, h.term, bytes(buf[_HEADER_SIZE:]), h.magic, pos, h.channel)
+            return None
+        return None
 
     def _recover_empty(self, rep: RecoveryReport, committed: int) -> None:
         """Recovery without data files: a new store, unless the checkpoint saw committed entries."""
