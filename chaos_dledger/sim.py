@@ -245,6 +245,32 @@ RESTARTED_LEADER_MS = (200, 1000, 3000)  # a restarted member is asked to lead t
 # row (the second finds one running), or naming no member of the group
 TRANSFER_ASKS = ("leader",) * 6 + ("follower", "stale-term", "twice", "unknown-member")
 GRACEFUL_STOP = 0.25  # the share of kills that are a clean stop (SIGTERM) instead of a crash
+# a storage fault's damage to committed data (dledger.sim.DAMAGE_KINDS' first six, the nemesis
+# stream's choice as before), and, drawn from a stream of their own so that those stay as they
+# were, the later shapes: with probability ALSO_DAMAGE the same member's index (a lost or
+# misdirected page, a lost extent or file) or high-water marker (a flipped bit, an older mark) too
+DATA_DAMAGE = (
+    "flip-header",
+    "flip-body",
+    "lost-write",
+    "misdirected-write",
+    "lost-extent",
+    "flip-index",
+)
+LATER_DAMAGE = (
+    "lost-index-write",
+    "misdirected-index-write",
+    "lost-index-extent",
+    "lost-index-file",
+    "flip-highwater",
+    "stale-highwater",
+)
+ALSO_DAMAGE = 0.5
+# disk-error's kinds as the nemesis stream draws them (dledger.sim.DISK_ERRORS' first three), and
+# the share of "full" that is a disk filling up instead (a write cut short, then ENOSPC), drawn
+# from the later stream
+FIRST_DISK_ERRORS = ("full", "fsync", "read")
+FILLING = 0.5
 # the world's rarer settings, drawn per seed: a preferred leader (--preferred-leader: the leader
 # hands leadership to it whenever it can), DLedger's --flush async (acknowledgements before the
 # fsync: only without crashes, which it does not survive by design) and a stray client
@@ -253,7 +279,7 @@ FLUSH_ASYNC = 0.25
 STRAY_CLIENT = 0.25
 STRAY_EVERY_MS = 300  # its mean think time
 # the swarm's share of seeds on the in-memory store (the server's --memory mode: dledger.sim's
-# SimLogStore over dledger.store's MemoryLogStore), drawn with the later kinds
+# SimLogStore), drawn with the later kinds
 MEMORY_DISK = 1 / 8
 # the kinds that crash a member (or all): --flush async is drawn only for seeds without them
 _CRASHING = (
@@ -438,6 +464,8 @@ class SimRun:
         # the later draws of the nemesis (how a kill stops, how a transfer is asked): a stream of
         # their own, so that the older draws of every seed stay as they were
         self.extra_rng = random.Random(f"nemesis-extra-{opts.seed}")
+        # and the storage faults' and disk errors' later shapes (see LATER_DAMAGE, FILLING)
+        self.later_rng = random.Random(f"nemesis-later-{opts.seed}")
         self.stray_rng = random.Random(f"stray-{opts.seed}")
         self._stray_n = 0
         self.writer = HistoryWriter(history_path)
@@ -896,10 +924,11 @@ class SimRun:
                 graceful = kind == "restart"
             return kind, {"victims": victims, "damage": damage, "graceful": graceful}
         if kind == "storage":  # a down member's committed data damaged; restarted on stop
-            from dledger.sim import DAMAGE_KINDS
-
             v = rng.choice(sim.ids)
-            return kind, {"victims": [v], "damage": {"node": v, "kind": rng.choice(DAMAGE_KINDS)}}
+            damage = {"node": v, "kind": rng.choice(DATA_DAMAGE)}
+            if self.later_rng.random() < ALSO_DAMAGE:  # and its index or high-water marker
+                damage["also"] = self.later_rng.choice(LATER_DAMAGE)
+            return kind, {"victims": [v], "damage": damage}
         if kind in ("kill-in-sync", "power-in-sync"):
             return kind, {
                 "node": rng.choice([*sim.ids, "*"]),
@@ -923,11 +952,12 @@ class SimRun:
             policy = rng.choice(TRANSFER_TARGETS)
             ask = self.extra_rng.choice(TRANSFER_ASKS)
             return kind, {"to": self._transfer_target(leader, policy), "policy": policy, "ask": ask}
-        if kind == "disk-error":  # one member's disk: full, failing its fsyncs, or its reads
-            from dledger.sim import DISK_ERRORS
-
+        if kind == "disk-error":  # one member's disk: full (or filling up), failing its fsyncs or reads
             who = leader if leader is not None and rng.random() < 0.5 else rng.choice(sim.ids)
-            return kind, {"node": who, "error": rng.choice(DISK_ERRORS)}
+            error = rng.choice(FIRST_DISK_ERRORS)
+            if error == "full" and self.later_rng.random() < FILLING:
+                error = "filling"
+            return kind, {"node": who, "error": error}
         if kind in ("clog", "link-delay"):  # one member's sending side, receiving side or both
             who = self._gray_target(leader)
             side = rng.choice(["send", "recv", "both"])
@@ -1045,14 +1075,9 @@ class SimRun:
                 self.queued.pop(v, None)  # requests waiting at a killed member are gone
             self.faults[fid] = params["victims"]
             self._nemesis("start-kill", sorted(params["victims"]))
-            if damage:
-                done = sim.damage(damage["node"], damage["kind"], below)
-                if done is not None:
-                    self.damaged.add(damage["node"])
-                    self._nemesis(
-                        "bitflip" if damage["kind"].startswith("flip") else "storage-fault",
-                        {"node": damage["node"], **done},
-                    )
+            for how in (damage["kind"], damage.get("also")) if damage else ():
+                if how is not None:
+                    self._inflict(damage["node"], how, below)
         elif kind in ("kill-in-sync", "power-in-sync"):
             self.faults[fid] = {"armed": params, "victims": []}
             self.sync_armed = {"fid": fid, "power": kind == "power-in-sync", **params}
@@ -1094,6 +1119,14 @@ class SimRun:
             sim.fail_disk(params["node"], params["error"])
             self.faults[fid] = params
             self._nemesis("start-disk-error", params)
+
+    def _inflict(self, node: str, kind: str, below: int) -> None:
+        """Storage fault ``kind`` on down member ``node`` below data position ``below``
+        (``Sim.damage``), recorded in the history when there was something to damage."""
+        done = self.sim.damage(node, kind, below)
+        if done is not None:
+            self.damaged.add(node)
+            self._nemesis("bitflip" if kind.startswith("flip") else "storage-fault", {"node": node, **done})
 
     def _may_damage(self, node: str) -> bool:
         """Storage faults stay on a minority of members (TigerBeetle's ClusterFaultAtlas), so a

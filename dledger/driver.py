@@ -304,9 +304,7 @@ class Driver:
         core = self.core
         for _ in range(8):
             rd = core.ready(now)
-            if rd.entries or rd.cut_after is not None or rd.log_restart is not None:
-                self._write_log(rd)
-            self.store.flush_writes()  # appended records reach the OS before anyone hears of them
+            self._write_log(rd)
             if rd.hard_state is not None:
                 self.hard.save(*rd.hard_state)
             if self.flush == "sync":
@@ -383,25 +381,35 @@ class Driver:
         return True
 
     def _write_log(self, rd: Ready) -> None:
-        """:func:`write_log`, then ``Core.advance``; a refused write goes to :meth:`_store_failed`."""
+        """:func:`write_log` of ``rd``'s log writes, the store's buffered records handed to the OS
+        (before anyone hears of them: a message of ``rd`` may name them), then ``Core.advance``. A
+        refused write or hand-over goes to :meth:`_store_failed`."""
+        writes = bool(rd.entries) or rd.cut_after is not None or rd.log_restart is not None
         try:
-            write_log(self.store, rd)
+            if writes:
+                write_log(self.store, rd)
+            self.store.flush_writes()
         except StoreError as e:
-            self._store_failed(e, "log write", rd)
+            self._store_failed(e, "log write", rd, writes=writes)
             return
-        self.core.advance()
+        if writes:
+            self.core.advance()
 
-    def _store_failed(self, e: StoreError, what: str, rd: Ready | None = None) -> None:
+    def _store_failed(
+        self, e: StoreError, what: str, rd: Ready | None = None, *, writes: bool = True
+    ) -> None:
         """The one place a StoreError under the core is mapped. It is logged; for the log writes
-        of ``rd``: the core takes the store's log as its own (``Core.on_write_failed``), the
-        Ready's push answers become DISK_ERROR (they may acknowledge entries the store does not
-        hold), a snapshot whose log restart failed is not loaded, and proposals the store lost are
-        answered DISK_ERROR."""
+        of ``rd``: the core takes the store's log as its own (``Core.on_write_failed``; not when
+        ``writes`` is False: ``rd`` wrote nothing, only handing earlier records to the OS failed),
+        the Ready's push answers become DISK_ERROR (they may acknowledge entries the store does
+        not hold, or holds unwritten), a snapshot whose log restart failed is not loaded, and
+        proposals the store lost are answered DISK_ERROR."""
         log.error("%s: %s failed: %s", self.core.id, what, e)
         if rd is None:
             return
         store = self.store
-        self.core.on_write_failed()
+        if writes:
+            self.core.on_write_failed()
         begin, end = store.begin_index, store.end_index
         rd.messages = [
             dataclasses.replace(m, code=Code.DISK_ERROR, begin_index=begin, end_index=end)

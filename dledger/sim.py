@@ -68,7 +68,7 @@ from dledger.protocol import (
 from dledger.simdisk import PAGE, SimDisk
 from dledger.snapshot import SnapshotStore
 from dledger.statemachine import StateMachine, decode_kv
-from dledger.store import CorruptionError, Entry, MemoryLogStore, StoreError, codec
+from dledger.store import CorruptionError, Entry, StoreError, codec
 from dledger.store.file import FileLogStore
 from dledger.store.hardstate import HardState
 
@@ -88,7 +88,9 @@ PAUSE_POINTS = ("heartbeat-round", "vote-round", "follower-ack", "any")
 RELEASE_ORDERS = ("fifo", "reverse", "shuffle", "newest-first-per-sender")
 # storage faults (Sim.damage): in a committed data segment, a bit flipped in a record's header or
 # body, a lost or misdirected page write, the file's tail lost (an extent gone: the file ends short
-# of its size); in the index, a bit flipped in a committed entry's index record
+# of its size); in the index, a bit flipped in a committed entry's index record, a lost or
+# misdirected page write, a lost extent, the whole file lost; the high-water marker with a bit
+# flipped or an older (lower) mark left by a lost write
 DAMAGE_KINDS = (
     "flip-header",
     "flip-body",
@@ -96,7 +98,15 @@ DAMAGE_KINDS = (
     "misdirected-write",
     "lost-extent",
     "flip-index",
+    "lost-index-write",
+    "misdirected-index-write",
+    "lost-index-extent",
+    "lost-index-file",
+    "flip-highwater",
+    "stale-highwater",
 )
+INDEX_DAMAGE = ("lost-index-write", "misdirected-index-write", "lost-index-extent", "lost-index-file")
+HIGHWATER_DAMAGE = ("flip-highwater", "stale-highwater")
 STATS = (
     "elections",
     "truncations",
@@ -126,24 +136,54 @@ STATS = (
     "leaderless_repairs",
     "expired_requests",
 )
-DISK_ERRORS = ("full", "fsync", "read")  # SimDisk.failing: what a sick disk does (Sim.fail_disk)
+DISK_ERRORS = ("full", "fsync", "read", "filling")  # SimDisk.failing: what a sick disk does (Sim.fail_disk)
+FILLING_ROOM = 3 * PAGE  # "filling": the most room a disk has left when it starts to fill up
 MAX_WAIT_ACK_MS = 2500  # the server's --max-wait-ack-ms (DLedger maxWaitAckTimeMs): a waiter's deadline
 REPAIR_EVERY_MS = 200  # the server's leaderless repair loop (dledger.server's _repairer) runs this often
 REPAIR_FETCH = 64  # and fetches at most this many committed entries from a peer at a time
 
 
-class SimLogStore(MemoryLogStore):
-    """MemoryLogStore with the whole :class:`~dledger.store.RuntimeLogStore` interface; ``crash()``
-    drops what was appended after the last ``sync()``."""
+class SimLogStore:
+    """An in-memory :class:`~dledger.store.RuntimeLogStore` (DLedger's MemoryStore): what the
+    server's ``--memory`` mode and the simulator's memory disk run, and the store tests' model.
+    ``pos`` is computed as in the file store without padding (the running sum of record sizes);
+    ``crash()`` drops what was appended after the last ``sync()``."""
 
     def __init__(self) -> None:
-        super().__init__()
+        self._entries: list[Entry] = []
+        self._begin = 0
+        self._next_pos = 0
         self._base_term = -1
+        self.synced_index = -1
         self.checkpoint = -1
+
+    @property
+    def begin_index(self) -> int:
+        return self._begin
+
+    @property
+    def end_index(self) -> int:
+        return self._begin + len(self._entries) - 1
 
     @property
     def end_term(self) -> int:
         return self._entries[-1].term if self._entries else self._base_term
+
+    def append(self, entry: Entry) -> Entry:
+        if entry.index != self._begin + len(self._entries):
+            raise StoreError(f"append at index {entry.index}, expected {self.end_index + 1}")
+        if entry.pos >= 0 and entry.pos != self._next_pos:
+            raise StoreError(f"append at pos {entry.pos}, expected {self._next_pos}")
+        stored = Entry(entry.index, entry.term, entry.body, entry.magic, self._next_pos, entry.channel)
+        self._entries.append(stored)
+        self._next_pos += stored.size
+        return stored
+
+    def get(self, index: int) -> Entry:
+        k = index - self._begin
+        if k < 0 or k >= len(self._entries):
+            raise IndexError(f"index {index} outside [{self._begin}, {self.end_index}]")
+        return self._entries[k]
 
     def term_at(self, index: int) -> int:
         k = index - self._begin
@@ -151,7 +191,14 @@ class SimLogStore(MemoryLogStore):
             return self._entries[k].term
         if k == -1:
             return self._base_term
-        return super().term_at(index)
+        raise IndexError(f"index {index} outside [{self._begin}, {self.end_index}]")
+
+    def sync(self) -> int:
+        self.synced_index = self.end_index
+        return self.synced_index
+
+    def close(self) -> None:
+        pass
 
     def compact_prefix(self, index: int) -> int:
         """Drop entries before ``index``; return the new begin index."""
@@ -643,12 +690,17 @@ class Sim:
 
     def fail_disk(self, node: str, how: str) -> None:
         """From now on ``node``'s disk fails calls (one of :data:`DISK_ERRORS`): ``full`` refuses
-        every write and file growth with ENOSPC, ``fsync`` fails every fsync with EIO, ``read``
-        fails a share of the member's reads with EIO. The member's code handles each as the server
-        does (a refused log write is answered DISK_ERROR, a failed fsync stops the member, ...)."""
+        every write and file growth with ENOSPC, ``filling`` lets writes take up to
+        :data:`FILLING_ROOM` bytes more (a longer one is cut short) and then refuses them as
+        ``full``, ``fsync`` fails every fsync with EIO, ``read`` fails a share of the member's
+        reads with EIO. The member's code handles each as the server does (a refused log write is
+        answered DISK_ERROR, a failed fsync stops the member, ...)."""
         if how not in DISK_ERRORS:
             raise ValueError(f"disk error {how!r}: expected one of {DISK_ERRORS}")
-        self.disks[node].failing = how
+        disk = self.disks[node]
+        if how == "filling":
+            disk.room = disk.rng.randrange(FILLING_ROOM)
+        disk.failing = how
         self.failing_disks.add(node)
 
     def unfail_disk(self, node: str) -> None:
@@ -1263,6 +1315,10 @@ class Sim:
         disk = self.disks[node]
         if kind == "flip-index":
             return self._damaged(node, kind, self._flip_index(node, below))
+        if kind in INDEX_DAMAGE:
+            return self._damaged(node, kind, self._damage_index(node, kind))
+        if kind in HIGHWATER_DAMAGE:
+            return self._damaged(node, kind, self._damage_highwater(node, kind))
         held = sorted(
             int(name)
             for name, _ in disk.list_files(Path(f"/sim/{node}/data"))
@@ -1321,6 +1377,57 @@ class Sim:
         path = f"/sim/{node}/index/{start:020d}"
         at = disk.flip_bit_in(path, 0, min(limit - start, FILE_INDEX_SIZE))
         return None if at is None else {"file": path, "offset": at}
+
+    def _damage_index(self, node: str, kind: str) -> dict[str, Any] | None:
+        """A page or extent fault, or the loss, of an index file holding committed entries' records
+        (the index is rebuilt from the data: recovery must notice, never trust it)."""
+        disk = self.disks[node]
+        limit = (self._down_committed.get(node, -1) + 1) * codec.INDEX_UNIT_SIZE
+        held = sorted(
+            int(name)
+            for name, _ in disk.list_files(Path(f"/sim/{node}/index"))
+            if name.isdigit() and int(name) < limit
+        )
+        if not held:
+            return None
+        start = disk.rng.choice(held)
+        path = f"/sim/{node}/index/{start:020d}"
+        below = min(limit - start, FILE_INDEX_SIZE)
+        if kind == "lost-index-file":
+            return {"file": path} if disk.lose_file(path) else None
+        if kind == "lost-index-extent":
+            page = disk.lose_tail(path, below)
+            return None if page is None else {"file": path, "from_page": page}
+        if kind == "lost-index-write":
+            page = disk.lose_page(path, below)
+            return None if page is None else {"file": path, "page": page}
+        pq = disk.misdirect_page(path, below)
+        return None if pq is None else {"file": path, "page": pq[0], "landed_on": pq[1]}
+
+    def _damage_highwater(self, node: str, kind: str) -> dict[str, Any] | None:
+        """The high-water marker (``dledger.store.file``'s ``highwater``): a bit flipped, or an older
+        data mark left by a lost write, at a record boundary of a random data file (recovery's
+        bounded read must not take it for the end of the log)."""
+        disk = self.disks[node]
+        path = f"/sim/{node}/highwater"
+        try:
+            text = disk.read_at(Path(path), 0)
+        except FileNotFoundError:
+            return None
+        if kind == "flip-highwater":
+            at = disk.flip_bit_in(path, 0, len(text))
+            return None if at is None else {"file": path, "offset": at}
+        lines = text.split(b"\n")
+        data = sorted(int(n) for n, _ in disk.list_files(Path(f"/sim/{node}/data")) if n.isdigit())
+        if len(lines) < 2 or not lines[0].startswith(b"dataHigh=") or not data:
+            return None
+        start = disk.rng.choice(data)
+        buf = disk.read_at(Path(f"/sim/{node}/data/{start:020d}"), 0)
+        ends = [0, *(off + size for off, size in _records(buf, len(buf)))]
+        mark = start + disk.rng.choice(ends)
+        if not disk.stale_write(path, b"dataHigh=%020d\n" % mark + b"\n".join(lines[1:])):
+            return None
+        return {"file": path, "data_high": mark}
 
     def _damaged(self, node: str, kind: str, done: dict[str, Any] | None) -> dict[str, Any] | None:
         if done is not None:

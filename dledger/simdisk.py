@@ -9,7 +9,9 @@ renamed but whose directory was not synced disappears in a crash, as on ext4 wit
 the given probability, lets a prefix of the last unsynced write reach the disk (a torn write);
 :meth:`SimDisk.flip_bit` corrupts one durable bit. ``SimDisk.failing`` makes calls fail as a sick disk's
 do (``full``: ENOSPC on every write and file growth, as on a full file system, where creating an
-empty file still works; ``fsync``: EIO on fsync; ``read``: EIO on a
+empty file still works; ``filling``: the file system fills up, so writes take the ``room`` bytes
+left (a write longer than that is cut short and returns its short count, as write(2) does) and
+then fail as on a full one; ``fsync``: EIO on fsync; ``read``: EIO on a
 share of the reads made while ``io_live`` is set, i.e. by the member's own code, not by the
 simulation's checks). Faults follow FoundationDB's
 ``AsyncFileNonDurable`` and TigerBeetle's simulated storage (see ../shared/reference/simulation.md).
@@ -145,8 +147,9 @@ class SimDisk:
         self.reordered = 0  # crashes that kept an out-of-order subset of a file's unsynced pages
         self.lost = 0  # lost page writes so far
         self.misdirected = 0  # misdirected page writes so far
-        # a disk error in effect (see the module docstring): None, "full", "fsync" or "read"
+        # a disk error in effect (see the module docstring): None, "full", "filling", "fsync" or "read"
         self.failing: str | None = None
+        self.room = 0  # failing == "filling": bytes writes may still take
         self.io_live = False  # the member's code is running (reads may fail under "read")
         self.errors = 0  # calls failed so far
 
@@ -155,8 +158,18 @@ class SimDisk:
         raise OSError(code, f"{msg} (simulated: {call})")
 
     def _full(self, call: str) -> None:
-        if self.failing == "full":
+        if self.failing == "full" or (self.failing == "filling" and self.room <= 0):
             self._fail(call, errno.ENOSPC, "No space left on device")
+
+    def _take_room(self, call: str, n: int) -> int:
+        """How many of ``n`` bytes a write may take (ENOSPC when none): all of them, or under
+        ``filling`` what room is left."""
+        self._full(call)
+        if self.failing != "filling":
+            return n
+        n = min(n, self.room)
+        self.room -= n
+        return n
 
     def _read_error(self, call: str) -> None:
         if self.failing == "read" and self.io_live and self.rng.random() < READ_ERROR_SHARE:
@@ -260,6 +273,27 @@ class SimDisk:
         self.misdirected += 1
         return p, q
 
+    def lose_file(self, path: str) -> bool:
+        """A lost file: ``path``'s name is gone (a file system repair dropped its directory entry);
+        False when there is no such file."""
+        if self._durable_names.pop(path, None) is None:
+            return False
+        self._names.pop(path, None)
+        self.lost += 1
+        return True
+
+    def stale_write(self, path: str, data: bytes) -> bool:
+        """A lost write that left an older version: ``path``'s durable bytes from offset 0 become
+        ``data`` (what it held before); False when there is no such file."""
+        ino = self._durable_names.get(path)
+        if ino is None:
+            return False
+        ino.write(0, data, durable=True)
+        ino.pages = dict(ino.dpages)
+        ino.size = ino.dsize
+        self.lost += 1
+        return True
+
     # ------------------------------------------------------------ FileSystem
 
     def _ino(self, fd: int) -> _Inode:
@@ -294,22 +328,20 @@ class SimDisk:
 
     def pwrite(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> int:
         ino = self._ino(fd)
-        if self.failing:
-            self._full("pwrite")
-        ino.write(offset, bytes(data))
-        return len(data)
+        n = self._take_room("pwrite", len(data)) if self.failing else len(data)
+        ino.write(offset, bytes(data[:n]))
+        return n
 
     def pwritev(self, fd: int, buffers: Sequence[bytes], offset: int) -> int:
         return self.pwrite(fd, b"".join(buffers), offset)
 
     def write(self, fd: int, data: bytes | memoryview) -> int:
         ino = self._ino(fd)
-        if self.failing:
-            self._full("write")
+        n = self._take_room("write", len(data)) if self.failing else len(data)
         pos = self._fds[fd][1]
-        ino.write(pos[0], bytes(data))
-        pos[0] += len(data)
-        return len(data)
+        ino.write(pos[0], bytes(data[:n]))
+        pos[0] += n
+        return n
 
     def fsync(self, fd: int) -> None:
         ino = self._ino(fd)

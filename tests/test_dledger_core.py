@@ -16,14 +16,14 @@ from dledger.protocol import (
     VoteResponse,
     VoteResult,
 )
-from dledger.sim import LogStateMachine, Sim
-from dledger.store import Entry, MemoryLogStore
+from dledger.sim import LogStateMachine, Sim, SimLogStore
+from dledger.store import Entry
 
 PEERS = ["n0", "n1", "n2"]
 
 
 def core_with(terms: list[int], term: int = 0, vote: str | None = None, self_id: str = "n0") -> Core:
-    st = MemoryLogStore()
+    st = SimLogStore()
     for i, t in enumerate(terms):
         st.append(Entry(i, t, f"e{i}".encode()))
     return Core(CoreConfig(self_id=self_id, peers=PEERS), st, term=term, vote_for=vote)
@@ -611,7 +611,7 @@ def test_leader_ignores_the_answer_to_an_earlier_compare() -> None:
 # ---------------------------------------------------------------- the core only reads its store (issue 22)
 
 
-class ReadOnlyStore(MemoryLogStore):
+class ReadOnlyStore(SimLogStore):
     """A store the core may read; any write from it fails the test."""
 
     writable = False
@@ -875,3 +875,39 @@ def test_a_leader_elected_right_after_a_snapshot_install_is_not_ready_for_reads(
     c = Core(CoreConfig(self_id="n0", peers=PEERS), st, term=3, commit_index=143)
     c.role, c.leader_id, c.term = Role.LEADER, "n0", 3
     assert c.read_index(1, 0) == Code.LEADER_NOT_READY
+
+
+def test_a_refused_hand_over_of_buffered_records_answers_disk_error_and_the_member_goes_on() -> None:
+    """The records a push appended are buffered; the disk refuses to take them (full): the push is
+    answered DISK_ERROR, as for a refused append, and the member keeps running (before, the error
+    left the Ready loop and stopped it). Once the disk has room the next write takes them."""
+    from dledger.protocol import PushResponse as Resp
+
+    sim = Sim(3, 2, disk="file", flush="async")
+    assert sim.run(3000, lambda: sim.leader() is not None)
+    ld = sim.leader()
+    assert ld is not None
+    sim.propose(b"v0")
+    assert sim.run(1000, lambda: all(c.commit_index == sim.stores[ld].end_index for c in sim.nodes.values()))
+    follower = next(i for i in sim.ids if i != ld)
+    answers: list[Resp] = []
+
+    def record(m: object) -> bool:  # the follower's push answers, all delivered
+        if isinstance(m, Resp) and m.src == follower:
+            answers.append(m)
+        return False
+
+    sim.drop = record
+    sim.fail_disk(follower, "full")
+    sim.propose(b"v1")
+    sim.run(50)
+    assert answers and Code.DISK_ERROR in {a.code for a in answers}
+    assert follower in sim.nodes and not sim.store_stopped and sim.disks[follower].errors > 0
+    sim.unfail_disk(follower)
+    sim.propose(b"v2")
+    end = sim.stores[ld].end_index
+    assert sim.run(3000, lambda: answers[-1].code == Code.SUCCESS and answers[-1].end_index == end)
+    sim.stop(follower)  # a clean stop syncs: the records the disk refused at first are written now
+    sim.start(follower)
+    assert sim.stores[follower].end_index == end
+    sim.check_all()

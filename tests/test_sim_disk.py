@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
+from store_records import next_pos
 
 from dledger.simdisk import SimDisk
 from dledger.store import CorruptionError, Entry, StoreError
@@ -66,7 +67,7 @@ def test_a_flipped_bit_in_the_committed_prefix_stops_the_store() -> None:
     fill(st, 0, 20)
     st.sync()
     st.save_checkpoint(19)
-    end = st.next_pos
+    end = next_pos(st)
     disk.crash()
     assert disk.flip_bit(str(DIR / "data"), below=end) is not None
     with pytest.raises((CorruptionError, StoreError)):

@@ -7,12 +7,26 @@ client's requests the server refuses or aborts."""
 
 from __future__ import annotations
 
+import errno
+import os
 import random
+from pathlib import Path
 from typing import Any
 
-from chaos_dledger.sim import SimOptions, draw_mix, run_seed, stray_request
+import pytest
+
+from chaos_dledger.sim import (
+    DATA_DAMAGE,
+    FIRST_DISK_ERRORS,
+    LATER_DAMAGE,
+    SimOptions,
+    draw_mix,
+    run_seed,
+    stray_request,
+)
 from dledger.protocol import Code
-from dledger.sim import DISK_ERRORS, MAX_WAIT_ACK_MS, Sim
+from dledger.sim import DAMAGE_KINDS, DISK_ERRORS, HIGHWATER_DAMAGE, INDEX_DAMAGE, MAX_WAIT_ACK_MS, Sim
+from dledger.simdisk import SimDisk
 from dledger.statemachine import KVStateMachine, encode_kv
 
 
@@ -78,7 +92,7 @@ def test_read_errors_answer_a_get_disk_error_and_only_the_member_s_own_reads_fai
     codes = {sim.get(follower, i)[0] for i in range(0, 40) if follower in sim.nodes}
     assert Code.DISK_ERROR in codes
     sim.check_all()  # the simulation's own checks read through: unaffected
-    assert set(DISK_ERRORS) == {"full", "fsync", "read"}
+    assert set(DISK_ERRORS) == {"full", "fsync", "read", "filling"}
 
 
 def test_a_clean_stop_syncs_checkpoints_and_closes_so_a_restart_keeps_everything() -> None:
@@ -144,6 +158,51 @@ def test_storage_faults_reach_any_committed_segment_and_the_index() -> None:
         assert sim.logs()[victim] == sim.logs()[ld]
 
 
+@pytest.mark.parametrize("kind", [*INDEX_DAMAGE, *HIGHWATER_DAMAGE])
+def test_index_and_high_water_faults_are_noticed_and_lose_nothing(kind: str) -> None:
+    """The index and the high-water marker are derived from the data: a damaged or lost index file
+    or a wrong marker must never cost a durable entry (a marker at a record boundary below the
+    data once did); the member restarts with its whole log, which agrees with the leader's."""
+    sim = Sim(3, seed=12, disk="file", data_file_size=4096)
+    ld = _leader(sim)
+    _fill(sim, 300)
+    victim = next(i for i in sim.ids if i != ld)
+    below, end = sim.committed_bytes(victim), sim.stores[victim].end_index
+    sim.crash(victim)
+    done = sim.damage(victim, kind, below)
+    assert done is not None and done["kind"] == kind
+    sim.start(victim)
+    rec = sim.stores[victim].recovery
+    assert sim.stores[victim].end_index >= end and rec.cut_reason is None and rec.repair_to == -1
+    if kind in INDEX_DAMAGE:
+        assert rec.index_rebuilt_from is not None and not rec.index_behind
+    sim.run(3_000)
+    sim.check_all()
+    assert sim.logs()[victim] == sim.logs()[ld]
+
+
+def test_a_disk_filling_up_cuts_a_write_short_and_then_refuses_every_one() -> None:
+    disk = SimDisk(random.Random(1))
+    fd = disk.open(Path("/f"), os.O_RDWR | os.O_CREAT)
+    disk.failing, disk.room = "filling", 100
+    assert disk.pwrite(fd, b"x" * 60, 0) == 60 and disk.pwritev(fd, [b"y" * 30, b"z" * 30], 60) == 40
+    with pytest.raises(OSError) as err:
+        disk.pwrite(fd, b"w", 100)
+    assert (
+        err.value.errno == errno.ENOSPC and disk.read_at(Path("/f"), 0) == b"x" * 60 + b"y" * 30 + b"z" * 10
+    )
+    sim = Sim(3, seed=4, disk="file", data_file_size=4096)  # the store finishes a short write, then stops
+    ld = _leader(sim)
+    _fill(sim, 20)
+    sim.fail_disk(ld, "filling")
+    _fill(sim, 300)  # more than the room left (FILLING_ROOM at most)
+    assert ld in sim.store_stopped and sim.disks[ld].errors > 0
+    sim.unfail_disk(ld)
+    sim.start(ld)
+    sim.run(3_000)
+    sim.check_all()
+
+
 def test_each_member_may_have_a_disk_of_its_own_latency() -> None:
     sim = Sim(3, seed=11, disk="file")
     sim.disk_latency = {"s1": (30, 30), "s2": (0, 0), "s3": (0, 0)}
@@ -198,6 +257,9 @@ def test_the_swarm_s_later_draws_leave_the_older_kinds_of_a_mix_as_they_were() -
         mix = draw_mix(seed)
         older = [k for k in mix["nemesis"] if k not in SWARM_LATER]
         assert (mix["workload"], older, mix["time_limit"]) == (workload, kinds, limit)
+    # the storage faults' and disk errors' later shapes come after the older ones, which the
+    # nemesis stream draws as before
+    assert DATA_DAMAGE + LATER_DAMAGE == DAMAGE_KINDS and (*FIRST_DISK_ERRORS, "filling") == DISK_ERRORS
     seeds = [draw_mix(s) for s in range(400)]
     assert any("disk-error" in m["nemesis"] for m in seeds)
     assert {m["disk"] for m in seeds} == {"file", "memory"}

@@ -3,11 +3,16 @@ sync, reads, close(sync=False) and truncation, and one pwritev covers a batch.""
 
 from __future__ import annotations
 
+import errno
 import os
+import random
 from collections.abc import Sequence
 from pathlib import Path
 
-from dledger.store import Entry
+import pytest
+
+from dledger.simdisk import SimDisk
+from dledger.store import Entry, StoreError
 from dledger.store.file import FileLogStore
 from dledger.store.fs import OsFileSystem
 
@@ -59,4 +64,77 @@ def test_one_pwritev_per_batch(tmp_path: Path) -> None:
     s.close()
     r = FileLogStore(tmp_path)
     assert r.end_index == 99 and r.recovery.clean
+    r.close()
+
+
+def test_a_refused_write_keeps_the_records_for_the_next_one() -> None:
+    """A buffered write the disk refuses (ENOSPC) leaves the records in the buffer, which end_index
+    still counts: no sync calls them durable before they were written, and once the disk has room
+    the next sync writes them (before, the buffer was dropped and the sync claimed them)."""
+    disk = SimDisk(random.Random(1))
+    s = FileLogStore(Path("/m"), fs=disk)
+    for i in range(3):
+        s.append(Entry(i, 1, b"v%d" % i))
+    disk.failing = "full"
+    with pytest.raises(StoreError):
+        s.flush_writes()
+    with pytest.raises(StoreError):
+        s.sync()
+    assert (s.end_index, s.synced_index) == (2, -1)
+    disk.failing = None
+    assert s.sync() == 2
+    assert s.save_checkpoint(2) == 2
+    disk.crash()  # power loss: only what was fsynced is left
+    r = FileLogStore(Path("/m"), fs=disk)
+    assert r.end_index == 2 and [r.get(i).body for i in range(3)] == [b"v0", b"v1", b"v2"]
+    assert r.recovery.cut_reason is None
+
+
+def test_a_write_refused_inside_append_keeps_the_earlier_records() -> None:
+    """The entry whose write failed is not appended, the ones before it stay (buffered, counted):
+    a segment rollover flushes the buffer first, and the disk refuses it."""
+    disk = SimDisk(random.Random(2))
+    s = FileLogStore(Path("/m"), fs=disk, data_file_size=4096)
+    i = 0
+    while s.get(i - 1).pos + 2 * (48 + 500) + 8 <= 4096 if i else True:
+        s.append(Entry(i, 1, b"%03d" % i + b"x" * 497))
+        i += 1
+    disk.failing = "full"
+    with pytest.raises(StoreError):
+        s.append(Entry(i, 1, b"y" * 500))  # does not fit the file: padding, a new file
+    assert s.end_index == i - 1
+    disk.failing = None
+    s.append(Entry(i, 1, b"y" * 500))
+    assert s.sync() == i
+    s.save_checkpoint(i)
+    disk.crash()
+    r = FileLogStore(Path("/m"), fs=disk, data_file_size=4096)
+    assert r.end_index == i and r.get(i).body == b"y" * 500
+    assert [r.get(k).body[:3] for k in range(i)] == [b"%03d" % k for k in range(i)]
+
+
+def test_a_refused_write_after_a_rollover_retries_in_the_new_file(tmp_path: Path) -> None:
+    """Padding done and the new data file created, the entry's own write refused: the next append
+    goes to the start of the new file (before, it went to the old position, outside the file)."""
+    refuse = [True]
+
+    class Refusing(OsFileSystem):
+        @staticmethod
+        def pwritev(fd: int, bufs: Sequence[bytes], off: int) -> int:
+            if refuse[0] and sum(map(len, bufs)) >= 1 << 20:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return os.pwritev(fd, bufs, off)
+
+    size = 2 << 20
+    s = FileLogStore(tmp_path, fs=Refusing(), data_file_size=size)
+    s.append(Entry(0, 1, b"a" * 1000))
+    big = Entry(1, 1, b"b" * (size - 600))  # fits a file, not the rest of the first one
+    with pytest.raises(StoreError):
+        s.append(big)
+    refuse[0] = False
+    stored = s.append(big)
+    assert stored.pos == size and s.sync() == 1
+    s.close()
+    r = FileLogStore(tmp_path, data_file_size=size)
+    assert r.end_index == 1 and r.get(1).body == big.body and r.recovery.clean
     r.close()

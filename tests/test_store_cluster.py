@@ -13,9 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from store_records import encode_entry
 
 from dledger.client import DLedgerClient
-from dledger.store import Entry, codec
+from dledger.store import Entry
 from dledger.tools.inspect import inspect_store
 
 pytestmark = pytest.mark.slow
@@ -126,7 +127,7 @@ def test_torn_tail_cut_and_caught_up_and_committed_flip_refused(cluster: Cluster
     ins = inspect_store(c.store(victim), KB64)
     start = ins.next_pos - ins.next_pos % KB64
     torn_file = c.store(victim) / "data" / f"{start:020d}"
-    fake, _ = codec.encode_entry(Entry(ins.end_index + 1, 99, b"x" * 500), ins.next_pos, 0)
+    fake, _ = encode_entry(Entry(ins.end_index + 1, 99, b"x" * 500), ins.next_pos, 0)
     with open(torn_file, "r+b") as f:
         f.seek(ins.next_pos - start)
         f.write(fake[:300])  # header and part of the body: the rest never reached the disk

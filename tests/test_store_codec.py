@@ -6,12 +6,13 @@ import struct
 import zlib
 
 import pytest
+from store_records import decode_entry, encode_entry
 
 from dledger.store import MAGIC_NOOP, Entry, codec
 
 
 def test_header_layout_is_dledgers_big_endian_48_bytes() -> None:
-    rec, chain = codec.encode_entry(Entry(7, 3, b"hello", channel=0), pos=4096, prev_chain=0)
+    rec, chain = encode_entry(Entry(7, 3, b"hello", channel=0), pos=4096, prev_chain=0)
     assert len(rec) == 48 + 5
     magic, size, index, term, pos, channel, ccrc, bcrc, blen = struct.unpack(">iiqqqiIIi", rec[:48])
     assert (magic, size, index, term, pos, channel, blen) == (1, 53, 7, 3, 4096, 0, 5)
@@ -24,20 +25,20 @@ def test_header_layout_is_dledgers_big_endian_48_bytes() -> None:
 
 def test_decode_round_trip_and_noop_magic() -> None:
     e = Entry(0, 1, b"", magic=MAGIC_NOOP)
-    rec, _ = codec.encode_entry(e, pos=0, prev_chain=0)
-    d = codec.decode_entry(rec)
+    rec, _ = encode_entry(e, pos=0, prev_chain=0)
+    d = decode_entry(rec)
     assert (d.index, d.term, d.body, d.magic, d.pos) == (0, 1, b"", MAGIC_NOOP, 0)
 
 
 def test_chain_crc_depends_on_the_previous_entry() -> None:
     e = Entry(1, 1, b"x")
-    _, c1 = codec.encode_entry(e, pos=49, prev_chain=0x1234)
-    _, c2 = codec.encode_entry(e, pos=49, prev_chain=0x1235)
+    _, c1 = encode_entry(e, pos=49, prev_chain=0x1234)
+    _, c2 = encode_entry(e, pos=49, prev_chain=0x1235)
     assert c1 != c2
 
 
 def test_check_record_names_the_failed_check() -> None:
-    rec, chain = codec.encode_entry(Entry(5, 2, b"body"), pos=100, prev_chain=9)
+    rec, chain = encode_entry(Entry(5, 2, b"body"), pos=100, prev_chain=9)
     ok = dict(abs_pos=100, expect_index=5, min_term=2, prev_chain=9)
     assert codec.check_record(rec, 0, **ok)[1] is None  # type: ignore[arg-type]
     flipped = bytearray(rec)
@@ -61,6 +62,6 @@ def test_index_record_and_blank() -> None:
 
 def test_bad_entry_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="magic"):
-        codec.encode_entry(Entry(0, 1, b"", magic=9), pos=0, prev_chain=0)
+        encode_entry(Entry(0, 1, b"", magic=9), pos=0, prev_chain=0)
     with pytest.raises(ValueError, match="bytes"):
-        codec.encode_entry(Entry(0, 1, "text"), pos=0, prev_chain=0)  # type: ignore[arg-type]
+        encode_entry(Entry(0, 1, "text"), pos=0, prev_chain=0)  # type: ignore[arg-type]

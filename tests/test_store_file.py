@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from store_records import next_pos
 
 from dledger.store import MAGIC_NOOP, CorruptionError, Entry, StoreError
 from dledger.store.file import FileLogStore
@@ -129,7 +130,7 @@ def test_truncate_to_empty_and_reuse(tmp_path: Path) -> None:
     s = open_store(tmp_path)
     fill(s, 100)
     s.truncate_suffix(-1)
-    assert (s.end_index, s.end_term, s.next_pos) == (-1, -1, 0)
+    assert (s.end_index, s.end_term, next_pos(s)) == (-1, -1, 0)
     assert [p.name for p in (tmp_path / "data").iterdir()] == ["0" * 20]
     s.append(Entry(0, 4, b"fresh"))
     s.close()

@@ -1,5 +1,5 @@
 """Property test: random appends, truncations, syncs, reopens and lost unsynced writes on a
-FileLogStore agree with a MemoryLogStore model; the inspector verifies the files afterwards."""
+FileLogStore agree with a SimLogStore model; the inspector verifies the files afterwards."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from store_records import next_pos
 
-from dledger.store import Entry, MemoryLogStore
+from dledger.sim import SimLogStore
+from dledger.store import Entry
 from dledger.store.file import FileLogStore
 from dledger.tools.inspect import inspect_store
 
@@ -56,7 +58,7 @@ def lose_unsynced(d: Path, data_pos: int, index_pos: int) -> None:
                 os.truncate(p, keep)
 
 
-def check_equal(s: FileLogStore, model: MemoryLogStore) -> None:
+def check_equal(s: FileLogStore, model: SimLogStore) -> None:
     assert (s.end_index, s.end_term) == (model.end_index, model.end_term)
     for i in range(s.begin_index, model.end_index + 1):
         a, b = s.get(i), model.get(i)
@@ -70,7 +72,7 @@ def test_file_store_matches_memory_model(program: list[tuple]) -> None:  # type:
     d = Path(tempfile.mkdtemp(prefix="store-prop-"))
     try:
         s = open_store(d)
-        model = MemoryLogStore()
+        model = SimLogStore()
         term = 1
         synced = -1
         durable_pos, durable_index = 0, -1  # what the store last fsynced (for lose_unsynced)
@@ -94,12 +96,12 @@ def test_file_store_matches_memory_model(program: list[tuple]) -> None:  # type:
                     event(f"compacted to begin>0: {begin > 0}")
                     s.sync()
                     synced = model.end_index
-                    durable_pos, durable_index = s.next_pos, s.end_index
+                    durable_pos, durable_index = next_pos(s), s.end_index
             elif kind == "truncate":
                 keep = max(-1, model.end_index - op[1], s.begin_index - 1 if s.begin_index else -1)
                 if s.begin_index and keep < s.begin_index:
                     continue  # the compacted prefix stays (see FileLogStore.truncate_suffix)
-                cut = s.get(keep + 1).pos if keep < s.end_index else s.next_pos
+                cut = s.get(keep + 1).pos if keep < s.end_index else next_pos(s)
                 model.truncate_suffix(keep)
                 s.truncate_suffix(keep)
                 synced = min(synced, keep)
@@ -107,14 +109,14 @@ def test_file_store_matches_memory_model(program: list[tuple]) -> None:  # type:
             elif kind == "sync":
                 synced = s.sync()
                 assert synced == model.end_index
-                durable_pos, durable_index = s.next_pos, s.end_index
+                durable_pos, durable_index = next_pos(s), s.end_index
             elif kind in ("reopen", "crash"):
                 s.close(sync=kind == "reopen")
                 if kind == "reopen":
                     synced = model.end_index
                 s = open_store(d, op[1])
                 assert s.recovery.cut_reason is None or "blank" in s.recovery.cut_reason
-                durable_pos, durable_index = s.next_pos, s.end_index  # recovery fsyncs what it found
+                durable_pos, durable_index = next_pos(s), s.end_index  # recovery fsyncs what it found
             elif kind == "lose_unsynced":
                 s.close(sync=False)
                 lose_unsynced(d, durable_pos, (durable_index + 1) * 32)
@@ -123,7 +125,7 @@ def test_file_store_matches_memory_model(program: list[tuple]) -> None:  # type:
                 assert s.end_index >= synced, s.recovery.describe()
                 assert s.end_index <= model.end_index
                 model.truncate_suffix(s.end_index)
-                durable_pos, durable_index = s.next_pos, s.end_index
+                durable_pos, durable_index = next_pos(s), s.end_index
             assert s.begin_index == begin
             check_equal(s, model)
         s.close()

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from store_records import encode_entry
 
 from dledger.store import CorruptionError, Entry, codec
 from dledger.store.file import FileLogStore
@@ -115,13 +116,35 @@ def test_header_flip_in_committed_prefix_raises(tmp_path: Path) -> None:
         open_store(tmp_path)
 
 
+@pytest.mark.parametrize("field", [16 + 1, 16 + 7])  # the term's high bits, its low bits
+def test_a_damaged_term_of_the_first_record_after_compaction_is_caught(tmp_path: Path, field: int) -> None:
+    """The log's first record after a compaction has no chainCrc to check (the entry before it is
+    gone): a flipped term in its header passed, and the member served a committed entry
+    under another term (chaos sim seed 1189: two entries committed at one index). Its index record
+    (durable before the checkpoint named it) must agree, else the damage is repaired or refused."""
+    build(tmp_path, committed=150)
+    s = open_store(tmp_path)
+    begin = s.compact_prefix(140)
+    assert begin > 0 and s.begin_index == begin
+    first = s.get(begin)
+    s.close()
+    p, rel = data_file(tmp_path, first.pos)
+    flip(p, rel + field, 0x20)
+    with pytest.raises(CorruptionError, match=f"entry {begin}: header disagrees with its index record"):
+        open_store(tmp_path)
+    r = FileLogStore(tmp_path, data_file_size=KB64, index_file_size=KB64, repair=True)
+    assert r.end_index == begin - 1 and r.repair_to >= 150 and r.recovery.damaged_from == begin
+    assert r.salvaged[begin + 1].body == f"v{begin + 1:05d}".encode() * 170  # the intact ones kept
+    r.close()
+
+
 def test_divergent_record_is_caught_by_the_chain_crc(tmp_path: Path) -> None:
     # A record replaced by a self-consistent one (right bodyCrc, same size) breaks the chain of
     # the next entry: divergent history, not just bit rot, is detected.
     entries = build(tmp_path, committed=-1)
     e = entries[120]
     fake = Entry(e.index, e.term, bytes(len(e.body)), e.magic)
-    rec, _ = codec.encode_entry(fake, e.pos, prev_chain=12345)
+    rec, _ = encode_entry(fake, e.pos, prev_chain=12345)
     p, rel = data_file(tmp_path, e.pos)
     with open(p, "r+b") as f:
         f.seek(rel)

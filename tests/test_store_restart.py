@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from store_records import next_pos
 
 from dledger.store import CorruptionError, Entry, StoreError
 from dledger.store.file import HIGHWATER_DATA_STEP, HIGHWATER_FILE, FileLogStore
@@ -30,7 +31,7 @@ def fill(path: Path, n: int, body: bytes = b"x" * 200, **kw: Any) -> FileLogStor
 
 def test_segments_are_sparse_and_recovery_reads_only_up_to_the_mark(tmp_path: Path) -> None:
     s = fill(tmp_path, 2000)
-    end_pos = s.next_pos
+    end_pos = next_pos(s)
     s.close()
     data = tmp_path / "data" / ("0" * 20)
     st = os.stat(data)
@@ -52,7 +53,7 @@ def test_missing_marker_reads_whole_files_and_writes_it_again(tmp_path: Path) ->
     r.close()
     assert (tmp_path / HIGHWATER_FILE).exists()
     r = FileLogStore(tmp_path)
-    assert r.recovery.bytes_read <= r.next_pos + HIGHWATER_DATA_STEP
+    assert r.recovery.bytes_read <= next_pos(r) + HIGHWATER_DATA_STEP
     r.close()
 
 
@@ -66,9 +67,29 @@ def test_marker_below_the_data_falls_back_to_whole_files(tmp_path: Path) -> None
     r.close()
 
 
+@pytest.mark.parametrize("data_file_size", [64 * MB, 64 * 1024])
+def test_marker_at_a_record_boundary_past_the_checkpoint_keeps_the_durable_records(
+    tmp_path: Path, data_file_size: int
+) -> None:
+    """A marker below the data that ends the bounded read exactly between two records (or at the
+    start of a data file), after the entries the checkpoint saw: the records after it were synced,
+    perhaps acknowledged. The read must not take the mark for the end of the log (it did: they were
+    dropped without a word); it reads the whole files instead."""
+    s = fill(tmp_path, 300, data_file_size=data_file_size)  # checkpoint: entries up to 299
+    for i in range(300, 400):
+        s.append(Entry(i, 4, b"y" * 200))
+    s.sync()  # durable, not checkpointed
+    mark = s.get(350).pos  # the record boundary before entry 350
+    s.close()
+    (tmp_path / HIGHWATER_FILE).write_text(f"dataHigh={mark:020d}\nindexHigh={64:020d}\n")
+    r = FileLogStore(tmp_path, data_file_size=data_file_size)
+    assert r.end_index == 399 and r.get(399).body == b"y" * 200 and r.recovery.cut_reason is None
+    r.close()
+
+
 def test_garbage_past_the_end_inside_the_mark_is_cut(tmp_path: Path) -> None:
     s = fill(tmp_path, 300)
-    end_pos = s.next_pos
+    end_pos = next_pos(s)
     s.close()
     with open(tmp_path / "data" / ("0" * 20), "r+b") as f:
         f.seek(end_pos + 100_000)  # a page of a later record reached the disk, its header did not
@@ -173,7 +194,7 @@ def test_reset_restarts_the_log_like_the_leader_has_it(tmp_path: Path) -> None:
     s_index = 600
     nxt = leader.get(s_index + 1)
     follower.reset(s_index + 1, nxt.pos, leader.term_at(s_index), leader.chain_at(s_index))
-    assert (follower.begin_index, follower.end_index, follower.next_pos) == (601, 600, nxt.pos)
+    assert (follower.begin_index, follower.end_index, next_pos(follower)) == (601, 600, nxt.pos)
     with pytest.raises(StoreError):
         follower.append(Entry(601, 7, b"x", pos=nxt.pos + 1))  # replicas must agree on pos
     for i in range(601, 800):
@@ -194,7 +215,7 @@ def test_reset_restarts_the_log_like_the_leader_has_it(tmp_path: Path) -> None:
     assert (r.begin_index, r.end_index) == (601, 799) and r.recovery.cut_reason is None
     assert r.get(601).body == nxt.body
     r.truncate_suffix(600)  # everything after the snapshot: back to the empty restarted log
-    assert (r.begin_index, r.end_index, r.next_pos) == (601, 600, nxt.pos)
+    assert (r.begin_index, r.end_index, next_pos(r)) == (601, 600, nxt.pos)
     r.close()
 
 

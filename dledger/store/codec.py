@@ -41,7 +41,6 @@ VALID_MAGICS = (MAGIC_NORMAL, MAGIC_NOOP)
 
 # Header split so the chain CRC can be computed over the first 36 bytes plus bodyCrc.
 _HEAD = struct.Struct(">iiqqqi")  # magic, size, index, term, pos, channel: 36 bytes
-_TAIL = struct.Struct(">IIi")  # chainCrc, bodyCrc, bodyLen: 12 bytes
 _HEADER = struct.Struct(">iiqqqiIIi")
 _U32 = struct.Struct(">I")
 INDEX_RECORD = struct.Struct(">iqiqq")
@@ -80,9 +79,10 @@ class EncodeError(StoreError, ValueError):
 _HEAD_SLOTS = (("magic", 32), ("size", 32), ("index", 64), ("term", 64), ("pos", 64), ("channel", 32))
 
 
-def _pack_head(entry: Entry, body_len: int, pos: int) -> bytes:
-    """The first 36 header bytes; EncodeError naming the first field that does not fit its slot
-    (struct's own error names none, and a half-encoded record must never reach the file)."""
+def pack_head(entry: Entry, body_len: int, pos: int) -> bytes:
+    """The first 36 header bytes of ``entry`` stored at ``pos`` with a body of ``body_len`` bytes;
+    EncodeError naming the first field that does not fit its slot (struct's own error names none,
+    and a half-encoded record must never reach the file)."""
     values = (entry.magic, HEADER_SIZE + body_len, entry.index, entry.term, pos, entry.channel)
     try:
         return _HEAD.pack(*values)
@@ -96,49 +96,9 @@ def _pack_head(entry: Entry, body_len: int, pos: int) -> bytes:
         raise
 
 
-def encode_entry(entry: Entry, pos: int, prev_chain: int) -> tuple[bytes, int]:
-    """Encode ``entry`` as stored at absolute data offset ``pos``.
-
-    Returns ``(record bytes, chainCrc)``; ``entry.pos`` is ignored (``pos`` wins).
-    Raises ValueError for a magic other than 1 or 2 or a body that is not bytes, EncodeError (a
-    ValueError and StoreError) for a field outside its int32/int64 slot.
-    """
-    body = entry.body
-    if entry.magic not in VALID_MAGICS:
-        raise ValueError(f"entry magic {entry.magic!r}: expected {MAGIC_NORMAL} or {MAGIC_NOOP}")
-    if not isinstance(body, bytes | bytearray | memoryview):
-        raise ValueError(f"entry body of type {type(body).__name__}: expected bytes")
-    n = len(body)
-    head = _pack_head(entry, n, pos)
-    body_crc = zlib.crc32(body)
-    chain = zlib.crc32(_U32.pack(body_crc), zlib.crc32(head, prev_chain))
-    return head + _TAIL.pack(chain, body_crc, n) + bytes(body), chain
-
-
-def encode_header(entry: Entry, pos: int, prev_chain: int) -> tuple[bytes, int]:
-    """The 48-byte header of ``entry`` stored at ``pos`` (body written separately, e.g. with
-    ``os.pwritev``) and its chainCrc. The caller checks magic and body type; a field outside its
-    int32/int64 slot raises EncodeError naming it before anything is written."""
-    body = entry.body
-    n = len(body)
-    head = _pack_head(entry, n, pos)
-    body_crc = zlib.crc32(body)
-    chain = zlib.crc32(_U32.pack(body_crc), zlib.crc32(head, prev_chain))
-    return head + _TAIL.pack(chain, body_crc, n), chain
-
-
 def decode_header(buf: bytes | bytearray | memoryview, offset: int = 0) -> Header:
     """Decode the 48-byte header at ``offset`` of ``buf``; struct.error if fewer bytes remain."""
     return Header(*_HEADER.unpack_from(buf, offset))
-
-
-def decode_entry(buf: bytes | bytearray | memoryview, offset: int = 0) -> Entry:
-    """Decode a whole record at ``offset`` (no checks beyond lengths; see :func:`check_record`)."""
-    h = decode_header(buf, offset)
-    if h.body_len < 0 or offset + BODY_OFFSET + h.body_len > len(buf):
-        raise ValueError(f"record at offset {offset}: body length {h.body_len} runs past the buffer")
-    body = bytes(buf[offset + BODY_OFFSET : offset + BODY_OFFSET + h.body_len])
-    return Entry(h.index, h.term, body, h.magic, h.pos, h.channel)
 
 
 def check_record(

@@ -327,11 +327,6 @@ class FileLogStore:
         return self._end_term
 
     @property
-    def next_pos(self) -> int:
-        """Absolute data-log offset the next record is written at (before any padding)."""
-        return self._next_pos
-
-    @property
     def synced_index(self) -> int:
         """Highest index made durable by the last sync() (or found on open)."""
         return self._synced_index
@@ -396,34 +391,37 @@ class FileLogStore:
                 try:
                     head36 = _HEAD_PACK(magic, size, index, term, pos, entry.channel)
                 except struct.error:
-                    codec.encode_header(entry, pos, self._last_chain)  # raises EncodeError naming the field
+                    codec.pack_head(entry, n, pos)  # raises EncodeError naming the field
                     raise
                 bcrc = crc32(body)
                 chain = crc32(_U32_PACK(bcrc), crc32(head36, self._last_chain))
                 if pos + size > self._data_high:
                     self._raise_high(pos + size, -1)
+                buffered = False
                 try:
                     if pad:
-                        self._write_pending()
-                        self._fs.pwrite(seg.fd, codec.encode_blank(fsize - rel), rel)
-                        self._dirty[seg.fd] = seg.fd
-                        seg = self._new_segment(self._data, self.data_dir, pos, fsize)
+                        seg = self._roll_over(seg, rel, pos)
                     # Buffered: written by flush_writes (the server calls it before any message
-                    # leaves), sync, reads and every _WBUF_MAX bytes; one pwritev per batch.
-                    if wb and (
-                        seg is not self._wbuf_seg or pos - seg.start != self._wbuf_off + self._wbuf_len
-                    ):
-                        self._write_pending()
+                    # leaves), sync, reads and every _WBUF_MAX bytes; one pwritev per batch. The
+                    # buffer always ends where the record goes: whatever moves that (a rollover, a
+                    # truncation, a reset) writes or drops the buffer first.
+                    assert not wb or (
+                        seg is self._wbuf_seg and pos - seg.start == self._wbuf_off + self._wbuf_len
+                    )
                     if not wb:
                         self._wbuf_seg, self._wbuf_off = seg, pos - seg.start
                     wb.append(head36 + _TAIL_PACK(chain, bcrc, n))
                     wb.append(body)
                     self._wbuf_len += size
+                    buffered = True
                     if self._wbuf_len >= _WBUF_MAX or len(wb) >= _WBUF_PIECES:
                         self._write_pending()
                 except OSError as e:
-                    wb.clear()
-                    self._wbuf_len = 0
+                    # this entry is not appended; the earlier ones (counted in _end) stay buffered
+                    # for the next write, which a sync needs before it calls them durable
+                    if buffered:
+                        del wb[-2:]
+                        self._wbuf_len -= size
                     raise StoreError(f"write of entry {index} at pos {pos} failed: {e}") from e
                 # Index records are buffered and written in batches (sync, truncate, or every
                 # _IBUF_MAX bytes): the index is rebuilt from the data on recovery anyway.
@@ -685,21 +683,31 @@ class FileLogStore:
             except OSError as e:
                 raise StoreError(f"write of buffered records in {self.directory} failed: {e}") from e
 
+    def _roll_over(self, seg: _Segment, rel: int, start: int) -> _Segment:
+        """Pad data file ``seg`` with a blank record from ``rel`` on and start the next one at
+        ``start``, where the log continues even if the write of the entry that needed it fails."""
+        self._write_pending()
+        self._fs.pwrite(seg.fd, codec.encode_blank(self.data_file_size - rel), rel)
+        self._dirty[seg.fd] = seg.fd
+        seg = self._new_segment(self._data, self.data_dir, start, self.data_file_size)
+        self._next_pos = start
+        return seg
+
     def _write_pending(self) -> None:
         wb = self._wbuf
         if not wb:
             return
         seg = self._wbuf_seg
         assert seg is not None
-        try:
-            n = self._fs.pwritev(seg.fd, wb, self._wbuf_off)
-            if n != self._wbuf_len:  # a short write: finish it in one piece
-                data = b"".join(wb)
-                while n < len(data):
-                    n += self._fs.pwrite(seg.fd, data[n:], self._wbuf_off + n)
-        finally:
-            wb.clear()
-            self._wbuf_len = 0
+        n = self._fs.pwritev(seg.fd, wb, self._wbuf_off)
+        if n != self._wbuf_len:  # a short write: finish it in one piece
+            data = b"".join(wb)
+            while n < len(data):
+                n += self._fs.pwrite(seg.fd, data[n:], self._wbuf_off + n)
+        # cleared only once written: on an OSError the records, which _end counts, stay buffered
+        # and the next write (flush_writes, sync, a read, a truncation) tries them again
+        wb.clear()
+        self._wbuf_len = 0
         self._dirty[seg.fd] = seg.fd
 
     def chain_at(self, index: int) -> int:
@@ -1187,11 +1195,13 @@ class FileLogStore:
     def _salvage_files(self, files: list[tuple[int, Path, int]], lo: int, hi: int) -> int:
         """Before recovery cuts a damaged committed prefix at ``lo``: keep the entries ``lo..hi``
         whose records still pass every check of their own (index, term, pos, size, bodyCrc), found
-        through the index files, in :attr:`salvaged` (at most SALVAGE_MAX_ENTRIES), and after
-        ``hi`` the consecutive intact ones that follow (durable entries past the committed prefix).
+        through the index files or right after the entry kept before them, in :attr:`salvaged` (at
+        most SALVAGE_MAX_ENTRIES), and after ``hi`` the consecutive intact ones that follow
+        (durable entries past the committed prefix, whose index records need not be: the index is
+        fsynced only for committed entries, so these are found by reading on in the data).
         A damaged record does not take the intact ones after it down with it (issue 36 item 2).
         Returns the last index kept (``lo - 1`` when none)."""
-        isize, fsize, unit = self.index_file_size, self.data_file_size, codec.INDEX_UNIT_SIZE
+        isize = self.index_file_size
         index_files = {start: path for start, path, _ in self._list(self.index_dir, isize, "index")}
         data_files = {start: path for start, path, _ in files}
         prev_term = -1
@@ -1201,25 +1211,13 @@ class FileLogStore:
             i += 1
             if i > hi + 1 and last != i - 1:
                 break  # past the committed prefix: only an unbroken run of intact entries
-            off = i * unit
-            ipath = index_files.get(off - off % isize)
-            try:
-                rec = self._fs.read_at(ipath, off % isize, unit) if ipath is not None else b""
-                if len(rec) < unit:
-                    continue
-                magic, pos, size, idx, term = codec.INDEX_RECORD.unpack(rec)
-                dpath = data_files.get(pos - pos % fsize)
-                if idx != i or dpath is None or not _HEADER_SIZE <= size <= fsize:
-                    continue
-                buf = self._fs.read_at(dpath, pos % fsize, size)
-            except (OSError, struct.error):
-                continue
-            h, reason = codec.check_record(
-                buf, 0, abs_pos=pos, expect_index=i, min_term=max(prev_term, 0), prev_chain=None
-            )
-            if reason is None and h.term == term and h.size == size == len(buf) and h.magic == magic:
-                self.salvaged[i] = Entry(i, h.term, bytes(buf[_HEADER_SIZE:]), h.magic, pos, h.channel)
-                prev_term = h.term
+            e = self._salvage_indexed(index_files, data_files, i, prev_term)
+            if e is None and last == i - 1 and last >= lo:
+                kept = self.salvaged[last]
+                e = self._salvage_next(data_files, i, kept.pos + kept.size, prev_term)
+            if e is not None:
+                self.salvaged[i] = e
+                prev_term = e.term
                 last = i
         if self.salvaged:
             log.warning(
@@ -1231,6 +1229,61 @@ class FileLogStore:
                 last,
             )
         return last
+
+    def _salvage_indexed(
+        self, index_files: dict[int, Path], data_files: dict[int, Path], i: int, prev_term: int
+    ) -> Entry | None:
+        """Entry ``i`` where its index record says, if that record and the entry's own pass every
+        check (see :meth:`_salvage_files`); else None."""
+        isize, fsize, unit = self.index_file_size, self.data_file_size, codec.INDEX_UNIT_SIZE
+        off = i * unit
+        ipath = index_files.get(off - off % isize)
+        try:
+            rec = self._fs.read_at(ipath, off % isize, unit) if ipath is not None else b""
+            if len(rec) < unit:
+                return None
+            magic, pos, size, idx, term = codec.INDEX_RECORD.unpack(rec)
+            dpath = data_files.get(pos - pos % fsize)
+            if idx != i or dpath is None or not _HEADER_SIZE <= size <= fsize:
+                return None
+            buf = self._fs.read_at(dpath, pos % fsize, size)
+        except (OSError, struct.error):
+            return None
+        h, reason = codec.check_record(
+            buf, 0, abs_pos=pos, expect_index=i, min_term=max(prev_term, 0), prev_chain=None
+        )
+        if reason is None and h.term == term and h.size == size == len(buf) and h.magic == magic:
+            return Entry(i, h.term, bytes(buf[_HEADER_SIZE:]), h.magic, pos, h.channel)
+        return None
+
+    def _salvage_next(self, data_files: dict[int, Path], i: int, pos: int, prev_term: int) -> Entry | None:
+        """Entry ``i`` read at data position ``pos`` (right after the entry before it), or at the
+        start of the next data file when blank padding or too little room is there, if it passes
+        every check of its own; else None."""
+        fsize = self.data_file_size
+        for _ in range(2):
+            rel = pos % fsize
+            dpath = data_files.get(pos - rel)
+            if dpath is None:
+                return None
+            try:
+                head = self._fs.read_at(dpath, rel, _HEADER_SIZE)
+                if fsize - rel < _HEADER_SIZE + _MIN_BLANK or head[:4] == b"\xff\xff\xff\xff":
+                    pos += fsize - rel  # the file ends in padding: the record starts the next one
+                    continue
+                size = codec.decode_header(head).size
+                if not _HEADER_SIZE <= size <= fsize - rel:
+                    return None
+                buf = self._fs.read_at(dpath, rel, size)
+            except (OSError, struct.error):
+                return None
+            h, reason = codec.check_record(
+                buf, 0, abs_pos=pos, expect_index=i, min_term=max(prev_term, 0), prev_chain=None
+            )
+            if reason is None and h.size == len(buf):
+                return Entry(i, h.term, bytes(buf[_HEADER_SIZE:]), h.magic, pos, h.channel)
+            return None
+        return None
 
     def _recover_empty(self, rep: RecoveryReport, committed: int) -> None:
         """Recovery without data files: a new store, unless the checkpoint saw committed entries."""
@@ -1270,8 +1323,45 @@ class FileLogStore:
             self._scan_file(scan, files, fi, rep)
             if scan.cut is not None or scan.clean_end is not None:
                 break
+        if t is None and (first_start or scan.leading_gap) and len(self._pos) and scan.begin is not None:
+            self._check_first(scan, files, committed)
         rep.entries_checked = scan.n_checked
         return scan
+
+    def _check_first(self, scan: _Scan, files: list[tuple[int, Path, int]], committed: int) -> None:
+        """The first record of a log that begins after a compacted prefix or a reset's gap has no
+        chainCrc to check (the entry before it is gone), so a damaged term in its header (outside
+        bodyCrc) would pass: when it is committed, its index record (synced before the checkpoint
+        named it, see :meth:`save_checkpoint`) that names the same index and position must agree
+        with it, else the scan is cut before it (damage inside the committed prefix: repaired
+        from the peers, or refused). An index record of another position vouches for nothing
+        (the header's index may be the damaged field: not caught here)."""
+        begin = scan.begin
+        assert begin is not None
+        if begin > committed:
+            return
+        unit, isize = codec.INDEX_UNIT_SIZE, self.index_file_size
+        off = begin * unit
+        try:
+            rec = self._fs.read_at(self.index_dir / _name(off - off % isize), off % isize, unit)
+            indexed: tuple[int, ...] | None = codec.decode_index(rec)
+        except (OSError, struct.error):
+            indexed = None
+        pos = self._pos[0]
+        if indexed is None or indexed[1] != pos or indexed[3] != begin:
+            return
+        if indexed == (self._magic[0], pos, self._size[0], begin, self._terms[0]):
+            return
+        fi = (pos - files[0][0]) // self.data_file_size
+        scan.cut = (
+            fi,
+            files[fi][1],
+            pos - files[fi][0],
+            f"entry {begin}: header disagrees with its index record",
+        )
+        scan.clean_end, scan.last_fi, scan.end_pos, scan.prev_chain = None, fi, pos, None
+        for arr in (self._pos, self._size, self._terms, self._magic):
+            del arr[:]
 
     def _scan_file(
         self, scan: _Scan, files: list[tuple[int, Path, int]], fi: int, rep: RecoveryReport
@@ -1353,27 +1443,15 @@ class FileLogStore:
                     rel = end_rel
                     n_checked += 1
                     continue
-            h, reason = codec.check_record(
+            # the fast path checks what check_record does plus the 8 reserved bytes: one failed
+            _, reason = codec.check_record(
                 mv, rel, abs_pos=start + rel, expect_index=expect, min_term=prev_term, prev_chain=prev_chain
             )
-            if reason is None and rel + h.size + codec.MIN_BLANK_LEN > fsize:
-                reason = "record leaves less than the 8 reserved bytes in the file"
-            if reason is not None:
-                if length < fsize:
-                    reason += f" (the file has {length} bytes, short of {fsize})"
-                scan.cut = (fi, path, rel, reason)
-                break
-            if begin is None:
-                begin = h.index
-            pos_a(start + rel)
-            size_a(h.size)
-            terms_a(h.term)
-            magic_a(h.magic)
-            expect = h.index + 1
-            prev_term = h.term
-            prev_chain = h.chain_crc
-            rel += h.size
-            n_checked += 1
+            reason = reason or "record leaves less than the 8 reserved bytes in the file"
+            if length < fsize:
+                reason += f" (the file has {length} bytes, short of {fsize})"
+            scan.cut = (fi, path, rel, reason)
+            break
         scan.expect, scan.prev_term, scan.prev_chain, scan.begin = expect, prev_term, prev_chain, begin
         scan.n_checked += n_checked
         return rel
@@ -1388,14 +1466,12 @@ class FileLogStore:
         avail = len(buf)
         if rel + 4 > avail:
             if avail < length:
-                if _all_zero(buf, rel):
-                    scan.clean_end = (fi, rel)
-                else:
-                    scan.cut = (fi, path, rel, "zero header followed by non-zero bytes (torn write)")
-            elif length < fsize:
+                # the read stopped at the high-water mark, before a header could show zeros: a
+                # marker below the data (damaged, restored from elsewhere) must not end the log
+                # here, which would drop durable records after it (read the whole files instead)
+                scan.cut = (fi, path, rel, "the high-water mark ends the read here")
+            else:  # (a record leaves 8 bytes in a file: only a short file ends this close)
                 scan.cut = (fi, path, rel, f"file ends at {length} bytes, short of {fsize}")
-            else:
-                scan.cut = (fi, path, rel, "record runs past the end of the file")
         elif int.from_bytes(buf[rel : rel + 4], "big", signed=True) == codec.BLANK_MAGIC:
             blen = int.from_bytes(buf[rel + 4 : rel + 8], "big", signed=True)
             if blen != fsize - rel:
@@ -1571,7 +1647,9 @@ class FileLogStore:
             if rebuilt_from is None and have != want:
                 bad = next(j for j in range(0, len(want), unit) if have[j : j + unit] != want[j : j + unit])
                 rebuilt_from = (a + bad) // unit
-                behind = not any(have[bad:])
+                # zeros from there on: buffered records a kill lost, unless they are a committed
+                # entry's, which the checkpoint's sync made durable (then they were lost: damage)
+                behind = not any(have[bad:]) and rebuilt_from > self._committed
             elif rebuilt_from is not None and any(have):
                 behind = False
             if rebuilt_from is not None:
