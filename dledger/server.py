@@ -183,7 +183,7 @@ class ServerConfig:
 
 
 class MemoryHardState:
-    """currTerm/votedFor kept in memory (with MemoryLogStore)."""
+    """currTerm/votedFor kept in memory (the --memory mode, with dledger.sim.SimLogStore, the in-memory log)."""
 
     def __init__(self) -> None:
         self.term: int = 0
