@@ -37,7 +37,7 @@ pipeline (:mod:`chaos.history.spark.pipeline`, whose SQL statistics join on the 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -372,7 +372,7 @@ class Availability:
 def availability(ops: Iterable[Op], top: int = 10) -> list[Gap]:
     """:class:`Availability` over a whole history (ops in file order)."""
     av = Availability(top)
-    open_: set[object] = set()
+    open_: set[Hashable] = set()
     end = 0
     for op in ops:
         end = max(end, op.time)

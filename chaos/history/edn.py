@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -227,12 +227,12 @@ class Reader:
         else:
             out.append((line, value))
 
-    def _map(self, items: list[object], line: int) -> dict[object, object]:
+    def _map(self, items: list[object], line: int) -> dict[Hashable, object]:
         """A map literal's forms as a dict. HistoryError for an odd number of forms or a key given
         twice (``clojure.edn`` refuses that map as "Duplicate key"; never last-wins)."""
         if len(items) % 2:
             raise HistoryError("EDN: a map with an odd number of forms", line=line, path=self.path)
-        out: dict[object, object] = {}
+        out: dict[Hashable, object] = {}
         for j in range(0, len(items), 2):
             key = _hashable(items[j])
             if key in out:
@@ -679,7 +679,7 @@ class LineForms:
 
 def _fast(
     t: str | None, shallow: int = 2 * MAX_DEPTH, loads: Any = orjson.loads
-) -> dict[object, object] | None:
+) -> dict[Hashable, object] | None:
     """The op map of one translated line, or None when it is not one (then the generic reader
     reads the line, and raises the exact error if there is one)."""
     if t is None or t[:2] != '["' or (len(t) > shallow and t.count("[") > MAX_DEPTH):

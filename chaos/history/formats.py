@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from pathlib import Path
 
 from chaos.history.edn import records
@@ -239,7 +239,7 @@ def _is_independent(ops: list[Op]) -> bool:
     completion's value is ``[k v]`` (a fail/info completion may carry nil), a completion's k is
     its invocation's, and a cas's v is itself ``[old new]`` (which tells ``[k v]`` from a plain
     cas-register's ``[old new]``)."""
-    open_: dict[object, object] = {}
+    open_: dict[Hashable, object] = {}
     client = False
     for op in ops:
         if op.process == NEMESIS:
@@ -259,7 +259,7 @@ def _is_independent(ops: list[Op]) -> bool:
 
 
 def _split_independent(ops: list[Op]) -> None:
-    open_: dict[object, object] = {}
+    open_: dict[Hashable, object] = {}
     for op in ops:
         if op.process == NEMESIS:
             continue

@@ -29,7 +29,7 @@ import os
 import threading
 import time as _time
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -352,7 +352,7 @@ class Validator:
     __slots__ = ("open", "last_time", "path")
 
     def __init__(self, path: str | os.PathLike[str] | None = None):
-        self.open: dict[object, Op] = {}
+        self.open: dict[Hashable, Op] = {}
         self.last_time = -(2**63)
         self.path = path
 
@@ -595,7 +595,7 @@ def pair(ops: Iterable[Op]) -> Iterator[tuple[Op, Op | None]]:
     The ops are assumed valid (see :func:`validate`); a completion without an invocation, which
     validation forbids, is yielded as ``(completion, None)``.
     """
-    open_: dict[object, Op] = {}
+    open_: dict[Hashable, Op] = {}
     for op in ops:
         if op.process == NEMESIS:
             k: object = (NEMESIS, op.f)

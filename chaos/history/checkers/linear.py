@@ -19,7 +19,7 @@ import json
 import operator
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
 from chaos.history.checkers.models import UNKNOWN, Call, Model, get_model
@@ -277,14 +277,14 @@ def history_calls(ops: Iterable[Op]) -> tuple[dict[Any, list[Call]], int]:
         ValueError: a completion without an open invocation, or two open invocations on one
             process (naming the op's index).
     """
-    open_: dict[object, Op] = {}
-    parts: dict[object, list[Call]] = {}
+    open_: dict[Hashable, Op] = {}
+    parts: dict[Hashable, list[Call]] = {}
     invokes = 0
     pop = open_.pop
     # groups are keyed by label, not by the key: 1, 1.0, True and "1" are equal or equally
     # hashed as dict keys in Python but are different keys in the history
     simple = (int, str, float, bool)
-    labels: dict[object, str] = {}
+    labels: dict[Hashable, str] = {}
     int_labels: dict[int, str] = {}
     for op in ops:
         p = op.process

@@ -533,7 +533,7 @@ class MultiRegister(BaseModel):
             mops = call.output if isinstance(call.output, list | tuple) else call.value
             if not isinstance(mops, list | tuple):
                 raise _bad(self.name, call, "txn value: a list of [f k v] micro-ops")
-            d: dict[object, object] | None = None
+            d: dict[Hashable, object] | None = None
             unknown = call.output is UNKNOWN
             for m in mops:
                 if not isinstance(m, list | tuple) or len(m) != 3:
@@ -577,7 +577,7 @@ def _freeze(v: object) -> object:
 
 
 def _by_key(calls: Iterable[Call]) -> list[list[Call]]:
-    parts: dict[object, list[Call]] = {}
+    parts: dict[Hashable, list[Call]] = {}
     for c in calls:
         parts.setdefault(_freeze(c.key), []).append(c)
     return list(parts.values())

@@ -31,7 +31,7 @@ from __future__ import annotations
 import bisect
 import gc
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,7 +177,7 @@ class _OpTables:
         ro_fn = getattr(model, "readonly", None)
         self.ro = [bool(ro_fn(c)) for c in calls] if ro_fn is not None else [False] * n
         self.pre = [0] * n
-        last_same: dict[object, int] = {}
+        last_same: dict[Hashable, int] = {}
         crashed = self.crashed
         # the crashed ops alone, in call order (sorting every op for them cost a fifth of the tables)
         for c in sorted((c for c in calls if crashed[c.id]), key=lambda c: (c.call, c.id)):
@@ -215,7 +215,7 @@ class _Space:
         self.calls = calls
         self.step = model.step
         self.states: list[object] = []
-        self.intern: dict[object, int] = {}
+        self.intern: dict[Hashable, int] = {}
         self.caches: list[set[int]] = []
         self.rows: list[list[int] | None] = []
         self.keep = ROW_BUDGET // n
