@@ -49,7 +49,7 @@ GOALS = {
 }
 BOUNDS = {
     **GOALS,
-    "Any": 611,
+    "Any": 454,
 }
 
 

@@ -33,7 +33,7 @@ class ClusterFailure(click.ClickException):
     exit_code = 255
 
 
-def node_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+def node_options(fn: Callable[..., object]) -> Callable[..., object]:
     """The node-selection options (Jepsen's ``--nodes``, ``--nodes-file``, ``--username``,
     ``--ssh-private-key``, ``--ssh-port``, ``--strict-host-key-checking``) plus ``--provider`` and
     ``--cluster-name``."""
@@ -80,11 +80,11 @@ def node_opts(
     ssh_port: int = 22,
     strict_host_key_checking: bool | None = None,
     cluster_name: str = DEFAULT_CLUSTER,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """:func:`node_options`' values as the options of :mod:`chaos.cluster.providers` (``--nodes``
     is the node count of the docker provider, the host list of the ssh provider); BadArguments for
     a docker ``--nodes`` that is not a number."""
-    opts: dict[str, Any] = {
+    opts: dict[str, object] = {
         "provider": provider,
         "nodes": nodes,
         "nodes_file": nodes_file,
@@ -150,9 +150,9 @@ def resolve_nodes(
         raise ClusterFailure(str(e)) from None
 
 
-def _errors_to_one_line(fn: Callable[..., Any]) -> Callable[..., Any]:
+def _errors_to_one_line(fn: Callable[..., object]) -> Callable[..., object]:
     @functools.wraps(fn)
-    def wrapper(*a: Any, **kw: Any) -> Any:
+    def wrapper(*a: object, **kw: object) -> object:
         try:
             return fn(*a, **kw)
         except Refused:  # a locked cluster, no Docker engine: exit 254 with its line

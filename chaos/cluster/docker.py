@@ -125,7 +125,9 @@ class DockerProvider:
     host_keys_known = False
 
     @classmethod
-    def for_options(cls, opts: dict[str, Any], log: Callable[[str], None] = lambda s: None) -> DockerProvider:
+    def for_options(
+        cls, opts: dict[str, object], log: Callable[[str], None] = lambda s: None
+    ) -> DockerProvider:
         """The provider of :mod:`chaos.cluster.providers`' options: ``node_count`` nodes (else the
         named cluster's, else 5), ``cluster_name``, ``break_lock``; ValueError for a bad count or
         name, or ssh-only options."""
@@ -168,7 +170,7 @@ class DockerProvider:
         self.state_dir = state_dir(name)
         self.prefix = "chaos-" if name == DEFAULT_CLUSTER else f"chaos-{name}-"
         self.network_name = "chaos-net" if name == DEFAULT_CLUSTER else f"chaos-{name}-net"
-        self._client: Any = None
+        self._client: object = None
 
     # -- docker plumbing ---------------------------------------------------------------------------
 
@@ -424,7 +426,7 @@ class DockerProvider:
         for c in sorted(self._containers(), key=lambda c: _node_order(self._node_of(c))):
             node = self._node_of(c)
             addr = self._address(c) if c.status == "running" else None
-            row: dict[str, Any] = dict(
+            row: dict[str, object] = dict(
                 name=node, container=c.name, state=c.status, host=addr, ssh=False, hostname=None, error=None
             )
             if addr:

@@ -41,7 +41,7 @@ _ACTIVE: set[str] = set()  # tokens of the locks this process holds now
 class ClusterLocked(Refused):
     """Another run holds the cluster. ``holder`` is its lock record (dict), ``node`` where it was seen."""
 
-    def __init__(self, node: str, holder: dict[str, Any], hint: str | None = None) -> None:
+    def __init__(self, node: str, holder: dict[str, object], hint: str | None = None) -> None:
         self.node = node
         self.holder = holder
         super().__init__(
@@ -55,7 +55,7 @@ LIVE_HINT = (
 )
 
 
-def describe(holder: dict[str, Any]) -> str:
+def describe(holder: dict[str, object]) -> str:
     """One phrase naming a lock holder: run name, store, start time, control host and pid."""
     if not holder.get("run") and holder.get("raw") is not None:
         return f"(unreadable lock record {holder['raw']!r})"
@@ -97,7 +97,7 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def is_stale(holder: dict[str, Any], host: str | None = None) -> bool:
+def is_stale(holder: dict[str, object], host: str | None = None) -> bool:
     """True when ``holder`` was taken on this control host by a process that no longer exists (or
     by this very process, in a run that has ended: a node unreachable at release kept its file)."""
     if holder.get("host") != (host or socket.gethostname()):
@@ -114,7 +114,7 @@ def is_stale(holder: dict[str, Any], host: str | None = None) -> bool:
     return isinstance(start, int) and now is not None and now != start
 
 
-def live_here(holder: dict[str, Any], host: str | None = None) -> bool:
+def live_here(holder: dict[str, object], host: str | None = None) -> bool:
     """True when ``holder`` is provably alive: taken on this control host by a process that still
     runs (same pid, same start time). Such a lock is never broken, not even by ``--break-lock``; a
     holder on another host cannot be proved alive or gone from here, so breaking it is the user's
@@ -130,7 +130,7 @@ def live_here(holder: dict[str, Any], host: str | None = None) -> bool:
     return not (isinstance(start, int) and now is not None and now != start)
 
 
-def parse(text: str) -> dict[str, Any]:
+def parse(text: str) -> dict[str, object]:
     """A lock record from the file's text (an unreadable one becomes ``{"raw": text}``)."""
     try:
         d = json.loads(text)
@@ -153,7 +153,7 @@ class ClusterLock:
         self.log = log or (lambda s: None)
         pid = os.getpid()
         self.token = uuid.uuid4().hex
-        self.record: dict[str, Any] = {
+        self.record: dict[str, object] = {
             "run": run,
             "store": os.path.abspath(store) if store else "",
             "host": socket.gethostname(),
@@ -164,7 +164,7 @@ class ClusterLock:
         }
         self.held: list[Any] = []
 
-    def _create(self, remote: Remote) -> dict[str, Any] | None:
+    def _create(self, remote: Remote) -> dict[str, object] | None:
         """Create the lock on one node; None on success, else the holder's record."""
         line = json.dumps(self.record, separators=(",", ":")) + "\n"
         res = remote.exec_raw(
@@ -240,7 +240,7 @@ class ClusterLock:
         return broken
 
 
-def holders(remotes: Sequence[Any]) -> dict[str, dict[str, Any]]:
+def holders(remotes: Sequence[Any]) -> dict[str, dict[str, object]]:
     """The lock record on each node that has one (node name -> record)."""
     out = {}
     for r in remotes:

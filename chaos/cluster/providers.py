@@ -33,7 +33,7 @@ from chaos.control.node import Node
 DEFAULT_PROVIDER = "docker"
 
 
-def provider_name(opts: dict[str, Any]) -> str:
+def provider_name(opts: dict[str, object]) -> str:
     """The provider ``opts`` select: ``provider``, else ``ssh`` for a host list or nodes file, else
     ``docker``."""
     if opts.get("provider"):
@@ -44,12 +44,12 @@ def provider_name(opts: dict[str, Any]) -> str:
     return DEFAULT_PROVIDER
 
 
-def provider_class(opts: dict[str, Any]) -> Any:
+def provider_class(opts: dict[str, object]) -> object:
     """The provider plug-in ``opts`` select (ConfigError, a ValueError, for an unknown name)."""
     return plugins.resolve("provider", provider_name(opts))
 
 
-def strict_host_key_checking(opts: dict[str, Any]) -> bool:
+def strict_host_key_checking(opts: dict[str, object]) -> bool:
     """Whether SSH to the selected nodes rejects unknown host keys: off for a provider whose host
     keys cannot be known (the docker containers), else ``strict_host_key_checking`` unless it is
     None, default on."""
@@ -59,7 +59,7 @@ def strict_host_key_checking(opts: dict[str, Any]) -> bool:
     return True if flag is None else bool(flag)
 
 
-def provider_for(opts: dict[str, Any], log: Callable[[str], None] = lambda s: None) -> Any:
+def provider_for(opts: dict[str, object], log: Callable[[str], None] = lambda s: None) -> Any:
     """The provider object ``opts`` describe (ValueError naming the option for a bad one)."""
     cls = provider_class(opts)
     make = getattr(cls, "for_options", None)
@@ -71,19 +71,19 @@ def provider_for(opts: dict[str, Any], log: Callable[[str], None] = lambda s: No
     return make(opts, log)
 
 
-def _with_ssh_options(nodes: list[Node], opts: dict[str, Any]) -> list[Node]:
+def _with_ssh_options(nodes: list[Node], opts: dict[str, object]) -> list[Node]:
     strict = strict_host_key_checking(opts)
     return [replace(n, strict_host_key_checking=strict) for n in nodes]
 
 
-def provision(opts: dict[str, Any], log: Callable[[str], None]) -> list[Any]:
+def provision(opts: dict[str, object], log: Callable[[str], None]) -> list[Any]:
     """The nodes, provisioned or reused (``chaos run``, ``chaos cluster up``): the local Docker
     cluster ``cluster_name`` or existing SSH hosts, with the SSH options applied. ClusterLocked
     (taken by another run) and ClusterError go up to the command."""
     return _with_ssh_options(provider_for(opts, log).up(), opts)
 
 
-def existing_nodes(opts: dict[str, Any]) -> list[Node]:
+def existing_nodes(opts: dict[str, object]) -> list[Node]:
     """The nodes without provisioning anything (``chaos heal``, ``chaos cluster exec``): the
     recorded nodes of a docker cluster (ClusterError when it is not up), the listed SSH hosts."""
     return _with_ssh_options(provider_for(opts).existing(), opts)

@@ -37,7 +37,7 @@ pipeline (:mod:`chaos.history.spark.pipeline`, whose SQL statistics join on the 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,7 +75,7 @@ UNAVAILABLE = "unavailable"
 FAIL_CLASSES = (NO_MATCH, ABORTED, UNSUPPORTED, UNAVAILABLE)  # the last is the default
 
 
-def fail_class(op: Op | dict[str, Any]) -> str | None:
+def fail_class(op: Op | dict[str, object]) -> str | None:
     """For a ``fail`` completion, :data:`NO_MATCH` (the op was served and its compare did not
     match: ``compare_failed: true``), :data:`ABORTED` (the system aborted it, a serialization
     failure or a deadlock victim: ``aborted: true``, a DB client's ``chaos.api.Aborted``),
@@ -110,7 +110,7 @@ class NemesisPairing:
         return self.open.pop(op.f)
 
 
-def fault_value(invocation: Op, completion: Op) -> Any:
+def fault_value(invocation: Op, completion: Op) -> object:
     """What a nemesis op did: the invocation names the fault (often a spec such as
     ``"majorities-ring"``), the completion usually says exactly what was done (nodes, grudge);
     both are kept, the completion's fields winning."""
@@ -124,7 +124,7 @@ def fault_value(invocation: Op, completion: Op) -> Any:
     return done if inv is None else inv
 
 
-def fault_names(test: Mapping[str, Any] | None) -> dict[str, list[str]]:
+def fault_names(test: Mapping[str, object] | None) -> dict[str, list[str]]:
     """``{op kind: the --nemesis names the user typed that ran as it}`` of a run: test.json's
     ``nemesis_styles[kind]["names"]`` (the runner records them from the built nemesis,
     ``chaos.nemesis.styles``), else its ``nemesis_names`` (``{kind: [names]}``, as ``chaos sim``
@@ -142,7 +142,7 @@ def fault_names(test: Mapping[str, Any] | None) -> dict[str, list[str]]:
     return out
 
 
-def fault_name(kind: str, names: Mapping[str, Sequence[str]], value: Any = None) -> str:
+def fault_name(kind: str, names: Mapping[str, Sequence[str]], value: object = None) -> str:
     """The name a person typed for a fault whose ops are ``start-<kind>``/``stop-<kind>`` (issue
     35 item 10: ``lose-unfsynced``, not the op kind ``file``): the op value's own ``fault`` when it
     is one of those names (the file faults say which of truncate, bitflip or lose-unfsynced each
@@ -154,7 +154,7 @@ def fault_name(kind: str, names: Mapping[str, Sequence[str]], value: Any = None)
     return "+".join(typed) if typed else kind
 
 
-def run_config(test: Mapping[str, Any] | None) -> str:
+def run_config(test: Mapping[str, object] | None) -> str:
     """What sets a run apart beyond its workload and nemesis names (issue 35 item 10: a gate's
     runs that differ only here are told apart): the DB options it was given, as typed
     (``read-mode=lease``, ``server-arg=--snapshot-every=20``), then the ``--nemesis-opt`` items
@@ -171,7 +171,7 @@ def run_config(test: Mapping[str, Any] | None) -> str:
     return "; ".join(words)
 
 
-def fault_nodes(value: Any) -> list[str]:
+def fault_nodes(value: object) -> list[str]:
     """The nodes a fault acted on, from a nemesis completion's value: ``killed``, ``restarted`` or
     ``nodes`` (a list, or a ``{node: ...}`` object), a grudge's nodes that drop something, a
     transfer's ``from``/``to``, or the value itself when it is a list of node names (sorted, as
@@ -207,7 +207,7 @@ class FaultWindow:
     end: int | None
     invocation: Op
     completion: Op
-    value: Any
+    value: object
     stop: Op | None = None
     nodes: tuple[str, ...] = ()
 
@@ -372,7 +372,7 @@ class Availability:
 def availability(ops: Iterable[Op], top: int = 10) -> list[Gap]:
     """:class:`Availability` over a whole history (ops in file order)."""
     av = Availability(top)
-    open_: set[Any] = set()
+    open_: set[Hashable] = set()
     end = 0
     for op in ops:
         end = max(end, op.time)

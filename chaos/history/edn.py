@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +61,7 @@ _FLOAT = re.compile(r"[+-]?\d+(\.\d*)?([eE][+-]?\d+)?M?")
 _CLOSERS = {"[": "]", "(": ")", "{": "}", "#{": "}"}
 
 
-def _atom(s: str, line: int, path: Path | str) -> Any:
+def _atom(s: str, line: int, path: Path | str) -> object:
     """The value of a bare token: nil, true, false, a keyword (its name), a number, a character
     (its text), else a symbol (its text)."""
     if s == "nil":
@@ -115,7 +115,7 @@ def _string(text: str, line: int, path: Path | str) -> str:
     return str(s)
 
 
-def _hashable(v: Any) -> Any:
+def _hashable(v: object) -> object:
     if isinstance(v, list):
         return tuple(_hashable(x) for x in v)
     if isinstance(v, dict):
@@ -128,7 +128,7 @@ class _Frame:
 
     def __init__(self, opener: str, line: int):
         self.opener = opener
-        self.items: list[Any] = []
+        self.items: list[object] = []
         self.line = line
         self.discard = 0
 
@@ -152,9 +152,9 @@ class Reader:
         """True between top-level forms: a line may then be read without this reader."""
         return not self.stack and not self.carry and not self.discard
 
-    def feed(self, text: str, line: int) -> list[tuple[int, Any]]:
+    def feed(self, text: str, line: int) -> list[tuple[int, object]]:
         """The forms completed by ``text`` (one line, with or without its newline)."""
-        out: list[tuple[int, Any]] = []
+        out: list[tuple[int, object]] = []
         if self.carry:
             text = self.carry + text
             first = self.carry_line
@@ -197,7 +197,7 @@ class Reader:
             )
         self.stack.append(_Frame(s, line))
 
-    def _close(self, s: str, line: int, out: list[tuple[int, Any]]) -> None:
+    def _close(self, s: str, line: int, out: list[tuple[int, object]]) -> None:
         if not self.stack:
             if self.top is not None and not self.discard and s == _CLOSERS[self.top[0]]:
                 self.top = None
@@ -212,10 +212,10 @@ class Reader:
             )
         if fr.discard:
             raise HistoryError("EDN: #_ with nothing after it to discard", line=line, path=self.path)
-        value: Any = self._map(fr.items, fr.line) if fr.opener == "{" else fr.items
+        value: object = self._map(fr.items, fr.line) if fr.opener == "{" else fr.items
         self._done(value, fr.line, out)
 
-    def _done(self, value: Any, line: int, out: list[tuple[int, Any]]) -> None:
+    def _done(self, value: object, line: int, out: list[tuple[int, object]]) -> None:
         if self.stack:
             fr = self.stack[-1]
             if fr.discard:
@@ -227,12 +227,12 @@ class Reader:
         else:
             out.append((line, value))
 
-    def _map(self, items: list[Any], line: int) -> dict[Any, Any]:
+    def _map(self, items: list[object], line: int) -> dict[Hashable, object]:
         """A map literal's forms as a dict. HistoryError for an odd number of forms or a key given
         twice (``clojure.edn`` refuses that map as "Duplicate key"; never last-wins)."""
         if len(items) % 2:
             raise HistoryError("EDN: a map with an odd number of forms", line=line, path=self.path)
-        out: dict[Any, Any] = {}
+        out: dict[Hashable, object] = {}
         for j in range(0, len(items), 2):
             key = _hashable(items[j])
             if key in out:
@@ -661,7 +661,7 @@ class LineForms:
         r = self.reader
         return not (r.stack or r.carry or r.discard)
 
-    def forms(self, line: int, raw: str) -> list[tuple[int, Any, bool]]:
+    def forms(self, line: int, raw: str) -> list[tuple[int, object, bool]]:
         """``(line, form, fast)`` for what ``raw`` (line ``line``, without its newline) completes."""
         self.last = line
         if self.idle:
@@ -677,7 +677,9 @@ class LineForms:
         self.reader.finish(self.last)
 
 
-def _fast(t: str | None, shallow: int = 2 * MAX_DEPTH, loads: Any = orjson.loads) -> dict[Any, Any] | None:
+def _fast(
+    t: str | None, shallow: int = 2 * MAX_DEPTH, loads: Any = orjson.loads
+) -> dict[Hashable, object] | None:
     """The op map of one translated line, or None when it is not one (then the generic reader
     reads the line, and raises the exact error if there is one)."""
     if t is None or t[:2] != '["' or (len(t) > shallow and t.count("[") > MAX_DEPTH):
@@ -702,7 +704,7 @@ def _translate_line(raw: str, loose: bool = False) -> str | None:
     return t[0] if t is not None else None
 
 
-def read_line(path: str | Path, offset: int, line: int, first: int) -> Any:
+def read_line(path: str | Path, offset: int, line: int, first: int) -> object:
     """The form on ``line`` of ``path``, read alone: the block holding it starts at byte ``offset``
     with line ``first`` (as :func:`records` read it). For a form :func:`records` gave as ``fast``."""
     with open(path, "rb") as f:
@@ -715,7 +717,7 @@ def read_line(path: str | Path, offset: int, line: int, first: int) -> Any:
     return None
 
 
-def records_of_text(text: str, line: int, path: str | Path) -> Iterator[tuple[int, Any, bool]]:
+def records_of_text(text: str, line: int, path: str | Path) -> Iterator[tuple[int, object, bool]]:
     """As :func:`records` for one line of text (its number ``line``)."""
     raw = text.rstrip("\n")
     d = _fast(_translate_line(raw)) or _fast(_translate_line(raw, loose=True))

@@ -29,9 +29,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from pathlib import Path
-from typing import Any
 
 from chaos.history.edn import records
 from chaos.history.op import NEMESIS, TYPES, Op
@@ -156,7 +155,7 @@ def _edn_ops(path: Path) -> Iterator[tuple[int, Op]]:
 _OP_FIELDS = frozenset(("process", "type", "f", "value", "time", "index", "error", "key", "node"))
 
 
-def edn_op(form: Any, line: int, pos: int, path: Path | str) -> Op:
+def edn_op(form: object, line: int, pos: int, path: Path | str) -> Op:
     """The Op of one EDN op map at history position ``pos`` (its time and index; the map's own
     ``:time`` is kept as ``edn_time``). Raises HistoryError naming ``line`` for anything that is
     not an op map."""
@@ -179,7 +178,7 @@ def edn_op(form: Any, line: int, pos: int, path: Path | str) -> Op:
         raise HistoryError(
             f"EDN: :process must be an integer or :nemesis, got {proc!r}", line=line, path=path
         )
-    extra: dict[str, Any] = {"line": line}
+    extra: dict[str, object] = {"line": line}
     if "time" in form:
         extra["edn_time"] = form["time"]
     for k, v in form.items():
@@ -200,7 +199,7 @@ def edn_op(form: Any, line: int, pos: int, path: Path | str) -> Op:
     )
 
 
-def _txn_shaped(value: Any) -> bool:
+def _txn_shaped(value: object) -> bool:
     """True for a list of micro-ops ``[f k v]`` (an Elle transaction value)."""
     return isinstance(value, list) and bool(value) and all(isinstance(m, list) and len(m) == 3 for m in value)
 
@@ -231,7 +230,7 @@ def load_edn(path: str | os.PathLike[str]) -> tuple[list[Op], str]:
     return ops, model
 
 
-def _pair2(v: Any) -> bool:
+def _pair2(v: object) -> bool:
     return isinstance(v, list) and len(v) == 2
 
 
@@ -240,7 +239,7 @@ def _is_independent(ops: list[Op]) -> bool:
     completion's value is ``[k v]`` (a fail/info completion may carry nil), a completion's k is
     its invocation's, and a cas's v is itself ``[old new]`` (which tells ``[k v]`` from a plain
     cas-register's ``[old new]``)."""
-    open_: dict[Any, Any] = {}
+    open_: dict[Hashable, object] = {}
     client = False
     for op in ops:
         if op.process == NEMESIS:
@@ -260,7 +259,7 @@ def _is_independent(ops: list[Op]) -> bool:
 
 
 def _split_independent(ops: list[Op]) -> None:
-    open_: dict[Any, Any] = {}
+    open_: dict[Hashable, object] = {}
     for op in ops:
         if op.process == NEMESIS:
             continue
@@ -306,8 +305,8 @@ def load_porcupine_etcd(path: str | os.PathLike[str]) -> list[Op]:
                 raise HistoryError(
                     f"unknown type :{typ} (expected :{', :'.join(TYPES)})", line=lineno, path=p
                 )
-            value: Any
-            extra: dict[str, Any] = {"line": lineno}
+            value: object
+            extra: dict[str, object] = {"line": lineno}
             error = None
             if val == "nil":
                 value = None

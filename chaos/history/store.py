@@ -29,7 +29,7 @@ import os
 import threading
 import time as _time
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -167,7 +167,7 @@ def write_history(path: str | os.PathLike[str], ops: Iterable[Op]) -> int:
 MAX_DEPTH = 100
 
 
-def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+def too_deep(value: object, limit: int = MAX_DEPTH) -> bool:
     """True if ``value`` has lists/dicts nested more than ``limit`` levels (checked without recursion)."""
     stack = [(value, 0)]
     while stack:
@@ -186,7 +186,7 @@ class _DuplicateKey(ValueError):
     """A JSON object names one key twice (raised inside ``json.loads``' object hook)."""
 
 
-def _pairs_unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def _pairs_unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
     d = dict(pairs)
     if len(d) != len(pairs):
         seen: set[str] = set()
@@ -213,7 +213,7 @@ def _refuse_duplicates(raw: bytes, lineno: int, path: Path) -> None:
         pass
 
 
-def _refuse_surrogates(d: Any, lineno: int, path: Path) -> None:
+def _refuse_surrogates(d: object, lineno: int, path: Path) -> None:
     """HistoryError when a string of ``d`` holds a lone surrogate (a ``\\ud800`` escape without its
     pair): not Unicode text, so no checker, report or page could write it back as UTF-8."""
     try:
@@ -231,7 +231,7 @@ class _NotFinite(ValueError):
     """NaN or an infinity in a JSON line (raised inside ``json.loads``)."""
 
 
-def _not_finite(name: str) -> Any:
+def _not_finite(name: str) -> object:
     raise _NotFinite(name)
 
 
@@ -262,7 +262,7 @@ def may_hold_big_int(buf: bytes) -> bool:
     return False
 
 
-def _loads(raw: bytes, lineno: int, path: Path) -> Any:
+def _loads(raw: bytes, lineno: int, path: Path) -> object:
     """One line's JSON value, every integer exact. Raises HistoryError for invalid JSON, invalid
     UTF-8, a lone surrogate, a key repeated in one object, or deep nesting."""
     try:
@@ -352,7 +352,7 @@ class Validator:
     __slots__ = ("open", "last_time", "path")
 
     def __init__(self, path: str | os.PathLike[str] | None = None):
-        self.open: dict[Any, Op] = {}
+        self.open: dict[Hashable, Op] = {}
         self.last_time = -(2**63)
         self.path = path
 
@@ -595,10 +595,10 @@ def pair(ops: Iterable[Op]) -> Iterator[tuple[Op, Op | None]]:
     The ops are assumed valid (see :func:`validate`); a completion without an invocation, which
     validation forbids, is yielded as ``(completion, None)``.
     """
-    open_: dict[Any, Op] = {}
+    open_: dict[Hashable, Op] = {}
     for op in ops:
         if op.process == NEMESIS:
-            k: Any = (NEMESIS, op.f)
+            k: object = (NEMESIS, op.f)
             if op.type == INVOKE or k not in open_:
                 open_[k] = op
             else:
@@ -619,7 +619,7 @@ def pair(ops: Iterable[Op]) -> Iterator[tuple[Op, Op | None]]:
 # Run directories
 
 
-def _write_json_atomic(path: Path, data: Any) -> None:
+def _write_json_atomic(path: Path, data: object) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     text = text_only(json.dumps(data, indent=2, sort_keys=False, default=str, ensure_ascii=False))
     with open(tmp, "w", encoding="utf-8") as f:
@@ -709,15 +709,15 @@ class RunDir:
     def history(self, *, validate: bool = True) -> Iterator[Op]:
         return read_history(self.history_path, validate=validate)
 
-    def write_test(self, test: dict[str, Any]) -> None:
+    def write_test(self, test: dict[str, object]) -> None:
         """Write ``test.json`` atomically (values that are not JSON are written as strings)."""
         _write_json_atomic(self.test_path, test)
 
-    def write_results(self, results: dict[str, Any]) -> None:
+    def write_results(self, results: dict[str, object]) -> None:
         """Write ``results.json`` atomically."""
         _write_json_atomic(self.results_path, results)
 
-    def _load(self, path: Path) -> dict[str, Any]:
+    def _load(self, path: Path) -> dict[str, object]:
         try:
             with open(path, encoding="utf-8") as f:
                 d = json.load(f)
@@ -731,7 +731,7 @@ class RunDir:
             raise ValueError(f"{path}: expected a JSON object")
         return d
 
-    def load_test(self) -> dict[str, Any]:
+    def load_test(self) -> dict[str, object]:
         """``test.json`` as a dict. Raises FileNotFoundError / ValueError naming the file."""
         return self._load(self.test_path)
 

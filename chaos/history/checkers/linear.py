@@ -19,7 +19,7 @@ import json
 import operator
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
 from chaos.history.checkers.models import UNKNOWN, Call, Model, get_model
@@ -57,7 +57,7 @@ def check_calls(
     deadline: float | None = None,
     *,
     counterexample: bool = True,
-    stop: Any = None,
+    stop: object = None,
     counterexample_deadline: float | None | str = "search",
     fresh: bool = False,
 ) -> KeyResult:
@@ -113,7 +113,7 @@ def _renumber(calls: Iterable[Call], m: Model, *, in_place: bool = False) -> lis
 # counterexamples
 
 
-def _op_dict(c: Call) -> dict[str, Any]:
+def _op_dict(c: Call) -> dict[str, object]:
     return {
         "id": c.id,
         "index": c.index,
@@ -147,7 +147,7 @@ def _cut(calls: Sequence[Call], order: Sequence[int], lo: int, t: float) -> list
 
 
 def _invalid_from(
-    calls: Sequence[Call], m: Model, starts: Sequence[Any], deadline: float, budget: list[int]
+    calls: Sequence[Call], m: Model, starts: Sequence[object], deadline: float, budget: list[int]
 ) -> bool | None:
     """True if ``calls`` is not linearizable from any of ``starts``; None when out of time or out
     of ``budget`` (``[configurations left]``, spent by each search)."""
@@ -170,7 +170,7 @@ def window_budget(n_ops: int) -> int:
     return WINDOW_CONFIGS_PER_OP * n_ops
 
 
-def _counterexample(calls: list[Call], m: Model, res: KeyResult, deadline: float | None) -> dict[str, Any]:
+def _counterexample(calls: list[Call], m: Model, res: KeyResult, deadline: float | None) -> dict[str, object]:
     """Longest prefix, its states, the failing op, and a small window (docs/design.md); the
     window search stops after :func:`window_budget` configurations (or :data:`WINDOW_TIME`
     seconds, or at ``deadline``)."""
@@ -199,7 +199,7 @@ def _counterexample(calls: list[Call], m: Model, res: KeyResult, deadline: float
         t_cut = times[hi_i]
         window = [c.id for c in _cut(calls, order, 0, t_cut)]
         # 2. drop ops from the front while the window stays invalid from every plausible start state
-        starts: list[Any] = list(dict.fromkeys([init, *res.states]))
+        starts: list[object] = list(dict.fromkeys([init, *res.states]))
         if len(res.reached) <= WINDOW_STATES:
             starts = list(dict.fromkeys([*starts, *res.reached]))
         starts = starts[-WINDOW_STATES:]
@@ -277,14 +277,14 @@ def history_calls(ops: Iterable[Op]) -> tuple[dict[Any, list[Call]], int]:
         ValueError: a completion without an open invocation, or two open invocations on one
             process (naming the op's index).
     """
-    open_: dict[Any, Op] = {}
-    parts: dict[Any, list[Call]] = {}
+    open_: dict[Hashable, Op] = {}
+    parts: dict[Hashable, list[Call]] = {}
     invokes = 0
     pop = open_.pop
     # groups are keyed by label, not by the key: 1, 1.0, True and "1" are equal or equally
     # hashed as dict keys in Python but are different keys in the history
     simple = (int, str, float, bool)
-    labels: dict[Any, str] = {}
+    labels: dict[Hashable, str] = {}
     int_labels: dict[int, str] = {}
     for op in ops:
         p = op.process
@@ -311,7 +311,7 @@ def history_calls(ops: Iterable[Op]) -> tuple[dict[Any, list[Call]], int]:
         if t == OK:
             if value is None:
                 value = op.value
-            out: Any = True if inv.f == "cas" else op.value
+            out: object = True if inv.f == "cas" else op.value
             c = Call(0, inv.f, value, out, inv.time, op.time, p, inv.index, inv.key, OK)
         elif t == INFO:
             c = Call(0, inv.f, value, UNKNOWN, inv.time, None, p, inv.index, inv.key, INFO)
@@ -347,7 +347,7 @@ def history_calls(ops: Iterable[Op]) -> tuple[dict[Any, list[Call]], int]:
     return parts, invokes
 
 
-def key_label(key: Any) -> str:
+def key_label(key: object) -> str:
     """The label of an independent key in results (``keys``, ``failures``, ``unknown``).
 
     An integer or other JSON value is labelled by its compact JSON text (``7``, ``[1,2]``, ``null``);
@@ -368,7 +368,7 @@ _STOP: Any = None
 _TASKS: list[tuple[str, list[Call]]] = []
 
 
-def _init_worker(stop: Any) -> None:
+def _init_worker(stop: object) -> None:
     global _STOP
     _STOP = stop
 
@@ -393,7 +393,7 @@ def check_history(
     time_limit: float | None = None,
     workers: int | None = None,
     cancel_on_failure: bool = False,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The ``linear`` checker: is the history linearizable under ``model``, per key?
 
     Args:
@@ -565,7 +565,7 @@ def _gather(futs: dict[Any, tuple[str, int]], results: dict[str, KeyResult], sto
                 f2.cancel()
 
 
-def _summary(results: dict[str, KeyResult], m: Model, invokes: int, seconds: float) -> dict[str, Any]:
+def _summary(results: dict[str, KeyResult], m: Model, invokes: int, seconds: float) -> dict[str, object]:
     failures = [k for k, r in results.items() if r.valid is False]
     not_checked = [k for k, r in results.items() if r.cause == "cancelled"]
     # anything not decided True or False is undecided, whatever object the verdict arrived as
@@ -575,7 +575,7 @@ def _summary(results: dict[str, KeyResult], m: Model, invokes: int, seconds: flo
         if r.valid is not True and r.valid is not False and r.cause != "cancelled"
     ]
     valid: bool | str = False if failures else (VALID_UNKNOWN if unknown or not_checked else True)
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "valid": valid,
         "model": getattr(m, "name", type(m).__name__),
         "keys": {k: r.to_dict() for k, r in results.items()},

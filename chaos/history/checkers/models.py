@@ -56,7 +56,7 @@ class _Unknown:
         return "UNKNOWN"
 
 
-UNKNOWN: Any = _Unknown()
+UNKNOWN: object = _Unknown()
 
 
 @dataclass(slots=True)
@@ -80,12 +80,12 @@ class Call:
     id: int
     f: str
     value: Any
-    output: Any
+    output: object
     call: int
     ret: int | None
-    process: Any = None
+    process: object = None
     index: int = -1
-    key: Any = None
+    key: object = None
     type: str = "ok"
 
     def describe(self) -> str:
@@ -101,7 +101,7 @@ class Call:
         )
 
 
-def _fmt(v: Any) -> str:
+def _fmt(v: object) -> str:
     if v is None:
         return "nil"
     if v is UNKNOWN:
@@ -228,7 +228,7 @@ class Register(BaseModel):
     _fs: tuple[str, ...] = ("read", "write", "delete")
     fs = frozenset({"read", "get", "write", "put", "delete"})
 
-    def __init__(self, init: Any = None, nil_read: str = "absent"):
+    def __init__(self, init: object = None, nil_read: str = "absent"):
         if nil_read not in ("absent", "any"):
             raise ValueError(f"model {self.name}: nil_read must be 'absent' or 'any', got {nil_read!r}")
         self._init: State = _freeze(init)
@@ -307,7 +307,7 @@ class KV(BaseModel):
     name = "kv"
     fs = frozenset({"get", "read", "put", "write", "append", "cas", "delete"})
 
-    def __init__(self, init: Any = None):
+    def __init__(self, init: object = None):
         self._init: State = _freeze(init)
 
     def init(self) -> State:
@@ -341,7 +341,7 @@ class KV(BaseModel):
             return (_freeze(v[1]),)
         return None
 
-    def extends(self, state: Any, target: Any) -> bool:
+    def extends(self, state: object, target: object) -> bool:
         # appends only concatenate: the value must stay a prefix of what a later read returns
         if state is None or state == target:
             return True
@@ -349,7 +349,7 @@ class KV(BaseModel):
             return target.startswith(state)
         return False
 
-    def step(self, state: Any, call: Call) -> tuple[bool, State]:
+    def step(self, state: object, call: Call) -> tuple[bool, State]:
         f = call.f
         if f == "get" or f == "read":
             out = call.output
@@ -434,7 +434,7 @@ class SetModel(_ReadAll):
     def monotone(self, call: Call) -> bool:
         return call.f == "add"
 
-    def extends(self, state: Any, target: Any) -> bool:
+    def extends(self, state: object, target: Any) -> bool:
         # adds only grow the set: a later read must see a superset
         return bool(state <= target)
 
@@ -510,9 +510,9 @@ class MultiRegister(BaseModel):
     name = "multi-register"
     fs = frozenset({"txn", "read", "write"})
 
-    def __init__(self, init: Any = None):
-        self._default: Any = None
-        self._init: tuple[tuple[Any, Any], ...] = ()
+    def __init__(self, init: object = None):
+        self._default: object = None
+        self._init: tuple[tuple[object, object], ...] = ()
         if isinstance(init, dict):
             self._init = tuple(sorted(((k, _freeze(v)) for k, v in init.items()), key=lambda kv: repr(kv[0])))
         else:
@@ -521,7 +521,7 @@ class MultiRegister(BaseModel):
     def init(self) -> State:
         return self._init
 
-    def _get(self, state: tuple[tuple[Any, Any], ...], k: Any) -> Any:
+    def _get(self, state: tuple[tuple[object, object], ...], k: object) -> object:
         for kk, vv in state:
             if kk == k:
                 return vv
@@ -533,7 +533,7 @@ class MultiRegister(BaseModel):
             mops = call.output if isinstance(call.output, list | tuple) else call.value
             if not isinstance(mops, list | tuple):
                 raise _bad(self.name, call, "txn value: a list of [f k v] micro-ops")
-            d: dict[Any, Any] | None = None
+            d: dict[Hashable, object] | None = None
             unknown = call.output is UNKNOWN
             for m in mops:
                 if not isinstance(m, list | tuple) or len(m) != 3:
@@ -565,7 +565,7 @@ class MultiRegister(BaseModel):
         return "{" + ", ".join(f"{_fmt(k)} {_fmt(v)}" for k, v in state) + "}"
 
 
-def _freeze(v: Any) -> Any:
+def _freeze(v: object) -> object:
     """A hashable form of a JSON-ish value: lists become tuples, dicts sorted item tuples."""
     if isinstance(v, list):
         return tuple(_freeze(x) for x in v)
@@ -577,7 +577,7 @@ def _freeze(v: Any) -> Any:
 
 
 def _by_key(calls: Iterable[Call]) -> list[list[Call]]:
-    parts: dict[Any, list[Call]] = {}
+    parts: dict[Hashable, list[Call]] = {}
     for c in calls:
         parts.setdefault(_freeze(c.key), []).append(c)
     return list(parts.values())
@@ -600,7 +600,7 @@ def model_factory(name: str) -> Callable[..., Model]:
     return factory  # type: ignore[no-any-return]
 
 
-def __getattr__(attr: str) -> Any:
+def __getattr__(attr: str) -> object:
     """``MODELS``: {name: factory} of every registered model, read from the registry when asked
     (PEP 562; the table of models is :data:`chaos.plugins.BUILTINS`)."""
     if attr == "MODELS":
@@ -608,7 +608,7 @@ def __getattr__(attr: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
 
 
-def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
+def parse_spec(spec: str) -> tuple[str, dict[str, object]]:
     """``"name:opt=val,opt=val"`` -> (name, {opt: val}); values are JSON if they parse, else text.
 
     Raises ValueError naming the spec for an unknown model name or a malformed option.
@@ -621,14 +621,14 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
         raise ValueError(
             f"model {spec!r}: unknown model {name!r} (expected one of {', '.join(model_names())})"
         )
-    opts: dict[str, Any] = {}
+    opts: dict[str, object] = {}
     if rest:
         for part in _split_opts(rest):
             k, eq, v = part.partition("=")
             if not eq or not k.strip():
                 raise ValueError(f"model {spec!r}: option {part!r} is not of the form name=value")
             try:
-                val: Any = json.loads(v)
+                val: object = json.loads(v)
             except ValueError:
                 val = v
             opts[k.strip().replace("-", "_")] = val

@@ -29,7 +29,7 @@ from chaos.history.store import HistoryError, ParsedHistory, RunDir, find_run, p
 from chaos.history.verdict import UNKNOWN, Accumulator, Checker, CheckOptions, StreamChecker, merge_valid
 
 
-def _crashed(name: str, e: BaseException) -> dict[str, Any]:
+def _crashed(name: str, e: BaseException) -> dict[str, object]:
     import traceback  # stdlib, only for a crash: start-up does not pay for it
 
     tb = traceback.format_exception_only(type(e), e)[-1].strip()
@@ -58,7 +58,7 @@ class Compose:
                 self.checkers[c.name] = c
 
     def check(
-        self, test: dict[str, Any], history: Path | ParsedHistory, opts: dict[str, Any]
+        self, test: dict[str, Any], history: Path | ParsedHistory, opts: dict[str, object]
     ) -> dict[str, Any]:
         """Run every checker on the history (a path, or one already parsed). Raises HistoryError
         for a malformed history and for one with no client op (nothing was tested: not valid, and
@@ -68,7 +68,7 @@ class Compose:
             held = ParsedHistory.read(history)  # type: ignore[arg-type]
         history_path = held.path if held is not None else Path(history)  # type: ignore[arg-type]
         require_client_op(held if held is not None else history_path)
-        results: dict[str, dict[str, Any]] = {}
+        results: dict[str, dict[str, object]] = {}
         streams: dict[str, Accumulator] = {}
         started: dict[str, float] = {}
         for name, c in self.checkers.items():
@@ -160,7 +160,7 @@ def _fork_streams(streams: dict[str, Accumulator], held: ParsedHistory | None) -
         code = 1
         try:
             os.close(r)
-            out: dict[str, Any] = {}
+            out: dict[str, object] = {}
             _stream_pass(streams, held.ops, out)
             data = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
             view = memoryview(data)
@@ -221,14 +221,14 @@ class _StatsAcc:
         if op.extra and op.extra.get("unsupported") is True and op.type == FAIL:
             self.unsupported[op.f] = self.unsupported.get(op.f, 0) + 1
 
-    def finish(self) -> dict[str, Any]:
-        by_f: dict[str, dict[str, Any]] = {}
+    def finish(self) -> dict[str, object]:
+        by_f: dict[str, dict[str, object]] = {}
         for f in sorted(self.by_f):
             c = self.by_f[f]
             n = c[OK] + c[FAIL] + c[INFO]
             # no ok because the client crashed says nothing of the DB (chaos.history.checkers.clienterrors),
             # nor does an f whose invocations never completed (nothing was observed of it)
-            valid: Any = True if c[OK] > 0 else UNKNOWN if self.crashed.get(f) or n == 0 else False
+            valid: object = True if c[OK] > 0 else UNKNOWN if self.crashed.get(f) or n == 0 else False
             if c[OK] == 0 and n and self.unsupported.get(f) == n:
                 valid = (
                     True  # the client offers no such method (an optional one): nothing was asked of the DB
@@ -269,7 +269,7 @@ class StatsChecker(StreamChecker):
 
     name = "stats"
 
-    def begin(self, test: dict[str, Any], opts: dict[str, Any]) -> Accumulator:
+    def begin(self, test: dict[str, object], opts: dict[str, object]) -> Accumulator:
         return _StatsAcc()
 
 
@@ -312,8 +312,8 @@ class LinearChecker:
         self.model = model
 
     def check(
-        self, test: dict[str, Any], history: Path | ParsedHistory, opts: dict[str, Any]
-    ) -> dict[str, Any]:
+        self, test: dict[str, object], history: Path | ParsedHistory, opts: dict[str, Any]
+    ) -> dict[str, object]:
         model = opts.get("model") or self.model
         h = parsed(history)
         ops = model_ops(h, get_model(model))
@@ -364,7 +364,7 @@ _WORKLOAD_FS: tuple[tuple[str, frozenset[str], frozenset[str]], ...] = (
 )
 
 
-def infer_test(history_path: Path | ParsedHistory, *, model: str | None = None) -> dict[str, Any]:
+def infer_test(history_path: Path | ParsedHistory, *, model: str | None = None) -> dict[str, object]:
     """The test of a history with no ``test.json``: its workload, from the fs of ALL its client ops.
 
     A history whose client fs all belong to one workload (register: read/write/cas/delete; log:
@@ -421,7 +421,7 @@ def infer_test(history_path: Path | ParsedHistory, *, model: str | None = None) 
 
 def load_run_test(
     run: RunDir, *, model: str | None = None, history: ParsedHistory | None = None
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """A run's test: ``test.json``, or, when it is missing or names neither ``workload`` nor
     ``checkers``, what :func:`infer_test` finds in the whole history (never guessed from a prefix):
     in ``history`` when the caller has already read it, else in the file.
@@ -434,7 +434,7 @@ def load_run_test(
     return test
 
 
-def needs_inference(test: dict[str, Any]) -> bool:
+def needs_inference(test: dict[str, object]) -> bool:
     """True when ``test`` (a ``test.json`` dict) names neither ``workload`` nor ``checkers``."""
     return test.get("workload") is None and test.get("checkers") is None
 
@@ -449,7 +449,7 @@ def linear_checker(test: Mapping[str, Any] | None = None, model: str | None = No
     return LinearChecker(model or (test or {}).get("model") or "cas-register")
 
 
-def elle_checker(test: Mapping[str, Any] | None = None) -> Checker:
+def elle_checker(test: Mapping[str, object] | None = None) -> Checker:
     """The ``elle`` checker of a run: its workload (list-append or rw-register) and its
     ``consistency_model`` (default strict-serializable), from ``test.json``."""
     test = test or {}
@@ -473,7 +473,7 @@ WORKLOAD_CHECKERS: dict[str, list[str]] = {
 }
 
 
-def make_checker(name: str, test: Mapping[str, Any] | None = None, model: str | None = None) -> Checker:
+def make_checker(name: str, test: Mapping[str, object] | None = None, model: str | None = None) -> Checker:
     """The checker registered as ``name`` (:mod:`chaos.plugins`: the tool's own, a
     ``chaos.checkers`` entry point or ``module:attr``), built by its factory with the keywords
     ``test`` and ``model`` it names in its signature. ConfigError (a ValueError, one line) for an

@@ -31,7 +31,7 @@ from __future__ import annotations
 import bisect
 import gc
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,15 +70,15 @@ class KeyResult:
     configs: int = 0
     seconds: float = 0.0
     cause: str | None = None
-    counterexample: dict[str, Any] | None = None
+    counterexample: dict[str, object] | None = None
     # internal: longest prefix (op ids), states after each (interned objects), failing op id
     prefix: list[int] = field(default_factory=list)
-    states: list[Any] = field(default_factory=list)
+    states: list[object] = field(default_factory=list)
     failing: int | None = None
-    reached: list[Any] = field(default_factory=list)
+    reached: list[object] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"valid": self.valid, "ops": self.ops, "configs": self.configs}
+    def to_dict(self) -> dict[str, object]:
+        d: dict[str, object] = {"valid": self.valid, "ops": self.ops, "configs": self.configs}
         if self.cause:
             d["cause"] = self.cause
         if self.counterexample is not None:
@@ -109,9 +109,9 @@ def _search(*args: Any, **kwargs: Any) -> KeyResult:
 def _wgl(
     calls: Sequence[Call],
     model: Model,
-    init: Any,
+    init: object,
     deadline: float | None = None,
-    stop: Any = None,
+    stop: object = None,
     track: bool = True,
     max_pushes: int | None = None,
 ) -> KeyResult:
@@ -177,7 +177,7 @@ class _OpTables:
         ro_fn = getattr(model, "readonly", None)
         self.ro = [bool(ro_fn(c)) for c in calls] if ro_fn is not None else [False] * n
         self.pre = [0] * n
-        last_same: dict[Any, int] = {}
+        last_same: dict[Hashable, int] = {}
         crashed = self.crashed
         # the crashed ops alone, in call order (sorting every op for them cost a fifth of the tables)
         for c in sorted((c for c in calls if crashed[c.id]), key=lambda c: (c.call, c.id)):
@@ -210,12 +210,12 @@ class _Space:
         *("template", "obs", "obs_at"),
     )
 
-    def __init__(self, calls: Sequence[Call], model: Model, init: Any) -> None:
+    def __init__(self, calls: Sequence[Call], model: Model, init: object) -> None:
         n = len(calls)
         self.calls = calls
         self.step = model.step
-        self.states: list[Any] = []
-        self.intern: dict[Any, int] = {}
+        self.states: list[object] = []
+        self.intern: dict[Hashable, int] = {}
         self.caches: list[set[int]] = []
         self.rows: list[list[int] | None] = []
         self.keep = ROW_BUDGET // n
@@ -233,7 +233,7 @@ class _Space:
                     self.obs[c.id] = sid
                     self.obs_at.setdefault(sid, []).append(c.id)
 
-    def add(self, state: Any) -> int:
+    def add(self, state: object) -> int:
         """The sid of ``state``, interning it (with an empty cache and no row) if new."""
         sid = self.intern.get(state, -9)
         if sid == -9:
@@ -333,7 +333,7 @@ def _read_needs(calls: Sequence[Call], model: Model, ops: _OpTables, space: _Spa
     for _, i in grow:
         cum.append(cum[-1] | bits[i])
     grow_calls = [t for t, _ in grow]
-    puts: list[tuple[int, Any]] = []
+    puts: list[tuple[int, object]] = []
     put_calls: list[float] = []
     if resets_fn is not None:
         for tc, i in grow:
@@ -364,7 +364,7 @@ class _Reach(dict[int, bool]):
     """``reach[state * base + t]``: can sid ``state`` still grow into the observed sid ``t``
     (``model.extends``)? Asked of the model once per pair (``base`` bounds the observed sids)."""
 
-    def __init__(self, extends: Callable[[Any, Any], bool], states: list[Any], base: int) -> None:
+    def __init__(self, extends: Callable[[object, object], bool], states: list[object], base: int) -> None:
         super().__init__()
         self.extends = extends
         self.states = states
@@ -534,7 +534,7 @@ def _walk(
                 return longest.result(VALID_UNKNOWN, space, cause)
 
 
-def _hashable(v: Any) -> Any:
+def _hashable(v: object) -> object:
     if isinstance(v, list):
         return tuple(_hashable(x) for x in v)
     if isinstance(v, dict):

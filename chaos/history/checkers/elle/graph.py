@@ -371,7 +371,7 @@ def _vertices(parent: dict[Any, Any], state: Any) -> list[int]:
     return out
 
 
-def _labels(parent: dict[Any, Any], labels_of: dict[Any, int], state: Any) -> list[int]:
+def _labels(parent: dict[Any, Any], labels_of: dict[Any, int], state: object) -> list[int]:
     out = []
     while state is not None:
         out.append(labels_of[state])
