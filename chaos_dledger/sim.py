@@ -248,7 +248,9 @@ GRACEFUL_STOP = 0.25  # the share of kills that are a clean stop (SIGTERM) inste
 # a storage fault's damage to committed data (dledger.sim.DAMAGE_KINDS' first six, the nemesis
 # stream's choice as before), and, drawn from a stream of their own so that those stay as they
 # were, the later shapes: with probability ALSO_DAMAGE the same member's index (a lost or
-# misdirected page, a lost extent or file) or high-water marker (a flipped bit, an older mark) too
+# misdirected page, a lost extent or file) or high-water marker (a flipped bit, an older mark) too;
+# named here, not imported: importing this module loads no dledger code, so a coverage campaign
+# measures dledger's module-level lines (tests/test_sim_reach.py holds them equal to DAMAGE_KINDS)
 DATA_DAMAGE = (
     "flip-header",
     "flip-body",

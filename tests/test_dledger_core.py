@@ -731,17 +731,21 @@ def test_a_store_write_failure_rolls_the_follower_back_and_answers_disk_error() 
     assert not c.has_ready()
 
 
-def test_driver_maps_a_refused_write_to_disk_error_answers() -> None:
-    from dledger.protocol import PushResponse as Resp
-    from dledger.store import StoreError
-
-    sim = Sim(3, 1)
+def _one_entry_committed(sim: Sim) -> tuple[Sim, str, str]:
+    """``sim`` with a leader and one entry committed on every member: (sim, leader, a follower)."""
     assert sim.run(3000, lambda: sim.leader() is not None)
     ld = sim.leader()
     assert ld is not None
     sim.propose(b"v0")
     assert sim.run(1000, lambda: all(c.commit_index == sim.stores[ld].end_index for c in sim.nodes.values()))
-    follower = next(i for i in sim.ids if i != ld)
+    return sim, ld, next(i for i in sim.ids if i != ld)
+
+
+def test_driver_maps_a_refused_write_to_disk_error_answers() -> None:
+    from dledger.protocol import PushResponse as Resp
+    from dledger.store import StoreError
+
+    sim, ld, follower = _one_entry_committed(Sim(3, 1))
     st = sim.stores[follower]
     answers: list[Resp] = []
 
@@ -883,13 +887,7 @@ def test_a_refused_hand_over_of_buffered_records_answers_disk_error_and_the_memb
     left the Ready loop and stopped it). Once the disk has room the next write takes them."""
     from dledger.protocol import PushResponse as Resp
 
-    sim = Sim(3, 2, disk="file", flush="async")
-    assert sim.run(3000, lambda: sim.leader() is not None)
-    ld = sim.leader()
-    assert ld is not None
-    sim.propose(b"v0")
-    assert sim.run(1000, lambda: all(c.commit_index == sim.stores[ld].end_index for c in sim.nodes.values()))
-    follower = next(i for i in sim.ids if i != ld)
+    sim, ld, follower = _one_entry_committed(Sim(3, 2, disk="file", flush="async"))
     answers: list[Resp] = []
 
     def record(m: object) -> bool:  # the follower's push answers, all delivered
