@@ -38,7 +38,7 @@ from typing import Any
 
 import orjson
 
-from chaos.history.store import MAX_DEPTH, HistoryError
+from chaos.history.store import MAX_DEPTH, HistoryError, may_hold_big_int
 
 BLOCK = 1 << 20  # bytes read and rewritten at a time
 MAX_DIGITS = 4300  # Python's own limit for int(str) (sys.get_int_max_str_digits)
@@ -270,10 +270,9 @@ _MARK = "\x02"  # an op map's opening brace at the start of a line
 _SENTINEL = '["\\u0000",'  # ... becomes an array whose first element no EDN line gives here
 _KEYWORD = re.compile(r":([^,\[\]{}\n\x01\x02\"]+)")
 _SPACES = re.compile(r"[ \t\r,]+")
-# orjson reads an integer of 20 digits (or -19) as a float: a block with a run of 19 digits is read
-# a line at a time, and such a line by the generic reader, which keeps the integer exact
-_DIGITS = bytes.maketrans(b"123456789", b"000000000")
-_HUGE = b"0" * 19
+# orjson reads an integer beyond 64 bits as a float: a block that may hold one
+# (chaos.history.store.may_hold_big_int) is read a line at a time, and such a line by the generic
+# reader, which keeps the integer exact
 # Jepsen 0.3's op line (``prn`` of a jepsen.history.Op: index, time, type, process, f, value, then
 # any other field), a field at a time: each pair is one pass of str.replace over the block, done
 # before spaces become commas
@@ -353,7 +352,7 @@ def translate(block: str, loose: bool = False, obj: bool = False) -> list[str] |
         text = "\x01".join(parts[0::2])
         if text.count("\n") != block.count("\n"):
             return None
-    if _HUGE in text.encode("utf-8", "surrogatepass").translate(_DIGITS):
+    if may_hold_big_int(text.encode("utf-8", "surrogatepass")):
         return None
     text = "\n" + text
     if loose:
@@ -395,8 +394,6 @@ _ROW_HEADER = (
 )
 _ROW_F = ((", :f :", ',"'), (", :value ", '",'))
 _ROW_TABLE = str.maketrans(" })(", ",]][")
-_DIGITS_STR = str.maketrans("123456789", "000000000")
-_HUGE_STR = "0" * 19
 
 
 def row_lines(block: str) -> list[str] | None:
@@ -425,7 +422,7 @@ def row_text(block: str) -> str | None:
         text = "\x01".join(parts[0::2])
         if text.count("\n") != block.count("\n") + 1:
             return None
-    if _HUGE_STR in text.translate(_DIGITS_STR):
+    if may_hold_big_int(text.encode("utf-8", "surrogatepass")):
         return None
     for a, b in _ROW_HEADER:
         text = text.replace(a, b)

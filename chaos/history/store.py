@@ -254,12 +254,12 @@ _SCAN = 1 << 24  # bytes translated at a time by the whole-file scan
 def may_hold_big_int(buf: bytes) -> bool:
     """Whether ``buf`` (JSON text) may hold an integer orjson cannot read exactly (beyond 64 bits):
     a run of 20 digits, or a minus and 19. False positives (a long digit run inside a string or a
-    float) only cost the exact reader; a miss cannot happen. Scans in 16 MiB pieces."""
-    for start in range(0, len(buf), _SCAN):
-        t = buf[start : start + _SCAN + 20].translate(_DIGITS)
-        if _BIG_INT in t or _BIG_NEG in t:
-            return True
-    return False
+    float) only cost the exact reader; a miss cannot happen. A buffer over 16 MiB is scanned in
+    pieces that overlap by a number's length (a line or a block is translated whole, not copied)."""
+    if len(buf) > _SCAN:
+        return any(may_hold_big_int(buf[s : s + _SCAN + 20]) for s in range(0, len(buf), _SCAN))
+    t = buf.translate(_DIGITS)
+    return _BIG_INT in t or _BIG_NEG in t
 
 
 def _loads(raw: bytes, lineno: int, path: Path) -> object:
