@@ -36,7 +36,6 @@ class LiveView:
         self.t0 = time.monotonic()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._since: dict[str, float] = {}  # fault kind -> when it came into force (time.monotonic())
 
     def render(self) -> Table:
         s = self.interp.stats
@@ -64,19 +63,16 @@ class LiveView:
     def faults_text(self, now: float | None = None) -> str:
         """One short phrase per fault in force with its age, e.g. ``kill n5 12 s · partition
         majorities-ring 4 s`` (``none`` without faults); the age counts from the completion of the
-        fault's start op (else from when this view first saw it)."""
+        fault's start op (:attr:`chaos.control.interpreter.Stats.fault_since`)."""
         now = time.monotonic() if now is None else now
         stats = self.interp.stats
         faults = dict(stats.faults)  # copies: the scheduler thread writes them
-        started = dict(getattr(stats, "fault_since", {}))
+        started = dict(stats.fault_since)
         names = getattr(getattr(self.test, "nemesis", None), "names", None) or {}  # the faults as typed
-        for kind in list(self._since):
-            if kind not in faults:
-                del self._since[kind]
-        for kind in faults:
-            self._since[kind] = started.get(kind, self._since.get(kind, now))
         return (
-            " · ".join(f"{fault_phrase(k, v, names)} {now - self._since[k]:.0f} s" for k, v in faults.items())
+            " · ".join(
+                f"{fault_phrase(k, v, names)} {now - started.get(k, now):.0f} s" for k, v in faults.items()
+            )
             or "none"
         )
 
