@@ -95,7 +95,7 @@ from chaos.history.spark.session import spark_session
 if TYPE_CHECKING:  # at run time through __getattr__ below: the report's jinja2 on first use
     from chaos.history.report import ReportError, write_report
 from chaos.history.store import HistoryWriter, RunDir
-from chaos.history.verdict import UNKNOWN, Checker, StreamChecker, merge_valid
+from chaos.history.verdict import UNKNOWN, Checker, StreamChecker, merge_valid, verdict_word
 from chaos.nemesis.base import (
     TARGETS,
     Nemesis,
@@ -201,6 +201,7 @@ __all__ = [
     "StreamChecker",
     "UNKNOWN",
     "merge_valid",
+    "verdict_word",
     "LogPattern",
     "INVALID",
     "WARNING",

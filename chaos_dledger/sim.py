@@ -115,6 +115,7 @@ from chaos.api import (
     RunDir,
     codecov,
     partition_grudge,
+    verdict_word,
 )
 from chaos.api import REGISTER_DELETE_ONE_IN as DELETE_ONE_IN
 from chaos.api import REGISTER_VALUES as VALUES
@@ -2412,6 +2413,7 @@ def sim(
     for line in coverage_lines(measure) if measure is not None else []:
         click.echo(line)
     # the verdict is the last line (issue 35 item 8), as chaos run's is
-    verdict = {True: "valid", False: "INVALID"}.get(_verdict_value(valids), "unknown")
-    click.echo(f"{verdict}: {len(valids)} seeds, {len(failing)} not valid{replay}")
+    click.echo(
+        f"{verdict_word(_verdict_value(valids))}: {len(valids)} seeds, {len(failing)} not valid{replay}"
+    )
     raise click.exceptions.Exit(_verdict_exit(valids))

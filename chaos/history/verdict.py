@@ -63,6 +63,13 @@ def verdict(value: Any) -> Valid:
     return UNKNOWN
 
 
+def verdict_word(value: object) -> str:
+    """The verdict as a person reads it at the end of a run, a check or a campaign: ``"valid"``,
+    ``"INVALID"`` or ``"unknown"`` (:func:`verdict`'s rule: only the booleans decide)."""
+    v = verdict(value)
+    return "valid" if v is True else "INVALID" if v is False else UNKNOWN
+
+
 def merge_valid(values: Iterable[Any]) -> Valid:
     """Worst-first merge: any ``False`` gives False, else any undecided value (``"unknown"``, or
     anything not a boolean, see :func:`verdict`) gives ``"unknown"``, else True (also for no

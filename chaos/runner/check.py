@@ -21,6 +21,7 @@ from chaos.history.report.html import write_report
 from chaos.history.report.summary import print_run_summary
 from chaos.history.store import HistoryError, ParsedHistory, RunDir
 from chaos.history.text import write_history_text
+from chaos.history.verdict import verdict_word
 from chaos.plugins import DEPRECATIONS
 
 LOG = logging.getLogger("chaos.run")
@@ -61,8 +62,7 @@ def check_and_report(
         LOG.exception("check failed")
         results = {"valid": "unknown", "error": f"{type(e).__name__}: {e}", "checkers": {}}
         run.write_results(results)
-    verdict = {True: "valid", False: "invalid"}.get(results.get("valid"), "unknown")  # type: ignore[arg-type]
-    say(f"checked in {time.monotonic() - t0:.1f} s: {verdict}")
+    say(f"checked in {time.monotonic() - t0:.1f} s: {verdict_word(results.get('valid'))}")
     try:
         path = write_report(run.path, history)
         say(f"report {path}")

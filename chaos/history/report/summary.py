@@ -26,15 +26,12 @@ from chaos.history.op import Op
 from chaos.history.report import faults as report_faults
 from chaos.history.report.run import TYPE_ORDER, ReportError, pair_ops, read_history
 from chaos.history.report.verdicts import checker_summaries
+from chaos.history.verdict import verdict_word
 
 if TYPE_CHECKING:
     from rich.table import Table
 
 PIPE_WIDTH = 4096  # as the runner's console: a pipe gets whole lines, never folded
-
-
-def _verdict(valid: object) -> str:
-    return "valid" if valid is True else "INVALID" if valid is False else "unknown"
 
 
 def _key_order(label: Any) -> tuple[int, float, str]:
@@ -78,7 +75,7 @@ def _summary_line(name: str, r: dict[str, Any]) -> str:
             detail = str(r.get("summary") or "")
         elif name in ("log", "set"):
             detail = f"{r.get('acknowledged', r.get('acknowledged_count', 0))} acknowledged, none lost"
-    return f"  {name:<8} {_verdict(r.get('valid')):<8} {detail}".rstrip()
+    return f"  {name:<8} {verdict_word(r.get('valid')):<8} {detail}".rstrip()
 
 
 def _examples(r: dict[str, Any], limit: int = 3) -> list[str]:
@@ -215,7 +212,7 @@ def closing_lines(results: dict[str, object], where: str, notes: list[str] | Non
     if isinstance(crashed, dict) and crashed.get("cause"):
         out.append(f"cause: {crashed['cause']}")
     out += list(notes or ())
-    out.append(f"{_verdict(results.get('valid'))}: {where}")
+    out.append(f"{verdict_word(results.get('valid'))}: {where}")
     return out
 
 
@@ -290,7 +287,7 @@ def print_run_summary(
     lines = closing_lines(results, where, notes)
     for line in lines[:-1]:
         con.print(printable(line, keep="\n"), markup=False, highlight=False)
-    word = _verdict(results.get("valid"))
+    word = verdict_word(results.get("valid"))
     # one logical line, never broken by rich (a long path wraps on the terminal, not in the text)
     con.print(
         f"[{_STYLE[word]}]{word}[/{_STYLE[word]}]: {escape(printable(where))}",
@@ -319,7 +316,7 @@ def _plain_lines(results: dict[str, object], where: str, notes: list[str] | None
     if not callable(isatty) or isatty() or any(os.environ.get(k) for k in _RICH_ENV):
         return None
     lines = [printable(line, keep="\n") for line in closing_lines(results, where, notes)[:-1]]
-    lines.append(f"{_verdict(results.get('valid'))}: {printable(where)}")
+    lines.append(f"{verdict_word(results.get('valid'))}: {printable(where)}")
     if any(_RICH_CHANGES.search(line) for line in lines):
         return None
     return lines
