@@ -406,3 +406,17 @@ def test_integers_beyond_64_bits_read_exact_on_every_path(tmp_path: Path) -> Non
     assert may_hold_big_int(b'{"value":-9223372036854775809}') and may_hold_big_int(
         b'{"v":18446744073709551616}'
     )
+
+
+def test_big_int_scan_of_a_buffer_over_16_mib_sees_runs_across_piece_boundaries() -> None:
+    """A whole-file scan goes in 16-MiB pieces (a 100k-op history is larger): a digit run that
+    straddles a boundary is still seen, and a buffer without one says so (this recursed once)."""
+    from chaos.history.store import _SCAN, may_hold_big_int
+
+    filler = b'{"f":"read","value":12345}\n'
+    body = filler * (_SCAN // len(filler) + 2)
+    assert len(body) > _SCAN and not may_hold_big_int(body)
+    cut = _SCAN - 7  # 20 digits from 7 bytes before the first boundary to 13 after it
+    straddling = body[:cut] + b"18446744073709551617" + body[cut:]
+    assert may_hold_big_int(straddling)
+    assert may_hold_big_int(body + b'{"value":-9223372036854775809}\n')

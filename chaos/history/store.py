@@ -256,8 +256,13 @@ def may_hold_big_int(buf: bytes) -> bool:
     a run of 20 digits, or a minus and 19. False positives (a long digit run inside a string or a
     float) only cost the exact reader; a miss cannot happen. A buffer over 16 MiB is scanned in
     pieces that overlap by a number's length (a line or a block is translated whole, not copied)."""
-    if len(buf) > _SCAN:
-        return any(may_hold_big_int(buf[s : s + _SCAN + 20]) for s in range(0, len(buf), _SCAN))
+    if len(buf) <= _SCAN:
+        return _holds_long_digit_run(buf)
+    # each piece reaches 20 bytes into the next, so a run across a boundary is seen whole
+    return any(_holds_long_digit_run(buf[s : s + _SCAN + 20]) for s in range(0, len(buf), _SCAN))
+
+
+def _holds_long_digit_run(buf: bytes) -> bool:
     t = buf.translate(_DIGITS)
     return _BIG_INT in t or _BIG_NEG in t
 
