@@ -5,7 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 TEST=0
-[ "${1:-}" = "--test" ] && TEST=1
+case "${1:-}" in
+  "") ;;
+  --test) TEST=1 ;;
+  -h|--help) sed -n '2,4s/^# \{0,1\}//p' "$0"; exit 0 ;;
+  *) echo "install.sh: unknown option '$1'; expected --test, --help or nothing" >&2; exit 254 ;;
+esac
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
 PY="${PYTHON:-python3}"
