@@ -118,6 +118,29 @@ def test_lock_on_the_nodes(control) -> None:
 
 
 @pytest.mark.docker
+def test_lock_wait_takes_the_cluster_once_the_holder_ends(control) -> None:
+    """``chaos run --lock-wait S``: a run that finds the cluster held waits (saying for whom) and
+    takes it once the holder releases; a holder that outlasts the wait is still refused."""
+    import threading
+
+    first = ClusterLock(control, "register-none", "/tmp/store-a")
+    first.acquire()
+    said: list[str] = []
+    second = ClusterLock(control, "log-kill", "/tmp/store-b", log=said.append)
+    t0 = time.monotonic()
+    with pytest.raises(ClusterLocked, match="register-none"):
+        second.acquire(wait_s=1.5, poll_s=0.5)
+    assert time.monotonic() - t0 >= 1.5 and second.held == []
+    assert len(said) == 1 and "waiting up to" in said[0] and "register-none" in said[0]
+    threading.Timer(2.0, first.release).start()
+    second.acquire(wait_s=60, poll_s=0.5)
+    assert {h["token"] for h in holders([control.remote(n) for n in control.names]).values()} == {
+        second.token
+    }
+    second.release()
+
+
+@pytest.mark.docker
 def test_break_lock_refuses_a_live_holder_on_this_host(control) -> None:
     """--break-lock never breaks the lock of a run still alive here (issue 26: both runs then
     reported false INVALID verdicts); it names the holder and removes nothing."""

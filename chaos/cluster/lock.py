@@ -188,11 +188,32 @@ class ClusterLock:
             sudo=True,
         )
 
-    def acquire(self, break_lock: bool = False) -> None:
+    def acquire(self, break_lock: bool = False, wait_s: float = 0.0, poll_s: float = 2.0) -> None:
         """Take the lock on every node, in node order. ``break_lock`` clears any existing lock first.
+        ``wait_s``: seconds to keep trying (every ``poll_s`` s, releasing what was taken in
+        between) while a live run holds the cluster, for a cluster several people share.
 
-        Raises ClusterLocked (after releasing what was taken) when a live run holds some node.
+        Raises ClusterLocked (after releasing what was taken) when a live run still holds some node.
         """
+        deadline = time.monotonic() + max(0.0, wait_s)
+        said = False
+        while True:
+            try:
+                self._acquire_once(break_lock)
+                return
+            except ClusterLocked as e:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                if not said:
+                    self.log(
+                        f"waiting up to {left:.0f} s for run {describe(e.holder)} to release the cluster"
+                    )
+                    said = True
+                break_lock = False  # broken once at most: a holder alive now is a live run
+                time.sleep(min(poll_s, left))
+
+    def _acquire_once(self, break_lock: bool) -> None:
         remotes = [self.control.remote(n.name) for n in self.control.nodes]
         if break_lock:
             self.break_all()

@@ -44,6 +44,7 @@ DEFAULTS: dict[str, object] = {
     "seed": None,
     "leave_db_running": False,
     "recovery_time": 5.0,
+    "lock_wait": 0.0,
     "final_time_limit": 120.0,
     "check_time_limit": 120.0,
 }
@@ -86,6 +87,7 @@ class RunOptions:
     extra: Mapping[str, Any] = field(default_factory=dict)
     consistency_model: str | None = None
     break_lock: bool = False
+    lock_wait: float = 0.0
     node_names: tuple[str, ...] = ()
     nemesis_opts: Mapping[str, Any] = field(default_factory=dict)
 
@@ -120,6 +122,7 @@ class RunOptions:
             extra=MappingProxyType({k: v for k, v in merged.items() if k not in known}),
             consistency_model=merged.get("consistency_model"),
             break_lock=bool(merged.get("break_lock")),
+            lock_wait=float(merged["lock_wait"]),
             node_names=tuple(str(n) for n in merged.get("node_names") or ()),
             nemesis_opts=MappingProxyType(dict(merged.get("nemesis_opts") or {})),
         )
@@ -483,6 +486,7 @@ NUMBER_OPTIONS: dict[str, tuple[type, float, bool, float | None]] = {
     "nemesis_interval": (float, 0.0, False, None),
     "rate": (float, 0.0, True, None),
     "recovery_time": (float, 0.0, True, None),
+    "lock_wait": (float, 0.0, True, None),
     "final_time_limit": (float, 0.0, False, None),
     "check_time_limit": (float, 0.0, False, None),
     "stall_timeout": (float, 0.0, False, None),

@@ -154,6 +154,14 @@ _RUN_OPTIONS = [
         help="Clear the cluster lock another run left (after a crash on another host) before taking it.",
     ),
     click.option(
+        "--lock-wait",
+        type=float,
+        default=0.0,
+        show_default=True,
+        help="Seconds to wait for another run holding the cluster to end before refusing (a shared "
+        "cluster); 0 refuses at once.",
+    ),
+    click.option(
         "--recovery-time",
         type=float,
         default=5.0,

@@ -626,7 +626,7 @@ class Runner:
         lock = ClusterLock(Control(nodes), name, self.options.store, log=self.say)
         self.say(f"taking the cluster lock on {len(nodes)} nodes (one run per cluster)")
         try:
-            lock.acquire(break_lock=self.options.break_lock)
+            lock.acquire(break_lock=self.options.break_lock, wait_s=self.options.lock_wait)
         except BaseException:
             lock.control.close()
             raise
