@@ -53,7 +53,7 @@ from chaos_dledger.mutants import Config, Mutant, MutantError, apply_mutant, che
 
 DOCKER_LOCK = "/tmp/chaos-docker.lock"
 INVALID_LINE = re.compile(r"^\s+([a-z][\w-]*)\s+INVALID\s*(.*)$")
-FAILING_SEED = re.compile(r"^seed (\d+): valid = (?!True)")
+FAILING_SEED = re.compile(r"^seed (\d+): (?:INVALID|unknown)\b")
 
 
 def parse_config(text: str, where: str) -> Config:

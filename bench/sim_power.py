@@ -116,8 +116,8 @@ CONFIGS: dict[str, list[str]] = {
 }
 DEFAULT_RESULTS = ROOT / "store" / "sim-power" / "results.jsonl"
 
-_FAILING = re.compile(r"^seed (\d+): valid = (\S+): (.*)$", re.M)
-_TOTAL = re.compile(r"^(\d+) seeds, (\d+) not valid", re.M)
+_FAILING = re.compile(r"^seed (\d+): (INVALID|unknown): (.*)$", re.M)
+_TOTAL = re.compile(r"^(?:\w+: )?(\d+) seeds, (\d+) not valid", re.M)
 _RATE = re.compile(r"^([\d.]+) seeds/s", re.M)
 _COVERAGE = re.compile(r"^coverage \(.*$", re.M)
 

@@ -2158,7 +2158,7 @@ def _campaign(
                 opts = by_seed[s]
                 mix = f" [swarm mix: {mix_args(dataclasses.asdict(opts))}]" if opts.swarm else ""
                 progress.console.file.flush()
-                click.echo(f"seed {s}: valid = {valid}: {why}{mix}")
+                click.echo(f"seed {s}: {verdict_word(valid)}: {why}{mix}")
             rate = len(valids) / max(time.monotonic() - t0, 1e-9)
             progress.update(task, advance=1, rate=f"{rate:.2f}", failed=len(failing))
             if stop_on_failure and valid is not True:
@@ -2379,7 +2379,7 @@ def sim(
         run = write_run_dir(opts, Path(store))
         results = run.load_results()
         valid = results.get("valid")
-        click.echo(f"seed {seed}: valid = {valid}; run directory {run.path}")
+        click.echo(f"seed {seed}: {verdict_word(valid)}; run directory {run.path}")
         if results.get("safety", {}).get("error"):
             click.echo(f"safety: {results['safety']['error']}")
         raise click.exceptions.Exit(_verdict_exit([valid]))

@@ -71,7 +71,7 @@ def test_unsafe_reads_are_caught_and_the_failing_seed_replays(tmp_path: Path) ->
     p = chaos_sim("--workload", "register", "--read-mode", "unsafe", "--nemesis", "partition,pause",
                   "--seeds", "8", "--time-limit", "5", "--jobs", "2", "--store", str(tmp_path), cwd=tmp_path)  # fmt: skip
     assert p.returncode == 1, p.stdout + p.stderr
-    failing = [int(s) for s in re.findall(r"^seed (\d+): valid = False: linear", p.stdout, re.M)]
+    failing = [int(s) for s in re.findall(r"^seed (\d+): INVALID: linear", p.stdout, re.M)]
     assert failing, p.stdout
     r = chaos_sim("--workload", "register", "--read-mode", "unsafe", "--nemesis", "partition,pause",
                   "--seed", str(failing[0]), "--time-limit", "5", "--store", str(tmp_path), cwd=tmp_path)  # fmt: skip
@@ -131,7 +131,7 @@ def test_a_mutant_voting_without_the_log_check_is_found_shrunk_and_replayed(tmp_
     assert p.returncode == 1, p.stdout + p.stderr
     failing = [
         int(s)
-        for s in re.findall(r"^seed (\d+): valid = False: safety \(.*without committed entry", p.stdout, re.M)
+        for s in re.findall(r"^seed (\d+): INVALID: safety \(.*without committed entry", p.stdout, re.M)
     ]
     assert failing, p.stdout
     r = run("--seed", str(failing[0]), "--shrink")

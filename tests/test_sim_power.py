@@ -137,7 +137,7 @@ def test_read_path_mutants_are_caught_by_chaos_sim(
 ) -> None:
     p = _mutant_sim(name, tmp_path, *args, "--time-limit", "5")
     assert p.returncode == 1, p.stdout + p.stderr
-    (line,) = re.findall(r"^seed \d+: valid = False: .*$", p.stdout, re.M)  # stopped at the first
+    (line,) = re.findall(r"^seed \d+: INVALID: .*$", p.stdout, re.M)  # stopped at the first
     assert checker in line
 
 
@@ -148,7 +148,7 @@ def test_the_default_swarm_catches_a_vote_counted_from_an_earlier_term(tmp_path:
     earlier term and leads without a majority of that term's votes."""
     p = _mutant_sim("stale-vote-response", tmp_path, "--first-seed", "1", "--seeds", "1")
     assert p.returncode == 1, p.stdout + p.stderr
-    assert re.search(r"^seed 1: valid = False: .*safety \(.* not a majority of 5\)", p.stdout, re.M), p.stdout
+    assert re.search(r"^seed 1: INVALID: .*safety \(.* not a majority of 5\)", p.stdout, re.M), p.stdout
 
 
 def test_the_default_swarm_catches_a_transfer_campaign_before_catch_up(tmp_path: Path) -> None:
@@ -160,7 +160,7 @@ def test_the_default_swarm_catches_a_transfer_campaign_before_catch_up(tmp_path:
     p = _mutant_sim("transfer-without-catch-up", tmp_path, "--first-seed", "10", "--seeds", "1")
     assert p.returncode == 1, p.stdout + p.stderr
     assert re.search(
-        r"^seed 10: valid = False: .*safety \(.* became leader in term \d+ without committed entry",
+        r"^seed 10: INVALID: .*safety \(.* became leader in term \d+ without committed entry",
         p.stdout,
         re.M,
     ), p.stdout
@@ -182,7 +182,7 @@ def test_a_slow_inbound_link_that_stalls_outbound_shows_heartbeat_answers_of_an_
     p = _mutant_sim("heartbeat-stale-round", tmp_path, *args)
     assert p.returncode == 1, p.stdout + p.stderr
     assert re.search(
-        r"^seed 19: valid = False: safety \(s5 answered a read-index read .* not a majority of 5\)",
+        r"^seed 19: INVALID: safety \(s5 answered a read-index read .* not a majority of 5\)",
         p.stdout,
         re.M,
     ), p.stdout
@@ -232,9 +232,7 @@ def test_the_figure8_nemesis_finds_raft_figure_8(tmp_path: Path) -> None:
         "figure8-old-term-commit", tmp_path, "--nemesis", "figure8", "--time-limit", "10", "--seeds", "100"
     )
     assert p.returncode == 1, p.stdout + p.stderr
-    assert re.search(r"^seed \d+: valid = False: .*safety \(.*without committed entry", p.stdout, re.M), (
-        p.stdout
-    )
+    assert re.search(r"^seed \d+: INVALID: .*safety \(.*without committed entry", p.stdout, re.M), p.stdout
 
 
 def test_a_leader_restarted_inside_its_term_does_not_lead_twice_in_it() -> None:

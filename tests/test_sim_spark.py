@@ -64,7 +64,7 @@ def test_the_command_prints_and_exits_as_the_local_run(spark: Any, tmp_path: Pat
         assert local.exit_code == 1, local.output
         assert on_spark.exit_code == 1, on_spark.output
         assert _lines(on_spark.stdout) == _lines(local.stdout)
-        assert re.search(r"^seed \d+: valid = False: linear", on_spark.stdout, re.M)
+        assert re.search(r"^seed \d+: INVALID: linear", on_spark.stdout, re.M)
     assert "1 not valid; replay one with: chaos sim" in on_spark.stdout  # stopped at the first
 
 
@@ -115,12 +115,12 @@ def test_a_mutants_failing_seed_found_on_spark_replays_locally(tmp_path: Path) -
     assert on_spark.returncode == 1, on_spark.stdout + on_spark.stderr
     local = run("--seeds", "30", "--jobs", "2")
     assert _lines(on_spark.stdout) == _lines(local.stdout)
-    failing = re.findall(r"^seed (\d+): valid = False: (.*?) \[swarm mix", on_spark.stdout, re.M)
+    failing = re.findall(r"^seed (\d+): INVALID: (.*?) \[swarm mix", on_spark.stdout, re.M)
     assert failing, on_spark.stdout
     seed, why = failing[0]
     replay = run("--seed", seed)
     assert replay.returncode == 1, replay.stdout + replay.stderr
-    assert f"seed {seed}: valid = False; run directory" in replay.stdout
+    assert f"seed {seed}: INVALID; run directory" in replay.stdout
     breach = re.search(r"safety \((.*)\)$", why)  # the invariant this mutant breaks, at the same step
     assert breach, why
     assert f"safety: {breach[1]}" in replay.stdout

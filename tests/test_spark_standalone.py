@@ -218,7 +218,7 @@ def test_sim_command_on_a_standalone_cluster_prints_and_exits_as_the_local_run(
         return [ln for ln in out.splitlines() if "seeds/s" not in ln]
 
     assert lines(on_cluster.stdout) == lines(local.stdout)
-    failing = re.findall(r"^seed (\d+): valid = False", on_cluster.stdout, re.M)
+    failing = re.findall(r"^seed (\d+): INVALID", on_cluster.stdout, re.M)
     assert failing, on_cluster.stdout
 
 
