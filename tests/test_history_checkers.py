@@ -390,6 +390,8 @@ def test_perf_files_an_unsupported_fail_apart_and_not_as_an_outage() -> None:
     out = perf(ops)
     assert out["ops"]["fail_unsupported"] == 20 and out["ops"]["fail_unavailable"] == 0, out["ops"]
     assert "20 unsupported by the client" in ops_line(out["ops"])
+    # nor a client error: the client-errors checker counts none, so the ops line must not say so
+    assert out["ops"]["client_errors"] == 0 and "client errors" not in ops_line(out["ops"]), out["ops"]
     # availability is what it would be without the deletes at all
     reads_only = perf([o for o in ops if o.f == "read"])
     assert out["availability"] == reads_only["availability"]

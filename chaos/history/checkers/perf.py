@@ -285,8 +285,10 @@ class _PerfAcc:
         cls = fail_class(op) if typ == FAIL else None
         if cls is not None:
             self.fails[cls] += 1
-        if cls == UNSUPPORTED or (op.extra and "client_error" in op.extra):  # the DB was not asked
-            self.client_errors += 1
+        crashed = bool(op.extra and "client_error" in op.extra)
+        if cls == UNSUPPORTED or crashed:  # the DB was not asked: out of availability
+            if crashed:  # an unsupported op is no crash: the client-errors checker does not count it
+                self.client_errors += 1
             self.avail.withdraw()
             return
         self.avail.complete(t, typ, f)
