@@ -309,3 +309,29 @@ def test_a_bare_check_checks_the_working_directorys_store(tmp_path: Path) -> Non
     )
     assert r.returncode in (0, 2) and str(run.path) in r.stdout.splitlines()[-1], r.stdout + r.stderr
     assert chaos("check").returncode == 254  # the test's own directory has no store
+
+
+def test_a_long_step_says_it_is_still_running_and_a_short_one_says_nothing() -> None:
+    """Issue 34: a long step (an OS package install, a DB's setup) is never silent: ``progress``
+    says ``still <what> (<N> s)`` every period while it runs, and nothing once it has ended."""
+    import time
+
+    from chaos.runner.output import progress
+
+    said: list[str] = []
+    with progress(said.append, "installing the OS packages", every=0.05):
+        time.sleep(0.28)
+    n = len(said)
+    assert n >= 3 and all(s.startswith("still installing the OS packages (") for s in said), said
+    time.sleep(0.15)
+    assert len(said) == n  # the beat stops with the step
+    quiet: list[str] = []
+    with progress(quiet.append, "in setup", every=5.0):
+        pass
+    assert quiet == []
+
+    def broken(line: str) -> None:
+        raise OSError("closed console")
+
+    with progress(broken, "in setup", every=0.02):  # a status line never breaks its step
+        time.sleep(0.08)
