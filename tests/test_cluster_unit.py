@@ -180,6 +180,32 @@ def test_db_packages_come_from_the_db_not_the_image_or_the_os_setup() -> None:
     assert len(with_db) == len(set(with_db))  # python3, in both, once
 
 
+def test_a_lone_string_declaration_is_one_name_not_its_characters() -> None:
+    """``os_packages = ("redis-server")`` (the comma forgotten) is the package redis-server, not
+    r, e, d, i, s, -, v: the OS setup once ran apt-get on the characters (issue 34 audit); likewise
+    daemons, data_files, source packages and the runner's pattern files. ``chaos plugin check``
+    still reports the declaration, one line."""
+    from types import SimpleNamespace
+
+    from chaos.cluster.osetup import REQUIRED_PACKAGES, DebianOS
+    from chaos.control.db import daemons, data_files, os_packages, source_packages
+    from chaos.runner.plugincheck import Findings, check_declarations
+    from chaos.runner.runner import _server_logs_doc
+
+    db = SimpleNamespace(os_packages="redis-server", daemons="server", data_files="*/data/*",
+                         source_packages="redis", source_omit="redis/tests/*",
+                         pattern_files="/var/log/redis.log", log_patterns=())  # fmt: skip
+    assert os_packages(db) == ["redis-server"]
+    assert DebianOS(db=db).packages == [*REQUIRED_PACKAGES, "redis-server"]
+    assert daemons(db) == ("server",) and data_files(db) == ["*/data/*"]
+    assert source_packages(db) == (("redis",), ("redis/tests/*",))
+    assert _server_logs_doc(db)["files"] == ["redis.log"]
+    found = Findings(lambda line: None)
+    check_declarations(db, found)
+    declared = {v.split(": ")[1] for v in found.violations}
+    assert declared >= {"os_packages", "daemons", "data_files", "pattern_files"}, found.violations
+
+
 class TwoDaemonDB:
     """A DB with a server and a sentinel per node (as Redis with Sentinel), recording the calls
     the tool makes per daemon."""

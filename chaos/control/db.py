@@ -191,29 +191,40 @@ def check_db(db: object, where: str = "the DB") -> None:
 # -- what a DB declares: packages, daemons, data files ------------------------------------------------
 
 
+def declared_names(db: object, attr: str, default: Sequence[str] = ()) -> list[str]:
+    """The names ``db`` declares in ``attr`` (``os_packages``, ``daemons``, ``data_files``, ...),
+    ``default`` when absent or empty. A lone string is one name, never its characters:
+    ``os_packages = ("redis-server")`` (the comma forgotten) installs ``redis-server``, not ``r``,
+    ``e``, ... (``chaos plugin check`` reports the declaration, once)."""
+    value = getattr(db, attr, None) or default
+    if isinstance(value, str):
+        value = (value,)
+    return [str(v) for v in value]
+
+
 def os_packages(db: object) -> list[str]:
     """The Debian packages ``db`` declares its nodes need (its ``os_packages``; none when absent)."""
-    return [str(p) for p in (getattr(db, "os_packages", None) or ())]
+    return declared_names(db, "os_packages")
 
 
 def daemons(db: object) -> tuple[str | None, ...]:
     """The daemons ``db`` runs per node: its ``daemons`` names, or ``(None,)`` (one daemon, whose
     methods are called without the ``daemon`` keyword)."""
-    names = tuple(str(d) for d in (getattr(db, "daemons", None) or ()))
+    names = tuple(declared_names(db, "daemons"))
     return names or (None,)
 
 
 def source_packages(db: object) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The packages of the system's own code ``db`` declares (its ``source_packages``) and the
     coverage.py ``omit`` patterns within them (its ``source_omit``); empty tuples when absent."""
-    packages = tuple(str(p) for p in (getattr(db, "source_packages", None) or ()))
-    return packages, tuple(str(p) for p in (getattr(db, "source_omit", None) or ()))
+    packages = tuple(declared_names(db, "source_packages"))
+    return packages, tuple(declared_names(db, "source_omit"))
 
 
 def data_files(db: object) -> list[str]:
     """Glob patterns (relative to ``data_dir``) of the files disk faults may damage: the DB's
     ``data_files``, default ``["**/*"]`` (every file)."""
-    return [str(p) for p in (getattr(db, "data_files", None) or ("**/*",))]
+    return declared_names(db, "data_files", ("**/*",))
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,17 @@ from chaos.cluster.osetup import DebianOS
 from chaos.cluster.providers import provision
 from chaos.control import db as dbmod
 from chaos.control import generator as gen
-from chaos.control.db import DB, Leadership, LogFiles, Primary, Recovery, capabilities, db_name, has
+from chaos.control.db import (
+    DB,
+    Leadership,
+    LogFiles,
+    Primary,
+    Recovery,
+    capabilities,
+    db_name,
+    declared_names,
+    has,
+)
 from chaos.control.interpreter import Clock, Interpreter
 from chaos.control.node import Node
 from chaos.control.ssh import Control, Remote
@@ -124,7 +134,7 @@ def _server_logs_doc(db: object) -> dict[str, object]:
     downloaded under nodes/<node>/) and its declared anomaly patterns, so ``chaos check`` scans the
     same files the same way (none without the ``log-files`` capability)."""
 
-    names = [os.path.basename(str(p)) for p in getattr(db, "pattern_files", ()) or ()]
+    names = [os.path.basename(p) for p in declared_names(db, "pattern_files")]
     return patterns_doc(names, list(getattr(db, "log_patterns", ()) or ()))
 
 
