@@ -88,6 +88,39 @@ def test_a_broken_plugin_gets_one_line_per_violation_with_its_fix(tmp_path: Path
     assert r.stdout.rstrip().endswith(f"brokenplug:BrokenDB: {len(VIOLATIONS)} violations")
 
 
+def test_a_broken_setup_is_one_violation_and_the_smoke_touches_no_node(tmp_path: Path) -> None:
+    """Without --no-smoke a setup the tool cannot call is still one line: the smoke does not call it
+    again (once a second violation, 'setup(control): raised TypeError'), nor provision a node for
+    it (the ssh node here is unreachable, TEST-NET-1). The members the contract found unusable are
+    the ones the smoke skips."""
+    from chaos.runner.plugincheck import Findings, check_contract
+
+    (tmp_path / "brokenplug.py").write_text(BROKEN)
+    r = chaos("brokenplug:BrokenDB", "--provider", "ssh", "--nodes", "192.0.2.1", path=tmp_path)
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("violation: ")]
+    assert len(lines) == len(VIOLATIONS) and "TypeError" not in r.stdout, r.stdout
+    assert "note: the smoke skipped: setup cannot be called as the tool calls it (above)" in r.stdout
+    sys.path.insert(0, str(tmp_path))
+    try:
+        found = Findings(lambda line: None)
+        check_contract("brokenplug:BrokenDB", (), found)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("brokenplug", None)
+    assert found.unusable == {"setup", "kill", "open_client"}, found.unusable
+
+
+def test_unreachable_nodes_are_one_line_as_in_chaos_run_not_a_crash() -> None:
+    """The smoke on nodes it cannot reach says so as chaos run does (exit 255, one line), not
+    'crashed: NodeUnreachable'. Port 1 on loopback refuses at once."""
+    r = chaos("examples.etcd:EtcdDB", "--provider", "ssh", "--nodes", "n1=127.0.0.1:1",
+              "--no-strict-host-key-checking")  # fmt: skip
+    assert r.returncode == 255, (r.returncode, r.stdout, r.stderr)
+    assert r.stderr.startswith("chaos: cannot reach the nodes: n1") and r.stderr.count("\n") == 1, r.stderr
+    assert "crashed" not in r.stderr and "Traceback" not in r.stderr
+
+
 def test_a_plugin_outside_its_api_range_is_a_violation(tmp_path: Path) -> None:
     (tmp_path / "oldplug.py").write_text(
         'API = "<1"\n\nclass OldDB:\n    name = "old"\n    def setup(self, control): pass\n'

@@ -50,9 +50,9 @@ from chaos.cluster.providers import provision
 from chaos.control import db as dbmod
 from chaos.control.client import _TOOL_DIR, client_error, client_error_text, plugin_roots
 from chaos.control.db import CAPABILITIES, DB, LogFiles, Primary, Recovery, capabilities, daemons, has
-from chaos.control.ssh import Control
+from chaos.control.ssh import Control, RemoteError
 from chaos.control.test import Test
-from chaos.errors import EXIT_INVALID, EXIT_VALID, BadArguments, ConfigError
+from chaos.errors import EXIT_CRASH, EXIT_INVALID, EXIT_VALID, BadArguments, ConfigError, error_line
 from chaos.history.checkers.nodelogs import LogPattern
 from chaos.history.op import INVOKE, Op
 from chaos.nemesis.cli import heal_control
@@ -95,6 +95,9 @@ class Findings:
     say: Callable[[str], None]
     violations: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    unusable: set[str] = field(default_factory=set)
+    """Members the contract found missing or not callable as the tool calls them: the smoke skips
+    the steps that would call them (the violation is said once, not again as a TypeError)."""
 
     def violation(self, what: str, problem: str, fix: str) -> None:
         line = f"violation: {what}: {problem}; fix: {fix}"
@@ -187,6 +190,7 @@ def check_members(db: object, found: Findings) -> None:
     for m in ("setup", "teardown", "describe"):
         if not callable(getattr(db, m, None)):
             found.violation(m, "missing", f"define {CALLS[m][1]} (chaos.api.DB)")
+            found.unusable.add(m)
     offered = capabilities(db)
     for cap, (proto, members) in CAPABILITIES.items():
         have = [m for m in members if getattr(db, m, None) is not None]
@@ -205,7 +209,9 @@ def check_members(db: object, found: Findings) -> None:
         sig = _accepts(fn, args)
         if sig is not None:
             found.violation(m, f"is {sig}, but the tool calls {call}", f"define it as {call}")
+            found.unusable.add(m)
         elif named and m in DAEMON_METHODS and _accepts(fn, args, {"daemon": "x"}) is not None:
+            found.unusable.add(m)
             found.violation(
                 m,
                 f"takes no daemon= keyword, but the DB declares daemons {list(daemons(db))}",
@@ -441,9 +447,19 @@ def download_logs(test: Test, db: DB, found: Findings) -> None:
 
 
 def smoke(db: DB, opts: dict[str, object], found: Findings) -> None:
-    """Part 2 (module docstring), on the nodes ``opts`` select."""
+    """Part 2 (module docstring), on the nodes ``opts`` select. A step that would call a member the
+    contract found unusable (``found.unusable``) is skipped with a note, so one violation is one
+    line; without a callable ``setup`` and ``teardown`` no node is touched."""
     import logging
 
+    def usable(*members: str, step: str) -> bool:
+        bad = sorted(found.unusable.intersection(members))
+        if bad:
+            found.note(f"{step} skipped: {', '.join(bad)} cannot be called as the tool calls it (above)")
+        return not bad
+
+    if not usable("setup", "teardown", step="the smoke"):
+        return
     nodes = provision(opts, found.say)
     lock = ClusterLock(Control(nodes), "plugin-check", "", log=found.say)
     lock.acquire(break_lock=bool(opts.get("break_lock")))
@@ -460,21 +476,23 @@ def smoke(db: DB, opts: dict[str, object], found: Findings) -> None:
             with progress(found.say, "in setup"):
                 ready = _step(found, "setup(control)", "setup must install, start and return when clients "
                               "can be served", db, lambda: db.setup(control))  # fmt: skip
-        if ready and has(db, Primary):
+        if ready and has(db, Primary) and usable("await_leader", step="the leader wait"):
             _step(found, "await_leader(control, 60)", "a leader must be elected on a healthy cluster", db,
                   lambda: db.await_leader(control, 60.0))  # fmt: skip
-        if ready:
+        if ready and usable("open_client", step="the client ops"):
             run_ops(test, db, found)
-        if ready and has(db, Recovery):
+        if ready and has(db, Recovery) and usable("await_recovery", step="the recovery wait"):
             rec = _step(found, "await_recovery(control, 60)", "return the liveness record, do not raise", db,
                         lambda: db.await_recovery(control, 60.0))  # fmt: skip
             if isinstance(rec, dict) and rec.get("recovered") is not True:
                 found.violation("await_recovery", f"a healthy cluster did not recover: {rec.get('problems')}",
                                 "return recovered: True when every node serves")  # fmt: skip
-        _step(found, "heal (chaos heal's heal of every node)", "resume() and the process methods must not raise "
-              "on a healthy node", db, lambda: heal_control(control, db))  # fmt: skip
+        if usable(*DAEMON_METHODS, step="the heal"):
+            _step(found, "heal (chaos heal's heal of every node)", "resume() and the process methods must not "
+                  "raise on a healthy node", db, lambda: heal_control(control, db))  # fmt: skip
         if ready:
-            download_logs(test, db, found)
+            if usable("log_files", step="the log download"):
+                download_logs(test, db, found)
         else:
             found.note("setup did not finish: the ops, the recovery wait and the log download were skipped")
         _step(
@@ -531,6 +549,9 @@ def check(spec: str, db_opt: tuple[str, ...], no_smoke: bool, **opts: object) ->
             smoke(db, {**opts, "db": spec}, found)
         except ValueError as e:  # a bad option of the provider, the lock held by another run
             raise BadArguments(str(e)) from None
+        except RemoteError as e:  # the nodes cannot be reached (a step's own errors are violations)
+            error_line(f"cannot reach the nodes: {e}")
+            return EXIT_CRASH
     n = len(found.violations)
     click.echo(
         f"{spec}: {n} violation{'s' if n != 1 else ''}" + ("" if n else ", conforms to the plug-in API")
