@@ -492,7 +492,7 @@ class Driver:
         if not is_read_only(mops) or mode == "raft-log":
             return self.propose(encode_txn(mops), waiter, now)
         if mode == "unsafe":  # this member's state, leader or not
-            self.host.answer(waiter, Code.SUCCESS, value=self.sm.read_txn(mops))  # type: ignore[attr-defined]
+            self._answer_read_txn(waiter, self.sm.read_txn(mops))  # type: ignore[attr-defined]
             return Code.SUCCESS
         waiter.txn = mops
         self._next_read_id += 1
@@ -500,6 +500,14 @@ class Driver:
         if code == Code.SUCCESS:
             self.reads[self._next_read_id] = waiter
         return code
+
+    def _answer_read_txn(self, waiter: Any, res: Any, **fields: Any) -> None:
+        """Answer a read-only transaction read off this member's state: its completed micro-ops, or
+        UNEXPECTED_ARGUMENT as for an aborted applied one (it would read too many values)."""
+        if isinstance(res, TxnAborted):
+            self.host.answer(waiter, Code.UNEXPECTED_ARGUMENT, error=f"txn aborted: {res.reason}")
+        else:
+            self.host.answer(waiter, Code.SUCCESS, value=res, **fields)
 
     def get(self, index: int) -> tuple[int, Entry | None]:
         """DLedger's GET of log entry ``index`` from this member (committed entries only):
@@ -597,8 +605,10 @@ class Driver:
             for idx, w in self.ready_reads:
                 if idx <= self.last_applied:
                     txn = getattr(w, "txn", None)
-                    value = self.sm.get(w.key or "") if txn is None else self.sm.read_txn(txn)  # type: ignore[attr-defined]
-                    self.host.answer(w, Code.SUCCESS, value=value, index=idx)
+                    if txn is None:
+                        self.host.answer(w, Code.SUCCESS, value=self.sm.get(w.key or ""), index=idx)  # type: ignore[attr-defined]
+                    else:
+                        self._answer_read_txn(w, self.sm.read_txn(txn), index=idx)  # type: ignore[attr-defined]
                 else:
                     keep.append((idx, w))
             self.ready_reads = keep

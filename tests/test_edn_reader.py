@@ -376,6 +376,29 @@ def test_non_finite_json_values_name_the_file_and_line(tmp_path: Path, value: st
     assert f"{p}: line 2: {shown} is not a history value" in res.stderr
 
 
+@pytest.mark.parametrize("sign", ["", "-"])
+def test_an_over_long_json_integer_is_named_as_one(tmp_path: Path, sign: str) -> None:
+    """Issue 36 item 7: a JSON history's integer of 5,000 digits was 254 with the reason 'not valid
+    JSON (an integer beyond 64 bits may be here: line 1 column 1 (char 0))'; it is named as the
+    EDN reader names it. 4,300 digits (Python's limit) still read exactly."""
+    p = tmp_path / "history.jsonl"
+    head = '{"type":"invoke","process":0,"f":"write","value":1,"time":1,"index":0}\n'
+    p.write_text(
+        head + f'{{"type":"ok","process":0,"f":"write","value":{sign}{"7" * 5000},"time":2,"index":1}}\n'
+    )
+    reason = "an integer of 5000 digits (expected at most 4300)"
+    with pytest.raises(HistoryError, match=rf"line 2: {re.escape(reason)}"):
+        list(load_history(p)[0])
+    res = chaos("check", p)
+    assert res.returncode == 254, res.stdout + res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert line == f"chaos: malformed history: {p}: line 2: {reason}", line
+    p.write_text(
+        head + f'{{"type":"ok","process":0,"f":"write","value":{sign}{"7" * 4300},"time":2,"index":1}}\n'
+    )
+    assert list(load_history(p)[0])[1].value == int(sign + "7" * 4300)
+
+
 def test_edn_structure_errors_name_the_line(tmp_path: Path) -> None:
     p = tmp_path / "h.edn"
     cases = {

@@ -39,9 +39,9 @@ from typing import Any
 import orjson
 
 from chaos.history.store import MAX_DEPTH, HistoryError, may_hold_big_int
+from chaos.history.store import MAX_INT_DIGITS as MAX_DIGITS
 
 BLOCK = 1 << 20  # bytes read and rewritten at a time
-MAX_DIGITS = 4300  # Python's own limit for int(str) (sys.get_int_max_str_digits)
 
 _TOKEN = re.compile(
     r"""(?P<ws>[\s,]+)

@@ -235,6 +235,20 @@ def _not_finite(name: str) -> object:
     raise _NotFinite(name)
 
 
+MAX_INT_DIGITS = 4300  # Python's own limit for int(str) (sys.get_int_max_str_digits)
+
+
+class _TooLong(ValueError):
+    """An integer of more digits than :data:`MAX_INT_DIGITS` (raised inside ``json.loads``)."""
+
+
+def _bounded_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise _TooLong(digits)
+    return int(text)
+
+
 def _finite_float(text: str) -> float:
     f = float(text)
     if f != f or f in (float("inf"), float("-inf")):
@@ -279,8 +293,14 @@ def _loads(raw: bytes, lineno: int, path: Path) -> object:
         try:  # what orjson refuses or misreads but the standard library reads (lone surrogate
             # escapes, integers beyond 64 bits)
             raw.decode("utf-8")
-            d = json.loads(raw, parse_constant=_not_finite, parse_float=_finite_float)
+            d = json.loads(raw, parse_constant=_not_finite, parse_float=_finite_float, parse_int=_bounded_int)
             fallback = True
+        except _TooLong as t:
+            raise HistoryError(
+                f"an integer of {t.args[0]} digits (expected at most {MAX_INT_DIGITS})",
+                line=lineno,
+                path=path,
+            ) from None
         except _NotFinite as nf:
             _refuse_duplicates(raw, lineno, path)  # a key named twice is the first thing to say
             raise HistoryError(
