@@ -329,6 +329,58 @@ def test_future_read():
     assert r["not"] == ["read-committed"]
 
 
+def _edn(ops: list[Op]) -> str:
+    def v(x: Any) -> str:
+        if x is None:
+            return "nil"
+        if isinstance(x, list):
+            return "[" + " ".join(v(y) for y in x) + "]"
+        return (
+            f":{x}"
+            if isinstance(x, str) and x in ("append", "r")
+            else f'"{x}"'
+            if isinstance(x, str)
+            else str(x)
+        )
+
+    return "".join(
+        f"{{:type :{o.type}, :f :txn, :value {v(o.value)}, :process {o.process}, :time {o.time}, :index {o.index}}}\n"
+        for o in ops
+    )
+
+
+def test_garbage_read_a_value_nobody_appended(tmp_path: Path) -> None:
+    """A read showing an element no transaction appended to that key (a key mix-up, a corrupted
+    value): Elle lets it pass; every model down to read-uncommitted forbids it. An element a
+    failed append wrote is G1a instead; one an info or a never-completed invocation may have
+    written is not garbage. The same verdict from Op objects, JSON Lines and EDN."""
+    h = H().txn("ax1").txn("ay7").txn("rx17")  # 7 went to y, yet x shows it
+    r = check(h, "read-uncommitted")
+    assert r["valid"] is False and "garbage-read" in r["anomaly_types"] and r["not"] == ["read-uncommitted"]
+    (case,) = r["anomalies"]["garbage-read"]
+    assert case["key"] == "x" and case["element"] == 7 and case["mop"] == ["r", "x", [1, 7]]
+    assert "no transaction appended 7 to x" in case["explanation"]
+    jl = tmp_path / "history.jsonl"
+    write_history(jl, h.ops)
+    ed = tmp_path / "history.edn"
+    ed.write_text(_edn(h.ops))
+    for path in (jl, ed):
+        got = check_file(path, "list-append", "read-uncommitted")
+        assert got["valid"] is False and "garbage-read" in got["anomaly_types"], path
+
+    failed = H().txn("ax1").txn("ax7", type_="fail").txn("rx17")
+    assert "garbage-read" not in check(failed, "read-uncommitted")["anomaly_types"]
+    assert "G1a" in check(failed, "read-uncommitted")["anomaly_types"]
+    maybe = H().txn("ax1").txn("ax7", type_="info").txn("rx17")
+    assert check(maybe, "strict-serializable")["valid"] is True
+    pending = H().txn("ax1").invoke(9, "ax7").txn("rx17")  # the append never completed
+    assert check(pending, "strict-serializable")["valid"] is True
+    write_history(jl, pending.ops)
+    ed.write_text(_edn(pending.ops))
+    for path in (jl, ed):
+        assert check_file(path, "list-append", "strict-serializable")["valid"] is True, path
+
+
 def test_duplicate_elements():
     # checker-test "duplicated elements": also a G1c
     h = H().txn("ax1 ry1").txn("ax2 ay1").txn("rx121")

@@ -174,7 +174,7 @@ _DIRECT_FRIENDLY: dict[str, tuple[str, ...]] = {
     "parallel-snapshot-isolation": ("internal", "G1a"),
     "PL-3": ("G1", "G2", "predicate-read-miss", "PL-3-cycle-exists"),
     "PL-2": ("G1", "PL-2-cycle-exists"),
-    "PL-1": ("G0", "duplicate-elements", "cyclic-versions", "PL-1-cycle-exists"),
+    "PL-1": ("G0", "duplicate-elements", "garbage-read", "cyclic-versions", "PL-1-cycle-exists"),
     "prefix": ("internal", "G1a"),
     "serializable": ("internal",),
     "snapshot-isolation": ("internal", "G1", "G-SI", "G-nonadjacent", "PL-SI-cycle-exists"),

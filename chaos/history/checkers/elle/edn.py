@@ -64,6 +64,7 @@ def collect_edn(path: str | os.PathLike[str], sink: Any) -> Any:
         return list(form.get("value") or []) if isinstance(form, dict) else []
 
     table.fetch = fetch
+    table.pending = [inv[1] for inv in pairing.open.values()]
     return table
 
 

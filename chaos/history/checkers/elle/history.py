@@ -58,6 +58,9 @@ class TxnTable:
         self.process: list[object] = []
         self.fetch: Callable[[int], list[Any]] = lambda t: []  # the value of txn t (slow)
         self.fail_values: list[tuple[int, list[object]]] = []  # (op index, value) of failed txns
+        # the values of invocations that never completed (their writes may have happened: Jepsen
+        # completes them as info; kept apart so they add no vertex)
+        self.pending: list[object] = []
 
     def __len__(self) -> int:
         return len(self.ok)
@@ -122,6 +125,7 @@ def collect_ops(ops: Iterable[Op], sink: Sink) -> TxnTable:
         e.position, e.op = pos, op
         raise
     table.fetch = values.__getitem__
+    table.pending = [inv[1] for inv in open_.values()]
     return table
 
 
@@ -266,6 +270,7 @@ def collect_file(path: Path, sink: Sink) -> TxnTable:
         return list(v)
 
     table.fetch = fetch
+    table.pending = [inv[1] for inv in open_.values()]
     return table
 
 

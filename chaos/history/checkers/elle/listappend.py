@@ -15,7 +15,12 @@ ww from the writer of each element to the writer of the next; wr from the writer
 element to the reader; rw from each reader to the writer of the element right after what it read
 (every unread append's writer when it read everything observed). G1a (a read shows a failed
 append), G1b (a read ends in another transaction's non-final append), dirty-update (a failed
-append followed, through info ones, by an ok append) and duplicate-elements are found there too.
+append followed, through info ones, by an ok append) and duplicate-elements are found there too,
+and garbage-read: a read shows an element no transaction appended to that key (not one that
+failed, nor one whose outcome is unknown, nor an invocation that never completed). Elle leaves
+these out (its version order simply holds the element, with no writer); every model down to
+read-uncommitted forbids a value nobody wrote, and it is what a key mix-up or a corrupted value
+looks like.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ class ListAppend:
         self.rmw: dict[tuple[Hashable, int, Hashable], list[int]] = {}  # (key, length, last) -> txns
         self.order: dict[Hashable, list[object]] = {}  # key -> version order (after finish)
         self.position: dict[Hashable, dict[Hashable, int]] = {}
+        self._pending: set[tuple[Hashable, Hashable]] | None = None  # (key, element) never completed
 
     # ---------------------------------------------------------------------------------------------
     # pass 1
@@ -267,6 +273,8 @@ class ListAppend:
             frow = self.failed.get(k)
             if frow:
                 self._aborted(k, vo, pos, w, frow, ok, anomalies)
+            if -1 in w:
+                self._garbage(k, vo, w, frow or empty, table, anomalies)
             irow = self.intermediate.get(k)
             if irow:
                 for t, last, n in self.reads.get(k, ()):
@@ -341,6 +349,39 @@ class ListAppend:
                 anomalies.setdefault("dirty-update", []).append(
                     {"key": k, "values": vo[i : j + 1], "writer_fail": fid, "writer": w[j]}
                 )
+
+    def _garbage(
+        self,
+        k: Hashable,
+        vo: list[object],
+        w: list[int],
+        frow: dict[Hashable, int],
+        table: TxnTable,
+        anomalies: dict[str, list[object]],
+    ) -> None:
+        """garbage-read: the first read showing each element of k's order that nobody appended."""
+        pending = self._pending_appends(table)
+        reads = self.reads.get(k, ())
+        for i, (e, b) in enumerate(zip(vo, w, strict=True)):
+            if b >= 0 or e in frow or (k, e) in pending:
+                continue
+            for t, _last, n in reads:
+                if n > i:
+                    anomalies.setdefault("garbage-read", []).append(
+                        {"op": t, "key": k, "read_length": n, "element": e}
+                    )
+                    break
+
+    def _pending_appends(self, table: TxnTable) -> set[tuple[Hashable, Hashable]]:
+        if self._pending is None:
+            self._pending = {
+                (mop[1], mop[2])
+                for value in table.pending
+                if type(value) is list
+                for mop in value
+                if type(mop) is list and len(mop) == 3 and mop[0] == "append"
+            }
+        return self._pending
 
     def _incompatible(self, k: Hashable, table: TxnTable) -> dict[str, object]:
         """Elle's report: the first pair of reads, by length, where the shorter is not a prefix."""
@@ -460,6 +501,12 @@ class ListAppend:
         if kind == "future-read":
             return (
                 f"{who} read {read}, which includes {_show(c['element'])}, an element it appends only later"
+            )
+        if kind == "garbage-read":
+            return (
+                f"{who} read {read}, which includes {_show(c['element'])}, but no transaction appended "
+                f"{_show(c['element'])} to {c['key']} (none that succeeded, failed, or may have): "
+                "a value nobody wrote"
             )
         if kind == "duplicate-elements":
             return f"{who} read {read}, in which {_show(list(c['duplicates']))} appear more than once"
