@@ -474,15 +474,27 @@ def test_rw_register_cases():
     assert r["anomaly_types"] == ["G1b", "empty-transaction-graph"]
     r = check(H(True).txn("rx1 rx2"), "serializable")
     assert "internal" in r["anomaly_types"] and r["anomalies"]["internal"][0]["expected"] == 1
-    r = check(H(True).txn("rx0 wx1", 0).txn("rx0 wx2", 1), "serializable")
+    r = check(H(True).txn("wx0", 2).txn("rx0 wx1", 0).txn("rx0 wx2", 1), "serializable")
     assert r["valid"] is False and "lost-update" in r["anomaly_types"]
     assert r["not"] == ["ROLA", "cursor-stability"]
+    # garbage-read (Elle's known gap, "Read doesn't return what was just been written"): a read of
+    # a value nobody wrote; not one a failed, info or never-completed write may have written
+    r = check(H(True).txn("rx0 wx1", 0).txn("rx0 wx2", 1), "read-uncommitted")
+    assert r["valid"] is False and {"garbage-read", "lost-update"} <= set(r["anomaly_types"])
+    assert r["not"] == ["read-uncommitted"] and r["anomalies"]["garbage-read"][0]["value"] == 0
+    assert "no transaction wrote 0 to x" in r["anomalies"]["garbage-read"][0]["explanation"]
+    for h in (
+        H(True).txn("wx5", type_="info").txn("rx5"),
+        H(True).invoke(7, "wx5").txn("rx5"),
+        H(True).txn("wx5", type_="fail").txn("rx5"),
+    ):
+        assert "garbage-read" not in check(h, "read-uncommitted")["anomaly_types"]
     # "initial state": the nil read precedes the write T1 also read from (Elle names it G-single)
     h = H(True).invoke(0, "rx_ ry1").txn("wy1 wx2", 1).complete(0, "rx_ ry1")
     r = check(h, "serializable")
     assert r["valid"] is False and r["anomaly_types"] == ["G-single-item"]
     # "wfr": only with writes-follow-reads is the G-single visible
-    h = H(True).txn("ry1 wx1 wy2").txn("rx1 ry1")
+    h = H(True).txn("wy1").txn("ry1 wx1 wy2").txn("rx1 ry1")
     assert check(h, "serializable")["valid"] is True
     assert check(h, "serializable", wfr_keys=True)["anomaly_types"] == ["G-single-item"]
     # blind writes alone order nothing: unknown, never invalid

@@ -65,6 +65,20 @@ class TxnTable:
     def __len__(self) -> int:
         return len(self.ok)
 
+    def pending_writes(self, f: str) -> set[tuple[Hashable, Hashable]]:
+        """(key, value) of every ``f`` micro-op (``"append"``, ``"w"``) of the invocations that
+        never completed: writes that may have happened (a value not hashable is left out: no
+        read can show it as a key's element or version)."""
+        out: set[tuple[Hashable, Hashable]] = set()
+        for value in self.pending:
+            for mop in value if type(value) is list else ():
+                if type(mop) is list and len(mop) == 3 and mop[0] == f:
+                    try:
+                        out.add((mop[1], mop[2]))
+                    except TypeError:
+                        pass
+        return out
+
     def summary(self, t: int) -> dict[str, object]:
         """The completion of txn ``t`` as a short dict for reports."""
         return {

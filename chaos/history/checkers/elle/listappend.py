@@ -374,13 +374,7 @@ class ListAppend:
 
     def _pending_appends(self, table: TxnTable) -> set[tuple[Hashable, Hashable]]:
         if self._pending is None:
-            self._pending = {
-                (mop[1], mop[2])
-                for value in table.pending
-                if type(value) is list
-                for mop in value
-                if type(mop) is list and len(mop) == 3 and mop[0] == "append"
-            }
+            self._pending = table.pending_writes("append")
         return self._pending
 
     def _incompatible(self, k: Hashable, table: TxnTable) -> dict[str, object]:
