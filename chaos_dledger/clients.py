@@ -247,6 +247,9 @@ class _KVTxn:
         self.c.close()
 
 
+TXN_ABORTED = "txn aborted:"  # the server's answer to a txn its state machine refused (dledger.driver)
+
+
 def bank_key(account: Any) -> str:
     return f"a{account}"
 
@@ -254,13 +257,23 @@ def bank_key(account: Any) -> str:
 class DLedgerBankClient(_KVTxn):
     """The ``bank`` protocol: account ``k`` is the KV key ``"a<k>"``; ``init`` one txn of ``init``
     micro-ops, a transfer one txn of two ``add`` micro-ops (the state machine aborts it, a
-    ``fail``, when the balance would go negative), a read one read-only txn of every account."""
+    ``fail``, when the balance would go negative), a read one read-only txn of every account.
+
+    A transfer the state machine refused (``txn aborted: ...``: the balance does not cover it) was
+    served and its precondition did not hold: ``fail`` with ``compare_failed: true``, a *no match*
+    as a cas whose compare did not match (:func:`chaos.history.analysis.fail_class`), not the
+    cluster being unavailable."""
 
     def init(self, balances: dict[int, int]) -> Answer:
         return self._txn([["init", bank_key(a), b] for a, b in balances.items()])
 
     def transfer(self, frm: int, to: int, amount: int) -> Answer:
-        return self._txn([["add", bank_key(frm), -amount], ["add", bank_key(to), amount]])
+        try:
+            return self._txn([["add", bank_key(frm), -amount], ["add", bank_key(to), amount]])
+        except Failed as e:
+            if str(e).startswith(TXN_ABORTED):
+                raise Failed(str(e), node=e.node, **{**e.fields, "compare_failed": True}) from None
+            raise
 
     def read(self, accounts: list[int]) -> Answer:
         got = self._txn([["r", bank_key(a), None] for a in accounts])

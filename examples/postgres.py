@@ -199,7 +199,11 @@ class PostgresBank(PostgresTxn):
                 b[a] = None if row is None else row[0]
             if b[frm] is None or b[to] is None or b[frm] < amount:
                 cur.execute("ROLLBACK")
-                raise Failed(f"transfer of {amount} from {frm} ({b[frm]}) to {to} ({b[to]}) refused")
+                # served, the balance does not cover it: a no match (compare_failed), not an outage
+                raise Failed(
+                    f"transfer of {amount} from {frm} ({b[frm]}) to {to} ({b[to]}) refused",
+                    compare_failed=True,
+                )
             cur.execute("UPDATE accounts SET balance = %s WHERE id = %s", (b[frm] - amount, frm))
             cur.execute("UPDATE accounts SET balance = %s WHERE id = %s", (b[to] + amount, to))
 

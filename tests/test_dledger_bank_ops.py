@@ -90,3 +90,33 @@ def test_transfers_counters_and_sets_on_a_real_group(cluster: Cluster) -> None:
         assert refused.outcome == "fail" and "negative" in (refused.error or "")
         bad = c.kv_txn([["add", "count", "x"]])
         assert bad.outcome == "fail" and bad.code == 411
+
+
+def test_a_refused_transfer_is_a_no_match_and_not_the_cluster_unavailable() -> None:
+    """A transfer the state machine refused was served (its precondition, a balance covering it,
+    did not hold): ``fail`` with ``compare_failed``, counted as a no match; a NOT_LEADER stays
+    unavailable. Before, every refused transfer of a healthy run counted as an outage."""
+    from types import SimpleNamespace
+
+    from chaos.control.client import complete
+    from chaos.history.analysis import NO_MATCH, UNAVAILABLE, fail_class
+    from chaos.history.op import Op
+    from chaos_dledger.clients import DLedgerBankClient
+
+    answers = {
+        "refused": SimpleNamespace(
+            outcome="fail", node="n2", code=411, error="txn aborted: add -5 to 'a4': 1 + -5 would be negative"
+        ),
+        "not-leader": SimpleNamespace(outcome="fail", node="n3", code=501, error="NOT_LEADER"),
+    }
+    kinds = {}
+    for name, answer in answers.items():
+        conn = SimpleNamespace(kv_txn=lambda mops, a=answer: a, close=lambda: None)
+        client = DLedgerBankClient(lambda node, c=conn: c, "n1")
+        op = Op(
+            index=0, type="invoke", process=0, f="transfer", value={"from": 4, "to": 0, "amount": 5}, time=0
+        )
+        comp = complete(op, lambda c=client: c.transfer(4, 0, 5))
+        assert comp.type == "fail" and comp.node == answer.node, comp
+        kinds[name] = (fail_class(comp), comp.extra.get("compare_failed"))
+    assert kinds == {"refused": (NO_MATCH, True), "not-leader": (UNAVAILABLE, None)}

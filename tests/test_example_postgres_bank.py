@@ -76,6 +76,8 @@ def test_bank_is_valid_at_serializable(env: dict[str, str], tmp_path: Path) -> N
     assert bank["valid"] is True and bank["read_count"] > 50, bank
     assert code in (0, 2), out[-3000:]  # 2 only when a fault kind never took effect
     assert results["checkers"]["stats"]["by_f"]["transfer"]["ok"] > 10
+    # a transfer the balance does not cover was served: a no match, not PostgreSQL unavailable
+    assert results["checkers"]["perf"]["ops"]["fail_no_match"] > 0
 
 
 def test_bank_fails_at_read_committed_with_wrong_totals(env: dict[str, str], tmp_path: Path) -> None:

@@ -57,6 +57,8 @@ def test_an_overdrawing_transfer_aborts_and_fails() -> None:
         if o["f"] == "transfer" and o["type"] == "fail" and o.get("error") == "UNEXPECTED_ARGUMENT"
     ]
     assert aborted and r.valid is True
+    # served, the balance did not cover it: a no match, as the real client records it, not an outage
+    assert all(o.get("compare_failed") is True for o in aborted)
 
 
 def test_the_swarm_draws_the_kv_workloads_with_read_modes() -> None:

@@ -7,8 +7,9 @@ client's :meth:`BankClient.init` before each worker's first op (idempotent: acco
 balances). Ops, a 50/50 mix (Jepsen's ``generator``):
 
 - ``transfer`` ``{"from": a, "to": b, "amount": 1..5}`` with ``a != b`` (Jepsen's
-  ``diff-transfer``): ok when moved, ``fail`` when the DB refused (``from`` cannot afford it, a
-  serialization failure);
+  ``diff-transfer``): ok when moved, ``fail`` when the DB refused (``from`` cannot afford it:
+  a client raises ``Failed(..., compare_failed=True)``, counted as a *no match*, an answer, not
+  the DB unavailable; a serialization failure: ``Aborted``);
 - ``read``, ok value ``{account: balance}``.
 
 Checked by ``bank`` (every ok read sums to the total, no nil or negative balance, no other
@@ -42,8 +43,9 @@ class BankClient(Protocol):
 
     ``init(balances)``: create the accounts ``{account: balance}`` atomically where none exists
     (idempotent; called once per client before its first op); ``transfer(frm, to, amount)``: one
-    transaction moving ``amount`` when ``frm``'s balance covers it, :class:`Failed` otherwise;
-    ``read(accounts)`` -> ``{account: balance}`` of every account in one transaction; ``close()``.
+    transaction moving ``amount`` when ``frm``'s balance covers it, otherwise
+    ``Failed(..., compare_failed=True)`` (served, the balance did not cover it: counted as a *no
+    match*, not as the DB unavailable); ``read(accounts)`` -> ``{account: balance}`` of every account in one transaction; ``close()``.
     """
 
     def init(self, balances: dict[int, int]) -> Any: ...
