@@ -146,6 +146,7 @@ def test_a_module_that_does_not_load_is_one_line_254(tmp_path: Path) -> None:
     r = chaos("nosuchplug:DB", "--no-smoke", path=tmp_path)
     assert r.returncode == 254 and r.stderr.strip().count("\n") == 0, r.stdout + r.stderr
     assert "no module named 'nosuchplug'" in r.stderr
+    assert r.stderr.startswith("chaos: nosuchplug:DB: ")  # the argument as given, not chaos run's --db
 
 
 @pytest.mark.docker

@@ -137,8 +137,9 @@ def load(spec: str, db_opts: Sequence[str], found: Findings) -> object:
 
     try:
         factory = dbmod.db_factory(spec, check_api=False)
-    except ConfigError as e:
-        raise BadArguments(str(e)) from None
+    except ConfigError as e:  # worded for chaos run's --db; here the plug-in is the argument
+        msg = str(e)
+        raise BadArguments(msg[len("--db ") :] if msg.startswith(f"--db {spec}") else msg) from None
     declared = plugins.declared_api(factory)
     try:
         plugins.check_api(factory, f"--db {spec}")
