@@ -463,3 +463,17 @@ def test_a_transfer_behind_goes_to_the_member_whose_log_ends_furthest_behind() -
     assert built is not None
     with pytest.raises(ValueError, match="transfer_targets"):
         LeaderTransferNemesis(("slowest",))
+
+
+def test_every_nemesis_option_is_in_the_usage_guide() -> None:
+    """docs/usage.md's `--nemesis-opt` row names every key chaos run accepts (four were missing)."""
+    from pathlib import Path
+
+    from chaos.nemesis import NEMESIS_OPTIONS
+
+    row = next(
+        line
+        for line in (Path(__file__).parent.parent / "docs" / "usage.md").read_text().splitlines()
+        if line.startswith("| `--nemesis-opt")
+    )
+    assert [k for k in sorted(NEMESIS_OPTIONS) if f"`{k}`" not in row] == []
