@@ -222,6 +222,32 @@ def test_sim_command_on_a_standalone_cluster_prints_and_exits_as_the_local_run(
     assert failing, on_cluster.stdout
 
 
+def test_a_web_ui_given_as_master_is_one_line_at_once(tmp_path: Path) -> None:
+    """A port that accepts TCP but answers HTTP (a master's web UI on 8080, a proxy) passed the
+    probe, and Spark then retried it for 66 s before a Py4J trace (255). A real HTTP server on a
+    free port: one line naming the port's HTTP answer and 7077, exit 254, within seconds."""
+    import http.server
+    import threading
+
+    from chaos.history.spark.session import probe_standalone_master
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        with pytest.raises(RuntimeError, match=rf"127.0.0.1:{port} answers HTTP .*usually 7077"):
+            probe_standalone_master(f"spark://127.0.0.1:{port}")
+        t0 = time.monotonic()
+        res = _chaos(
+            "sim", "--master", f"spark://127.0.0.1:{port}", "--seeds", "2", "--store", tmp_path, timeout=120
+        )
+        assert res.returncode == 254 and "answers HTTP" in res.stderr, res.stdout + res.stderr
+        assert len([ln for ln in res.stderr.splitlines() if ln.strip()]) == 1, res.stderr
+        assert time.monotonic() - t0 < 60
+    finally:
+        server.shutdown()
+
+
 def test_an_unreachable_master_is_one_line_at_once(tmp_path: Path, runs: list[Path]) -> None:
     """Issue 36 item 7: nothing listens on port 1; both commands say so in one line, exit 254,
     within seconds (Spark alone retries for a minute, then fails inside Py4J)."""

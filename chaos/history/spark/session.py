@@ -137,14 +137,33 @@ def probe_standalone_master(master: str, timeout: float = MASTER_PROBE_S) -> Non
         if not host or not port.isdigit():
             raise RuntimeError(f"--master {master}: expected spark://HOST:PORT[,HOST:PORT...]")
         try:
-            socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
-            return
+            conn = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
         except OSError as e:
             errors.append(f"{hp}: {e.strerror or e}")
+            continue
+        with conn:
+            if _answers_http(conn):
+                errors.append(
+                    f"{hp} answers HTTP (a web UI or a proxy?), not a master's RPC port (usually 7077)"
+                )
+                continue
+        return
     raise RuntimeError(
         f"cannot reach the Spark master {master} ({'; '.join(errors)}); expected a running standalone "
         "master there (docs/spark-cluster.md), or --master local[*]"
     )
+
+
+def _answers_http(conn: socket.socket, timeout: float = 1.0) -> bool:
+    """Whether the peer answers an HTTP request: a standalone master's web UI (8080) or a proxy
+    accepts TCP too, and Spark would then retry it for a minute before failing inside Py4J. The
+    master's RPC port never answers with an HTTP status line (it reads a length-prefixed frame)."""
+    try:
+        conn.settimeout(timeout)
+        conn.sendall(b"GET / HTTP/1.0\r\nHost: spark-master\r\n\r\n")
+        return conn.recv(5) == b"HTTP/"
+    except OSError:
+        return False
 
 
 def spark_session(master: str = "local[*]", app: str = "chaos-analyze", log: Path | None = None) -> object:
