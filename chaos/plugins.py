@@ -190,23 +190,25 @@ def is_reference(spec: str) -> bool:
 
 def import_object(ref: str, flag: str = "plug-in") -> Any:
     """The object ``module:attr`` names (``attr`` may be dotted). ConfigError naming the module when
-    it cannot be imported (one line, with the import's own message when it failed inside)."""
+    it cannot be imported (one line, with the import's own message when it failed inside), led by
+    ``flag`` and ``ref`` (by ``ref`` alone when ``flag`` is empty: a command's own argument)."""
+    where = f"{flag} {ref}" if flag else ref
     module_name, _, attr = ref.partition(":")
     module_name, attr = module_name.strip(), attr.strip()
     if not module_name or not attr:
-        raise ConfigError(f"{flag} {ref}: expected module:attr")
+        raise ConfigError(f"{where}: expected module:attr")
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
         if e.name and (module_name == e.name or module_name.startswith(e.name + ".")):
-            raise ConfigError(f"{flag} {ref}: no module named {module_name!r} on the Python path") from None
-        raise ConfigError(f"{flag} {ref}: importing {module_name} failed: {e}") from None
+            raise ConfigError(f"{where}: no module named {module_name!r} on the Python path") from None
+        raise ConfigError(f"{where}: importing {module_name} failed: {e}") from None
     except Exception as e:  # a plug-in that fails to import is bad input, named as such
-        raise ConfigError(f"{flag} {ref}: importing {module_name} failed: {type(e).__name__}: {e}") from None
+        raise ConfigError(f"{where}: importing {module_name} failed: {type(e).__name__}: {e}") from None
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise ConfigError(f"{flag} {ref}: module {module_name} has no attribute {attr!r}")
+            raise ConfigError(f"{where}: module {module_name} has no attribute {attr!r}")
         obj = getattr(obj, part)
     return obj
 
@@ -256,12 +258,15 @@ def check_api(obj: Any, label: str) -> None:
         )
 
 
-def resolve(kind: str, spec: str, *, check: bool = True) -> Any:
+def resolve(kind: str, spec: str, *, check: bool = True, flag: str | None = None) -> Any:
     """The object a ``--<kind>`` value names: ``module:attr``, a built-in name or an entry point's
     name. ConfigError naming the flag and the known names for an unknown name, and (``check``) for
-    a plug-in whose declared API range excludes this tool's (:func:`check_api`)."""
-    flag = _FLAGS[kind]
+    a plug-in whose declared API range excludes this tool's (:func:`check_api`). ``flag``: what
+    the errors name the value by (default the kind's flag, e.g. ``--db``; ``""``: the value alone,
+    when it is a command's own argument, as for ``chaos plugin check MODULE:ATTR``)."""
+    flag = _FLAGS[kind] if flag is None else flag
     spec = str(spec).strip()
+    where = f"{flag} {spec}" if flag else spec
     if is_reference(spec):
         obj = import_object(spec, flag)
     elif spec in BUILTINS[kind]:
@@ -271,15 +276,15 @@ def resolve(kind: str, spec: str, *, check: bool = True) -> Any:
         if ep is None:
             known = ", ".join(names(kind)) or "none"
             hint = did_you_mean([spec], names(kind))
-            raise ConfigError(f"{flag} {spec}: unknown {kind}{hint}; expected one of {known} or module:attr")
+            raise ConfigError(f"{where}: unknown {kind}{hint}; expected one of {known} or module:attr")
         try:
             obj = ep.load()
         except Exception as e:
             raise ConfigError(
-                f"{flag} {spec}: loading entry point {ep.value} failed: {type(e).__name__}: {e}"
+                f"{where}: loading entry point {ep.value} failed: {type(e).__name__}: {e}"
             ) from None
     if check:
-        check_api(obj, f"{flag} {spec}")
+        check_api(obj, where)
     return obj
 
 

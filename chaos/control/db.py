@@ -380,10 +380,11 @@ class NoopDB:
 # -- building the DB --db names (the loader is chaos.plugins) ----------------------------------------
 
 
-def db_factory(spec: str | None, *, check_api: bool = True) -> object:
+def db_factory(spec: str | None, *, check_api: bool = True, flag: str | None = None) -> object:
     """The DB factory (or DB object) ``--db`` names; default :func:`chaos.plugins.default_db`
-    (``check_api``: refuse one whose declared API range excludes this tool's)."""
-    return plugins.resolve("db", spec or plugins.default_db(), check=check_api)
+    (``check_api``: refuse one whose declared API range excludes this tool's; ``flag``: what errors
+    name it by, :func:`chaos.plugins.resolve`'s)."""
+    return plugins.resolve("db", spec or plugins.default_db(), check=check_api, flag=flag)
 
 
 def build_db(

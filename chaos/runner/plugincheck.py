@@ -136,10 +136,9 @@ def load(spec: str, db_opts: Sequence[str], found: Findings) -> object:
     load or build."""
 
     try:
-        factory = dbmod.db_factory(spec, check_api=False)
-    except ConfigError as e:  # worded for chaos run's --db; here the plug-in is the argument
-        msg = str(e)
-        raise BadArguments(msg[len("--db ") :] if msg.startswith(f"--db {spec}") else msg) from None
+        factory = dbmod.db_factory(spec, check_api=False, flag="")  # the plug-in is the argument
+    except ConfigError as e:
+        raise BadArguments(str(e)) from None
     declared = plugins.declared_api(factory)
     try:
         plugins.check_api(factory, f"--db {spec}")
