@@ -61,6 +61,7 @@ class TxnTable:
         # the values of invocations that never completed (their writes may have happened: Jepsen
         # completes them as info; kept apart so they add no vertex)
         self.pending: list[object] = []
+        self._pending_writes: dict[str, set[tuple[Hashable, Hashable]]] = {}  # f -> pending_writes(f)
 
     def __len__(self) -> int:
         return len(self.ok)
@@ -68,8 +69,11 @@ class TxnTable:
     def pending_writes(self, f: str) -> set[tuple[Hashable, Hashable]]:
         """(key, value) of every ``f`` micro-op (``"append"``, ``"w"``) of the invocations that
         never completed: writes that may have happened (a value not hashable is left out: no
-        read can show it as a key's element or version)."""
-        out: set[tuple[Hashable, Hashable]] = set()
+        read can show it as a key's element or version). Computed once per ``f``."""
+        out = self._pending_writes.get(f)
+        if out is not None:
+            return out
+        out = self._pending_writes[f] = set()
         for value in self.pending:
             for mop in value if type(value) is list else ():
                 if type(mop) is list and len(mop) == 3 and mop[0] == f:

@@ -61,7 +61,6 @@ class ListAppend:
         self.rmw: dict[tuple[Hashable, int, Hashable], list[int]] = {}  # (key, length, last) -> txns
         self.order: dict[Hashable, list[object]] = {}  # key -> version order (after finish)
         self.position: dict[Hashable, dict[Hashable, int]] = {}
-        self._pending: set[tuple[Hashable, Hashable]] | None = None  # (key, element) never completed
 
     # ---------------------------------------------------------------------------------------------
     # pass 1
@@ -360,7 +359,7 @@ class ListAppend:
         anomalies: dict[str, list[object]],
     ) -> None:
         """garbage-read: the first read showing each element of k's order that nobody appended."""
-        pending = self._pending_appends(table)
+        pending = table.pending_writes("append")
         reads = self.reads.get(k, ())
         for i, (e, b) in enumerate(zip(vo, w, strict=True)):
             if b >= 0 or e in frow or (k, e) in pending:
@@ -371,11 +370,6 @@ class ListAppend:
                         {"op": t, "key": k, "read_length": n, "element": e}
                     )
                     break
-
-    def _pending_appends(self, table: TxnTable) -> set[tuple[Hashable, Hashable]]:
-        if self._pending is None:
-            self._pending = table.pending_writes("append")
-        return self._pending
 
     def _incompatible(self, k: Hashable, table: TxnTable) -> dict[str, object]:
         """Elle's report: the first pair of reads, by length, where the shorter is not a prefix."""

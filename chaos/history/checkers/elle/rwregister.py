@@ -55,7 +55,6 @@ class RwRegister:
         self.succ: dict[
             Hashable, dict[Hashable, set[Hashable]]
         ] = {}  # key -> value -> the values wfr puts next
-        self._pending: set[tuple[Hashable, Hashable]] | None = None  # (key, value) never completed
 
     def add(self, t: int, type_: str, value: list[object]) -> None:
         """One completed transaction (``t``: txn id, or fail id for ``fail``)."""
@@ -129,7 +128,7 @@ class RwRegister:
                     for r in readers:
                         edge(a, r, WR)
                 w = self.any_writer.get(k, {}).get(v)
-                if w is None and (k, v) not in self._pending_writes(table):
+                if w is None and (k, v) not in table.pending_writes("w"):
                     anomalies.setdefault("garbage-read", []).append({"op": readers[0], "key": k, "value": v})
                 if w is not None and w[0] == FAIL:
                     for b in readers:
@@ -151,11 +150,6 @@ class RwRegister:
         if lost:
             anomalies["lost-update"] = lost
         return anomalies, src, dst, rel
-
-    def _pending_writes(self, table: TxnTable) -> set[tuple[Hashable, Hashable]]:
-        if self._pending is None:
-            self._pending = table.pending_writes("w")
-        return self._pending
 
     def _wfr_edges(self, edge: Callable[[int, int, int], object], anomalies: dict[str, list[object]]) -> None:
         versions: dict[Hashable, dict[Hashable, set[Hashable]]] = {}
