@@ -45,7 +45,8 @@ class BankClient(Protocol):
     (idempotent; called once per client before its first op); ``transfer(frm, to, amount)``: one
     transaction moving ``amount`` when ``frm``'s balance covers it, otherwise
     ``Failed(..., compare_failed=True)`` (served, the balance did not cover it: counted as a *no
-    match*, not as the DB unavailable); ``read(accounts)`` -> ``{account: balance}`` of every account in one transaction; ``close()``.
+    match*, not as the DB unavailable); ``read(accounts)`` -> ``{account: balance}`` of every
+    account in one transaction; ``close()``.
     """
 
     def init(self, balances: dict[int, int]) -> Any: ...
