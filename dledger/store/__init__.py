@@ -26,6 +26,11 @@ class CorruptionError(StoreError):
     """Data that fails its checks inside the committed prefix; the node must not serve it."""
 
 
+class FlushError(StoreError):
+    """The write of records still buffered failed (a full or failing disk): raised by a flush, and
+    so by a read, which flushes first; the records stay buffered for the next try."""
+
+
 @dataclass(slots=True)
 class Entry:
     """One log entry (DLedgerEntry).

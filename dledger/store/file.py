@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from zlib import crc32
 
-from dledger.store import MAGIC_NOOP, MAGIC_NORMAL, CorruptionError, Entry, StoreError, codec
+from dledger.store import MAGIC_NOOP, MAGIC_NORMAL, CorruptionError, Entry, FlushError, StoreError, codec
 from dledger.store.fs import OS, FileSystem
 from dledger.store.hardstate import Checkpoint, CheckpointState
 
@@ -612,7 +612,7 @@ class FileLogStore:
                 try:
                     self._write_pending()
                 except OSError as e:
-                    raise StoreError(f"write of buffered records in {self.directory} failed: {e}") from e
+                    raise FlushError(f"write of buffered records in {self.directory} failed: {e}") from e
                 self._flush_index()
                 end = self._end
                 index = index or self._index_cut
@@ -681,7 +681,7 @@ class FileLogStore:
             try:
                 self._write_pending()
             except OSError as e:
-                raise StoreError(f"write of buffered records in {self.directory} failed: {e}") from e
+                raise FlushError(f"write of buffered records in {self.directory} failed: {e}") from e
 
     def _roll_over(self, seg: _Segment, rel: int, start: int) -> _Segment:
         """Pad data file ``seg`` with a blank record from ``rel`` on and start the next one at
