@@ -10,6 +10,7 @@ entry beyond what that member's own fsyncs covered. Both are read from the membe
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -63,7 +64,15 @@ def test_concurrent_appends_share_fsyncs_and_none_is_acked_before_its_fsync(clus
     indexes = [a["index"] for a in answers]
     assert len(set(indexes)) == N
     cluster.wait_caught_up()
-    after = {n: cluster.meta(n)["stats"] for n in cluster.ids}
+    # caught up is the same end and commit index everywhere; a follower may learn the commit index
+    # before its own group fsync of the last batch completes (a loaded machine's fsync took long):
+    # wait, bounded, for every member's fsync before reading the counters
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        after = {n: cluster.meta(n)["stats"] for n in cluster.ids}
+        if all(a["syncedIndex"] >= max(indexes) for a in after.values()):
+            break
+        time.sleep(0.1)
     for n in cluster.ids:
         syncs = after[n]["dataSyncs"] - before[n]["dataSyncs"]
         # every entry was fsynced on every member, by far fewer fsyncs than entries
